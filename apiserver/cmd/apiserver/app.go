@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/svc-dev/svc/apiserver/internal/admin"
+	"github.com/svc-dev/svc/apiserver/internal/catalog"
+	"github.com/svc-dev/svc/apiserver/internal/config"
+	"github.com/svc-dev/svc/apiserver/internal/server"
+	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/apiserver/internal/upstream"
+	"github.com/svc-dev/svc/shared/logging"
+)
+
+type app struct {
+	cfg   *config.Config
+	log   *zap.Logger
+	store *store.Store
+	cat   *catalog.Catalog
+}
+
+func open(name string, args []string) (*app, []string, error) {
+	cfg, fs, err := config.Parse(name, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, nil, fmt.Errorf("%w", admin.ErrUsage)
+		}
+		return nil, nil, err
+	}
+	log, err := logging.New(cfg.LogLevel)
+	if err != nil {
+		return nil, nil, err
+	}
+	cat, err := catalog.Load(catalog.Options{ModelsFile: cfg.ModelsFile, PlansFile: cfg.PlansFile,
+		UpstreamBaseURL: cfg.UpstreamBaseURL, UpstreamAPIKey: cfg.UpstreamAPIKey})
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := store.Open(cfg.DatabaseURL, cfg.DataDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &app{cfg: cfg, log: log, store: st, cat: cat}, fs.Args(), nil
+}
+
+func (a *app) close() {
+	_ = a.store.Close()
+	_ = a.log.Sync()
+}
+
+func migrate(ctx context.Context, args []string) error {
+	a, _, err := open("apiserver migrate", args)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	return a.store.Migrate(ctx)
+}
+
+func runAdmin(ctx context.Context, args []string) error {
+	// Global flags come before the command words: admin [--database-url …] key create …
+	i := 0
+	for i < len(args) && strings.HasPrefix(args[i], "-") {
+		i++
+		if i < len(args) && !strings.Contains(args[i-1], "=") && !strings.HasPrefix(args[i], "-") {
+			i++
+		}
+	}
+	a, _, err := open("apiserver admin", args[:i])
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	if err := a.store.Migrate(ctx); err != nil {
+		return err
+	}
+	return admin.Run(ctx, a.adminEnv(), args[i:])
+}
+
+func (a *app) adminEnv() *admin.Env {
+	return &admin.Env{Store: a.store, Catalog: a.cat, RuntimeSecret: []byte(a.cfg.RuntimeAuthSecret),
+		Out: os.Stdout, Publish: publishFunc}
+}
+
+func serve(ctx context.Context, args []string, dev bool) error {
+	a, _, err := open("apiserver serve", args)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	if err := a.store.Migrate(ctx); err != nil {
+		return err
+	}
+	if dev && a.cfg.RuntimeAuthSecret == "" {
+		secret, err := devSecret(a.cfg.DataDir)
+		if err != nil {
+			return err
+		}
+		a.cfg.RuntimeAuthSecret = secret
+	}
+	srv := server.New(server.Deps{
+		Store: a.store, Catalog: a.cat, Log: a.log,
+		Upstream:      upstream.New(upstream.Options{HeaderTimeout: a.cfg.UpstreamTimeout}),
+		RuntimeSecret: []byte(a.cfg.RuntimeAuthSecret), MaxBodyBytes: a.cfg.MaxBodyBytes,
+	})
+	ln, err := net.Listen("tcp", a.cfg.HTTPAddr)
+	if err != nil {
+		return err
+	}
+	if a.cat.HasDevProvider() {
+		a.log.Warn("models are served by the built-in dev provider (no model behind replies); set SVC_UPSTREAM_BASE_URL for a real upstream")
+	}
+	a.log.Info("apiserver listening", zap.String("addr", ln.Addr().String()))
+	if dev {
+		if err := bootstrapDemo(ctx, a, ln.Addr().String()); err != nil {
+			return err
+		}
+	}
+	hs := &http.Server{Handler: srv.Echo, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	a.log.Info("apiserver shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return hs.Shutdown(sctx)
+}
+
+// devSecret keeps a random runtime secret in the dev data dir so pods started
+// by `make run` keep valid tokens across restarts.
+func devSecret(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, "runtime-auth-secret")
+	if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+		return strings.TrimSpace(string(b)), nil
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return "", err
+	}
+	secret := store.NewID("rts") + store.NewID("x")
+	return secret, os.WriteFile(path, []byte(secret), 0o600)
+}

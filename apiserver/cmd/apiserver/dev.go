@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/svc-dev/svc/apiserver/internal/admin"
+	"github.com/svc-dev/svc/apiserver/internal/store"
+)
+
+const demoWorkspace = "demo"
+
+// bootstrapDemo creates a demo workspace, user and API key on first start and
+// prints what to curl. The demo key is kept in <data dir>/demo-api-key
+// (mode 0600) so a restart can print it again; it exists only in dev mode.
+func bootstrapDemo(ctx context.Context, a *app, addr string) error {
+	keyPath := filepath.Join(a.cfg.DataDir, "demo-api-key")
+	ws, err := a.store.FindWorkspaceByName(ctx, demoWorkspace)
+	if errors.Is(err, store.ErrNotFound) {
+		if ws, err = a.store.CreateWorkspace(ctx, demoWorkspace, "free"); err != nil {
+			return err
+		}
+	} else if err != nil {
+		return err
+	}
+	u, err := a.store.FindUserByEmail(ctx, "demo@example.com")
+	if errors.Is(err, store.ErrNotFound) {
+		u, err = a.store.CreateUser(ctx, "demo@example.com")
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := a.store.AddMember(ctx, ws.ID, u.ID); err != nil {
+		return err
+	}
+	b, err := os.ReadFile(keyPath)
+	key := strings.TrimSpace(string(b))
+	if err != nil || key == "" {
+		k, err := admin.CreateKey(ctx, a.store, ws.ID, u.ID, "demo")
+		if err != nil {
+			return err
+		}
+		key = k.Key
+		if err := os.WriteFile(keyPath, []byte(key+"\n"), 0o600); err != nil {
+			return err
+		}
+	}
+	base := "http://" + addr
+	fmt.Printf(`
+  apiserver is up on embedded defaults (SQLite and fs storage under %s).
+  Models answer through the built-in dev upstream unless SVC_UPSTREAM_BASE_URL is set.
+
+  Demo workspace %s, API key (also in %s):
+    export SVC_KEY=%s
+
+  Try:
+    curl -s %s/api/v1/models -H "Authorization: Bearer $SVC_KEY"
+    curl -s %s/api/v1/chat/completions -H "Authorization: Bearer $SVC_KEY" \
+      -H 'Content-Type: application/json' \
+      -d '{"model":"svc-2-0","messages":[{"role":"user","content":"hello"}]}'
+    curl -sN %s/v1/chat/completions -H "Authorization: Bearer $SVC_KEY" \
+      -H 'Content-Type: application/json' \
+      -d '{"model":"svc-2.0","stream":true,"messages":[{"role":"user","content":"hello"}]}'
+
+`, a.cfg.DataDir, ws.ID, keyPath, key, base, base, base)
+	return nil
+}

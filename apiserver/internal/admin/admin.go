@@ -1,0 +1,319 @@
+// Package admin is the operator CLI (`apiserver admin <noun> <verb>`,
+// DESIGN.md §5): each command prints one JSON object on stdout. It talks to
+// the database directly, so it works without a running server.
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/svc-dev/svc/apiserver/internal/apikey"
+	"github.com/svc-dev/svc/apiserver/internal/catalog"
+	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/runtimetoken"
+	"github.com/svc-dev/svc/shared/syncmode"
+)
+
+// Env is what commands run against.
+type Env struct {
+	Store         *store.Store
+	Catalog       *catalog.Catalog
+	RuntimeSecret []byte
+	Out           io.Writer
+	// Publish calls a pod's git-flush with a publish tag; nil when the
+	// publish package is not wired.
+	Publish func(ctx context.Context, podURL, token, subdomain string, now time.Time) (sha, tag string, err error)
+}
+
+type command struct {
+	usage string
+	run   func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error)
+}
+
+var commands = map[string]command{}
+
+func register(name, usage string, run func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error)) {
+	commands[name] = command{usage: usage, run: run}
+}
+
+// Usage lists the commands.
+func Usage() string {
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	b.WriteString("usage: apiserver admin <command> [flags]\n\ncommands:\n")
+	for _, n := range names {
+		fmt.Fprintf(&b, "  %-24s %s\n", n, commands[n].usage)
+	}
+	return b.String()
+}
+
+// ErrUsage is returned for unknown commands and bad flags.
+var ErrUsage = errors.New("admin: usage")
+
+// Run executes one command, e.g. args = ["key", "create", "--workspace", "ws_…"].
+func Run(ctx context.Context, env *Env, args []string) error {
+	if len(args) < 2 {
+		return fmt.Errorf("%w\n%s", ErrUsage, Usage())
+	}
+	name := args[0] + " " + args[1]
+	cmd, ok := commands[name]
+	if !ok {
+		return fmt.Errorf("%w: unknown command %q\n%s", ErrUsage, name, Usage())
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	out, err := cmd.run(ctx, env, fs, args[2:])
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(env.Out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+func parse(fs *flag.FlagSet, args []string, required ...string) error {
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	for _, r := range required {
+		if f := fs.Lookup(r); f == nil || f.Value.String() == "" {
+			return fmt.Errorf("%w: --%s is required", ErrUsage, r)
+		}
+	}
+	return nil
+}
+
+func init() {
+	register("workspace create", "--name N [--plan P]", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
+		name, plan := fs.String("name", "", ""), fs.String("plan", "free", "")
+		if err := parse(fs, args, "name"); err != nil {
+			return nil, err
+		}
+		if _, ok := env.Catalog.Plan(*plan); !ok {
+			return nil, fmt.Errorf("unknown plan %q", *plan)
+		}
+		return env.Store.CreateWorkspace(ctx, *name, *plan)
+	})
+	register("workspace set", "--id W [--plan P] [--usage-based-pricing=true|false]", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
+		id, plan, ubp := fs.String("id", "", ""), fs.String("plan", "", ""), fs.String("usage-based-pricing", "", "")
+		if err := parse(fs, args, "id"); err != nil {
+			return nil, err
+		}
+		var planP *string
+		if *plan != "" {
+			if _, ok := env.Catalog.Plan(*plan); !ok {
+				return nil, fmt.Errorf("unknown plan %q", *plan)
+			}
+			planP = plan
+		}
+		var ubpP *bool
+		switch *ubp {
+		case "":
+		case "true", "false":
+			v := *ubp == "true"
+			ubpP = &v
+		default:
+			return nil, fmt.Errorf("%w: --usage-based-pricing must be true or false", ErrUsage)
+		}
+		return env.Store.UpdateWorkspace(ctx, *id, planP, ubpP)
+	})
+	register("user create", "--email E", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
+		email := fs.String("email", "", "")
+		if err := parse(fs, args, "email"); err != nil {
+			return nil, err
+		}
+		return env.Store.CreateUser(ctx, *email)
+	})
+	register("member add", "--workspace W --user U", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
+		ws, user := fs.String("workspace", "", ""), fs.String("user", "", "")
+		if err := parse(fs, args, "workspace", "user"); err != nil {
+			return nil, err
+		}
+		return env.Store.AddMember(ctx, *ws, *user)
+	})
+	register("key create", "--workspace W --user U [--name N]  (prints the plain key once)", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
+		ws, user, name := fs.String("workspace", "", ""), fs.String("user", "", ""), fs.String("name", "", "")
+		if err := parse(fs, args, "workspace", "user"); err != nil {
+			return nil, err
+		}
+		return CreateKey(ctx, env.Store, *ws, *user, *name)
+	})
+	register("key revoke", "--id K", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
+		id := fs.String("id", "", "")
+		if err := parse(fs, args, "id"); err != nil {
+			return nil, err
+		}
+		return env.Store.RevokeAPIKey(ctx, *id)
+	})
+	register("project create", "--workspace W --name N", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
+		ws, name := fs.String("workspace", "", ""), fs.String("name", "", "")
+		if err := parse(fs, args, "workspace", "name"); err != nil {
+			return nil, err
+		}
+		return env.Store.CreateProject(ctx, *ws, *name)
+	})
+	register("project set-sync-mode", "--id P --mode s3|dual_shadow|git_only", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
+		id, mode := fs.String("id", "", ""), fs.String("mode", "", "")
+		if err := parse(fs, args, "id", "mode"); err != nil {
+			return nil, err
+		}
+		m, err := syncmode.Parse(*mode)
+		if err != nil || *mode == "" {
+			return nil, fmt.Errorf("%w: --mode must be s3, dual_shadow or git_only", ErrUsage)
+		}
+		return env.Store.SetSyncMode(ctx, *id, m)
+	})
+	register("project runtime-token", "--id P", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
+		id := fs.String("id", "", "")
+		if err := parse(fs, args, "id"); err != nil {
+			return nil, err
+		}
+		if len(env.RuntimeSecret) == 0 {
+			return nil, errors.New("SVC_RUNTIME_AUTH_SECRET is not set")
+		}
+		if _, err := env.Store.GetProject(ctx, *id); err != nil {
+			return nil, err
+		}
+		return map[string]string{"token": runtimetoken.Mint(env.RuntimeSecret, *id)}, nil
+	})
+	register("project publish", "--id P --subdomain S [--pod-url U]", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
+		id, sub, podURL := fs.String("id", "", ""), fs.String("subdomain", "", ""), fs.String("pod-url", "", "")
+		if err := parse(fs, args, "id", "subdomain", "pod-url"); err != nil {
+			return nil, err
+		}
+		if env.Publish == nil {
+			return nil, errors.New("publish is not available in this build")
+		}
+		if len(env.RuntimeSecret) == 0 {
+			return nil, errors.New("SVC_RUNTIME_AUTH_SECRET is not set")
+		}
+		if _, err := env.Store.GetProject(ctx, *id); err != nil {
+			return nil, err
+		}
+		sha, tag, err := env.Publish(ctx, *podURL, runtimetoken.Mint(env.RuntimeSecret, *id), *sub, time.Now())
+		if err != nil {
+			return nil, err
+		}
+		if _, err := env.Store.SetPublished(ctx, *id, sha, tag); err != nil {
+			return nil, err
+		}
+		return map[string]string{"sha": sha, "tag": tag}, nil
+	})
+	register("channel set", "--project P [--secret S] [--callback-headers JSON]", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
+		project, secret, headers := fs.String("project", "", ""), fs.String("secret", "", ""), fs.String("callback-headers", "", "")
+		if err := parse(fs, args, "project"); err != nil {
+			return nil, err
+		}
+		var secretP, headersP *string
+		fs.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "secret":
+				secretP = secret
+			case "callback-headers":
+				headersP = headers
+			}
+		})
+		if headersP != nil {
+			var m map[string]string
+			if err := json.Unmarshal([]byte(*headersP), &m); err != nil {
+				return nil, fmt.Errorf("%w: --callback-headers must be a JSON object of strings", ErrUsage)
+			}
+		}
+		if _, err := env.Store.GetProject(ctx, *project); err != nil {
+			return nil, err
+		}
+		ch, err := env.Store.SetChannel(ctx, *project, secretP, headersP)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"channelId": ch.ID, "projectId": ch.ProjectID, "hasSecret": ch.Secret != "",
+			"callbackHeaders": json.RawMessage(ch.CallbackHeaders)}, nil
+	})
+	register("usage show", "--workspace W", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
+		ws := fs.String("workspace", "", "")
+		if err := parse(fs, args, "workspace"); err != nil {
+			return nil, err
+		}
+		return ShowUsage(ctx, env, *ws)
+	})
+	register("parity-check", "--project P [--since 24h]  (checkpoint rows per turn, spec 10.6.4)", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
+		id, since := fs.String("project", "", ""), fs.Duration("since", 24*time.Hour, "")
+		if err := parse(fs, args, "project"); err != nil {
+			return nil, err
+		}
+		p, err := env.Store.GetProject(ctx, *id)
+		if err != nil {
+			return nil, err
+		}
+		n, err := env.Store.CountCheckpointsSince(ctx, *id, time.Now().Add(-*since))
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"projectId": p.ID, "cloudSyncMode": p.CloudSyncMode, "since": since.String(), "checkpoints": n}, nil
+	})
+}
+
+// KeyCreated is the answer of key create: the plain key appears only here.
+type KeyCreated struct {
+	ID     string `json:"id"`
+	Key    string `json:"key"`
+	Prefix string `json:"prefix"`
+}
+
+// CreateKey mints and stores a key for a member of the workspace.
+func CreateKey(ctx context.Context, st *store.Store, workspaceID, userID, name string) (KeyCreated, error) {
+	ok, err := st.IsMember(ctx, workspaceID, userID)
+	if err != nil {
+		return KeyCreated{}, err
+	}
+	if !ok {
+		return KeyCreated{}, fmt.Errorf("user %s is not a member of workspace %s", userID, workspaceID)
+	}
+	k := apikey.New()
+	if _, err := st.CreateAPIKey(ctx, store.APIKey{ID: k.ID, WorkspaceID: workspaceID, UserID: userID,
+		Name: name, Prefix: k.Display, KeyHash: k.Hash}); err != nil {
+		return KeyCreated{}, err
+	}
+	return KeyCreated{ID: k.ID, Key: k.Plain, Prefix: k.Display}, nil
+}
+
+// ShowUsage reports a workspace's totals and its windows against the plan.
+func ShowUsage(ctx context.Context, env *Env, workspaceID string) (any, error) {
+	w, err := env.Store.GetWorkspace(ctx, workspaceID)
+	if err != nil {
+		return nil, err
+	}
+	totals, err := env.Store.SumUsage(ctx, workspaceID)
+	if err != nil {
+		return nil, err
+	}
+	counters, err := env.Store.UsageWindows(ctx, workspaceID)
+	if err != nil {
+		return nil, err
+	}
+	plan, _ := env.Catalog.Plan(w.Plan)
+	now := time.Now().UnixMilli()
+	windows := []map[string]any{}
+	for _, pw := range plan.Windows {
+		entry := map[string]any{"name": pw.Name, "limitMicro": pw.LimitMicro(), "usedMicro": int64(0)}
+		for _, c := range counters {
+			if c.WindowName == pw.Name && c.ResetsAt > now {
+				entry["usedMicro"] = c.CreditsMicro
+				entry["resetsAt"] = time.UnixMilli(c.ResetsAt).UTC()
+			}
+		}
+		windows = append(windows, entry)
+	}
+	return map[string]any{"workspace": w, "totals": totals, "windows": windows}, nil
+}

@@ -1,0 +1,122 @@
+// Package config declares every API server setting once: its flag, its SVC_
+// environment variable, its default, and whether it is a secret (secrets
+// also accept <VAR>_FILE, for Kubernetes-mounted files). DESIGN.md §5 lists
+// the names.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the API server's settings.
+type Config struct {
+	HTTPAddr          string
+	DataDir           string
+	DatabaseURL       string
+	Storage           string
+	S3Endpoint        string
+	S3Bucket          string
+	S3AccessKey       string
+	S3SecretKey       string
+	S3UseSSL          bool
+	RuntimeAuthSecret string
+	RuntimeDriver     string
+	ModelsFile        string
+	PlansFile         string
+	UpstreamBaseURL   string
+	UpstreamAPIKey    string
+	UpstreamTimeout   time.Duration
+	MaxBodyBytes      int64
+	LogLevel          string
+	PublicURL         string
+	PodagentBin       string
+	CallbackAllowed   string
+}
+
+type option struct {
+	flag, env, def, usage string
+	secret                bool
+	set                   func(c *Config, v string) error
+}
+
+func str(p func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error { *p(c) = v; return nil }
+}
+
+var options = []option{
+	{flag: "http-addr", env: "SVC_HTTP_ADDR", def: "127.0.0.1:8080", usage: "listen address", set: str(func(c *Config) *string { return &c.HTTPAddr })},
+	{flag: "data-dir", env: "SVC_DATA_DIR", def: "./.data", usage: "data directory (SQLite, fs object store, hydrated repos)", set: str(func(c *Config) *string { return &c.DataDir })},
+	{flag: "database-url", env: "SVC_DATABASE_URL", usage: "postgres:// URL or SQLite path; empty: SQLite under the data dir", secret: true, set: str(func(c *Config) *string { return &c.DatabaseURL })},
+	{flag: "storage", env: "SVC_STORAGE", def: "fs", usage: "object store backend: fs or s3", set: str(func(c *Config) *string { return &c.Storage })},
+	{flag: "s3-endpoint", env: "SVC_S3_ENDPOINT", usage: "S3 endpoint host:port", set: str(func(c *Config) *string { return &c.S3Endpoint })},
+	{flag: "s3-bucket", env: "SVC_S3_BUCKET", def: "svc", usage: "S3 bucket", set: str(func(c *Config) *string { return &c.S3Bucket })},
+	{flag: "s3-access-key", env: "SVC_S3_ACCESS_KEY", usage: "S3 access key", secret: true, set: str(func(c *Config) *string { return &c.S3AccessKey })},
+	{flag: "s3-secret-key", env: "SVC_S3_SECRET_KEY", usage: "S3 secret key", secret: true, set: str(func(c *Config) *string { return &c.S3SecretKey })},
+	{flag: "s3-use-ssl", env: "SVC_S3_USE_SSL", def: "false", usage: "use TLS to reach S3", set: func(c *Config, v string) (err error) { c.S3UseSSL, err = strconv.ParseBool(v); return }},
+	{flag: "runtime-auth-secret", env: "SVC_RUNTIME_AUTH_SECRET", usage: "secret runtime tokens are derived from", secret: true, set: str(func(c *Config) *string { return &c.RuntimeAuthSecret })},
+	{flag: "runtime-driver", env: "SVC_RUNTIME_DRIVER", def: "local", usage: "runtime driver: local or kubernetes", set: str(func(c *Config) *string { return &c.RuntimeDriver })},
+	{flag: "models-file", env: "SVC_MODELS_FILE", usage: "models YAML; empty: built-in", set: str(func(c *Config) *string { return &c.ModelsFile })},
+	{flag: "plans-file", env: "SVC_PLANS_FILE", usage: "plans YAML; empty: built-in", set: str(func(c *Config) *string { return &c.PlansFile })},
+	{flag: "upstream-base-url", env: "SVC_UPSTREAM_BASE_URL", usage: "OpenAI-compatible base URL replacing the default provider", set: str(func(c *Config) *string { return &c.UpstreamBaseURL })},
+	{flag: "upstream-api-key", env: "SVC_UPSTREAM_API_KEY", usage: "API key of the default provider", secret: true, set: str(func(c *Config) *string { return &c.UpstreamAPIKey })},
+	{flag: "upstream-timeout", env: "SVC_UPSTREAM_TIMEOUT", def: "120s", usage: "wait for upstream response headers", set: func(c *Config, v string) (err error) { c.UpstreamTimeout, err = time.ParseDuration(v); return }},
+	{flag: "max-body-bytes", env: "SVC_MAX_BODY_BYTES", def: "4194304", usage: "request body limit of the public API", set: func(c *Config, v string) (err error) { c.MaxBodyBytes, err = strconv.ParseInt(v, 10, 64); return }},
+	{flag: "log-level", env: "SVC_LOG_LEVEL", def: "info", usage: "debug, info, warn, error", set: str(func(c *Config) *string { return &c.LogLevel })},
+	{flag: "public-url", env: "SVC_PUBLIC_URL", usage: "externally reachable base URL (presigned fs URLs); default http://<http-addr>", set: str(func(c *Config) *string { return &c.PublicURL })},
+	{flag: "podagent-bin", env: "SVC_PODAGENT_BIN", def: "podagent", usage: "podagent binary for the local runtime driver", set: str(func(c *Config) *string { return &c.PodagentBin })},
+	{flag: "callback-allowed-nets", env: "SVC_CALLBACK_ALLOWED_NETS", usage: "CIDRs callbacks may reach despite the SSRF guard", set: str(func(c *Config) *string { return &c.CallbackAllowed })},
+}
+
+// Parse reads flags from args, then fills everything not given on the
+// command line from the environment (or <VAR>_FILE for secrets), then defaults.
+func Parse(name string, args []string) (*Config, *flag.FlagSet, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	vals := make([]*string, len(options))
+	for i, o := range options {
+		vals[i] = fs.String(o.flag, "", fmt.Sprintf("%s (env %s, default %q)", o.usage, o.env, o.def))
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, err
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	c := &Config{}
+	for i, o := range options {
+		v, err := o.value(given[o.flag], *vals[i])
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := o.set(c, v); err != nil {
+			return nil, nil, fmt.Errorf("config: %s: %w", o.env, err)
+		}
+	}
+	if c.Storage != "fs" && c.Storage != "s3" {
+		return nil, nil, errors.New("config: SVC_STORAGE must be fs or s3")
+	}
+	return c, fs, nil
+}
+
+func (o option) value(flagGiven bool, flagVal string) (string, error) {
+	if flagGiven {
+		return flagVal, nil
+	}
+	if v, ok := os.LookupEnv(o.env); ok && v != "" {
+		return v, nil
+	}
+	if o.secret {
+		if path := os.Getenv(o.env + "_FILE"); path != "" {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return "", fmt.Errorf("config: %s_FILE: %w", o.env, err)
+			}
+			return strings.TrimSpace(string(b)), nil
+		}
+	}
+	return o.def, nil
+}

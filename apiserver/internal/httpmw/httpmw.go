@@ -1,0 +1,55 @@
+// Package httpmw holds the echo middleware of the API server: it
+// authenticates once and puts a typed auth.Principal in the request context,
+// which handlers read with PrincipalFrom (coder's httpmw pattern).
+package httpmw
+
+import (
+	"github.com/labstack/echo/v4"
+
+	"github.com/svc-dev/svc/apiserver/internal/apierr"
+	"github.com/svc-dev/svc/apiserver/internal/auth"
+)
+
+const principalKey = "svc.principal"
+
+// PrincipalFrom returns the authenticated caller; it panics when the route
+// has no auth middleware, which is a programming error.
+func PrincipalFrom(c echo.Context) auth.Principal {
+	return c.Get(principalKey).(auth.Principal)
+}
+
+// SetPrincipal stores p in the context (for middleware of other packages).
+func SetPrincipal(c echo.Context, p auth.Principal) { c.Set(principalKey, p) }
+
+// APIKey requires a service API key as a bearer token.
+func APIKey(a *auth.Authenticator) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			p, err := a.APIKey(c.Request().Context(), auth.Bearer(c.Request().Header.Get("Authorization")))
+			if err != nil {
+				return err
+			}
+			SetPrincipal(c, p)
+			return next(c)
+		}
+	}
+}
+
+// Runtime requires the runtime token of the project named by the route
+// parameter param.
+func Runtime(a *auth.Authenticator, param string) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			token := auth.Bearer(c.Request().Header.Get("Authorization"))
+			if token == "" {
+				return apierr.New(401, apierr.TypeAuthentication, "invalid_runtime_token", "Missing runtime token.")
+			}
+			p, err := a.Runtime(c.Request().Context(), token, c.Param(param))
+			if err != nil {
+				return err
+			}
+			SetPrincipal(c, p)
+			return next(c)
+		}
+	}
+}

@@ -1,0 +1,187 @@
+package publicapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"go.uber.org/zap"
+
+	"github.com/svc-dev/svc/apiserver/internal/apierr"
+	"github.com/svc-dev/svc/apiserver/internal/auth"
+	"github.com/svc-dev/svc/apiserver/internal/catalog"
+	"github.com/svc-dev/svc/apiserver/internal/httpmw"
+	"github.com/svc-dev/svc/apiserver/internal/metering"
+	"github.com/svc-dev/svc/apiserver/internal/upstream"
+)
+
+// upstreamDeadline bounds a whole upstream exchange, including the drain that
+// keeps reading after a client went away (so its usage is still metered).
+const upstreamDeadline = 10 * time.Minute
+
+// maxUpstreamBody bounds a non-streamed upstream answer.
+const maxUpstreamBody = 32 << 20
+
+func principal(c echo.Context) auth.Principal { return httpmw.PrincipalFrom(c) }
+
+// ChatCompletions answers POST /chat/completions: auth (middleware) → model →
+// tier → rate limit → usage windows → upstream (issue order; spec 7.1).
+func (a *API) ChatCompletions(c echo.Context) error {
+	p := principal(c)
+	maxBody := a.MaxBody
+	if maxBody <= 0 {
+		maxBody = DefaultMaxBody
+	}
+	req, err := parseChatRequest(c.Request(), maxBody)
+	if err != nil {
+		return err
+	}
+	model, ok := a.Catalog.Resolve(req.Model)
+	if !ok {
+		return apierr.ModelNotFound(req.Model)
+	}
+	plan, ok := a.Catalog.Plan(p.Plan)
+	if !ok {
+		return apierr.Internal(fmt.Errorf("workspace %s has unknown plan %q", p.WorkspaceID, p.Plan))
+	}
+	if !plan.AllowsTier(model.Tier) {
+		return apierr.ModelTierRestricted(model.ID, model.Tier)
+	}
+	adm, err := a.Meter.Admit(c.Request().Context(), p, plan)
+	if err != nil {
+		return err
+	}
+	for k, v := range adm.Headers() {
+		c.Response().Header().Set(k, v)
+	}
+	body, err := req.upstreamBody(model)
+	if err != nil {
+		return apierr.Internal(err)
+	}
+
+	// The upstream exchange outlives a client that hangs up: its usage is
+	// still reported at the end and must be metered.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), upstreamDeadline)
+	defer cancel()
+	started := time.Now()
+	resp, err := a.Upstream.Send(ctx, a.Catalog.Providers[model.Provider], body)
+	if err != nil {
+		a.Metrics.upstreamError(model.ID)
+		if errors.Is(err, upstream.ErrTimeout) {
+			return &apierr.Error{Status: http.StatusGatewayTimeout, Type: apierr.TypeServer, Code: "upstream_timeout",
+				Message: "The model provider did not answer in time.", Cause: err}
+		}
+		return &apierr.Error{Status: http.StatusBadGateway, Type: apierr.TypeServer, Code: "upstream_unavailable",
+			Message: "The model provider could not be reached.", Cause: err}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return upstreamStatusError(resp)
+	}
+	if v := resp.Header.Get("X-Svc-Upstream"); v != "" {
+		c.Response().Header().Set("X-Svc-Upstream", v)
+	}
+
+	requestID := c.Response().Header().Get(echo.HeaderXRequestID)
+	meter := func(u *metering.Usage, streamed bool) {
+		a.Metrics.observe(model.ID, streamed, time.Since(started))
+		if u == nil {
+			return
+		}
+		mctx, mcancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), 10*time.Second)
+		defer mcancel()
+		if err := a.Meter.Record(mctx, p, plan, model, requestID, *u, streamed); err != nil {
+			a.Log.Error("recording usage failed", zap.String("workspace_id", p.WorkspaceID),
+				zap.String("request_id", requestID), zap.Error(err))
+		}
+	}
+	if req.Stream {
+		u := a.stream(c, resp.Body, model, req.IncludeUsage)
+		meter(u, true)
+		return nil
+	}
+	return a.plain(c, resp, model, meter)
+}
+
+// plain relays a non-streamed answer with the public model id.
+func (a *API) plain(c echo.Context, resp *http.Response, model catalog.Model, meter func(*metering.Usage, bool)) error {
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
+	if err != nil {
+		return &apierr.Error{Status: http.StatusBadGateway, Type: apierr.TypeServer, Code: "upstream_error",
+			Message: "The model provider's answer was cut off.", Cause: err}
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return &apierr.Error{Status: http.StatusBadGateway, Type: apierr.TypeServer, Code: "upstream_error",
+			Message: "The model provider answered with invalid JSON.", Cause: err}
+	}
+	obj["model"], _ = json.Marshal(model.ID)
+	u := usageOf(obj["usage"])
+	out, _ := json.Marshal(obj)
+	c.Response().Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	c.Response().Header().Set(echo.HeaderContentLength, strconv.Itoa(len(out)))
+	c.Response().WriteHeader(http.StatusOK)
+	_, _ = c.Response().Write(out)
+	meter(u, false)
+	return nil
+}
+
+// upstreamStatusError maps a non-200 upstream answer: its 4xx errors reach
+// the client in our envelope (with the upstream's message), 429 keeps its
+// Retry-After, 5xx becomes 502.
+func upstreamStatusError(resp *http.Response) error {
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var env struct {
+		Error struct {
+			Message string `json:"message"`
+			Type    string `json:"type"`
+			Code    any    `json:"code"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(raw, &env)
+	msg := env.Error.Message
+	if msg == "" {
+		msg = "The model provider rejected the request."
+	}
+	switch {
+	case resp.StatusCode == http.StatusTooManyRequests:
+		e := apierr.New(http.StatusTooManyRequests, apierr.TypeRateLimit, "upstream_rate_limited",
+			"The model provider is rate limiting requests; retry later.")
+		ra := resp.Header.Get("Retry-After")
+		if _, err := strconv.Atoi(ra); err != nil {
+			ra = "1"
+		}
+		e.Headers = map[string]string{"Retry-After": ra}
+		return e
+	case resp.StatusCode >= 400 && resp.StatusCode < 500:
+		return apierr.New(resp.StatusCode, apierr.TypeInvalidRequest, "upstream_rejected", msg)
+	default:
+		return &apierr.Error{Status: http.StatusBadGateway, Type: apierr.TypeServer, Code: "upstream_error",
+			Message: "The model provider failed to answer.", Cause: fmt.Errorf("upstream status %d: %s", resp.StatusCode, msg)}
+	}
+}
+
+// usageOf reads an OpenAI usage object; nil when absent or null.
+func usageOf(raw json.RawMessage) *metering.Usage {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var u struct {
+		PromptTokens            int64 `json:"prompt_tokens"`
+		CompletionTokens        int64 `json:"completion_tokens"`
+		CompletionTokensDetails struct {
+			ReasoningTokens int64 `json:"reasoning_tokens"`
+		} `json:"completion_tokens_details"`
+	}
+	if json.Unmarshal(raw, &u) != nil {
+		return nil
+	}
+	return &metering.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens,
+		ReasoningTokens: u.CompletionTokensDetails.ReasoningTokens}
+}

@@ -1,0 +1,116 @@
+package publicapi
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/svc-dev/svc/apiserver/internal/catalog"
+	"github.com/svc-dev/svc/apiserver/internal/metering"
+)
+
+// maxSSELine bounds one upstream event line.
+const maxSSELine = 4 << 20
+
+var (
+	dataPrefix = []byte("data:")
+	doneMarker = []byte("[DONE]")
+)
+
+// stream relays the upstream's server-sent events chunk by chunk, flushing
+// each as it arrives. It rewrites model to the public id, removes the usage
+// chunk (and the usage:null fields) when the client did not ask for usage,
+// and ends a broken upstream stream with one error event. When the client
+// goes away it keeps reading (without writing) so the final usage chunk is
+// still seen; the usage found is returned for metering.
+func (a *API) stream(c echo.Context, body io.Reader, model catalog.Model, clientWantsUsage bool) *metering.Usage {
+	w := c.Response()
+	h := w.Header()
+	h.Set(echo.HeaderContentType, "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	w.Flush()
+
+	modelJSON, _ := json.Marshal(model.ID)
+	clientGone := false
+	write := func(b []byte) {
+		if clientGone {
+			return
+		}
+		if _, err := w.Write(b); err != nil {
+			clientGone = true
+			return
+		}
+		w.Flush()
+	}
+
+	var usage *metering.Usage
+	sawDone := false
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 0, 64<<10), maxSSELine)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if !bytes.HasPrefix(line, dataPrefix) {
+			continue // blank separators, comments, event/id fields
+		}
+		payload := bytes.TrimSpace(line[len(dataPrefix):])
+		if bytes.Equal(payload, doneMarker) {
+			sawDone = true
+			write([]byte("data: [DONE]\n\n"))
+			continue
+		}
+		var chunk map[string]json.RawMessage
+		if err := json.Unmarshal(payload, &chunk); err != nil {
+			continue
+		}
+		if _, isErr := chunk["error"]; isErr {
+			write(sse(payload))
+			continue
+		}
+		if u := usageOf(chunk["usage"]); u != nil {
+			usage = u
+			if !clientWantsUsage {
+				if choicesEmpty(chunk["choices"]) {
+					continue // the usage-only chunk the client did not ask for
+				}
+				delete(chunk, "usage")
+			}
+		} else if !clientWantsUsage {
+			delete(chunk, "usage")
+		}
+		if _, ok := chunk["model"]; ok {
+			chunk["model"] = modelJSON
+		}
+		out, _ := json.Marshal(chunk)
+		write(sse(out))
+	}
+	if err := sc.Err(); err != nil || !sawDone {
+		msg := "The model provider's stream ended before it was complete."
+		if errors.Is(err, bufio.ErrTooLong) {
+			msg = "The model provider sent an event larger than this server accepts."
+		}
+		ev, _ := json.Marshal(map[string]any{"error": map[string]string{
+			"message": msg, "type": "server_error", "code": "upstream_stream_error"}})
+		write(sse(ev))
+	}
+	return usage
+}
+
+func sse(payload []byte) []byte {
+	b := make([]byte, 0, len(payload)+8)
+	b = append(b, "data: "...)
+	b = append(b, payload...)
+	return append(b, '\n', '\n')
+}
+
+func choicesEmpty(raw json.RawMessage) bool {
+	s := bytes.TrimSpace(raw)
+	return len(s) == 0 || string(s) == "null" || string(s) == "[]"
+}

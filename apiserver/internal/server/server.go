@@ -1,0 +1,87 @@
+// Package server assembles the API server's HTTP surface (DESIGN.md §5, HTTP
+// surfaces): the public API under /api/v1 and /v1 (spec 4.1), the /internal
+// routes pods call with their runtime token (spec 4.3, 5.3), and /healthz,
+// /readyz, /metrics. Handlers live in their own packages; this one only wires.
+package server
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+
+	"github.com/svc-dev/svc/apiserver/internal/apierr"
+	"github.com/svc-dev/svc/apiserver/internal/auth"
+	"github.com/svc-dev/svc/apiserver/internal/catalog"
+	"github.com/svc-dev/svc/apiserver/internal/httpmw"
+	"github.com/svc-dev/svc/apiserver/internal/metering"
+	"github.com/svc-dev/svc/apiserver/internal/publicapi"
+	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/apiserver/internal/upstream"
+)
+
+// Deps are what the server is built from.
+type Deps struct {
+	Store         *store.Store
+	Catalog       *catalog.Catalog
+	Upstream      *upstream.Client
+	Log           *zap.Logger
+	RuntimeSecret []byte
+	MaxBodyBytes  int64
+}
+
+// Server is the assembled HTTP server.
+type Server struct {
+	Echo     *echo.Echo
+	Auth     *auth.Authenticator
+	Registry *prometheus.Registry
+	deps     Deps
+}
+
+// New wires every route.
+func New(d Deps) *Server {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = apierr.Handler(d.Log)
+	e.Use(middleware.RequestID())
+	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{
+		LogErrorFunc: func(c echo.Context, err error, stack []byte) error {
+			d.Log.Error("panic in handler", zap.Error(err), zap.ByteString("stack", stack))
+			return err
+		},
+	}))
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	a := auth.New(d.Store, d.RuntimeSecret, d.Log.Named("auth"))
+	s := &Server{Echo: e, Auth: a, Registry: reg, deps: d}
+
+	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
+	e.GET("/readyz", s.ready)
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+
+	api := &publicapi.API{Catalog: d.Catalog, Meter: metering.New(d.Store), Upstream: d.Upstream,
+		Log: d.Log.Named("publicapi"), MaxBody: d.MaxBodyBytes, Metrics: publicapi.NewMetrics(reg)}
+	for _, prefix := range []string{"/api/v1", "/v1"} {
+		api.Register(e.Group(prefix, httpmw.APIKey(a)))
+	}
+
+	internal := e.Group("/internal/projects/:id", httpmw.Runtime(a, "id"))
+	internal.POST("/chat/completions", api.ChatCompletions)
+	s.registerInternal(internal)
+	return s
+}
+
+func (s *Server) ready(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 2e9)
+	defer cancel()
+	if err := s.deps.Store.Ping(ctx); err != nil {
+		return apierr.New(http.StatusServiceUnavailable, apierr.TypeServer, "database_unavailable", "Database is not reachable.")
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+}

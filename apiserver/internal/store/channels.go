@@ -1,0 +1,38 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+// GetChannel loads the webhook channel of a project.
+func (s *Store) GetChannel(ctx context.Context, projectID string) (Channel, error) {
+	var c Channel
+	err := s.db.WithContext(ctx).First(&c, "project_id = ?", projectID).Error
+	return c, notFound(err)
+}
+
+// SetChannel creates or updates a project's channel; nil fields stay as they are.
+func (s *Store) SetChannel(ctx context.Context, projectID string, secret, callbackHeaders *string) (Channel, error) {
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		c := Channel{ID: NewID("ch"), ProjectID: projectID, CallbackHeaders: "{}", UpdatedAt: time.Now().UTC()}
+		if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&c).Error; err != nil {
+			return err
+		}
+		updates := map[string]any{"updated_at": time.Now().UTC()}
+		if secret != nil {
+			updates["secret"] = *secret
+		}
+		if callbackHeaders != nil {
+			updates["callback_headers"] = *callbackHeaders
+		}
+		return tx.Model(&Channel{}).Where("project_id = ?", projectID).Updates(updates).Error
+	})
+	if err != nil {
+		return Channel{}, err
+	}
+	return s.GetChannel(ctx, projectID)
+}

@@ -1,0 +1,73 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"gorm.io/gorm/clause"
+
+	"github.com/svc-dev/svc/shared/wire"
+)
+
+// Checkpoint sources.
+const (
+	SourcePod         = "pod"          // the pod's record call (spec 4.3)
+	SourceReceivePack = "receive-pack" // a push-back through the git backend
+	SourceReconcile   = "reconcile"    // found on a read-hydrate (spec 3.2)
+)
+
+// RecordCheckpoint inserts one ProjectCheckpoint row for (projectID,
+// rec.CommitSHA); a second call for the same commit returns the existing row
+// with created false.
+func (s *Store) RecordCheckpoint(ctx context.Context, projectID string, rec wire.CheckpointRecord, source string) (string, bool, error) {
+	cp := Checkpoint{
+		ID: NewID("cp"), ProjectID: projectID, CommitSHA: rec.CommitSHA, ParentSHA: rec.ParentSHA,
+		Message: rec.Message, Author: rec.Author, Branch: rec.Branch, FilesChanged: rec.FilesChanged,
+		Additions: rec.Additions, Deletions: rec.Deletions, Source: source,
+		Reconciled: source == SourceReconcile, CreatedAt: time.Now().UTC(),
+	}
+	if !rec.CreatedAt.IsZero() {
+		t := rec.CreatedAt.UTC()
+		cp.CommittedAt = &t
+	}
+	res := s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&cp)
+	if res.Error != nil {
+		return "", false, res.Error
+	}
+	if res.RowsAffected == 1 {
+		return cp.ID, true, nil
+	}
+	var existing Checkpoint
+	err := s.db.WithContext(ctx).Select("id").
+		First(&existing, "project_id = ? AND commit_sha = ?", projectID, rec.CommitSHA).Error
+	return existing.ID, false, notFound(err)
+}
+
+// ListCheckpoints returns a project's rows, newest first, at most limit.
+func (s *Store) ListCheckpoints(ctx context.Context, projectID string, limit int) ([]Checkpoint, error) {
+	var cps []Checkpoint
+	err := s.db.WithContext(ctx).Where("project_id = ?", projectID).
+		Order("created_at DESC, id DESC").Limit(limit).Find(&cps).Error
+	return cps, err
+}
+
+// CheckpointSHAs returns the set of commit shas that have a row.
+func (s *Store) CheckpointSHAs(ctx context.Context, projectID string) (map[string]bool, error) {
+	var shas []string
+	err := s.db.WithContext(ctx).Model(&Checkpoint{}).Where("project_id = ?", projectID).
+		Pluck("commit_sha", &shas).Error
+	out := make(map[string]bool, len(shas))
+	for _, s := range shas {
+		out[s] = true
+	}
+	return out, err
+}
+
+// CountCheckpointsSince counts rows created after since (the parity check of
+// spec 10.6.4).
+func (s *Store) CountCheckpointsSince(ctx context.Context, projectID string, since time.Time) (int64, error) {
+	var n int64
+	err := s.db.WithContext(ctx).Model(&Checkpoint{}).
+		Where("project_id = ? AND created_at >= ?", projectID, since.UTC()).Count(&n).Error
+	return n, err
+}

@@ -1,0 +1,56 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/svc-dev/svc/shared/syncmode"
+)
+
+// CreateProject adds a project; its sync mode is the column default
+// (git_only since the migration of spec 9).
+func (s *Store) CreateProject(ctx context.Context, workspaceID, name string) (Project, error) {
+	p := Project{ID: NewID("prj"), WorkspaceID: workspaceID, Name: name, CreatedAt: time.Now().UTC()}
+	err := s.db.WithContext(ctx).Omit("cloud_sync_mode").Create(&p).Error
+	if err != nil {
+		return Project{}, err
+	}
+	return s.GetProject(ctx, p.ID)
+}
+
+// GetProject loads one project.
+func (s *Store) GetProject(ctx context.Context, id string) (Project, error) {
+	var p Project
+	err := s.db.WithContext(ctx).First(&p, "id = ?", id).Error
+	return p, notFound(err)
+}
+
+// SetSyncMode changes a project's cloud sync mode (spec 3.1; takes effect on
+// the next pod assignment).
+func (s *Store) SetSyncMode(ctx context.Context, id string, mode syncmode.Mode) (Project, error) {
+	if !mode.Valid() {
+		return Project{}, errors.New("store: invalid sync mode")
+	}
+	res := s.db.WithContext(ctx).Model(&Project{}).Where("id = ?", id).Update("cloud_sync_mode", mode)
+	if res.Error != nil {
+		return Project{}, res.Error
+	}
+	if res.RowsAffected == 0 {
+		return Project{}, ErrNotFound
+	}
+	return s.GetProject(ctx, id)
+}
+
+// SetPublished stores the commit and tag of the latest publish (spec 10.4.3).
+func (s *Store) SetPublished(ctx context.Context, id, sha, tag string) (Project, error) {
+	res := s.db.WithContext(ctx).Model(&Project{}).Where("id = ?", id).
+		Updates(map[string]any{"published_commit_sha": sha, "published_tag": tag})
+	if res.Error != nil {
+		return Project{}, res.Error
+	}
+	if res.RowsAffected == 0 {
+		return Project{}, ErrNotFound
+	}
+	return s.GetProject(ctx, id)
+}

@@ -1,0 +1,135 @@
+// Package store is the API server's database layer (gorm) over PostgreSQL in
+// production and SQLite for the embedded default (DESIGN.md §4). It holds the
+// rows of spec section 2: workspaces and their API keys (5.1), usage windows
+// (8), projects with their sync fields (2.6), checkpoints and channels (2.5).
+// Both dialects pass one test suite.
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/glebarez/sqlite"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/svc-dev/svc/migrations"
+)
+
+var (
+	// ErrNotFound is returned when a row does not exist.
+	ErrNotFound = errors.New("store: not found")
+	// ErrConflict is returned when a unique row already exists.
+	ErrConflict = errors.New("store: already exists")
+)
+
+// Store wraps the database handle.
+type Store struct {
+	db      *gorm.DB
+	sqlDB   *sql.DB
+	dialect migrations.Dialect
+}
+
+// Open connects to url: a postgres:// URL, or a SQLite file path (empty means
+// <dataDir>/svc.db). It does not migrate; call Migrate.
+func Open(url, dataDir string) (*Store, error) {
+	cfg := &gorm.Config{Logger: logger.Discard, SkipDefaultTransaction: true, PrepareStmt: true,
+		NowFunc: func() time.Time { return time.Now().UTC() }}
+	var (
+		dial    gorm.Dialector
+		dialect migrations.Dialect
+	)
+	switch {
+	case strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://"):
+		dial, dialect = postgres.Open(url), migrations.Postgres
+	default:
+		path := strings.TrimPrefix(url, "sqlite://")
+		if path == "" {
+			if dataDir == "" {
+				return nil, errors.New("store: neither a database URL nor a data dir is set")
+			}
+			if err := os.MkdirAll(dataDir, 0o700); err != nil {
+				return nil, err
+			}
+			path = filepath.Join(dataDir, "svc.db")
+		}
+		dsn := path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)"
+		dial, dialect = sqlite.Open(dsn), migrations.SQLite
+	}
+	db, err := gorm.Open(dial, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("store: open: %w", err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, err
+	}
+	if dialect == migrations.SQLite {
+		// One writer at a time is what SQLite allows; a single connection
+		// turns lock contention into queueing instead of SQLITE_BUSY.
+		sqlDB.SetMaxOpenConns(1)
+	} else {
+		sqlDB.SetMaxOpenConns(32)
+		sqlDB.SetMaxIdleConns(32)
+		sqlDB.SetConnMaxIdleTime(5 * time.Minute)
+	}
+	return &Store{db: db, sqlDB: sqlDB, dialect: dialect}, nil
+}
+
+// Migrate applies pending migrations (under an advisory lock on Postgres).
+func (s *Store) Migrate(ctx context.Context) error {
+	return migrations.Up(ctx, s.dialect, s.sqlDB)
+}
+
+// Dialect reports which database the store talks to.
+func (s *Store) Dialect() migrations.Dialect { return s.dialect }
+
+// Ping checks the connection (used by /readyz).
+func (s *Store) Ping(ctx context.Context) error { return s.sqlDB.PingContext(ctx) }
+
+// Close releases the connection pool.
+func (s *Store) Close() error { return s.sqlDB.Close() }
+
+// DB exposes the raw handle for tests.
+func (s *Store) DB() *sql.DB { return s.sqlDB }
+
+// NewID returns prefix_ followed by 20 lowercase base32 characters (100 bits),
+// safe in object keys and URLs.
+func NewID(prefix string) string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz234567"
+	var b [20]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	for i := range b {
+		b[i] = alphabet[b[i]&31]
+	}
+	return prefix + "_" + string(b[:])
+}
+
+func notFound(err error) error {
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return ErrNotFound
+	}
+	return err
+}
+
+// isUnique reports whether err is a unique-constraint violation on either dialect.
+func isUnique(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, gorm.ErrDuplicatedKey) {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "SQLSTATE 23505") || strings.Contains(msg, "UNIQUE constraint failed")
+}

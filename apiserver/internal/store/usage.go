@@ -1,0 +1,72 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// WindowSpec is one plan window (DESIGN.md, plans file): a rolling window of
+// Duration that opens at the first request after the previous one closed.
+type WindowSpec struct {
+	Name     string
+	Duration time.Duration
+}
+
+// UsageWindows returns a workspace's window counters.
+func (s *Store) UsageWindows(ctx context.Context, workspaceID string) ([]UsageWindow, error) {
+	var ws []UsageWindow
+	err := s.db.WithContext(ctx).Where("workspace_id = ?", workspaceID).Order("window_name").Find(&ws).Error
+	return ws, err
+}
+
+// RecordUsage inserts the usage record and adds its credits to every window
+// in one transaction. A window whose reset time has passed restarts at now
+// with just these credits.
+func (s *Store) RecordUsage(ctx context.Context, rec UsageRecord, windows []WindowSpec, now time.Time) error {
+	if rec.CreatedAt.IsZero() {
+		rec.CreatedAt = now.UTC()
+	}
+	nowMs := now.UnixMilli()
+	return s.tx(ctx, func(tx *gorm.DB) error {
+		if err := tx.Create(&rec).Error; err != nil {
+			return err
+		}
+		for _, w := range windows {
+			err := tx.Exec(`INSERT INTO usage_windows (workspace_id, window_name, started_at, resets_at, credits_micro)
+VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (workspace_id, window_name) DO UPDATE SET
+  credits_micro = CASE WHEN usage_windows.resets_at <= excluded.started_at
+                       THEN excluded.credits_micro ELSE usage_windows.credits_micro + excluded.credits_micro END,
+  resets_at     = CASE WHEN usage_windows.resets_at <= excluded.started_at
+                       THEN excluded.resets_at ELSE usage_windows.resets_at END,
+  started_at    = CASE WHEN usage_windows.resets_at <= excluded.started_at
+                       THEN excluded.started_at ELSE usage_windows.started_at END`,
+				rec.WorkspaceID, w.Name, nowMs, nowMs+w.Duration.Milliseconds(), rec.CreditsMicro).Error
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// UsageTotals sums a workspace's usage records.
+type UsageTotals struct {
+	Requests         int64 `json:"requests"`
+	PromptTokens     int64 `json:"promptTokens"`
+	CompletionTokens int64 `json:"completionTokens"`
+	ReasoningTokens  int64 `json:"reasoningTokens"`
+	CreditsMicro     int64 `json:"creditsMicro"`
+}
+
+// SumUsage totals every usage record of a workspace.
+func (s *Store) SumUsage(ctx context.Context, workspaceID string) (UsageTotals, error) {
+	var t UsageTotals
+	err := s.db.WithContext(ctx).Model(&UsageRecord{}).Where("workspace_id = ?", workspaceID).
+		Select(`COUNT(*) AS requests, COALESCE(SUM(prompt_tokens),0) AS prompt_tokens,
+COALESCE(SUM(completion_tokens),0) AS completion_tokens, COALESCE(SUM(reasoning_tokens),0) AS reasoning_tokens,
+COALESCE(SUM(credits_micro),0) AS credits_micro`).Scan(&t).Error
+	return t, err
+}

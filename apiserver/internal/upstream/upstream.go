@@ -1,0 +1,98 @@
+// Package upstream sends chat-completion requests to the provider behind a
+// public model (spec 9: a third-party model with reasoning enabled): any
+// OpenAI-compatible base URL, or the built-in dev provider. Both are reached
+// through one http.Client; the dev provider is an http.RoundTripper, so the
+// gateway has a single code path.
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/svc-dev/svc/apiserver/internal/catalog"
+)
+
+// Options tune the upstream client.
+type Options struct {
+	// HeaderTimeout bounds the wait for the upstream's response headers
+	// (a stall becomes 504). Default 120 s.
+	HeaderTimeout time.Duration
+	// DialTimeout bounds connection set-up. Default 10 s.
+	DialTimeout time.Duration
+}
+
+// Client sends requests to providers.
+type Client struct {
+	http *http.Client
+	dev  http.RoundTripper
+}
+
+// New returns a client with a pooled transport sized for a gateway.
+func New(o Options) *Client {
+	if o.HeaderTimeout == 0 {
+		o.HeaderTimeout = 120 * time.Second
+	}
+	if o.DialTimeout == 0 {
+		o.DialTimeout = 10 * time.Second
+	}
+	t := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   512,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: o.HeaderTimeout,
+		ForceAttemptHTTP2:     true,
+		DisableCompression:    true, // stream bytes as they come; no gzip buffering
+	}
+	return &Client{http: &http.Client{Transport: t}, dev: DevTransport{}}
+}
+
+// ErrTimeout marks an upstream that did not answer in time (504).
+var ErrTimeout = errors.New("upstream: timed out")
+
+// ErrUnavailable marks an upstream that could not be reached (502).
+var ErrUnavailable = errors.New("upstream: unavailable")
+
+// Send posts body to the provider's /chat/completions. The caller closes the
+// response body. Transport failures come back wrapped in ErrTimeout or
+// ErrUnavailable.
+func (c *Client) Send(ctx context.Context, p catalog.Provider, body []byte) (*http.Response, error) {
+	url := strings.TrimRight(p.BaseURL, "/") + "/chat/completions"
+	if p.Type == "dev" {
+		url = "http://dev.upstream.invalid/v1/chat/completions"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if p.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+p.APIKey)
+	}
+	var resp *http.Response
+	if p.Type == "dev" {
+		resp, err = c.dev.RoundTrip(req)
+	} else {
+		resp, err = c.http.Do(req)
+	}
+	if err != nil {
+		return nil, classify(err)
+	}
+	return resp, nil
+}
+
+func classify(err error) error {
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		return fmt.Errorf("%w: %v", ErrTimeout, err)
+	}
+	return fmt.Errorf("%w: %v", ErrUnavailable, err)
+}

@@ -1,0 +1,34 @@
+// Package syncmode is the cloud sync mode of a project (spec 2.6 and 3.1):
+// s3, dual_shadow or git_only (the default since the migration of spec 9).
+package syncmode
+
+import "fmt"
+
+// Mode is a project's cloud sync mode.
+type Mode string
+
+const (
+	S3         Mode = "s3"
+	DualShadow Mode = "dual_shadow"
+	GitOnly    Mode = "git_only"
+)
+
+// Default is the mode of a new project (spec 9: the default flip).
+const Default = GitOnly
+
+// EnvVar is the pod environment variable that carries the mode (spec 3.1).
+const EnvVar = "SVC_CLOUD_SYNC_MODE"
+
+// Parse accepts exactly one of the three spellings; empty means Default.
+func Parse(s string) (Mode, error) {
+	switch Mode(s) {
+	case "":
+		return Default, nil
+	case S3, DualShadow, GitOnly:
+		return Mode(s), nil
+	}
+	return "", fmt.Errorf("unknown cloud sync mode %q (want s3, dual_shadow or git_only)", s)
+}
+
+// Valid reports whether m is one of the three modes.
+func (m Mode) Valid() bool { return m == S3 || m == DualShadow || m == GitOnly }
