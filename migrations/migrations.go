@@ -6,6 +6,8 @@ package migrations
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"database/sql"
 	"embed"
 	"fmt"
@@ -80,4 +82,28 @@ func UpTo(ctx context.Context, d Dialect, db *sql.DB, version int64) error {
 		return fmt.Errorf("migrations: %w", err)
 	}
 	return nil
+}
+
+// Hash identifies the migration files of a dialect (hex SHA-256 over names and
+// contents); test templates are keyed by it, so a changed schema is never
+// served from a stale template.
+func Hash(d Dialect) (string, error) {
+	fsys, err := FS(d)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	err = fs.WalkDir(fsys, ".", func(path string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(fsys, path)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", path, len(b))
+		h.Write(b)
+		return nil
+	})
+	return hex.EncodeToString(h.Sum(nil)), err
 }

@@ -1,0 +1,229 @@
+// Package fakeupstream is an OpenAI-compatible chat-completions server for
+// tests: the paid upstream model is the one part we cannot run here. It
+// answers plain and streamed requests, reports usage (and remembers the total
+// it reported, so metering can be checked exactly), scripts tool calls, and
+// can fail, stall, or hold a stream open until the test releases it.
+package fakeupstream
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// ToolCall is a scripted function call in a reply.
+type ToolCall struct {
+	ID        string
+	Name      string
+	Arguments string // JSON
+}
+
+// Reply is what the fake answers to one request.
+type Reply struct {
+	Status           int    // non-200: an error answer with this status
+	Text             string // assistant content
+	ToolCalls        []ToolCall
+	PromptTokens     int64
+	CompletionTokens int64
+	ReasoningTokens  int64
+	// Stall blocks before any header until the request is cancelled or the
+	// server closes.
+	Stall bool
+	// Hold, for streams, blocks after the first chunk until closed.
+	Hold chan struct{}
+	// BreakMidStream sends two chunks, then drops the connection.
+	BreakMidStream bool
+}
+
+// Request is a received request.
+type Request struct {
+	Body   map[string]any
+	Header http.Header
+}
+
+// Server is a running fake upstream.
+type Server struct {
+	*httptest.Server
+	mu       sync.Mutex
+	script   func(Request) Reply
+	requests []Request
+	reported Usage // total usage reported in completed answers
+	closing  chan struct{}
+}
+
+// Usage totals.
+type Usage struct{ Prompt, Completion, Reasoning, Answers int64 }
+
+// New starts a fake upstream; it is closed with the test.
+func New(t testing.TB) *Server {
+	s := &Server{closing: make(chan struct{})}
+	s.script = s.defaultReply
+	s.Server = httptest.NewServer(http.HandlerFunc(s.handle))
+	t.Cleanup(func() { close(s.closing); s.Server.CloseClientConnections(); s.Server.Close() })
+	return s
+}
+
+// BaseURL is what to configure as SVC_UPSTREAM_BASE_URL.
+func (s *Server) BaseURL() string { return s.URL + "/v1" }
+
+// Script sets how requests are answered.
+func (s *Server) Script(fn func(Request) Reply) {
+	s.mu.Lock()
+	s.script = fn
+	s.mu.Unlock()
+}
+
+// Requests returns the requests received so far.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.requests...)
+}
+
+// Reported returns the usage the fake has reported in finished answers.
+func (s *Server) Reported() Usage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reported
+}
+
+// defaultReply echoes the last user message; usage depends on the input so
+// different requests report different numbers.
+func (s *Server) defaultReply(r Request) Reply {
+	msgs, _ := r.Body["messages"].([]any)
+	last := ""
+	for _, m := range msgs {
+		if mm, ok := m.(map[string]any); ok && mm["role"] == "user" {
+			last, _ = mm["content"].(string)
+		}
+	}
+	return Reply{Text: "echo: " + last, PromptTokens: int64(11 + 3*len(msgs) + len(last)),
+		CompletionTokens: int64(5 + len(strings.Fields(last))), ReasoningTokens: 2}
+}
+
+func (s *Server) handle(w http.ResponseWriter, req *http.Request) {
+	if req.URL.Path != "/v1/chat/completions" {
+		http.Error(w, `{"error":{"message":"not found","type":"invalid_request_error","code":"not_found"}}`, 404)
+		return
+	}
+	raw, _ := io.ReadAll(req.Body)
+	var body map[string]any
+	if err := json.Unmarshal(raw, &body); err != nil {
+		w.WriteHeader(400)
+		fmt.Fprint(w, `{"error":{"message":"bad json","type":"invalid_request_error","code":"bad_json"}}`)
+		return
+	}
+	r := Request{Body: body, Header: req.Header.Clone()}
+	s.mu.Lock()
+	s.requests = append(s.requests, r)
+	script := s.script
+	s.mu.Unlock()
+	rep := script(r)
+
+	if rep.Stall {
+		select {
+		case <-req.Context().Done():
+		case <-s.closing:
+		}
+		return
+	}
+	if rep.Status != 0 && rep.Status != 200 {
+		w.Header().Set("Content-Type", "application/json")
+		if rep.Status == 429 {
+			w.Header().Set("Retry-After", "7")
+		}
+		w.WriteHeader(rep.Status)
+		fmt.Fprintf(w, `{"error":{"message":"fake upstream error %d","type":"server_error","code":"fake"}}`, rep.Status)
+		return
+	}
+	model, _ := body["model"].(string)
+	stream, _ := body["stream"].(bool)
+	usage := map[string]any{"prompt_tokens": rep.PromptTokens, "completion_tokens": rep.CompletionTokens,
+		"total_tokens": rep.PromptTokens + rep.CompletionTokens,
+		"completion_tokens_details": map[string]any{"reasoning_tokens": rep.ReasoningTokens}}
+	msg := map[string]any{"role": "assistant", "content": rep.Text}
+	finish := "stop"
+	if len(rep.ToolCalls) > 0 {
+		finish = "tool_calls"
+		calls := []any{}
+		for i, tc := range rep.ToolCalls {
+			calls = append(calls, map[string]any{"index": i, "id": tc.ID, "type": "function",
+				"function": map[string]any{"name": tc.Name, "arguments": tc.Arguments}})
+		}
+		msg["tool_calls"] = calls
+	}
+	if !stream {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"id": "chatcmpl-fake", "object": "chat.completion",
+			"created": time.Now().Unix(), "model": model, "usage": usage,
+			"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}}})
+		s.addReported(rep)
+		return
+	}
+	s.streamReply(w, model, rep, msg, finish, usage, body)
+}
+
+func (s *Server) streamReply(w http.ResponseWriter, model string, rep Reply, msg map[string]any, finish string, usage map[string]any, body map[string]any) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(200)
+	fl := w.(http.Flusher)
+	includeUsage := false
+	if so, ok := body["stream_options"].(map[string]any); ok {
+		includeUsage, _ = so["include_usage"].(bool)
+	}
+	send := func(choices []any, u any) {
+		c := map[string]any{"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": time.Now().Unix(),
+			"model": model, "choices": choices}
+		if includeUsage {
+			c["usage"] = u
+		}
+		b, _ := json.Marshal(c)
+		fmt.Fprintf(w, "data: %s\n\n", b)
+		fl.Flush()
+	}
+	send([]any{map[string]any{"index": 0, "delta": map[string]any{"role": "assistant", "content": ""}}}, nil)
+	if rep.Hold != nil {
+		select {
+		case <-rep.Hold:
+		case <-s.closing:
+			return
+		}
+	}
+	words := strings.Fields(rep.Text)
+	for i, wd := range words {
+		if i > 0 {
+			wd = " " + wd
+		}
+		send([]any{map[string]any{"index": 0, "delta": map[string]any{"content": wd}}}, nil)
+		if rep.BreakMidStream && i == 1 {
+			panic(http.ErrAbortHandler) // drop the connection mid-stream
+		}
+	}
+	if calls, ok := msg["tool_calls"].([]any); ok {
+		send([]any{map[string]any{"index": 0, "delta": map[string]any{"tool_calls": calls}}}, nil)
+	}
+	send([]any{map[string]any{"index": 0, "delta": map[string]any{}, "finish_reason": finish}}, nil)
+	if includeUsage {
+		send([]any{}, usage)
+	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+	fl.Flush()
+	if includeUsage {
+		s.addReported(rep)
+	}
+}
+
+func (s *Server) addReported(r Reply) {
+	s.mu.Lock()
+	s.reported.Prompt += r.PromptTokens
+	s.reported.Completion += r.CompletionTokens
+	s.reported.Reasoning += r.ReasoningTokens
+	s.reported.Answers++
+	s.mu.Unlock()
+}
