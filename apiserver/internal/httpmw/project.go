@@ -30,9 +30,6 @@ func ProjectMember(st *store.Store, param string) echo.MiddlewareFunc {
 			if err != nil {
 				return apierr.Internal(err)
 			}
-			if proj.WorkspaceID != p.WorkspaceID {
-				return forbidden
-			}
 			ok, err := st.IsMember(c.Request().Context(), proj.WorkspaceID, p.UserID)
 			if err != nil {
 				return apierr.Internal(err)
