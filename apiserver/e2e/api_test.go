@@ -146,6 +146,7 @@ func TestErrorCodes(t *testing.T) {
 	if _, err := client(a.URL+"/v1", tiny.key).Chat.Completions.New(context.Background(), userMsg("spend")); err != nil {
 		t.Fatal(err)
 	}
+	waitUsage(t, e, tiny.workspace, 1) // usage lands within the recorder's flush interval
 	cases := []struct {
 		name, key, model string
 		status           int
@@ -286,9 +287,7 @@ func TestBadInput(t *testing.T) {
 	if n := len(e.upstream.Requests()); n != 0 {
 		t.Fatalf("bad input reached the upstream %d times", n)
 	}
-	if u := usageOf(t, e, acc.workspace); u.requests != 0 {
-		t.Fatalf("bad input was metered: %+v", u)
-	}
+	assertOnlyNextIsMetered(t, e, a, acc)
 }
 
 func TestUpstreamFailures(t *testing.T) {
@@ -333,7 +332,7 @@ func TestUpstreamFailures(t *testing.T) {
 	if !errors.As(err, &ae) || ae.StatusCode != 502 || ae.Type != "server_error" {
 		t.Fatalf("upstream down: %v", err)
 	}
-	if u := usageOf(t, e, acc.workspace); u.requests != 0 {
-		t.Fatalf("failed requests were metered: %+v", u)
-	}
+	e.upstream = fakeupstream.New(t) // a live upstream again, on a new address
+	b := e.startAPIWithModels()
+	assertOnlyNextIsMetered(t, e, b, acc)
 }

@@ -53,7 +53,7 @@ func buildAPIServer() (string, error) {
 
 // env is one test's world: a database, a fake upstream and catalog files.
 type env struct {
-	t        *testing.T
+	t        testing.TB
 	dbURL    string
 	upstream *fakeupstream.Server
 	models   string
@@ -66,14 +66,29 @@ const plansYAML = `plans:
   - {name: tiny, tiers: [standard], rpm: 1000, windows: [{name: 5h, duration: 5h, credits: 0.0001}]}
   - {name: slow, tiers: [standard], rpm: 3, windows: [{name: 5h, duration: 5h, credits: 100}]}
   - {name: pro, tiers: [standard, premium], rpm: 1000, windows: [{name: 5h, duration: 5h, credits: 100}]}
+  - {name: bench, tiers: [standard], rpm: 1000000000, workspace_rpm: 1000000000,
+     windows: [{name: 5h, duration: 5h, credits: 1000000000}, {name: month, duration: 720h, credits: 1000000000}]}
 `
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	e := &env{t: t, dbURL: storetest.PostgresURL(t), upstream: fakeupstream.New(t)}
 	dir := t.TempDir()
 	e.models = filepath.Join(dir, "models.yaml")
 	e.plans = filepath.Join(dir, "plans.yaml")
+	e.writeModels()
+	must(t, os.WriteFile(e.plans, []byte(plansYAML), 0o600))
+	return e
+}
+
+// startAPIWithModels rewrites the models file for the current fake upstream
+// and starts a new apiserver on it.
+func (e *env) startAPIWithModels(extraEnv ...string) *api {
+	e.writeModels()
+	return e.startAPI(extraEnv...)
+}
+
+func (e *env) writeModels() {
 	models := fmt.Sprintf(`providers:
   - {name: main, type: openai, base_url: %q, api_key_env: FAKE_UPSTREAM_KEY}
 models:
@@ -83,9 +98,7 @@ models:
      price: {input_per_mtok: 1, output_per_mtok: 4}}
   - {id: svc-premium, display_name: "SVC Premium", tier: premium, provider: main, upstream_model: up-p}
 `, e.upstream.BaseURL())
-	must(t, os.WriteFile(e.models, []byte(models), 0o600))
-	must(t, os.WriteFile(e.plans, []byte(plansYAML), 0o600))
-	return e
+	must(e.t, os.WriteFile(e.models, []byte(models), 0o600))
 }
 
 func must(t testing.TB, err error) {

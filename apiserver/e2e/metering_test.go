@@ -141,3 +141,16 @@ func TestRateLimitSharedAcrossReplicas(t *testing.T) {
 	}
 	t.Fatal("could not run the burst inside one minute window")
 }
+
+// assertOnlyNextIsMetered proves that nothing before it was metered: usage is
+// written in order, so after one good request lands, exactly one record
+// exists.
+func assertOnlyNextIsMetered(t *testing.T, e *env, a *api, acc account) {
+	t.Helper()
+	if _, err := client(a.URL+"/v1", acc.key).Chat.Completions.New(context.Background(), userMsg("good")); err != nil {
+		t.Fatal(err)
+	}
+	if u := waitUsage(t, e, acc.workspace, 1); u.requests != 1 {
+		t.Fatalf("want exactly the one good request metered, got %+v", u)
+	}
+}

@@ -127,6 +127,9 @@ func serve(ctx context.Context, args []string, dev bool) error {
 			return err
 		}
 	}
+	if a.cfg.PprofAddr != "" {
+		go servePprof(a.cfg.PprofAddr, a.log)
+	}
 	hs := &http.Server{Handler: srv.Echo, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
@@ -138,7 +141,11 @@ func serve(ctx context.Context, args []string, dev bool) error {
 	a.log.Info("apiserver shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return hs.Shutdown(sctx)
+	err = hs.Shutdown(sctx)
+	if cerr := srv.Close(sctx); cerr != nil {
+		a.log.Error("usage records not written before shutdown", zap.Error(cerr))
+	}
+	return err
 }
 
 // devSecret keeps a random runtime secret in the dev data dir so pods started

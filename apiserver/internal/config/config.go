@@ -37,6 +37,7 @@ type Config struct {
 	PublicURL         string
 	PodagentBin       string
 	CallbackAllowed   string
+	PprofAddr         string
 }
 
 type option struct {
@@ -70,6 +71,7 @@ var options = []option{
 	{flag: "log-level", env: "SVC_LOG_LEVEL", def: "info", usage: "debug, info, warn, error", set: str(func(c *Config) *string { return &c.LogLevel })},
 	{flag: "public-url", env: "SVC_PUBLIC_URL", usage: "externally reachable base URL (presigned fs URLs); default http://<http-addr>", set: str(func(c *Config) *string { return &c.PublicURL })},
 	{flag: "podagent-bin", env: "SVC_PODAGENT_BIN", def: "podagent", usage: "podagent binary for the local runtime driver", set: str(func(c *Config) *string { return &c.PodagentBin })},
+	{flag: "pprof-addr", env: "SVC_PPROF_ADDR", usage: "serve net/http/pprof on this address (off when empty; keep it on loopback)", set: str(func(c *Config) *string { return &c.PprofAddr })},
 	{flag: "callback-allowed-nets", env: "SVC_CALLBACK_ALLOWED_NETS", usage: "CIDRs callbacks may reach despite the SSRF guard", set: str(func(c *Config) *string { return &c.CallbackAllowed })},
 }
 

@@ -145,7 +145,7 @@ func (s *Server) handle(w http.ResponseWriter, req *http.Request) {
 	model, _ := body["model"].(string)
 	stream, _ := body["stream"].(bool)
 	usage := map[string]any{"prompt_tokens": rep.PromptTokens, "completion_tokens": rep.CompletionTokens,
-		"total_tokens": rep.PromptTokens + rep.CompletionTokens,
+		"total_tokens":              rep.PromptTokens + rep.CompletionTokens,
 		"completion_tokens_details": map[string]any{"reasoning_tokens": rep.ReasoningTokens}}
 	msg := map[string]any{"role": "assistant", "content": rep.Text}
 	finish := "stop"

@@ -128,6 +128,7 @@ func (a *API) plain(c echo.Context, resp *http.Response, model catalog.Model, me
 	c.Response().Header().Set(echo.HeaderContentLength, strconv.Itoa(len(out)))
 	c.Response().WriteHeader(http.StatusOK)
 	_, _ = c.Response().Write(out)
+	c.Response().Flush() // the client has its answer before metering runs
 	meter(u, false)
 	return nil
 }

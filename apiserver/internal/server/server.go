@@ -40,6 +40,7 @@ type Server struct {
 	Echo     *echo.Echo
 	Auth     *auth.Authenticator
 	Registry *prometheus.Registry
+	Usage    *metering.Recorder
 	deps     Deps
 }
 
@@ -65,7 +66,8 @@ func New(d Deps) *Server {
 	e.GET("/readyz", s.ready)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 
-	api := &publicapi.API{Catalog: d.Catalog, Meter: metering.New(d.Store), Upstream: d.Upstream,
+	s.Usage = metering.NewRecorder(d.Store, d.Log.Named("metering"))
+	api := &publicapi.API{Catalog: d.Catalog, Meter: metering.New(d.Store, s.Usage), Upstream: d.Upstream,
 		Log: d.Log.Named("publicapi"), MaxBody: d.MaxBodyBytes, Metrics: publicapi.NewMetrics(reg)}
 	for _, prefix := range []string{"/api/v1", "/v1"} {
 		api.Register(e.Group(prefix, httpmw.APIKey(a)))
@@ -76,6 +78,10 @@ func New(d Deps) *Server {
 	s.registerInternal(internal)
 	return s
 }
+
+// Close writes the usage records still queued; call it after the HTTP server
+// has stopped taking requests.
+func (s *Server) Close(ctx context.Context) error { return s.Usage.Close(ctx) }
 
 func (s *Server) ready(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2e9)

@@ -41,7 +41,7 @@ type Store struct {
 // Open connects to url: a postgres:// URL, or a SQLite file path (empty means
 // <dataDir>/svc.db). It does not migrate; call Migrate.
 func Open(url, dataDir string) (*Store, error) {
-	cfg := &gorm.Config{Logger: logger.Discard, SkipDefaultTransaction: true, PrepareStmt: true,
+	cfg := &gorm.Config{Logger: logger.Discard, SkipDefaultTransaction: true,
 		NowFunc: func() time.Time { return time.Now().UTC() }}
 	var (
 		dial    gorm.Dialector
@@ -63,6 +63,7 @@ func Open(url, dataDir string) (*Store, error) {
 		}
 		dsn := path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)"
 		dial, dialect = sqlite.Open(dsn), migrations.SQLite
+		cfg.PrepareStmt = true // pgx caches statements itself; SQLite gets gorm's cache
 	}
 	db, err := gorm.Open(dial, cfg)
 	if err != nil {

@@ -14,6 +14,18 @@ type WindowSpec struct {
 	Duration time.Duration
 }
 
+// windowUpsert adds credits to a window, restarting it at the given start
+// when its reset time has passed (one statement, both dialects).
+const windowUpsert = `INSERT INTO usage_windows (workspace_id, window_name, started_at, resets_at, credits_micro)
+VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (workspace_id, window_name) DO UPDATE SET
+  credits_micro = CASE WHEN usage_windows.resets_at <= excluded.started_at
+                       THEN excluded.credits_micro ELSE usage_windows.credits_micro + excluded.credits_micro END,
+  resets_at     = CASE WHEN usage_windows.resets_at <= excluded.started_at
+                       THEN excluded.resets_at ELSE usage_windows.resets_at END,
+  started_at    = CASE WHEN usage_windows.resets_at <= excluded.started_at
+                       THEN excluded.started_at ELSE usage_windows.started_at END`
+
 // UsageWindows returns a workspace's window counters.
 func (s *Store) UsageWindows(ctx context.Context, workspaceID string) ([]UsageWindow, error) {
 	var ws []UsageWindow
@@ -34,17 +46,47 @@ func (s *Store) RecordUsage(ctx context.Context, rec UsageRecord, windows []Wind
 			return err
 		}
 		for _, w := range windows {
-			err := tx.Exec(`INSERT INTO usage_windows (workspace_id, window_name, started_at, resets_at, credits_micro)
-VALUES (?, ?, ?, ?, ?)
-ON CONFLICT (workspace_id, window_name) DO UPDATE SET
-  credits_micro = CASE WHEN usage_windows.resets_at <= excluded.started_at
-                       THEN excluded.credits_micro ELSE usage_windows.credits_micro + excluded.credits_micro END,
-  resets_at     = CASE WHEN usage_windows.resets_at <= excluded.started_at
-                       THEN excluded.resets_at ELSE usage_windows.resets_at END,
-  started_at    = CASE WHEN usage_windows.resets_at <= excluded.started_at
-                       THEN excluded.started_at ELSE usage_windows.started_at END`,
-				rec.WorkspaceID, w.Name, nowMs, nowMs+w.Duration.Milliseconds(), rec.CreditsMicro).Error
+			err := tx.Exec(windowUpsert, rec.WorkspaceID, w.Name, nowMs, nowMs+w.Duration.Milliseconds(), rec.CreditsMicro).Error
 			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// RecordUsageBatch writes many usage records in one transaction: one
+// multi-row insert, then one window update per workspace and window with the
+// batch's summed credits.
+func (s *Store) RecordUsageBatch(ctx context.Context, recs []UsageRecord, windows [][]WindowSpec, now time.Time) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	type key struct {
+		ws, name string
+		dur      time.Duration
+	}
+	sums := map[key]int64{}
+	var order []key
+	for i, r := range recs {
+		if recs[i].CreatedAt.IsZero() {
+			recs[i].CreatedAt = now.UTC()
+		}
+		for _, w := range windows[i] {
+			k := key{r.WorkspaceID, w.Name, w.Duration}
+			if _, seen := sums[k]; !seen {
+				order = append(order, k)
+			}
+			sums[k] += r.CreditsMicro
+		}
+	}
+	nowMs := now.UnixMilli()
+	return s.tx(ctx, func(tx *gorm.DB) error {
+		if err := tx.CreateInBatches(recs, 500).Error; err != nil {
+			return err
+		}
+		for _, k := range order {
+			if err := tx.Exec(windowUpsert, k.ws, k.name, nowMs, nowMs+k.dur.Milliseconds(), sums[k]).Error; err != nil {
 				return err
 			}
 		}

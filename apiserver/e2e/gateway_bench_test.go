@@ -1,0 +1,100 @@
+package e2e
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+)
+
+// BenchmarkGatewayAddedLatency measures what the gateway adds on top of the
+// upstream: the same plain completion sent at a fixed concurrency straight to
+// the fake upstream, then through a real apiserver process with Postgres
+// auth, rate limiting, usage windows and metering on. Reported: p50/p99 of
+// each path, the added p50/p99, and gateway throughput.
+func BenchmarkGatewayAddedLatency(b *testing.B) {
+	concurrency := benchConcurrency()
+	e := newEnv(b)
+	a := e.startAPI()
+	acc := e.account("bench")
+	body := []byte(`{"model":"svc-2-0","messages":[{"role":"user","content":"benchmark request body"}]}`)
+	upBody := []byte(`{"model":"up-2","messages":[{"role":"user","content":"benchmark request body"}],"reasoning_effort":"medium"}`)
+	tr := &http.Transport{MaxIdleConnsPerHost: concurrency * 2}
+	hc := &http.Client{Transport: tr}
+	run := func(url, key string, payload []byte, n int) ([]time.Duration, time.Duration) {
+		lat := make([]time.Duration, n)
+		var wg sync.WaitGroup
+		next := make(chan int, n)
+		for i := 0; i < n; i++ {
+			next <- i
+		}
+		close(next)
+		start := time.Now()
+		for w := 0; w < concurrency; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range next {
+					req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(payload))
+					req.Header.Set("Content-Type", "application/json")
+					req.Header.Set("Authorization", "Bearer "+key)
+					t0 := time.Now()
+					resp, err := hc.Do(req)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					lat[i] = time.Since(t0)
+					if resp.StatusCode != 200 {
+						b.Errorf("status %d", resp.StatusCode)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		return lat, time.Since(start)
+	}
+	n := b.N
+	if n < 200 {
+		n = 200
+	}
+	// Warm both paths (connections, prepared statements, caches).
+	run(e.upstream.BaseURL()+"/chat/completions", "x", upBody, 100)
+	run(a.URL+"/v1/chat/completions", acc.key, body, 100)
+	b.ResetTimer()
+	direct, _ := run(e.upstream.BaseURL()+"/chat/completions", "x", upBody, n)
+	gw, gwWall := run(a.URL+"/v1/chat/completions", acc.key, body, n)
+	b.StopTimer()
+	dp50, dp99 := pct(direct, 50), pct(direct, 99)
+	gp50, gp99 := pct(gw, 50), pct(gw, 99)
+	b.ReportMetric(us(dp50), "direct-p50-µs")
+	b.ReportMetric(us(gp50), "gateway-p50-µs")
+	b.ReportMetric(us(gp50-dp50), "added-p50-µs")
+	b.ReportMetric(us(gp99-dp99), "added-p99-µs")
+	b.ReportMetric(float64(n)/gwWall.Seconds(), "gateway-req/s")
+	b.Logf("n=%d concurrency=%d direct p50=%v p99=%v; gateway p50=%v p99=%v", n, concurrency, dp50, dp99, gp50, gp99)
+}
+
+func pct(d []time.Duration, p int) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[(len(s)-1)*p/100]
+}
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// benchConcurrency is 8 unless SVC_BENCH_CONCURRENCY says otherwise.
+func benchConcurrency() int {
+	if n, err := strconv.Atoi(os.Getenv("SVC_BENCH_CONCURRENCY")); err == nil && n > 0 {
+		return n
+	}
+	return 8
+}

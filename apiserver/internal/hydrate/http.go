@@ -1,0 +1,76 @@
+package hydrate
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/svc-dev/svc/apiserver/internal/apierr"
+)
+
+// Response headers of every read served from a copy.
+const (
+	// HeaderStale is "true" when the copy is the last good one because the
+	// refresh failed; HeaderError then carries the failure's code.
+	HeaderStale = "X-Svc-Hydrate-Stale"
+	HeaderError = "X-Svc-Hydrate-Error"
+	// HeaderETag is the ETag of the durable object the copy came from.
+	HeaderETag = "X-Svc-Durable-ETag"
+)
+
+// Error codes of hydrate failures.
+const (
+	CodeNotFound    = "repository_not_found"
+	CodeCorrupt     = "repository_corrupt"
+	CodeUnavailable = "object_storage_unavailable"
+)
+
+// APIError maps an Acquire error to the API's error type.
+func APIError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrNotFound):
+		return apierr.NotFound(CodeNotFound,
+			"The project has no durable repository yet (object <projectId>/repo.git.tar.gz does not exist).")
+	case errors.Is(err, ErrCorrupt):
+		e := apierr.New(http.StatusBadGateway, apierr.TypeServer, CodeCorrupt,
+			"The project's durable repository object is corrupt or unreadable, and this replica has no earlier copy to serve.")
+		e.Cause = err
+		return e
+	case errors.Is(err, ErrUnavailable):
+		e := apierr.New(http.StatusServiceUnavailable, apierr.TypeServer, CodeUnavailable,
+			"Object storage is unavailable and this replica has no copy of the repository to serve.")
+		e.Cause = err
+		e.Headers = map[string]string{"Retry-After": "5"}
+		return e
+	case errors.Is(err, ErrInvalidProject):
+		return apierr.BadRequest("invalid_project", "Invalid project id.")
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		e := apierr.New(http.StatusServiceUnavailable, apierr.TypeServer, CodeUnavailable, "Hydrating the repository timed out.")
+		e.Cause = err
+		return e
+	}
+	return apierr.Internal(err)
+}
+
+// ErrorCode is the code APIError gives err ("" for nil).
+func ErrorCode(err error) string {
+	if err == nil {
+		return ""
+	}
+	var e *apierr.Error
+	if errors.As(APIError(err), &e) {
+		return e.Code
+	}
+	return "internal_error"
+}
+
+// SetHeaders marks a response served from r.
+func SetHeaders(h http.Header, r *Repo) {
+	h.Set(HeaderETag, r.Object.ETag)
+	if r.Stale {
+		h.Set(HeaderStale, "true")
+		h.Set(HeaderError, ErrorCode(r.StaleErr))
+	}
+}

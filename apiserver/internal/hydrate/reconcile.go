@@ -1,0 +1,154 @@
+package hydrate
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"go.uber.org/zap"
+
+	"github.com/svc-dev/svc/shared/gitrun"
+	"github.com/svc-dev/svc/shared/wire"
+)
+
+// reconcile gives every commit of the copy in dir that has no
+// ProjectCheckpoint row one, marked reconciled (spec 3.2). It runs on each
+// (re)hydrate; a failure is logged and never fails the read.
+func (m *Manager) reconcile(ctx context.Context, projectID, dir string) {
+	if m.opts.Checkpoints == nil {
+		return
+	}
+	n, err := Reconcile(ctx, m.opts.Runner, dir, projectID, m.opts.Checkpoints)
+	m.reconciled.Add(int64(n))
+	if err != nil {
+		m.log.Warn("reconciling checkpoint rows", zap.String("projectId", projectID), zap.Error(err))
+		return
+	}
+	if n > 0 {
+		m.log.Info("reconciled checkpoint rows on hydrate", zap.String("projectId", projectID), zap.Int("rows", n))
+	}
+}
+
+// Reconcile records a row (source reconcile) for each commit reachable from
+// a ref of the repository at gitDir that has none, and returns how many rows
+// it created.
+func Reconcile(ctx context.Context, r *gitrun.Runner, gitDir, projectID string, cps Checkpoints) (int, error) {
+	run := func(args ...gitrun.Arg) *gitrun.Cmd { return r.Command(args...).Dir(gitDir).Env(gitEnv(gitDir)...) }
+	out, err := run("rev-list", "--all").String(ctx)
+	if err != nil {
+		return 0, err
+	}
+	shas := strings.Fields(out)
+	if len(shas) == 0 {
+		return 0, nil
+	}
+	have, err := cps.CheckpointSHAs(ctx, projectID)
+	if err != nil {
+		return 0, err
+	}
+	var missing []string
+	for _, s := range shas {
+		if !have[s] {
+			missing = append(missing, s)
+		}
+	}
+	if len(missing) == 0 {
+		return 0, nil
+	}
+	branch, _ := run("symbolic-ref", "--short", "-q", "HEAD").String(ctx)
+	recs, err := CommitRecords(ctx, run, missing)
+	if err != nil {
+		return 0, err
+	}
+	created := 0
+	// Oldest first, so row creation order follows history.
+	for i := len(recs) - 1; i >= 0; i-- {
+		rec := recs[i]
+		rec.Branch = branch
+		_, ok, err := cps.RecordCheckpoint(ctx, projectID, rec, SourceReconcile)
+		if err != nil {
+			return created, err
+		}
+		if ok {
+			created++
+		}
+	}
+	return created, nil
+}
+
+// CommitRecords reads the checkpoint metadata of the given commits (in the
+// order given) with one git log: parent, author, commit time, message and
+// the files changed against the first parent. run starts a git command on
+// the repository. Branch is left empty.
+func CommitRecords(ctx context.Context, run func(...gitrun.Arg) *gitrun.Cmd, shas []string) ([]wire.CheckpointRecord, error) {
+	for _, s := range shas {
+		if !fullSHA(s) {
+			return nil, fmt.Errorf("hydrate: not a full commit id: %q", s)
+		}
+	}
+	out, err := run("log", "--no-walk=unsorted", "--stdin", "--diff-merges=first-parent", "--numstat",
+		"--no-renames", "--no-ext-diff", "--no-textconv", "--format=%x1e%H%x00%P%x00%an <%ae>%x00%cI%x00%B%x00").
+		Stdin(strings.NewReader(strings.Join(shas, "\n") + "\n")).Output(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var recs []wire.CheckpointRecord
+	for _, chunk := range strings.Split(string(out), "\x1e") {
+		if chunk == "" {
+			continue
+		}
+		f := strings.SplitN(chunk, "\x00", 6)
+		if len(f) != 6 {
+			return nil, fmt.Errorf("hydrate: unexpected git log output")
+		}
+		rec := wire.CheckpointRecord{CommitSHA: f[0], Author: f[2], Message: truncateUTF8(strings.TrimRight(f[4], "\n"), maxReconcileMessage)}
+		if parents := strings.Fields(f[1]); len(parents) > 0 {
+			rec.ParentSHA = parents[0]
+		}
+		if t, err := time.Parse(time.RFC3339, f[3]); err == nil {
+			rec.CreatedAt = t.UTC()
+		}
+		for _, line := range strings.Split(f[5], "\n") {
+			parts := strings.SplitN(line, "\t", 3)
+			if len(parts) != 3 {
+				continue
+			}
+			rec.FilesChanged++
+			if a, err := strconv.Atoi(parts[0]); err == nil {
+				rec.Additions += a
+			}
+			if d, err := strconv.Atoi(parts[1]); err == nil {
+				rec.Deletions += d
+			}
+		}
+		recs = append(recs, rec)
+	}
+	return recs, nil
+}
+
+func fullSHA(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
+}

@@ -1,0 +1,123 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+
+	"go.uber.org/zap"
+
+	"github.com/svc-dev/svc/apiserver/internal/store"
+)
+
+// Store is what the Router needs of the database.
+type Store interface {
+	GetRuntimeAssignment(ctx context.Context, projectID string) (store.RuntimeAssignment, error)
+	PinRuntime(ctx context.Context, a store.RuntimeAssignment) (store.RuntimeAssignment, error)
+}
+
+// Router is the Driver the agent-proxy uses: it sends a project to the paired
+// driver when the project is pinned to a paired machine, else to the default
+// driver (local or kubernetes), and records the assignment, so a project is
+// pinned to one runtime at a time and its URL is the same whatever runs it.
+type Router struct {
+	Store   Store
+	Default Driver
+	// Paired serves projects pinned to a paired machine; nil: none are.
+	Paired Driver
+	// Instance names this API server process in local assignments.
+	Instance string
+	Log      *zap.Logger
+}
+
+// Name implements Driver.
+func (r *Router) Name() string { return "router" }
+
+// Ensure implements Driver.
+func (r *Router) Ensure(ctx context.Context, p store.Project) (Endpoint, error) {
+	a, err := r.Store.GetRuntimeAssignment(ctx, p.ID)
+	found := err == nil
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return Endpoint{}, err
+	}
+	if found && a.Driver == store.DriverPaired {
+		// Pinned to a paired machine: a runtime the default driver may still
+		// run from before the pairing must not write the project too.
+		r.stopIfRunning(r.Default, p.ID)
+		if r.Paired == nil {
+			return Endpoint{}, ErrOffline
+		}
+		return r.Paired.Ensure(ctx, p)
+	}
+	if r.Paired != nil {
+		r.stopIfRunning(r.Paired, p.ID) // unpinned (token revoked): drop its tunnel
+	}
+	ep, err := r.Default.Ensure(ctx, p)
+	if err != nil {
+		return Endpoint{}, err
+	}
+	endpoint := ep.URL.String()
+	if !found || a.Driver != r.Default.Name() || a.Endpoint != endpoint || a.Instance != r.Instance {
+		_, err := r.Store.PinRuntime(ctx, store.RuntimeAssignment{ProjectID: p.ID, Driver: r.Default.Name(),
+			Endpoint: endpoint, Instance: r.Instance, CloudSyncMode: string(p.CloudSyncMode)})
+		if err != nil {
+			r.log().Warn("recording the runtime assignment failed", zap.String("projectId", p.ID), zap.Error(err))
+		}
+	}
+	return ep, nil
+}
+
+// Stop implements Driver: it stops the project's runtime on every driver.
+func (r *Router) Stop(ctx context.Context, projectID string) error {
+	err := r.Default.Stop(ctx, projectID)
+	if r.Paired != nil {
+		err = errors.Join(err, r.Paired.Stop(ctx, projectID))
+	}
+	return err
+}
+
+// Status implements Driver: the status on the driver the project is pinned to.
+func (r *Router) Status(ctx context.Context, projectID string) (Status, error) {
+	a, err := r.Store.GetRuntimeAssignment(ctx, projectID)
+	if err == nil && a.Driver == store.DriverPaired {
+		if r.Paired == nil {
+			return Status{Driver: store.DriverPaired, State: StateOffline}, nil
+		}
+		return r.Paired.Status(ctx, projectID)
+	}
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return Status{}, err
+	}
+	return r.Default.Status(ctx, projectID)
+}
+
+// Close closes the drivers that own processes or connections.
+func (r *Router) Close(ctx context.Context) error {
+	var errs []error
+	for _, d := range []Driver{r.Default, r.Paired} {
+		if c, ok := d.(Closer); ok && d != nil {
+			errs = append(errs, c.Close(ctx))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Router) stopIfRunning(d Driver, projectID string) {
+	st, err := d.Status(context.Background(), projectID)
+	if err != nil || (st.State != StateRunning && st.State != StateStarting) {
+		return
+	}
+	r.log().Info("stopping a runtime the project is no longer pinned to",
+		zap.String("projectId", projectID), zap.String("driver", d.Name()))
+	go func() {
+		if err := d.Stop(context.Background(), projectID); err != nil {
+			r.log().Warn("stopping an unpinned runtime failed", zap.String("projectId", projectID), zap.Error(err))
+		}
+	}()
+}
+
+func (r *Router) log() *zap.Logger {
+	if r.Log == nil {
+		return zap.NewNop()
+	}
+	return r.Log
+}

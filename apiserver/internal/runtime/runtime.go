@@ -1,0 +1,91 @@
+// Package runtime decides where a project's agent runs and how the API
+// reaches it (DESIGN.md §4, "runtime"). A Driver starts or finds the runtime
+// of a project and returns its Endpoint; the local driver (runtime/local) runs
+// one podagent process per project, the Kubernetes driver one pod per project,
+// and the paired driver (package pairing) a user's machine connected through
+// a tunnel. The Router pins each project to one runtime at a time (spec
+// 10.1.1) and records the assignment in the store.
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/svc-dev/svc/apiserver/internal/store"
+)
+
+// Endpoint is how the API reaches a running agent: its HTTP surface
+// (/agent/*, /healthz, /readyz) lives under URL, every call carries Token (the
+// project's runtime token) as a bearer, and Transport carries the request
+// (nil: the caller's default transport; the paired driver sets its tunnel).
+type Endpoint struct {
+	URL       *url.URL
+	Token     string
+	Transport http.RoundTripper
+}
+
+// State is what a driver knows about a project's runtime.
+type State string
+
+const (
+	StateStopped  State = "stopped"
+	StateStarting State = "starting"
+	StateRunning  State = "running"
+	StateFailed   State = "failed"
+	// StateOffline: pinned to a paired machine that is not connected.
+	StateOffline State = "offline"
+)
+
+// Status describes a project's runtime for operators and tests.
+type Status struct {
+	Driver    string    `json:"driver"`
+	State     State     `json:"state"`
+	Endpoint  string    `json:"endpoint,omitempty"`
+	PID       int       `json:"pid,omitempty"`
+	StartedAt time.Time `json:"startedAt,omitzero"`
+	Restarts  int       `json:"restarts,omitempty"`
+	LastError string    `json:"lastError,omitempty"`
+}
+
+// Driver runs agents. Implementations are safe for concurrent use.
+type Driver interface {
+	// Name is recorded in the runtime assignment (local, kubernetes, paired).
+	Name() string
+	// Ensure returns the endpoint of the project's running agent, starting
+	// it first when needed (concurrent calls for one project start it once).
+	// Errors: *StartError when a cold start failed, ErrOffline when the
+	// runtime cannot be reached and cannot be started by the API.
+	Ensure(ctx context.Context, p store.Project) (Endpoint, error)
+	// Stop stops the project's runtime, if this driver runs one.
+	Stop(ctx context.Context, projectID string) error
+	// Status reports the project's runtime as this driver sees it.
+	Status(ctx context.Context, projectID string) (Status, error)
+}
+
+// Closer is implemented by drivers that own processes or connections which
+// must end when the API server shuts down.
+type Closer interface {
+	Close(ctx context.Context) error
+}
+
+// ErrOffline means the project is pinned to a paired machine that is not
+// connected (spec 7.2: 503 instance_offline).
+var ErrOffline = errors.New("runtime: the paired machine of this project is not connected")
+
+// StartError is a failed cold start (spec 7.2: 503 agent_start_failed,
+// retryable after RetryAfter).
+type StartError struct {
+	ProjectID  string
+	RetryAfter time.Duration
+	Err        error
+}
+
+func (e *StartError) Error() string {
+	return fmt.Sprintf("runtime: starting the agent of %s failed: %v", e.ProjectID, e.Err)
+}
+
+func (e *StartError) Unwrap() error { return e.Err }

@@ -1,0 +1,96 @@
+// Command podagent is the pod-side agent of one project (DESIGN.md §5).
+//
+//	podagent serve [flags]   settings from SVC_* env (see -h)
+//
+// serve cold-starts the workspace (spec 10.1.5), serves /healthz, /readyz,
+// /metrics and /agent/* (runtime-token bearer), and on SIGTERM runs the
+// shutdown sequence of spec 10.2 before exiting.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/svc-dev/svc/podagent/internal/config"
+	"github.com/svc-dev/svc/podagent/internal/pod"
+	"github.com/svc-dev/svc/shared/logging"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	if len(args) == 0 || args[0] != "serve" {
+		fmt.Fprintln(os.Stderr, "usage: podagent serve [flags]   (podagent serve -h lists the settings)")
+		return 2
+	}
+	cfg, err := config.Parse("podagent serve", args[1:], os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "podagent:", err)
+		return 2
+	}
+	log, err := logging.New(cfg.LogLevel)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "podagent:", err)
+		return 2
+	}
+	defer log.Sync()
+	if err := serve(cfg, log.Named("podagent")); err != nil {
+		log.Error("podagent failed", zap.Error(err))
+		return 1
+	}
+	return 0
+}
+
+func serve(cfg *config.Config, log *zap.Logger) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	store, err := pod.OpenStore(ctx, cfg, log)
+	if err != nil {
+		return fmt.Errorf("object store: %w", err)
+	}
+	p, err := pod.Start(ctx, pod.Options{Config: cfg, Store: store, Log: log})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		p.Close()
+		return err
+	}
+	srv := &http.Server{Handler: p.Echo, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("podagent serving", zap.String("addr", ln.Addr().String()), zap.String("mode", string(cfg.Mode)),
+		zap.String("head", p.ColdStart.Head), zap.Duration("coldStart", p.ColdStart.Took))
+
+	select {
+	case err := <-errc:
+		p.Close()
+		return err
+	case <-ctx.Done():
+	}
+	stop()
+	log.Info("SIGTERM: shutting down")
+	// 10.2.1: drain in-flight requests, then in-flight turns (in Shutdown).
+	hctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(hctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Warn("http drain", zap.Error(err))
+	}
+	res := p.Shutdown(context.Background())
+	log.Info("shutdown complete", zap.Bool("healthy", res.HealthyAtFlush), zap.Bool("coldStartTarballWritten", res.ColdStartWritten),
+		zap.NamedError("gitFlush", res.GitFlushErr), zap.NamedError("s3Flush", res.S3FlushErr))
+	return nil
+}

@@ -1,0 +1,288 @@
+// Package callback delivers async webhook replies (spec 6, DESIGN.md §6):
+// POST {reply, correlationId, metadata} to the caller's callbackUrl with
+// Content-Type application/json, the channel's callbackHeaders and Standard
+// Webhooks signature headers (webhook-id, webhook-timestamp,
+// webhook-signature v1 = HMAC-SHA256 keyed by the channel secret).
+//
+// Delivery is at-least-once: network errors, 429 and 5xx are retried with
+// exponential backoff and jitter (a Retry-After answer is honoured), other
+// 4xx stop, and after the configured schedule the caller moves the reply to
+// the outbox. The webhook-id is the same on every attempt, so receivers can
+// de-duplicate. Targets go through an SSRF guard at connect time.
+package callback
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"code.dny.dev/ssrf"
+	"github.com/sethvargo/go-retry"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+	"go.uber.org/zap"
+)
+
+// Standard Webhooks headers.
+const (
+	HeaderID        = standardwebhooks.HeaderWebhookID
+	HeaderTimestamp = standardwebhooks.HeaderWebhookTimestamp
+	HeaderSignature = standardwebhooks.HeaderWebhookSignature
+)
+
+// Defaults of Options.
+const (
+	DefaultAttempts       = 8
+	DefaultRetryBase      = time.Second
+	DefaultRetryMax       = 2 * time.Minute
+	DefaultAttemptTimeout = 30 * time.Second
+	// MaxRetryAfter caps how long a Retry-After answer can make us wait.
+	MaxRetryAfter = 10 * time.Minute
+)
+
+// Options configure a Deliverer.
+type Options struct {
+	// Guard refuses private targets; nil means NewGuard(nil).
+	Guard *ssrf.Guardian
+	// HTTP overrides the guarded client (tests of the retry logic only).
+	HTTP *http.Client
+	// Attempts is the total number of tries (first + retries).
+	Attempts int
+	// RetryBase is the first backoff; it doubles up to RetryMax, ±20 % jitter.
+	RetryBase, RetryMax time.Duration
+	// AttemptTimeout bounds one POST.
+	AttemptTimeout time.Duration
+	Log            *zap.Logger
+	Now            func() time.Time
+	// Sleep waits between attempts (tests); nil uses a timer and ctx.
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+// Deliverer sends callbacks.
+type Deliverer struct {
+	o     Options
+	guard *ssrf.Guardian
+	http  *http.Client
+	log   *zap.Logger
+}
+
+// New returns a deliverer.
+func New(o Options) *Deliverer {
+	if o.Attempts <= 0 {
+		o.Attempts = DefaultAttempts
+	}
+	if o.RetryBase <= 0 {
+		o.RetryBase = DefaultRetryBase
+	}
+	if o.RetryMax <= 0 {
+		o.RetryMax = DefaultRetryMax
+	}
+	if o.AttemptTimeout <= 0 {
+		o.AttemptTimeout = DefaultAttemptTimeout
+	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Sleep == nil {
+		o.Sleep = sleep
+	}
+	g := o.Guard
+	if g == nil {
+		g = NewGuard(nil)
+	}
+	hc := o.HTTP
+	if hc == nil {
+		hc = NewHTTPClient(g, o.AttemptTimeout)
+	}
+	return &Deliverer{o: o, guard: g, http: hc, log: o.Log.Named("callback")}
+}
+
+// Guard returns the deliverer's SSRF guard.
+func (d *Deliverer) Guard() *ssrf.Guardian { return d.guard }
+
+// CheckURL validates a callbackUrl against the deliverer's guard (see the
+// package function CheckURL).
+func (d *Deliverer) CheckURL(raw string) error { return CheckURL(d.guard, raw) }
+
+// Delivery is one callback.
+type Delivery struct {
+	URL string
+	// MsgID is the webhook-id, the same on every attempt.
+	MsgID string
+	// Secret is the channel secret the signature is keyed by.
+	Secret string
+	// Headers are the channel's callbackHeaders (ours win on conflicts).
+	Headers map[string]string
+	Body    []byte
+}
+
+// Result reports a delivery.
+type Result struct {
+	Delivered bool
+	Attempts  int
+	// Status of the last answer (0 when none).
+	Status int
+	// Err is the last failure when not delivered; errors.Is(Err, ErrRefused)
+	// for an SSRF refusal.
+	Err error
+}
+
+// Deliver POSTs until a 2xx, a permanent failure, the end of the schedule
+// or ctx's end.
+func (d *Deliverer) Deliver(ctx context.Context, del Delivery) Result {
+	var b retry.Backoff = retry.NewExponential(d.o.RetryBase)
+	b = retry.WithCappedDuration(d.o.RetryMax, b)
+	b = retry.WithJitterPercent(20, b)
+	b = retry.WithMaxRetries(uint64(d.o.Attempts-1), b)
+	var res Result
+	for {
+		res.Attempts++
+		status, retryAfter, err := d.attempt(ctx, del)
+		res.Status, res.Err = status, err
+		if err == nil {
+			res.Delivered = true
+			return res
+		}
+		var pe *permanentError
+		if errors.As(err, &pe) {
+			res.Err = pe.err
+			d.log.Warn("callback failed permanently", zap.String("webhookId", del.MsgID), zap.Int("status", status),
+				zap.Int("attempts", res.Attempts), zap.Error(pe.err))
+			return res
+		}
+		wait, more := b.Next()
+		if !more {
+			d.log.Warn("callback gave up", zap.String("webhookId", del.MsgID), zap.Int("status", status),
+				zap.Int("attempts", res.Attempts), zap.Error(err))
+			return res
+		}
+		if retryAfter > wait {
+			wait = min(retryAfter, MaxRetryAfter)
+		}
+		d.log.Info("callback will retry", zap.String("webhookId", del.MsgID), zap.Int("status", status),
+			zap.Int("attempt", res.Attempts), zap.Duration("in", wait), zap.Error(err))
+		if err := d.o.Sleep(ctx, wait); err != nil {
+			res.Err = fmt.Errorf("%w (last failure: %v)", err, res.Err)
+			return res
+		}
+	}
+}
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+
+// attempt is one POST; it returns a permanentError for failures not worth
+// retrying.
+func (d *Deliverer) attempt(ctx context.Context, del Delivery) (status int, retryAfter time.Duration, err error) {
+	if err := CheckURL(d.guard, del.URL); err != nil {
+		return 0, 0, &permanentError{err}
+	}
+	ts := d.o.Now()
+	sig, err := Sign(del.Secret, del.MsgID, ts, del.Body)
+	if err != nil {
+		return 0, 0, &permanentError{err}
+	}
+	actx, cancel := context.WithTimeout(ctx, d.o.AttemptTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(actx, http.MethodPost, del.URL, bytes.NewReader(del.Body))
+	if err != nil {
+		return 0, 0, &permanentError{err}
+	}
+	for k, v := range del.Headers {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "svc-webhook-callback/1")
+	req.Header.Set(HeaderID, del.MsgID)
+	req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts.Unix(), 10))
+	req.Header.Set(HeaderSignature, sig)
+	resp, err := d.http.Do(req)
+	if err != nil {
+		if errors.Is(err, ssrf.ErrProhibitedIP) || errors.Is(err, ssrf.ErrProhibitedPort) || errors.Is(err, ssrf.ErrProhibitedNetwork) {
+			return 0, 0, &permanentError{fmt.Errorf("%w: %v", ErrRefused, err)}
+		}
+		if ctx.Err() != nil {
+			return 0, 0, &permanentError{ctx.Err()}
+		}
+		return 0, 0, err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	status = resp.StatusCode
+	switch {
+	case status >= 200 && status < 300:
+		return status, 0, nil
+	case status == http.StatusTooManyRequests || status >= 500:
+		return status, parseRetryAfter(resp.Header.Get("Retry-After"), d.o.Now()), fmt.Errorf("callback answered %d", status)
+	default:
+		return status, 0, &permanentError{fmt.Errorf("callback answered %d", status)}
+	}
+}
+
+// parseRetryAfter reads delay-seconds or an HTTP date.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// Key returns the HMAC key of a channel secret: a Standard Webhooks secret
+// ("whsec_" + base64) is decoded, any other secret is used as its bytes.
+func Key(secret string) []byte {
+	if rest, ok := strings.CutPrefix(secret, "whsec_"); ok {
+		if k, err := base64.StdEncoding.DecodeString(rest); err == nil && len(k) > 0 {
+			return k
+		}
+	}
+	return []byte(secret)
+}
+
+// Sign returns the webhook-signature header value ("v1,<base64>") of body.
+func Sign(secret, msgID string, ts time.Time, body []byte) (string, error) {
+	if secret == "" {
+		return "", errors.New("the channel has no secret to sign with")
+	}
+	wh, err := standardwebhooks.NewWebhookRaw(Key(secret))
+	if err != nil {
+		return "", err
+	}
+	return wh.Sign(msgID, ts, body)
+}
+
+// Verify checks the Standard Webhooks headers of a received callback.
+func Verify(secret string, body []byte, h http.Header) error {
+	wh, err := standardwebhooks.NewWebhookRaw(Key(secret))
+	if err != nil {
+		return err
+	}
+	return wh.Verify(body, h)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,241 @@
+package callback_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"code.dny.dev/ssrf"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/svc-dev/svc/podagent/internal/callback"
+)
+
+type received struct {
+	header http.Header
+	body   []byte
+}
+
+// receiver answers with statuses in order (the last repeats) and records
+// every request.
+type receiver struct {
+	*httptest.Server
+	mu       sync.Mutex
+	statuses []int
+	headers  map[string]string
+	got      []received
+}
+
+func newReceiver(t *testing.T, statuses ...int) *receiver {
+	r := &receiver{statuses: statuses}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		i := len(r.got)
+		r.got = append(r.got, received{req.Header.Clone(), b})
+		st := r.statuses[min(i, len(r.statuses)-1)]
+		for k, v := range r.headers {
+			w.Header().Set(k, v)
+		}
+		r.mu.Unlock()
+		w.WriteHeader(st)
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+func (r *receiver) Got() []received {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]received(nil), r.got...)
+}
+
+var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+
+// newDeliverer records backoff waits instead of sleeping.
+func newDeliverer(t *testing.T, allowed []netip.Prefix, attempts int) (*callback.Deliverer, *[]time.Duration) {
+	var waits []time.Duration
+	var mu sync.Mutex
+	d := callback.New(callback.Options{Guard: callback.NewGuard(allowed), Attempts: attempts,
+		RetryBase: 100 * time.Millisecond, RetryMax: time.Second, AttemptTimeout: 5 * time.Second, Log: zaptest.NewLogger(t),
+		Sleep: func(ctx context.Context, d time.Duration) error {
+			mu.Lock()
+			waits = append(waits, d)
+			mu.Unlock()
+			return ctx.Err()
+		}})
+	return d, &waits
+}
+
+func TestDeliverSignedWithHeaders(t *testing.T) {
+	rcv := newReceiver(t, 204)
+	d, _ := newDeliverer(t, loopback, 3)
+	body := []byte(`{"reply":"hi","correlationId":"cor_1","metadata":{"a":1}}`)
+	res := d.Deliver(context.Background(), callback.Delivery{URL: rcv.URL + "/hook", MsgID: "msg_1", Secret: "chan-secret",
+		Headers: map[string]string{"X-Tenant": "acme", "Content-Type": "text/plain", "webhook-id": "forged"}, Body: body})
+	if !res.Delivered || res.Attempts != 1 || res.Status != 204 {
+		t.Fatalf("result = %+v", res)
+	}
+	got := rcv.Got()[0]
+	if string(got.body) != string(body) {
+		t.Fatalf("body = %s", got.body)
+	}
+	h := got.header
+	if h.Get("Content-Type") != "application/json" || h.Get("X-Tenant") != "acme" || h.Get("webhook-id") != "msg_1" {
+		t.Fatalf("headers = %v", h)
+	}
+	if err := callback.Verify("chan-secret", got.body, h); err != nil {
+		t.Fatalf("signature: %v", err)
+	}
+	if err := callback.Verify("other-secret", got.body, h); err == nil {
+		t.Fatal("a wrong secret verified")
+	}
+}
+
+func TestWhsecSecretIsBase64Key(t *testing.T) {
+	// The Standard Webhooks test vector.
+	sig, err := callback.Sign("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "msg_p5jXN8AQM9LWM0D4loKWxJek",
+		time.Unix(1614265330, 0), []byte(`{"test": 2432232314}`))
+	if err != nil || sig != "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=" {
+		t.Fatalf("sig = %q, %v", sig, err)
+	}
+}
+
+func TestRetriesUntilSuccessWithSameID(t *testing.T) {
+	rcv := newReceiver(t, 503, 503, 200)
+	d, waits := newDeliverer(t, loopback, 5)
+	res := d.Deliver(context.Background(), callback.Delivery{URL: rcv.URL, MsgID: "msg_same", Secret: "s", Body: []byte(`{}`)})
+	if !res.Delivered || res.Attempts != 3 {
+		t.Fatalf("result = %+v", res)
+	}
+	got := rcv.Got()
+	if len(got) != 3 {
+		t.Fatalf("%d requests", len(got))
+	}
+	for _, g := range got {
+		if g.header.Get("webhook-id") != "msg_same" {
+			t.Fatalf("webhook-id = %q", g.header.Get("webhook-id"))
+		}
+		if err := callback.Verify("s", g.body, g.header); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(*waits) != 2 || (*waits)[0] < 80*time.Millisecond || (*waits)[1] < 160*time.Millisecond {
+		t.Fatalf("backoff waits = %v", *waits)
+	}
+}
+
+func TestRetryAfterHonoured(t *testing.T) {
+	rcv := newReceiver(t, 429, 200)
+	rcv.headers = map[string]string{"Retry-After": "7"}
+	d, waits := newDeliverer(t, loopback, 3)
+	res := d.Deliver(context.Background(), callback.Delivery{URL: rcv.URL, MsgID: "m", Secret: "s", Body: []byte(`{}`)})
+	if !res.Delivered || len(*waits) != 1 || (*waits)[0] != 7*time.Second {
+		t.Fatalf("result %+v waits %v", res, *waits)
+	}
+}
+
+func TestStopsOn4xxAndGivesUp(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		statuses []int
+		attempts int
+	}{
+		{"400 stops", []int{400}, 1},
+		{"404 stops", []int{404}, 1},
+		{"redirect not followed", []int{302}, 1},
+		{"5xx gives up after schedule", []int{500}, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			other := newReceiver(t, 200)
+			rcv := newReceiver(t, tc.statuses...)
+			rcv.headers = map[string]string{"Location": other.URL}
+			d, _ := newDeliverer(t, loopback, 4)
+			res := d.Deliver(context.Background(), callback.Delivery{URL: rcv.URL, MsgID: "m", Secret: "s", Body: []byte(`{}`)})
+			if res.Delivered || res.Attempts != tc.attempts || len(rcv.Got()) != tc.attempts || res.Err == nil {
+				t.Fatalf("result = %+v, %d requests", res, len(rcv.Got()))
+			}
+			if len(other.Got()) != 0 {
+				t.Fatal("redirect was followed")
+			}
+		})
+	}
+}
+
+func TestNetworkErrorsRetried(t *testing.T) {
+	rcv := newReceiver(t, 200)
+	url := rcv.URL
+	rcv.Close() // connection refused
+	d, waits := newDeliverer(t, loopback, 3)
+	res := d.Deliver(context.Background(), callback.Delivery{URL: url, MsgID: "m", Secret: "s", Body: []byte(`{}`)})
+	if res.Delivered || res.Attempts != 3 || len(*waits) != 2 {
+		t.Fatalf("result %+v waits %v", res, *waits)
+	}
+}
+
+func TestSSRFRefused(t *testing.T) {
+	rcv := newReceiver(t, 200) // on 127.0.0.1: refused when loopback is not allowed
+	_, port, _ := splitPort(rcv.URL)
+	d, waits := newDeliverer(t, nil, 5)
+	for _, u := range []string{
+		"http://169.254.169.254/latest/meta-data/",
+		"http://10.0.0.1/hook",
+		"http://192.168.1.10:8080/hook",
+		"http://[::1]:" + port + "/",
+		"http://[fd00::1]/",
+		"http://[::ffff:127.0.0.1]:" + port + "/",
+		"http://localhost:" + port + "/hook", // resolved, then refused at connect time
+		rcv.URL,
+	} {
+		res := d.Deliver(context.Background(), callback.Delivery{URL: u, MsgID: "m", Secret: "s", Body: []byte(`{}`)})
+		if res.Delivered || res.Attempts != 1 || !errors.Is(res.Err, callback.ErrRefused) {
+			t.Errorf("%s: %+v", u, res)
+		}
+	}
+	if len(rcv.Got()) != 0 || len(*waits) != 0 {
+		t.Fatalf("refused targets were contacted or retried: %d, %v", len(rcv.Got()), *waits)
+	}
+
+	// The dialer hook itself refuses (what DNS rebinding would hit).
+	hc := callback.NewHTTPClient(callback.NewGuard(nil), 5*time.Second)
+	for _, u := range []string{"http://10.0.0.1:9/", "http://169.254.169.254/", "http://127.0.0.1:" + port + "/"} {
+		_, err := hc.Get(u)
+		if err == nil || !errors.Is(err, ssrf.ErrProhibitedIP) {
+			t.Errorf("%s: %v", u, err)
+		}
+	}
+}
+
+func TestAllowedNets(t *testing.T) {
+	nets, err := callback.ParseAllowedNets("127.0.0.0/8, 10.1.0.0/16 fd00::/8 192.168.0.7")
+	if err != nil || len(nets) != 4 || nets[3].String() != "192.168.0.7/32" {
+		t.Fatalf("%v %v", nets, err)
+	}
+	if _, err := callback.ParseAllowedNets("not-a-cidr"); err == nil {
+		t.Fatal("bad CIDR accepted")
+	}
+	g := callback.NewGuard(nets)
+	for u, ok := range map[string]bool{
+		"http://10.1.2.3/": true, "http://10.2.0.1/": false, "http://192.168.0.7/": true, "http://192.168.0.8/": false,
+		"https://example.com/": true, "ftp://example.com/": false, "http://user:pw@example.com/": false, "http:///x": false,
+	} {
+		if err := callback.CheckURL(g, u); (err == nil) != ok {
+			t.Errorf("CheckURL(%s) = %v", u, err)
+		}
+	}
+}
+
+func splitPort(u string) (string, string, error) {
+	for i := len(u) - 1; i >= 0; i-- {
+		if u[i] == ':' {
+			return u[:i], u[i+1:], nil
+		}
+	}
+	return u, "", errors.New("no port")
+}

@@ -1,0 +1,126 @@
+// Package channelcfg gives the pod its webhook channel configuration
+// (secret, callbackHeaders, channelId) by asking the API at
+// GET {SVC_API_URL}/internal/projects/{id}/channel with the runtime token.
+// Answers are cached for a short TTL (1 s by default) so that
+// `apiserver admin channel set` reaches a running pod without a restart.
+package channelcfg
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/svc-dev/svc/shared/wire"
+)
+
+// DefaultTTL is how long a fetched configuration is reused.
+const DefaultTTL = time.Second
+
+// ErrUnavailable wraps every failure to obtain the configuration.
+var ErrUnavailable = errors.New("channel configuration unavailable")
+
+// Source returns the current channel configuration.
+type Source interface {
+	Channel(ctx context.Context) (wire.ChannelConfig, error)
+}
+
+// Static is a fixed configuration (tests, and pods without an API).
+type Static wire.ChannelConfig
+
+// Channel returns the fixed configuration.
+func (s Static) Channel(context.Context) (wire.ChannelConfig, error) { return wire.ChannelConfig(s), nil }
+
+// Client fetches the configuration from the API.
+type Client struct {
+	APIURL    string
+	ProjectID string
+	Token     string
+	HTTP      *http.Client
+	// TTL of the cache; 0 means DefaultTTL, negative disables caching.
+	TTL time.Duration
+	// Timeout of one fetch (default 5 s).
+	Timeout time.Duration
+	Now     func() time.Time
+
+	mu  sync.Mutex // held across a fetch: concurrent callers share it
+	cfg wire.ChannelConfig
+	at  time.Time
+	ok  bool
+}
+
+// Channel returns the cached configuration, fetching it when older than TTL.
+// Errors wrap ErrUnavailable; a failed fetch is not cached.
+func (c *Client) Channel(ctx context.Context) (wire.ChannelConfig, error) {
+	now := time.Now
+	if c.Now != nil {
+		now = c.Now
+	}
+	ttl := c.TTL
+	if ttl == 0 {
+		ttl = DefaultTTL
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ok && ttl > 0 && now().Sub(c.at) < ttl {
+		return c.cfg, nil
+	}
+	cfg, err := c.fetch(ctx)
+	if err != nil {
+		c.ok = false
+		return wire.ChannelConfig{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	c.cfg, c.at, c.ok = cfg, now(), true
+	return cfg, nil
+}
+
+func (c *Client) fetch(ctx context.Context) (wire.ChannelConfig, error) {
+	if c.APIURL == "" {
+		return wire.ChannelConfig{}, errors.New("SVC_API_URL is not set")
+	}
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	u := strings.TrimRight(c.APIURL, "/") + "/internal/projects/" + url.PathEscape(c.ProjectID) + "/channel"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return wire.ChannelConfig{}, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	req.Header.Set("Accept", "application/json")
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return wire.ChannelConfig{}, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return wire.ChannelConfig{}, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		var eb wire.ErrorBody
+		_ = json.Unmarshal(body, &eb)
+		if eb.Error.Code != "" {
+			return wire.ChannelConfig{}, fmt.Errorf("API answered %d %s: %s", resp.StatusCode, eb.Error.Code, eb.Error.Message)
+		}
+		return wire.ChannelConfig{}, fmt.Errorf("API answered %d", resp.StatusCode)
+	}
+	var cfg wire.ChannelConfig
+	if err := json.Unmarshal(body, &cfg); err != nil {
+		return wire.ChannelConfig{}, fmt.Errorf("decoding channel config: %w", err)
+	}
+	return cfg, nil
+}

@@ -1,0 +1,285 @@
+// Package checkpoints records commits as ProjectCheckpoint rows through the
+// API's internal record endpoint (spec 4.3, DESIGN.md §6):
+// POST <SVC_API_URL>/internal/projects/{id}/checkpoints/record with the
+// pod's runtime token.
+//
+// A commit is remembered in an on-disk journal right after it is made, is
+// marked persisted once a repo.git.tar.gz containing it was written, and is
+// posted only then (a row never points at history the durable object lacks).
+// A failed POST is not a durability failure (spec 3.2): the entry stays in
+// the journal and is retried later, also after a restart.
+package checkpoints
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/svc-dev/svc/shared/wire"
+)
+
+// Client posts records to the API.
+type Client struct {
+	BaseURL   string // SVC_API_URL
+	ProjectID string
+	Token     string // SVC_RUNTIME_TOKEN
+	HTTP      *http.Client
+}
+
+// StatusError is a non-2xx answer of the API.
+type StatusError struct {
+	Status int
+	Body   wire.ErrorBody
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("checkpoint record: HTTP %d: %s %s", e.Status, e.Body.Error.Code, e.Body.Error.Message)
+}
+
+// Record posts one record.
+func (c *Client) Record(ctx context.Context, rec wire.CheckpointRecord) (wire.CheckpointRecordResponse, error) {
+	var out wire.CheckpointRecordResponse
+	if c.BaseURL == "" {
+		return out, errors.New("checkpoint record: SVC_API_URL is not set")
+	}
+	body, err := json.Marshal(rec)
+	if err != nil {
+		return out, err
+	}
+	u := c.BaseURL + "/internal/projects/" + url.PathEscape(c.ProjectID) + "/checkpoints/record"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	if err != nil {
+		return out, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	hc := c.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: 15 * time.Second}
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return out, fmt.Errorf("checkpoint record: %w", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode/100 != 2 {
+		se := &StatusError{Status: resp.StatusCode}
+		_ = json.Unmarshal(b, &se.Body)
+		return out, se
+	}
+	if err := json.Unmarshal(b, &out); err != nil {
+		return out, fmt.Errorf("checkpoint record: decoding answer: %w", err)
+	}
+	return out, nil
+}
+
+// Poster is what the Recorder needs from a Client (tests substitute it).
+type Poster interface {
+	Record(ctx context.Context, rec wire.CheckpointRecord) (wire.CheckpointRecordResponse, error)
+}
+
+// Entry is one remembered commit.
+type Entry struct {
+	Record    wire.CheckpointRecord `json:"record"`
+	Persisted bool                  `json:"persisted"`
+	Attempts  int                   `json:"attempts"`
+}
+
+// Recorder is the journal plus the poster. Safe for concurrent use.
+type Recorder struct {
+	path   string
+	poster Poster
+	log    *zap.Logger
+	// OnPendingChange, if set, receives the number of pending entries after
+	// every change (the checkpoint-records-pending gauge).
+	OnPendingChange func(int)
+
+	mu      sync.Mutex
+	entries []Entry
+	flushMu sync.Mutex
+}
+
+// Open loads (or starts) the journal at path.
+func Open(path string, poster Poster, log *zap.Logger) (*Recorder, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	r := &Recorder{path: path, poster: poster, log: log.Named("checkpoints")}
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return nil, err
+	default:
+		if err := json.Unmarshal(b, &r.entries); err != nil {
+			r.log.Error("unreadable checkpoint journal; starting empty (the API reconciles rows on hydrate)", zap.Error(err))
+			r.entries = nil
+		}
+	}
+	return r, nil
+}
+
+// Remember adds a commit made locally (not yet persisted) and saves the
+// journal before returning.
+func (r *Recorder) Remember(rec wire.CheckpointRecord) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range r.entries {
+		if e.Record.CommitSHA == rec.CommitSHA {
+			return nil
+		}
+	}
+	r.entries = append(r.entries, Entry{Record: rec})
+	return r.saveLocked()
+}
+
+// MarkPersisted marks every entry whose commit is in persisted (the set of
+// shas remembered when the snapshot was taken) as safe to record.
+func (r *Recorder) MarkPersisted(shas []string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	set := map[string]bool{}
+	for _, s := range shas {
+		set[s] = true
+	}
+	for i := range r.entries {
+		if set[r.entries[i].Record.CommitSHA] {
+			r.entries[i].Persisted = true
+		}
+	}
+	return r.saveLocked()
+}
+
+// PendingSHAs returns the shas of all remembered entries, in commit order.
+func (r *Recorder) PendingSHAs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, 0, len(r.entries))
+	for _, e := range r.entries {
+		out = append(out, e.Record.CommitSHA)
+	}
+	return out
+}
+
+// Pending returns a copy of the journal.
+func (r *Recorder) Pending() []Entry {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Entry(nil), r.entries...)
+}
+
+// Len is the number of commits not yet recorded.
+func (r *Recorder) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.entries)
+}
+
+// Flush posts persisted entries in commit order and drops each one the API
+// accepted. It stops at the first failure and returns it; the rest stay for
+// the next Flush.
+func (r *Recorder) Flush(ctx context.Context) error {
+	r.flushMu.Lock()
+	defer r.flushMu.Unlock()
+	for {
+		e, ok := r.nextPersisted()
+		if !ok {
+			return nil
+		}
+		resp, err := r.poster.Record(ctx, e.Record)
+		if err != nil {
+			r.bumpAttempts(e.Record.CommitSHA)
+			var se *StatusError
+			if errors.As(err, &se) && se.Status == http.StatusBadRequest {
+				// The API will never take this payload; keep the journal
+				// moving and say so (the API reconciles on hydrate).
+				r.log.Error("checkpoint record rejected as invalid; dropping it", zap.String("sha", e.Record.CommitSHA), zap.Error(err))
+				r.drop(e.Record.CommitSHA)
+				continue
+			}
+			r.log.Warn("checkpoint record failed; will retry (not a durability failure)", zap.String("sha", e.Record.CommitSHA), zap.Error(err))
+			return err
+		}
+		r.log.Info("checkpoint recorded", zap.String("sha", e.Record.CommitSHA), zap.String("id", resp.ID), zap.Bool("created", resp.Created))
+		r.drop(e.Record.CommitSHA)
+	}
+}
+
+func (r *Recorder) nextPersisted() (Entry, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range r.entries {
+		if e.Persisted {
+			return e, true
+		}
+	}
+	return Entry{}, false
+}
+
+func (r *Recorder) bumpAttempts(sha string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range r.entries {
+		if r.entries[i].Record.CommitSHA == sha {
+			r.entries[i].Attempts++
+		}
+	}
+	_ = r.saveLocked()
+}
+
+func (r *Recorder) drop(sha string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.entries[:0]
+	for _, e := range r.entries {
+		if e.Record.CommitSHA != sha {
+			out = append(out, e)
+		}
+	}
+	r.entries = out
+	if err := r.saveLocked(); err != nil {
+		r.log.Warn("saving checkpoint journal", zap.Error(err))
+	}
+}
+
+func (r *Recorder) saveLocked() error {
+	if r.OnPendingChange != nil {
+		r.OnPendingChange(len(r.entries))
+	}
+	b, err := json.Marshal(r.entries)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(r.path), 0o755); err != nil {
+		return err
+	}
+	tmp := r.path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, r.path)
+}

@@ -1,0 +1,170 @@
+// Package config declares every podagent setting once: its flag, its
+// environment variable (DESIGN.md §5), its default, and whether it is a
+// secret (secrets also accept <VAR>_FILE, for Kubernetes-mounted files).
+// A flag given on the command line wins over the environment.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/svc-dev/svc/shared/syncmode"
+)
+
+// DefaultLargeFileBytes is LARGE_FILE_BYTES when unset (spec 8: 5 MB).
+const DefaultLargeFileBytes = 5 << 20
+
+// Config is the pod's settings.
+type Config struct {
+	ProjectID            string
+	Mode                 syncmode.Mode
+	APIURL               string
+	RuntimeToken         string
+	Storage              string // fs or s3
+	DataDir              string
+	S3Endpoint           string
+	S3Bucket             string
+	S3AccessKey          string
+	S3SecretKey          string
+	S3UseSSL             bool
+	WorkspaceDir         string
+	LargeFileBytes       int64
+	DegradeAfterFailures int
+	HTTPAddr             string
+	LogLevel             string
+	PersistRetryMin      time.Duration
+	PersistRetryMax      time.Duration
+	LFS                  bool
+}
+
+// FSStoreDir is the root of the fs object store under the data dir; the
+// API server's fs store must use the same directory.
+func (c *Config) FSStoreDir() string { return filepath.Join(c.DataDir, "store") }
+
+type option struct {
+	flag, env, def, usage string
+	secret                bool
+	set                   func(c *Config, v string) error
+}
+
+func str(p func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error { *p(c) = v; return nil }
+}
+
+func dur(p func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) (err error) { *p(c), err = time.ParseDuration(v); return }
+}
+
+var options = []option{
+	{flag: "project-id", env: "SVC_PROJECT_ID", usage: "project this pod serves (required)", set: str(func(c *Config) *string { return &c.ProjectID })},
+	{flag: "cloud-sync-mode", env: syncmode.EnvVar, def: string(syncmode.Default), usage: "s3, dual_shadow or git_only", set: func(c *Config, v string) (err error) { c.Mode, err = syncmode.Parse(v); return }},
+	{flag: "api-url", env: "SVC_API_URL", usage: "API base URL for /internal calls (checkpoint records)", set: str(func(c *Config) *string { return &c.APIURL })},
+	{flag: "runtime-token", env: "SVC_RUNTIME_TOKEN", secret: true, usage: "this project's runtime token (required)", set: str(func(c *Config) *string { return &c.RuntimeToken })},
+	{flag: "storage", env: "SVC_STORAGE", def: "fs", usage: "object store backend: fs or s3", set: str(func(c *Config) *string { return &c.Storage })},
+	{flag: "data-dir", env: "SVC_DATA_DIR", def: "./.data", usage: "data directory (the fs object store lives in <data-dir>/store)", set: str(func(c *Config) *string { return &c.DataDir })},
+	{flag: "s3-endpoint", env: "SVC_S3_ENDPOINT", usage: "S3 endpoint host:port", set: str(func(c *Config) *string { return &c.S3Endpoint })},
+	{flag: "s3-bucket", env: "SVC_S3_BUCKET", def: "svc", usage: "S3 bucket", set: str(func(c *Config) *string { return &c.S3Bucket })},
+	{flag: "s3-access-key", env: "SVC_S3_ACCESS_KEY", secret: true, usage: "S3 access key", set: str(func(c *Config) *string { return &c.S3AccessKey })},
+	{flag: "s3-secret-key", env: "SVC_S3_SECRET_KEY", secret: true, usage: "S3 secret key", set: str(func(c *Config) *string { return &c.S3SecretKey })},
+	{flag: "s3-use-ssl", env: "SVC_S3_USE_SSL", def: "false", usage: "use TLS to reach S3", set: func(c *Config, v string) (err error) { c.S3UseSSL, err = strconv.ParseBool(v); return }},
+	{flag: "workspace-dir", env: "SVC_WORKSPACE_DIR", def: "./workspace", usage: "the project's work tree (the pod owns it and its .git)", set: str(func(c *Config) *string { return &c.WorkspaceDir })},
+	{flag: "large-file-bytes", env: "LARGE_FILE_BYTES", def: strconv.Itoa(DefaultLargeFileBytes), usage: "files above this size are tracked as large files", set: func(c *Config, v string) (err error) { c.LargeFileBytes, err = strconv.ParseInt(v, 10, 64); return }},
+	{flag: "degrade-after-failures", env: "SVC_DEGRADE_AFTER_FAILURES", def: "3", usage: "degradeAfterFailures: consecutive persist failures before degraded", set: func(c *Config, v string) (err error) { c.DegradeAfterFailures, err = strconv.Atoi(v); return }},
+	{flag: "http-addr", env: "SVC_HTTP_ADDR", def: "127.0.0.1:8081", usage: "listen address", set: str(func(c *Config) *string { return &c.HTTPAddr })},
+	{flag: "log-level", env: "SVC_LOG_LEVEL", def: "info", usage: "debug, info, warn, error", set: str(func(c *Config) *string { return &c.LogLevel })},
+	{flag: "persist-retry-min", env: "SVC_PERSIST_RETRY_MIN", def: "1s", usage: "first backoff of background persist/record retries", set: dur(func(c *Config) *time.Duration { return &c.PersistRetryMin })},
+	{flag: "persist-retry-max", env: "SVC_PERSIST_RETRY_MAX", def: "60s", usage: "cap of background persist/record retry backoff", set: dur(func(c *Config) *time.Duration { return &c.PersistRetryMax })},
+	{flag: "lfs", env: "SVC_LFS", def: "false", usage: "track large files with git-lfs (spec 10.3; not implemented yet)", set: func(c *Config, v string) (err error) { c.LFS, err = strconv.ParseBool(v); return }},
+}
+
+// Parse reads flags from args, then fills everything not given on the
+// command line from getenv (or <VAR>_FILE for secrets), then defaults.
+func Parse(name string, args []string, getenv func(string) string) (*Config, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	vals := make([]*string, len(options))
+	for i, o := range options {
+		usage := fmt.Sprintf("%s (env %s", o.usage, o.env)
+		if o.secret {
+			usage += " or " + o.env + "_FILE"
+		}
+		if o.def != "" {
+			usage += fmt.Sprintf(", default %q", o.def)
+		}
+		vals[i] = fs.String(o.flag, "", usage+")")
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	c := &Config{}
+	for i, o := range options {
+		v, err := o.value(given[o.flag], *vals[i], getenv)
+		if err != nil {
+			return nil, err
+		}
+		if err := o.set(c, v); err != nil {
+			return nil, fmt.Errorf("config: %s: %w", o.env, err)
+		}
+	}
+	return c, c.validate()
+}
+
+func (o option) value(flagGiven bool, flagVal string, getenv func(string) string) (string, error) {
+	if flagGiven {
+		return flagVal, nil
+	}
+	if v := getenv(o.env); v != "" {
+		return v, nil
+	}
+	if o.secret {
+		if path := getenv(o.env + "_FILE"); path != "" {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return "", fmt.Errorf("config: %s_FILE: %w", o.env, err)
+			}
+			return strings.TrimSpace(string(b)), nil
+		}
+	}
+	return o.def, nil
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.ProjectID == "" {
+		errs = append(errs, errors.New("SVC_PROJECT_ID is required"))
+	} else if strings.ContainsAny(c.ProjectID, "/\\\x00") || c.ProjectID == "." || c.ProjectID == ".." {
+		errs = append(errs, fmt.Errorf("SVC_PROJECT_ID %q is not a valid project id", c.ProjectID))
+	}
+	if c.RuntimeToken == "" {
+		errs = append(errs, errors.New("SVC_RUNTIME_TOKEN (or SVC_RUNTIME_TOKEN_FILE) is required"))
+	}
+	switch c.Storage {
+	case "fs":
+	case "s3":
+		if c.S3Endpoint == "" || c.S3Bucket == "" {
+			errs = append(errs, errors.New("SVC_STORAGE=s3 needs SVC_S3_ENDPOINT and SVC_S3_BUCKET"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("SVC_STORAGE must be fs or s3, not %q", c.Storage))
+	}
+	if c.LargeFileBytes <= 0 {
+		errs = append(errs, errors.New("LARGE_FILE_BYTES must be positive"))
+	}
+	if c.DegradeAfterFailures <= 0 {
+		errs = append(errs, errors.New("SVC_DEGRADE_AFTER_FAILURES must be positive"))
+	}
+	if c.Mode != syncmode.GitOnly {
+		errs = append(errs, fmt.Errorf("%s=%s is not implemented by this podagent yet (git_only only)", syncmode.EnvVar, c.Mode))
+	}
+	return errors.Join(errs...)
+}

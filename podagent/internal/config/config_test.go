@@ -1,0 +1,51 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/svc-dev/svc/shared/syncmode"
+)
+
+func TestParse(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(tokenFile, []byte("svc_rt_p1.sig\n"), 0o600)
+	env := map[string]string{
+		"SVC_PROJECT_ID": "p1", "SVC_RUNTIME_TOKEN_FILE": tokenFile, "SVC_STORAGE": "s3",
+		"SVC_S3_ENDPOINT": "minio:9000", "LARGE_FILE_BYTES": "1024", "SVC_DEGRADE_AFTER_FAILURES": "5",
+	}
+	c, err := Parse("t", []string{"-http-addr", ":9999"}, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ProjectID != "p1" || c.RuntimeToken != "svc_rt_p1.sig" || c.Storage != "s3" || c.S3Bucket != "svc" ||
+		c.LargeFileBytes != 1024 || c.DegradeAfterFailures != 5 || c.HTTPAddr != ":9999" || c.Mode != syncmode.GitOnly {
+		t.Fatalf("config = %+v", c)
+	}
+	// Flags win over env.
+	c, err = Parse("t", []string{"-degrade-after-failures", "2"}, func(k string) string { return env[k] })
+	if err != nil || c.DegradeAfterFailures != 2 {
+		t.Fatalf("%v %v", c, err)
+	}
+}
+
+func TestParseRejects(t *testing.T) {
+	for _, tt := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"SVC_RUNTIME_TOKEN": "x"}, "SVC_PROJECT_ID is required"},
+		{map[string]string{"SVC_PROJECT_ID": "p"}, "SVC_RUNTIME_TOKEN"},
+		{map[string]string{"SVC_PROJECT_ID": "../x", "SVC_RUNTIME_TOKEN": "x"}, "not a valid project id"},
+		{map[string]string{"SVC_PROJECT_ID": "p", "SVC_RUNTIME_TOKEN": "x", "SVC_CLOUD_SYNC_MODE": "nope"}, "unknown cloud sync mode"},
+		{map[string]string{"SVC_PROJECT_ID": "p", "SVC_RUNTIME_TOKEN": "x", "SVC_STORAGE": "s3"}, "SVC_S3_ENDPOINT"},
+		{map[string]string{"SVC_PROJECT_ID": "p", "SVC_RUNTIME_TOKEN": "x", "SVC_DEGRADE_AFTER_FAILURES": "0"}, "SVC_DEGRADE_AFTER_FAILURES"},
+	} {
+		_, err := Parse("t", nil, func(k string) string { return tt.env[k] })
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: err = %v, want %q", tt.env, err, tt.want)
+		}
+	}
+}

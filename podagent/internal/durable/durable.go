@@ -1,0 +1,431 @@
+// Package durable persists and restores a project's .git as the durable
+// object <projectId>/repo.git.tar.gz (spec 2.7, 10.1).
+//
+// Fencing (spec 10.1.1, the pod is the sole writer): every Put is
+// conditional. The first write of a project uses If-None-Match "*"; every
+// later write uses If-Match with the ETag this pod last wrote (or adopted at
+// start). If the store answers ErrPreconditionFailed, someone else wrote the
+// object: the Persister is fenced for the rest of its life, refuses every
+// further write, and logs so loudly. A second pod that wrongly holds the
+// same project can therefore never overwrite a newer history.
+//
+// The archive holds the contents of .git (names relative to it: HEAD,
+// objects/..., refs/...), so extracting it anywhere gives a git dir the API
+// can use as is. Lock files, the pod's own state (svc-agent/) and, unless
+// asked, the large-file cache (lfs/) are left out.
+package durable
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/svc-dev/svc/podagent/internal/testhook"
+	"github.com/svc-dev/svc/shared/archive"
+	"github.com/svc-dev/svc/shared/gitrun"
+	"github.com/svc-dev/svc/shared/objstore"
+)
+
+// StateDirName is the pod's own directory inside .git; never archived.
+const StateDirName = "svc-agent"
+
+// restoreStaging is where Restore extracts before moving into place.
+const restoreStaging = ".git.restoring"
+
+// ErrFenced is returned by every write once another writer was detected.
+var ErrFenced = errors.New("durable: fenced: another writer holds a newer repo.git.tar.gz; this pod stops writing it")
+
+// Options configure a Persister.
+type Options struct {
+	Store     objstore.Store
+	ProjectID string
+	// Workspace is the work tree; its .git is what is persisted.
+	Workspace string
+	Runner    *gitrun.Runner
+	Log       *zap.Logger
+	// GzipLevel of the archive; 0 means 1 (fastest: git objects are
+	// already zlib-compressed, so higher levels buy little).
+	GzipLevel int
+}
+
+// Persister owns the durable object of one project. Persist calls must be
+// serialised by the caller (gitsync holds its persist lock).
+type Persister struct {
+	opts   Options
+	key    string
+	gitDir string
+	log    *zap.Logger
+
+	mu     sync.Mutex
+	etag   string // last ETag written or adopted; "" = no object yet
+	fenced bool
+}
+
+// New returns a Persister; call Restore or Adopt before the first Persist.
+func New(opts Options) *Persister {
+	if opts.Log == nil {
+		opts.Log = zap.NewNop()
+	}
+	if opts.GzipLevel == 0 {
+		opts.GzipLevel = 1
+	}
+	return &Persister{
+		opts:   opts,
+		key:    objstore.RepoKey(opts.ProjectID),
+		gitDir: filepath.Join(opts.Workspace, ".git"),
+		log:    opts.Log.Named("durable"),
+	}
+}
+
+// Key returns the object key.
+func (p *Persister) Key() string { return p.key }
+
+// ETag returns the ETag this pod last wrote or adopted.
+func (p *Persister) ETag() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.etag
+}
+
+// Fenced reports whether another writer was detected.
+func (p *Persister) Fenced() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.fenced
+}
+
+func (p *Persister) fence(reason string) error {
+	p.mu.Lock()
+	p.fenced = true
+	p.mu.Unlock()
+	p.log.Error("FENCED: another pod wrote a newer durable repository for this project; this pod stops writing it",
+		zap.String("key", p.key), zap.String("reason", reason), zap.String("lastETag", p.ETag()))
+	return ErrFenced
+}
+
+// Snapshot is a staged archive of .git, ready to upload.
+type Snapshot struct {
+	Path  string
+	Size  int64
+	Stats archive.Stats
+}
+
+// Remove deletes the staged file.
+func (s *Snapshot) Remove() {
+	if s != nil {
+		_ = os.Remove(s.Path)
+	}
+}
+
+// Snapshot writes the archive of .git to a temp file. The caller holds the
+// repository lock so the snapshot never sees a half-written commit.
+// includeLFS keeps .git/lfs (the large-file cache) in the archive.
+func (p *Persister) Snapshot(ctx context.Context, includeLFS bool) (*Snapshot, error) {
+	tmpDir := filepath.Join(p.gitDir, StateDirName, "tmp")
+	if err := os.MkdirAll(tmpDir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.CreateTemp(tmpDir, "repo-*.tar.gz")
+	if err != nil {
+		return nil, err
+	}
+	snap := &Snapshot{Path: f.Name()}
+	st, err := archive.CreateTarGz(f, p.gitDir, archive.CreateOptions{
+		Level:   p.opts.GzipLevel,
+		Exclude: func(rel string, d fs.DirEntry) bool { return excludeFromRepo(rel, d, includeLFS) },
+	})
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		snap.Remove()
+		return nil, fmt.Errorf("durable: archive .git: %w", err)
+	}
+	fi, err := os.Stat(snap.Path)
+	if err != nil {
+		snap.Remove()
+		return nil, err
+	}
+	snap.Size, snap.Stats = fi.Size(), st
+	return snap, nil
+}
+
+// excludeFromRepo names what never goes into repo.git.tar.gz.
+func excludeFromRepo(rel string, d fs.DirEntry, includeLFS bool) bool {
+	switch {
+	case rel == StateDirName, strings.HasSuffix(rel, ".lock"):
+		return true
+	case rel == "lfs" && !includeLFS:
+		return true
+	case rel == "gc.log", rel == "gc.pid":
+		return true
+	}
+	return false
+}
+
+// Upload writes snap with the fencing condition. On success the new ETag is
+// remembered (in memory and on disk).
+func (p *Persister) Upload(ctx context.Context, snap *Snapshot) (objstore.ObjectInfo, error) {
+	if p.Fenced() {
+		return objstore.ObjectInfo{}, ErrFenced
+	}
+	f, err := os.Open(snap.Path)
+	if err != nil {
+		return objstore.ObjectInfo{}, err
+	}
+	defer f.Close()
+	opts := objstore.PutOptions{ContentType: "application/gzip"}
+	if etag := p.ETag(); etag == "" {
+		opts.IfNoneMatch = "*"
+	} else {
+		opts.IfMatch = etag
+	}
+	var r io.Reader = f
+	if testhook.Enabled() {
+		r = &midHookReader{r: f, half: snap.Size / 2}
+	}
+	info, err := p.opts.Store.Put(ctx, p.key, r, snap.Size, opts)
+	if errors.Is(err, objstore.ErrPreconditionFailed) {
+		return info, p.fence(fmt.Sprintf("conditional PUT refused (IfMatch=%q IfNoneMatch=%q)", opts.IfMatch, opts.IfNoneMatch))
+	}
+	if err != nil {
+		return info, fmt.Errorf("durable: put %s: %w", p.key, err)
+	}
+	p.mu.Lock()
+	p.etag = info.ETag
+	p.mu.Unlock()
+	if err := p.saveState(info.ETag); err != nil {
+		p.log.Warn("saving durable state", zap.Error(err))
+	}
+	return info, nil
+}
+
+// midHookReader calls testhook.MidUpload once half the bytes were read.
+type midHookReader struct {
+	r    io.Reader
+	n    int64
+	half int64
+	done bool
+}
+
+func (m *midHookReader) Read(b []byte) (int, error) {
+	if !m.done && m.n >= m.half && m.half > 0 {
+		m.done = true
+		testhook.Reach(testhook.MidUpload)
+	}
+	if !m.done && m.half > 0 && m.n+int64(len(b)) > m.half {
+		b = b[:m.half-m.n]
+	}
+	n, err := m.r.Read(b)
+	m.n += int64(n)
+	return n, err
+}
+
+type state struct {
+	ETag    string    `json:"etag"`
+	Written time.Time `json:"written"`
+}
+
+func (p *Persister) statePath() string {
+	return filepath.Join(p.gitDir, StateDirName, "durable.json")
+}
+
+func (p *Persister) saveState(etag string) error {
+	b, _ := json.Marshal(state{ETag: etag, Written: time.Now().UTC()})
+	return writeFileAtomic(p.statePath(), b)
+}
+
+func (p *Persister) loadState() (state, error) {
+	var st state
+	b, err := os.ReadFile(p.statePath())
+	if err != nil {
+		return st, err
+	}
+	return st, json.Unmarshal(b, &st)
+}
+
+// HasLocalRepo reports whether the workspace already has a .git.
+func (p *Persister) HasLocalRepo() bool {
+	fi, err := os.Stat(filepath.Join(p.gitDir, "HEAD"))
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// Restore downloads the durable object into <workspace>/.git. It does
+// nothing (false) when .git is already local (spec 10.1.7) or when no
+// object exists. It extracts into a staging directory first, so a crash
+// never leaves a partial .git.
+func (p *Persister) Restore(ctx context.Context, limits archive.ExtractOptions) (restored bool, err error) {
+	staging := filepath.Join(p.opts.Workspace, restoreStaging)
+	_ = os.RemoveAll(staging)
+	if p.HasLocalRepo() {
+		return false, nil
+	}
+	rc, info, err := p.opts.Store.Get(ctx, p.key)
+	if errors.Is(err, objstore.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("durable: get %s: %w", p.key, err)
+	}
+	defer rc.Close()
+	if _, err := archive.ExtractTarGz(rc, staging, limits); err != nil {
+		_ = os.RemoveAll(staging)
+		return false, fmt.Errorf("durable: extract %s: %w", p.key, err)
+	}
+	_ = os.RemoveAll(p.gitDir) // a .git without HEAD is a leftover, not a repo
+	if err := os.Rename(staging, p.gitDir); err != nil {
+		return false, err
+	}
+	p.mu.Lock()
+	p.etag = info.ETag
+	p.mu.Unlock()
+	if err := p.saveState(info.ETag); err != nil {
+		return true, err
+	}
+	p.log.Info("restored .git from the durable object", zap.String("key", p.key), zap.String("etag", info.ETag), zap.Int64("bytes", info.Size))
+	return true, nil
+}
+
+// Adopt establishes the fencing token when .git is already local (a
+// restart on the same disk). If the durable object still has the ETag this
+// pod last wrote, or holds nothing the local repository lacks (a crash
+// between PUT and recording the ETag), its ETag is adopted. Otherwise
+// another writer got ahead: the Persister is fenced.
+func (p *Persister) Adopt(ctx context.Context) error {
+	info, err := p.opts.Store.Head(ctx, p.key)
+	if errors.Is(err, objstore.ErrNotExist) {
+		p.mu.Lock()
+		p.etag = ""
+		p.mu.Unlock()
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("durable: head %s: %w", p.key, err)
+	}
+	if st, err := p.loadState(); err == nil && st.ETag == info.ETag {
+		p.mu.Lock()
+		p.etag = info.ETag
+		p.mu.Unlock()
+		return nil
+	}
+	// The object changed since our last recorded write: accept it only if
+	// everything it holds is already in the local repository.
+	ok, why, err := p.localContains(ctx)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return p.fence(why)
+	}
+	p.mu.Lock()
+	p.etag = info.ETag
+	p.mu.Unlock()
+	p.log.Info("adopted the durable object: local history contains it", zap.String("etag", info.ETag))
+	return p.saveState(info.ETag)
+}
+
+// localContains downloads the durable object and checks that each of its
+// refs is present locally under the same name with the durable tip being an
+// ancestor of (or equal to) the local tip.
+func (p *Persister) localContains(ctx context.Context) (bool, string, error) {
+	tmp, err := os.MkdirTemp(filepath.Join(p.gitDir, StateDirName), "adopt-")
+	if err != nil {
+		if err := os.MkdirAll(filepath.Join(p.gitDir, StateDirName), 0o755); err != nil {
+			return false, "", err
+		}
+		if tmp, err = os.MkdirTemp(filepath.Join(p.gitDir, StateDirName), "adopt-"); err != nil {
+			return false, "", err
+		}
+	}
+	defer os.RemoveAll(tmp)
+	rc, _, err := p.opts.Store.Get(ctx, p.key)
+	if err != nil {
+		return false, "", fmt.Errorf("durable: get %s: %w", p.key, err)
+	}
+	_, err = archive.ExtractTarGz(rc, tmp, archive.ExtractOptions{})
+	rc.Close()
+	if err != nil {
+		return false, "", fmt.Errorf("durable: extract %s: %w", p.key, err)
+	}
+	remote, err := listRefs(ctx, p.opts.Runner, tmp)
+	if err != nil {
+		return false, "", err
+	}
+	local, err := listRefs(ctx, p.opts.Runner, p.gitDir)
+	if err != nil {
+		return false, "", err
+	}
+	for name, sha := range remote {
+		lsha, ok := local[name]
+		if !ok {
+			return false, "durable ref " + name + " is missing locally", nil
+		}
+		if lsha == sha {
+			continue
+		}
+		err := p.opts.Runner.Command("merge-base", "--is-ancestor").AddDynamic(sha, lsha).Env("GIT_DIR=" + p.gitDir).Run(ctx)
+		if err != nil {
+			if gitrun.ExitCode(err) == 1 || gitrun.ExitCode(err) == 128 {
+				return false, fmt.Sprintf("durable %s at %s is not contained in the local %s", name, sha, lsha), nil
+			}
+			return false, "", err
+		}
+	}
+	return true, "", nil
+}
+
+func listRefs(ctx context.Context, r *gitrun.Runner, gitDir string) (map[string]string, error) {
+	out, err := r.Command("for-each-ref", "--format=%(refname) %(objectname)").Env("GIT_DIR=" + gitDir).String(ctx)
+	if err != nil {
+		return nil, err
+	}
+	refs := map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		if name, sha, ok := strings.Cut(line, " "); ok {
+			refs[name] = sha
+		}
+	}
+	return refs, nil
+}
+
+// Cleanup removes leftovers of a crash (staged snapshots).
+func (p *Persister) Cleanup() {
+	_ = os.RemoveAll(filepath.Join(p.gitDir, StateDirName, "tmp"))
+	_ = os.RemoveAll(filepath.Join(p.opts.Workspace, restoreStaging))
+}
+
+func writeFileAtomic(name string, b []byte) error {
+	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		return err
+	}
+	tmp := name + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, name)
+}

@@ -1,0 +1,551 @@
+// Package gitsync is GitWorkspaceSync (spec 3.1 git_only row, 10.1): the
+// pod commits each turn locally, then afterCommit(sha) persists .git to
+// <projectId>/repo.git.tar.gz and records the checkpoint.
+//
+// Concurrency: turns, flushes and the final shutdown flush are serialised by
+// the turn lock. Inside it, stage+commit and the .git snapshot each take the
+// repository lock (the "one lock around commit + snapshot" of DESIGN.md §6),
+// so a snapshot never sees a half-written commit. Uploads are ordered by the
+// persist lock, so an older snapshot can never be uploaded after a newer one.
+package gitsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/sethvargo/go-retry"
+	"go.uber.org/zap"
+
+	"github.com/svc-dev/svc/podagent/internal/checkpoints"
+	"github.com/svc-dev/svc/podagent/internal/degrade"
+	"github.com/svc-dev/svc/podagent/internal/durable"
+	"github.com/svc-dev/svc/podagent/internal/metrics"
+	"github.com/svc-dev/svc/podagent/internal/s3sync"
+	"github.com/svc-dev/svc/podagent/internal/testhook"
+	"github.com/svc-dev/svc/shared/wire"
+)
+
+var (
+	// ErrNotPersisted is returned by Flush when the commit could not be
+	// persisted (the turn's commit exists locally; git keeps retrying).
+	ErrNotPersisted = errors.New("gitsync: .git could not be persisted")
+	// ErrClosed is returned once Drain has been called.
+	ErrClosed = errors.New("gitsync: shutting down")
+	// ErrFenced: another pod holds a newer history; this pod writes nothing.
+	ErrFenced = durable.ErrFenced
+)
+
+// LargeFiles is the large-file hook of a turn (spec 10.3); nil disables it.
+type LargeFiles interface {
+	// TrackLarge tracks files over the threshold before add.
+	TrackLarge(ctx context.Context) error
+	// Push uploads the large-file bytes of HEAD after commit; it reports
+	// whether the push succeeded (the .git archive then omits the cache).
+	Push(ctx context.Context) error
+}
+
+// Options configure a GitWorkspaceSync.
+type Options struct {
+	Repo      *Repo
+	Persister *durable.Persister
+	Recorder  *checkpoints.Recorder
+	Machine   *degrade.Machine
+	S3        *s3sync.S3Sync
+	LFS       LargeFiles
+	Metrics   *metrics.Metrics
+	Log       *zap.Logger
+
+	// PersistAttempts is how many uploads one durability step tries
+	// (default 3); PersistBackoff the first wait between them (default
+	// 200ms, exponential); PersistTimeout bounds one attempt (default 60s).
+	PersistAttempts int
+	PersistBackoff  time.Duration
+	PersistTimeout  time.Duration
+	// RetryMin and RetryMax bound the background retry backoff while
+	// degraded or while records are pending (defaults 1s and 60s).
+	RetryMin, RetryMax time.Duration
+}
+
+// GitWorkspaceSync drives turns. Create with New after cold start.
+type GitWorkspaceSync struct {
+	o   Options
+	log *zap.Logger
+
+	turnMu    sync.Mutex // serialises turns, flushes, shutdown
+	repoMu    sync.Mutex // commit + snapshot
+	persistMu sync.Mutex // orders uploads
+	closed    bool       // guarded by turnMu
+
+	stateMu   sync.Mutex
+	dirty     bool // HEAD has commits not in the durable object
+	lfsPushed bool
+
+	kick chan struct{}
+}
+
+// New returns a GitWorkspaceSync.
+func New(o Options) *GitWorkspaceSync {
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+	if o.PersistAttempts <= 0 {
+		o.PersistAttempts = 3
+	}
+	if o.PersistBackoff <= 0 {
+		o.PersistBackoff = 200 * time.Millisecond
+	}
+	if o.PersistTimeout <= 0 {
+		o.PersistTimeout = 60 * time.Second
+	}
+	if o.RetryMin <= 0 {
+		o.RetryMin = time.Second
+	}
+	if o.RetryMax <= 0 {
+		o.RetryMax = time.Minute
+	}
+	g := &GitWorkspaceSync{o: o, log: o.Log.Named("gitsync"), kick: make(chan struct{}, 1)}
+	if o.Recorder != nil && o.Metrics != nil {
+		o.Metrics.RecordsPending.Set(float64(o.Recorder.Len()))
+	}
+	if o.Persister.Fenced() && o.Metrics != nil {
+		o.Metrics.Fenced.Set(1)
+	}
+	return g
+}
+
+// Repo returns the repository.
+func (g *GitWorkspaceSync) Repo() *Repo { return g.o.Repo }
+
+// Healthy reports whether the durability state is healthy.
+func (g *GitWorkspaceSync) Healthy() bool { return !g.o.Machine.Degraded() }
+
+// Fenced reports whether another writer was detected.
+func (g *GitWorkspaceSync) Fenced() bool { return g.o.Persister.Fenced() }
+
+// Turn is one agent turn: stage, commit locally (fixed author, message),
+// then afterCommit(sha). A turn that changed no file makes no commit and
+// returns "". A persist failure does not fail the turn (the commit exists
+// and the degrade machine takes over); only a failed commit, a fenced
+// project or a closed sync return an error.
+func (g *GitWorkspaceSync) Turn(ctx context.Context, message string) (string, error) {
+	g.turnMu.Lock()
+	defer g.turnMu.Unlock()
+	if g.closed {
+		return "", ErrClosed
+	}
+	sha, err := g.commitLocked(ctx, message)
+	if err != nil || sha == "" {
+		return sha, err
+	}
+	g.afterCommit(ctx, sha)
+	if g.Fenced() {
+		return sha, ErrFenced
+	}
+	return sha, nil
+}
+
+// commitLocked stages and commits under the repository lock, and remembers
+// the commit in the checkpoint journal before returning.
+func (g *GitWorkspaceSync) commitLocked(ctx context.Context, message string) (string, error) {
+	if g.Fenced() {
+		return "", ErrFenced
+	}
+	if message == "" {
+		message = "agent turn"
+	}
+	g.repoMu.Lock()
+	sha, err := func() (string, error) {
+		if g.o.LFS != nil {
+			if err := g.o.LFS.TrackLarge(ctx); err != nil {
+				g.log.Warn("tracking large files", zap.Error(err))
+			}
+		}
+		if err := g.o.Repo.StageAll(ctx); err != nil {
+			return "", fmt.Errorf("gitsync: stage: %w", err)
+		}
+		changed, err := g.o.Repo.HasStagedChanges(ctx)
+		if err != nil || !changed {
+			return "", err
+		}
+		sha, err := g.o.Repo.Commit(ctx, message, false)
+		if err != nil {
+			return "", fmt.Errorf("gitsync: commit: %w", err)
+		}
+		return sha, nil
+	}()
+	g.repoMu.Unlock()
+	if err != nil || sha == "" {
+		return "", err
+	}
+	g.setDirty(true)
+	rec, err := g.o.Repo.Checkpoint(ctx, sha)
+	if err != nil {
+		g.log.Warn("reading commit metadata", zap.String("sha", sha), zap.Error(err))
+		rec = wire.CheckpointRecord{CommitSHA: sha, Message: message, Branch: Branch, CreatedAt: time.Now().UTC()}
+	}
+	if err := g.o.Recorder.Remember(rec); err != nil {
+		g.log.Warn("saving checkpoint journal", zap.String("sha", sha), zap.Error(err))
+	}
+	g.log.Info("committed turn", zap.String("sha", sha))
+	testhook.Reach(testhook.AfterCommit)
+	return sha, nil
+}
+
+// afterCommit is spec 6's afterCommit(sha): push large files, persist .git,
+// then record; then the S3 layers (layer 2 only when not suppressed).
+func (g *GitWorkspaceSync) afterCommit(ctx context.Context, sha string) {
+	if g.o.LFS != nil {
+		err := g.o.LFS.Push(ctx)
+		g.stateMu.Lock()
+		g.lfsPushed = err == nil
+		g.stateMu.Unlock()
+		if err != nil {
+			g.log.Warn("large-file push failed; the .git archive keeps the local large-file cache", zap.Error(err))
+		}
+	}
+	if err := g.persistStep(ctx); err == nil {
+		g.recordPending(ctx)
+	}
+	if g.o.S3 != nil && !g.Fenced() {
+		if err := g.o.S3.AfterTurn(ctx); err != nil {
+			g.log.Warn("s3sync after turn", zap.Error(err))
+		}
+	}
+}
+
+// persistStep is one durability step: snapshot under the repository lock,
+// upload with bounded retries, report the outcome to the degrade machine.
+func (g *GitWorkspaceSync) persistStep(ctx context.Context) error {
+	err := g.persist(ctx)
+	switch {
+	case err == nil:
+		g.o.Machine.Success()
+	case errors.Is(err, durable.ErrFenced):
+		// Not a transient durability failure: the pod stops writing.
+		if g.o.Metrics != nil {
+			g.o.Metrics.Fenced.Set(1)
+		}
+	default:
+		if g.o.Metrics != nil {
+			g.o.Metrics.PersistFailures.Inc()
+		}
+		g.log.Warn("persist of .git failed", zap.Error(err), zap.Int("consecutiveFailures", g.o.Machine.ConsecutiveFailures()+1))
+		g.o.Machine.Failure(err)
+		g.poke()
+	}
+	if g.o.Metrics != nil {
+		g.o.Metrics.Degraded.Set(boolGauge(g.o.Machine.Degraded()))
+	}
+	return err
+}
+
+func (g *GitWorkspaceSync) persist(ctx context.Context) error {
+	g.persistMu.Lock()
+	defer g.persistMu.Unlock()
+	start := time.Now()
+	defer func() {
+		if g.o.Metrics != nil {
+			g.o.Metrics.PersistDuration.Observe(time.Since(start).Seconds())
+		}
+	}()
+	g.stateMu.Lock()
+	includeLFS := g.o.LFS != nil && !g.lfsPushed
+	g.stateMu.Unlock()
+
+	g.repoMu.Lock()
+	snap, err := g.o.Persister.Snapshot(ctx, includeLFS)
+	shas := g.o.Recorder.PendingSHAs()
+	g.repoMu.Unlock()
+	if err != nil {
+		return err
+	}
+	defer snap.Remove()
+
+	b := retry.WithMaxRetries(uint64(g.o.PersistAttempts-1), retry.NewExponential(g.o.PersistBackoff))
+	err = retry.Do(ctx, b, func(ctx context.Context) error {
+		actx, cancel := context.WithTimeout(ctx, g.o.PersistTimeout)
+		defer cancel()
+		_, err := g.o.Persister.Upload(actx, snap)
+		if err != nil && !errors.Is(err, durable.ErrFenced) {
+			g.log.Debug("persist attempt failed", zap.Error(err))
+			return retry.RetryableError(err)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	g.setDirty(false)
+	if err := g.o.Recorder.MarkPersisted(shas); err != nil {
+		g.log.Warn("saving checkpoint journal", zap.Error(err))
+	}
+	g.log.Info("persisted .git", zap.String("key", g.o.Persister.Key()), zap.Int64("bytes", snap.Size),
+		zap.Duration("took", time.Since(start)), zap.String("etag", g.o.Persister.ETag()))
+	testhook.Reach(testhook.AfterPersist)
+	return nil
+}
+
+// recordPending posts the persisted, unrecorded commits. Failures are not
+// durability failures; the background loop retries them.
+func (g *GitWorkspaceSync) recordPending(ctx context.Context) {
+	if err := g.o.Recorder.Flush(ctx); err != nil {
+		g.poke()
+	}
+}
+
+// FlushOptions are the options of Flush (POST /agent/git-flush).
+type FlushOptions struct {
+	Message    string // commit message for pending changes
+	Tag        string // annotated tag to create at HEAD (validated by the caller)
+	TagMessage string
+	// Timeout bounds the whole flush (spec 10.2.2 uses 5000 ms).
+	Timeout time.Duration
+}
+
+// Flush commits pending changes (if any), persists .git and records; with
+// a tag it then creates the annotated tag and persists again (spec 10.4).
+// It fails with ErrNotPersisted unless the durable object holds the result.
+func (g *GitWorkspaceSync) Flush(ctx context.Context, fo FlushOptions) (wire.GitFlushResponse, error) {
+	if fo.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, fo.Timeout)
+		defer cancel()
+	}
+	g.turnMu.Lock()
+	defer g.turnMu.Unlock()
+	if g.closed {
+		return wire.GitFlushResponse{}, ErrClosed
+	}
+	return g.flushLocked(ctx, fo)
+}
+
+func (g *GitWorkspaceSync) flushLocked(ctx context.Context, fo FlushOptions) (wire.GitFlushResponse, error) {
+	if g.Fenced() {
+		return wire.GitFlushResponse{}, ErrFenced
+	}
+	msg := fo.Message
+	if msg == "" {
+		msg = "git-flush"
+	}
+	if _, err := g.commitLocked(ctx, msg); err != nil {
+		return wire.GitFlushResponse{}, err
+	}
+	if g.o.LFS != nil {
+		err := g.o.LFS.Push(ctx)
+		g.stateMu.Lock()
+		g.lfsPushed = err == nil
+		g.stateMu.Unlock()
+	}
+	if err := g.persistStep(ctx); err != nil {
+		return wire.GitFlushResponse{}, errors.Join(ErrNotPersisted, err)
+	}
+	g.recordPending(ctx)
+	head, err := g.o.Repo.Head(ctx)
+	if err != nil {
+		return wire.GitFlushResponse{}, err
+	}
+	resp := wire.GitFlushResponse{SHA: head}
+	if fo.Tag == "" {
+		return resp, nil
+	}
+	if head == "" {
+		return resp, errors.New("gitsync: nothing to tag: the repository has no commit")
+	}
+	g.repoMu.Lock()
+	err = g.o.Repo.Tag(ctx, fo.Tag, fo.TagMessage)
+	g.repoMu.Unlock()
+	if err != nil {
+		return resp, err
+	}
+	g.setDirty(true)
+	if err := g.persistStep(ctx); err != nil {
+		return resp, errors.Join(ErrNotPersisted, err)
+	}
+	resp.Tag = fo.Tag
+	return resp, nil
+}
+
+// Drain stops new turns and waits for the one in flight (spec 10.2.1).
+func (g *GitWorkspaceSync) Drain(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		g.turnMu.Lock()
+		g.closed = true
+		g.turnMu.Unlock()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// FinalFlush is the shutdown git flush (spec 10.2.2): after Drain, commit
+// pending changes and persist within timeout. Success leaves or exits the
+// degraded state; failure leaves it degraded (the machine is told either
+// way by persistStep).
+func (g *GitWorkspaceSync) FinalFlush(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	g.turnMu.Lock()
+	defer g.turnMu.Unlock()
+	_, err := g.flushLocked(ctx, FlushOptions{Message: "shutdown flush"})
+	return err
+}
+
+// SnapshotHEAD writes HEAD's content (without node_modules) as a tar.gz to
+// a temp file and returns its path (spec 10.2.3).
+func (g *GitWorkspaceSync) SnapshotHEAD(ctx context.Context) (string, error) {
+	f, err := os.CreateTemp("", "project-src-*.tar.gz")
+	if err != nil {
+		return "", err
+	}
+	zw, _ := gzip.NewWriterLevel(f, gzip.DefaultCompression)
+	g.repoMu.Lock()
+	err = g.o.Repo.ArchiveHEAD(ctx, zw)
+	g.repoMu.Unlock()
+	if cerr := zw.Close(); err == nil {
+		err = cerr
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
+}
+
+// PersistNow runs one durability step outside a turn (the cold-start seed).
+func (g *GitWorkspaceSync) PersistNow(ctx context.Context) error {
+	g.turnMu.Lock()
+	defer g.turnMu.Unlock()
+	g.setDirty(true)
+	return g.persistStep(ctx)
+}
+
+// Resume finishes what a crash interrupted: if the journal holds commits
+// the durable object may lack, persist now; then record what is persisted.
+// Called once at start, after cold start.
+func (g *GitWorkspaceSync) Resume(ctx context.Context) {
+	g.turnMu.Lock()
+	defer g.turnMu.Unlock()
+	if g.Fenced() {
+		return
+	}
+	unpersisted := false
+	for _, e := range g.o.Recorder.Pending() {
+		unpersisted = unpersisted || !e.Persisted
+	}
+	if unpersisted {
+		g.setDirty(true)
+		g.log.Info("resuming: persisting commits made before a restart")
+		if err := g.persistStep(ctx); err != nil {
+			return
+		}
+	}
+	g.recordPending(ctx)
+}
+
+// Run is the background retry loop: while degraded (or while a persist is
+// owed) it retries the persist with exponential backoff, and it retries
+// pending checkpoint records. It returns when ctx ends.
+func (g *GitWorkspaceSync) Run(ctx context.Context) {
+	backoff := g.newBackoff()
+	for {
+		var wait <-chan time.Time
+		var t *time.Timer
+		if g.needsWork() {
+			d, _ := backoff.Next()
+			t = time.NewTimer(d)
+			wait = t.C
+		}
+		fired := false
+		select {
+		case <-ctx.Done():
+		case <-g.kick:
+		case <-wait:
+			fired = true
+		}
+		if t != nil {
+			t.Stop()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if !fired {
+			continue // re-evaluate; the next pass waits a backoff step
+		}
+		if g.retryOnce(ctx) {
+			backoff = g.newBackoff()
+		}
+	}
+}
+
+func (g *GitWorkspaceSync) newBackoff() retry.Backoff {
+	return retry.WithJitterPercent(10, retry.WithCappedDuration(g.o.RetryMax, retry.NewExponential(g.o.RetryMin)))
+}
+
+func (g *GitWorkspaceSync) needsWork() bool {
+	if g.Fenced() {
+		return false
+	}
+	if g.o.Machine.Degraded() && g.isDirty() {
+		return true
+	}
+	for _, e := range g.o.Recorder.Pending() {
+		if e.Persisted {
+			return true
+		}
+	}
+	return false
+}
+
+// retryOnce makes one background attempt; it reports whether all work is done.
+func (g *GitWorkspaceSync) retryOnce(ctx context.Context) bool {
+	g.turnMu.Lock()
+	defer g.turnMu.Unlock()
+	if g.closed || g.Fenced() {
+		return true
+	}
+	if g.o.Machine.Degraded() && g.isDirty() {
+		if err := g.persistStep(ctx); err != nil {
+			return false
+		}
+	}
+	return g.o.Recorder.Flush(ctx) == nil
+}
+
+func (g *GitWorkspaceSync) poke() {
+	select {
+	case g.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (g *GitWorkspaceSync) setDirty(v bool) {
+	g.stateMu.Lock()
+	g.dirty = v
+	g.stateMu.Unlock()
+}
+
+func (g *GitWorkspaceSync) isDirty() bool {
+	g.stateMu.Lock()
+	defer g.stateMu.Unlock()
+	return g.dirty
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

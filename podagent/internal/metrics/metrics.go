@@ -1,0 +1,51 @@
+// Package metrics holds the pod's Prometheus collectors (DESIGN.md §5,
+// /metrics): persist duration, persist failures, degraded state and
+// checkpoint records pending.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Metrics is one registry and its collectors (not the global registry, so
+// tests and several pods in one process do not collide).
+type Metrics struct {
+	Registry        *prometheus.Registry
+	PersistDuration prometheus.Histogram
+	PersistFailures prometheus.Counter
+	Degraded        prometheus.Gauge
+	RecordsPending  prometheus.Gauge
+	Fenced          prometheus.Gauge
+}
+
+// New registers the collectors (plus Go and process collectors).
+func New() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		PersistDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "svc", Subsystem: "podagent", Name: "persist_duration_seconds",
+			Help:    "Time to archive and upload .git as <projectId>/repo.git.tar.gz, per attempt series (successful or not).",
+			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+		}),
+		PersistFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "svc", Subsystem: "podagent", Name: "persist_failures_total",
+			Help: "Failed durability steps (persist of .git).",
+		}),
+		Degraded: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "svc", Subsystem: "podagent", Name: "cloud_sync_degraded",
+			Help: "1 while the pod is in the degraded durability state (spec 3.2), else 0.",
+		}),
+		RecordsPending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "svc", Subsystem: "podagent", Name: "checkpoint_records_pending",
+			Help: "Commits made but not yet recorded as checkpoint rows.",
+		}),
+		Fenced: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "svc", Subsystem: "podagent", Name: "durable_fenced",
+			Help: "1 once another writer was detected on this project's repo.git.tar.gz; the pod stopped writing it.",
+		}),
+	}
+	m.Registry.MustRegister(m.PersistDuration, m.PersistFailures, m.Degraded, m.RecordsPending, m.Fenced,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}

@@ -1,0 +1,218 @@
+// Package pod assembles a git_only pod from its parts (spec 10.1): the git
+// runner, GitWorkspaceSync, the durable store with fencing, the checkpoint
+// recorder, the degrade machine, S3Sync, cold start, the HTTP server and the
+// shutdown sequence. cmd/podagent runs it; tests run it in-process.
+package pod
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"go.uber.org/zap"
+
+	"github.com/svc-dev/svc/podagent/internal/checkpoints"
+	"github.com/svc-dev/svc/podagent/internal/coldstart"
+	"github.com/svc-dev/svc/podagent/internal/config"
+	"github.com/svc-dev/svc/podagent/internal/degrade"
+	"github.com/svc-dev/svc/podagent/internal/durable"
+	"github.com/svc-dev/svc/podagent/internal/gitsync"
+	"github.com/svc-dev/svc/podagent/internal/metrics"
+	"github.com/svc-dev/svc/podagent/internal/s3sync"
+	"github.com/svc-dev/svc/podagent/internal/server"
+	"github.com/svc-dev/svc/podagent/internal/shutdown"
+	"github.com/svc-dev/svc/podagent/internal/testhook"
+	"github.com/svc-dev/svc/shared/gitrun"
+	"github.com/svc-dev/svc/shared/objstore"
+	fsstore "github.com/svc-dev/svc/shared/objstore/fs"
+	s3store "github.com/svc-dev/svc/shared/objstore/s3"
+)
+
+// Options configure Start.
+type Options struct {
+	Config *config.Config
+	// Store holds the durable objects. LayerStore, when set, is used by
+	// S3Sync instead (tests take only the .git path down).
+	Store      objstore.Store
+	LayerStore objstore.Store
+	Log        *zap.Logger
+	HTTPClient *http.Client
+	// Callbacks observe degrade transitions (besides the suppression).
+	OnDegrade, OnRecovered func()
+	// PersistAttempts and PersistTimeout tune one durability step
+	// (defaults in gitsync.Options).
+	PersistAttempts int
+	PersistTimeout  time.Duration
+}
+
+// Pod is a running pod.
+type Pod struct {
+	Config    *config.Config
+	Repo      *gitsync.Repo
+	Sync      *gitsync.GitWorkspaceSync
+	Durable   *durable.Persister
+	Recorder  *checkpoints.Recorder
+	Machine   *degrade.Machine
+	S3        *s3sync.S3Sync
+	Metrics   *metrics.Metrics
+	Echo      *echo.Echo
+	ColdStart coldstart.Result
+
+	log      *zap.Logger
+	bgCancel context.CancelFunc
+	bgDone   chan struct{}
+}
+
+// OpenStore opens the configured object store.
+func OpenStore(ctx context.Context, cfg *config.Config, log *zap.Logger) (objstore.Store, error) {
+	switch cfg.Storage {
+	case "s3":
+		return s3store.New(ctx, s3store.Config{Endpoint: cfg.S3Endpoint, Bucket: cfg.S3Bucket,
+			AccessKey: cfg.S3AccessKey, SecretKey: cfg.S3SecretKey, UseSSL: cfg.S3UseSSL})
+	default:
+		return fsstore.New(cfg.FSStoreDir(), fsstore.Options{Logger: log})
+	}
+}
+
+// NewRunner returns the git runner of a pod: no global or system config,
+// the workspace marked safe (spec 7.3, GIT_UNUSABLE).
+func NewRunner(workspace string) *gitrun.Runner {
+	return &gitrun.Runner{
+		Timeout: 2 * time.Minute,
+		Env: []string{
+			"GIT_CONFIG_COUNT=1",
+			"GIT_CONFIG_KEY_0=safe.directory", "GIT_CONFIG_VALUE_0=" + workspace,
+		},
+	}
+}
+
+// Start runs cold start and returns a pod ready for turns, with its
+// background retry loop running.
+func Start(ctx context.Context, o Options) (*Pod, error) {
+	cfg := o.Config
+	log := o.Log
+	if log == nil {
+		log = zap.NewNop()
+	}
+	log = log.With(zap.String("projectId", cfg.ProjectID))
+	ws, err := filepath.Abs(cfg.WorkspaceDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		return nil, err
+	}
+	if o.LayerStore == nil {
+		o.LayerStore = o.Store
+	}
+	runner := NewRunner(ws)
+	p := &Pod{Config: cfg, Metrics: metrics.New(), log: log}
+	p.Repo = &gitsync.Repo{Dir: ws, Runner: runner, Author: gitsync.DefaultAuthor}
+	p.S3 = s3sync.New(s3sync.Options{Store: o.LayerStore, ProjectID: cfg.ProjectID, Workspace: ws,
+		SuppressProjectArchive: true, Log: log})
+	p.Machine = degrade.New(cfg.Mode, cfg.DegradeAfterFailures, degrade.Callbacks{
+		OnDegrade: func() {
+			p.Metrics.Degraded.Set(1)
+			if o.OnDegrade != nil {
+				o.OnDegrade()
+			}
+		},
+		OnRecovered: func() {
+			p.Metrics.Degraded.Set(0)
+			if o.OnRecovered != nil {
+				o.OnRecovered()
+			}
+		},
+		SetSuppressProjectArchive: p.S3.SetSuppressProjectArchive,
+	}, log.Named("degrade"))
+	p.Durable = durable.New(durable.Options{Store: o.Store, ProjectID: cfg.ProjectID, Workspace: ws, Runner: runner, Log: log})
+	client := &checkpoints.Client{BaseURL: cfg.APIURL, ProjectID: cfg.ProjectID, Token: cfg.RuntimeToken, HTTP: o.HTTPClient}
+	p.Recorder, err = checkpoints.Open(filepath.Join(ws, ".git", durable.StateDirName, "checkpoints.json"), client, log)
+	if err != nil {
+		return nil, err
+	}
+	p.Recorder.OnPendingChange = func(n int) { p.Metrics.RecordsPending.Set(float64(n)) }
+
+	if cfg.LFS {
+		log.Warn("SVC_LFS=true: large-file handling (spec 10.3) is not implemented yet; files of any size are committed as ordinary blobs")
+	}
+	sopts := gitsync.Options{Repo: p.Repo, Persister: p.Durable, Recorder: p.Recorder, Machine: p.Machine,
+		S3: p.S3, Metrics: p.Metrics, Log: log, RetryMin: cfg.PersistRetryMin, RetryMax: cfg.PersistRetryMax,
+		PersistAttempts: o.PersistAttempts, PersistTimeout: o.PersistTimeout}
+	p.Sync = gitsync.New(sopts)
+
+	copts := coldstart.Options{Repo: p.Repo, Durable: p.Durable, Sync: p.Sync, S3: p.S3, Log: log}
+	p.ColdStart, err = coldstart.Run(ctx, copts)
+	if err != nil && !errors.Is(err, durable.ErrFenced) {
+		return nil, fmt.Errorf("cold start: %w", err)
+	}
+	if p.Durable.Fenced() {
+		p.Metrics.Fenced.Set(1)
+	}
+	p.Sync.Resume(ctx)
+
+	p.Echo = server.New(server.Options{RuntimeToken: cfg.RuntimeToken, Registry: p.Metrics.Registry, Flusher: p.Sync, Log: log,
+		Ready: func() error {
+			if p.Durable.Fenced() {
+				return durable.ErrFenced
+			}
+			return nil
+		}})
+
+	bgCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	p.bgCancel, p.bgDone = cancel, make(chan struct{})
+	go func() {
+		defer close(p.bgDone)
+		p.Sync.Run(bgCtx)
+	}()
+	return p, nil
+}
+
+// Turn is one agent turn (see gitsync.GitWorkspaceSync.Turn).
+func (p *Pod) Turn(ctx context.Context, message string) (string, error) {
+	return p.Sync.Turn(ctx, message)
+}
+
+// Shutdown runs the spec 10.2 sequence and stops the background loop.
+func (p *Pod) Shutdown(ctx context.Context) shutdown.Result {
+	res := shutdown.Run(ctx, p.ShutdownSteps())
+	p.Close()
+	return res
+}
+
+// ShutdownSteps wires the sequence to this pod.
+func (p *Pod) ShutdownSteps() shutdown.Steps {
+	return shutdown.Steps{
+		Drain:    p.Sync.Drain,
+		GitFlush: p.Sync.FinalFlush,
+		Healthy:  p.Sync.Healthy,
+		Fenced:   p.Sync.Fenced,
+		UploadHEADSnapshot: func(ctx context.Context) error {
+			path, err := p.Sync.SnapshotHEAD(ctx)
+			if err != nil {
+				return err
+			}
+			defer os.Remove(path)
+			return p.S3.UploadProjectArchive(ctx, path)
+		},
+		S3Flush: func(ctx context.Context, force bool) error {
+			testhook.Reach(testhook.BeforeS3Flush)
+			return p.S3.Flush(ctx, force)
+		},
+		ForceProjectArchive: true,
+		Log:                 p.log,
+	}
+}
+
+// Close stops the background loop (idempotent).
+func (p *Pod) Close() {
+	if p.bgCancel != nil {
+		p.bgCancel()
+		<-p.bgDone
+	}
+}

@@ -1,0 +1,295 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"go.uber.org/zap"
+
+	"github.com/svc-dev/svc/podagent/internal/agentloop"
+	"github.com/svc-dev/svc/podagent/internal/callback"
+	"github.com/svc-dev/svc/shared/wire"
+)
+
+// Incoming is a parsed request body (spec 2.4).
+type Incoming struct {
+	Message     string
+	SenderID    string
+	SenderName  string
+	CallbackURL string
+	// Metadata is the caller's object, byte for byte (nil when absent).
+	Metadata json.RawMessage
+}
+
+func badRequest(code, msg string) *Error {
+	return &Error{Status: http.StatusBadRequest, Code: code, Type: "invalid_request_error", Message: msg}
+}
+
+// ParseIncoming validates a body: a JSON object whose message is a
+// non-empty string; senderId, senderName and callbackUrl (or sender_id,
+// sender_name, callback_url) strings when present; metadata an object when
+// present. It never fails with anything but *Error (400).
+func ParseIncoming(body []byte) (Incoming, error) {
+	var in Incoming
+	var fields map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if len(bytes.TrimSpace(body)) == 0 {
+		return in, badRequest("invalid_body", "The body must be a JSON object with a string 'message'.")
+	}
+	if err := dec.Decode(&fields); err != nil || fields == nil || dec.More() {
+		return in, badRequest("invalid_json", "The body must be a JSON object with a string 'message'.")
+	}
+	present := func(k string) (json.RawMessage, bool) {
+		v, ok := fields[k]
+		if !ok || string(v) == "null" {
+			return nil, false
+		}
+		return v, true
+	}
+	raw, ok := present("message")
+	if !ok {
+		return in, badRequest("missing_message", "'message' is required and must be a string.")
+	}
+	if json.Unmarshal(raw, &in.Message) != nil || raw[0] != '"' {
+		return in, badRequest("invalid_message", "'message' must be a string.")
+	}
+	if strings.TrimSpace(in.Message) == "" {
+		return in, badRequest("invalid_message", "'message' must not be empty.")
+	}
+	str := func(dst *string, camel, snake string) error {
+		for _, k := range []string{camel, snake} {
+			v, ok := present(k)
+			if !ok {
+				continue
+			}
+			if v[0] != '"' || json.Unmarshal(v, dst) != nil {
+				return badRequest("invalid_"+snake, fmt.Sprintf("'%s' must be a string.", k))
+			}
+			return nil
+		}
+		return nil
+	}
+	if err := str(&in.SenderID, "senderId", "sender_id"); err != nil {
+		return in, err
+	}
+	if err := str(&in.SenderName, "senderName", "sender_name"); err != nil {
+		return in, err
+	}
+	if err := str(&in.CallbackURL, "callbackUrl", "callback_url"); err != nil {
+		return in, err
+	}
+	if v, ok := present("metadata"); ok {
+		if v[0] != '{' {
+			return in, badRequest("invalid_metadata", "'metadata' must be a JSON object.")
+		}
+		in.Metadata = v
+	}
+	return in, nil
+}
+
+func (h *Handler) readBody(c echo.Context) ([]byte, error) {
+	r := c.Request()
+	tooLarge := &Error{Status: http.StatusRequestEntityTooLarge, Code: "request_too_large", Type: "invalid_request_error",
+		Message: fmt.Sprintf("The body is larger than the limit of %d bytes.", h.d.MaxBodyBytes)}
+	if r.ContentLength > h.d.MaxBodyBytes {
+		return nil, tooLarge
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(c.Response(), r.Body, h.d.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, tooLarge
+		}
+		return nil, badRequest("invalid_body", "The body could not be read.")
+	}
+	return b, nil
+}
+
+func (h *Handler) incoming(c echo.Context) error {
+	cfg, err := h.authenticate(c)
+	if err != nil {
+		return err
+	}
+	if h.closing.Load() {
+		return &Error{Status: http.StatusServiceUnavailable, Code: "shutting_down", Type: "unavailable",
+			Message: "The agent is shutting down; retry shortly."}
+	}
+	if h.d.Ready != nil {
+		if err := h.d.Ready(); err != nil {
+			return &Error{Status: http.StatusServiceUnavailable, Code: "agent_not_ready", Type: "unavailable",
+				Message: "The agent is not ready to take messages; retry shortly.", Cause: err}
+		}
+	}
+	body, err := h.readBody(c)
+	if err != nil {
+		return err
+	}
+	in, err := ParseIncoming(body)
+	if err != nil {
+		return err
+	}
+	if in.CallbackURL != "" {
+		if err := h.d.Callbacks.CheckURL(in.CallbackURL); err != nil {
+			code := "invalid_callback_url"
+			if errors.Is(err, callback.ErrRefused) {
+				code = "callback_url_refused"
+			}
+			return badRequest(code, "'callbackUrl' is not usable: "+err.Error()+".")
+		}
+	}
+	h.messages.Add(1)
+	corr := newID("cor_")
+	mode := "sync"
+	if in.CallbackURL != "" {
+		mode = "async"
+	}
+	actID := h.d.Activity.Add(wire.ActivityEvent{Direction: wire.DirectionInbound, CorrelationID: corr,
+		SenderID: in.SenderID, SenderName: in.SenderName, Mode: mode, Preview: in.Message, Status: wire.ActivityProcessing})
+	req := agentloop.Request{Message: in.Message, SenderID: in.SenderID, SenderName: in.SenderName,
+		Channel: "webhook", CorrelationID: corr, Metadata: in.Metadata}
+	t := &turn{h: h, cfg: cfg, in: in, corr: corr, actID: actID, done: make(chan struct{})}
+	if mode == "async" {
+		t.async = true
+		h.start(t, req)
+		return c.JSON(http.StatusAccepted, wire.WebhookAccepted{Status: "accepted", CorrelationID: corr,
+			Message: "The message was accepted; the reply will be POSTed to the callback URL when the agent finishes."})
+	}
+	h.start(t, req)
+	return h.waitSync(c, t)
+}
+
+// turn is one message on its way through the agent.
+type turn struct {
+	h     *Handler
+	cfg   wire.ChannelConfig
+	in    Incoming
+	corr  string
+	actID string
+	async bool
+
+	mu        sync.Mutex
+	finished  bool
+	abandoned bool // the sync caller stopped waiting: the reply goes to the outbox
+	res       agentloop.Result
+	err       error
+	done      chan struct{} // closed when finished (under mu)
+}
+
+// start runs the turn in the background, detached from the request: a sync
+// timeout or a caller that goes away does not stop the agent.
+func (h *Handler) start(t *turn, req agentloop.Request) {
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		ctx, cancel := context.WithTimeout(h.base, h.d.TurnTimeout)
+		res, err := h.d.Agent.Run(ctx, req)
+		cancel()
+		if res.Reply == "" && err == nil {
+			res.Reply = "(the agent finished without a reply)"
+		}
+		status, errText := wire.ActivityReplied, ""
+		if err != nil {
+			status, errText = wire.ActivityFailed, err.Error()
+			h.log.Warn("agent turn failed", zap.String("correlationId", t.corr), zap.Error(err))
+		}
+		if t.async {
+			h.d.Activity.Finish(t.actID, status, errText)
+			h.deliver(t, res.Reply)
+			return
+		}
+		t.mu.Lock()
+		t.res, t.err, t.finished = res, err, true
+		abandoned := t.abandoned
+		close(t.done)
+		t.mu.Unlock()
+		if abandoned {
+			h.toOutbox(t, res.Reply, "late sync reply")
+		}
+	}()
+}
+
+// waitSync blocks until the turn ends (200, or 502 for a failed turn), the
+// sync timeout (504 reply_timeout, the reply will go to the outbox), or the
+// caller leaving.
+func (h *Handler) waitSync(c echo.Context, t *turn) error {
+	timer := time.NewTimer(h.d.SyncTimeout)
+	defer timer.Stop()
+	select {
+	case <-t.done:
+	case <-timer.C:
+	case <-c.Request().Context().Done():
+	}
+	t.mu.Lock()
+	if !t.finished {
+		t.abandoned = true
+		t.mu.Unlock()
+		h.d.Activity.Finish(t.actID, wire.ActivityTimedOut, "")
+		if c.Request().Context().Err() != nil {
+			return nil // nobody to answer; the reply goes to the outbox
+		}
+		return &Error{Status: http.StatusGatewayTimeout, Code: "reply_timeout", Type: "timeout_error",
+			CorrelationID: t.corr, ChannelID: t.cfg.ChannelID,
+			Message: fmt.Sprintf("The agent did not reply within %s. The reply will be put in the channel outbox "+
+				"(GET …/agent/channels/webhook/outbox/%s) with this correlationId.", h.d.SyncTimeout, t.cfg.ChannelID)}
+	}
+	res, err := t.res, t.err
+	t.mu.Unlock()
+	if err != nil {
+		h.d.Activity.Finish(t.actID, wire.ActivityFailed, err.Error())
+		code := "agent_error"
+		var ae *agentloop.Error
+		if errors.As(err, &ae) {
+			code = ae.Code
+		}
+		return &Error{Status: http.StatusBadGateway, Code: code, Type: "agent_error", Message: res.Reply, CorrelationID: t.corr}
+	}
+	h.d.Activity.Finish(t.actID, wire.ActivityReplied, "")
+	h.d.Activity.Add(wire.ActivityEvent{Direction: wire.DirectionOutbound, CorrelationID: t.corr, SenderID: t.in.SenderID,
+		SenderName: t.in.SenderName, Mode: "sync", Preview: res.Reply, Status: wire.ActivityDelivered, FinishedAt: h.now()})
+	return c.JSON(http.StatusOK, wire.WebhookReply{Reply: res.Reply})
+}
+
+// deliver POSTs an async reply to the callback URL; when that fails for
+// good, the reply goes to the outbox.
+func (h *Handler) deliver(t *turn, reply string) {
+	body, err := json.Marshal(wire.WebhookCallback{Reply: reply, CorrelationID: t.corr, Metadata: metadataOrEmpty(t.in.Metadata)})
+	if err != nil {
+		h.toOutbox(t, reply, "encoding the callback failed")
+		return
+	}
+	outID := h.d.Activity.Add(wire.ActivityEvent{Direction: wire.DirectionOutbound, CorrelationID: t.corr,
+		SenderID: t.in.SenderID, SenderName: t.in.SenderName, Mode: "async", Preview: reply, Status: wire.ActivityDelivering})
+	res := h.d.Callbacks.Deliver(h.base, callback.Delivery{URL: t.in.CallbackURL, MsgID: "msg_" + strings.TrimPrefix(t.corr, "cor_"),
+		Secret: t.cfg.Secret, Headers: t.cfg.CallbackHeaders, Body: body})
+	if res.Delivered {
+		h.d.Activity.Update(outID, func(e *wire.ActivityEvent) {
+			e.Status, e.Attempts, e.FinishedAt = wire.ActivityDelivered, res.Attempts, h.now()
+		})
+		return
+	}
+	errText := "callback not delivered"
+	if res.Err != nil {
+		errText = res.Err.Error()
+	}
+	h.d.Activity.Update(outID, func(e *wire.ActivityEvent) {
+		e.Status, e.Attempts, e.Error, e.FinishedAt = wire.ActivityFailed, res.Attempts, errText, h.now()
+	})
+	h.toOutbox(t, reply, errText)
+}
+
+func (h *Handler) toOutbox(t *turn, reply, why string) {
+	h.d.Outbox.Put(t.cfg.ChannelID, wire.OutboxMessage{ID: newID("obx_"), CorrelationID: t.corr, Reply: reply,
+		Metadata: metadataOrEmpty(t.in.Metadata), CreatedAt: h.now()})
+	h.d.Activity.Add(wire.ActivityEvent{Direction: wire.DirectionOutbound, CorrelationID: t.corr, SenderID: t.in.SenderID,
+		SenderName: t.in.SenderName, Mode: "outbox", Preview: reply, Status: wire.ActivityOutboxed, Error: why, FinishedAt: h.now()})
+	h.log.Info("reply put in the outbox", zap.String("correlationId", t.corr), zap.String("why", why))
+}

@@ -1,0 +1,248 @@
+// Package webhook is the pod side of the webhook channel (spec 1, 2.4, 2.5,
+// 3.3, 4.2, 5.2, 7.2, 8; DESIGN.md §6). The API's agent-proxy forwards
+// /api/projects/{id}/agent-proxy/agent/channels/webhook/* here with the
+// project's runtime token (checked by the group's middleware) and the
+// caller's X-Webhook-Secret and body unchanged.
+//
+//	POST /agent/channels/webhook/incoming             message in; sync 200 {reply} / 504 reply_timeout, async 202
+//	GET  /agent/channels/webhook/health               {connected, hasSecret, messageCount, outboxPending}
+//	GET  /agent/channels/webhook/activity             the last 50 inbound and outbound events
+//	GET  /agent/channels/webhook/outbox/:channelId    long-poll ?wait=≤30s&limit=20..100, acknowledges what it returns
+//
+// incoming, activity and outbox require the channel secret (constant-time
+// compare; an empty channel secret rejects every request). health is gated
+// by the runtime token (and the API's cloud auth) only, so that hasSecret
+// can tell an operator that the channel still needs a secret.
+package webhook
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"go.uber.org/zap"
+
+	"github.com/svc-dev/svc/podagent/internal/activity"
+	"github.com/svc-dev/svc/podagent/internal/agentloop"
+	"github.com/svc-dev/svc/podagent/internal/callback"
+	"github.com/svc-dev/svc/podagent/internal/channelcfg"
+	"github.com/svc-dev/svc/podagent/internal/outbox"
+	"github.com/svc-dev/svc/shared/wire"
+)
+
+// Prefix is where Register's group must be mounted.
+const Prefix = wire.WebhookPathPrefix
+
+// Agent runs one turn (agentloop.Agent).
+type Agent interface {
+	Run(ctx context.Context, req agentloop.Request) (agentloop.Result, error)
+}
+
+// Callbacks deliver async replies (callback.Deliverer).
+type Callbacks interface {
+	CheckURL(raw string) error
+	Deliver(ctx context.Context, d callback.Delivery) callback.Result
+}
+
+// Deps are what the handlers are built from.
+type Deps struct {
+	Channel   channelcfg.Source
+	Agent     Agent
+	Callbacks Callbacks
+	Outbox    *outbox.Outbox   // nil: a new one
+	Activity  *activity.Log    // nil: a new one
+	Ready     func() error     // nil: always ready
+	Log       *zap.Logger      // nil: no logs
+	Now       func() time.Time // nil: time.Now
+	// SyncTimeout is the sync reply timeout (spec 8: 120 s).
+	SyncTimeout time.Duration
+	// TurnTimeout bounds a turn running in the background.
+	TurnTimeout time.Duration
+	// MaxBodyBytes is the body limit (413 beyond).
+	MaxBodyBytes int64
+}
+
+// Handler serves the routes.
+type Handler struct {
+	d        Deps
+	log      *zap.Logger
+	base     context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	closing  atomic.Bool
+	messages atomic.Int64
+}
+
+// New builds the handler.
+func New(d Deps) *Handler {
+	if d.Outbox == nil {
+		d.Outbox = outbox.New(0)
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.Activity == nil {
+		d.Activity = activity.New(d.Now)
+	}
+	if d.Log == nil {
+		d.Log = zap.NewNop()
+	}
+	if d.SyncTimeout <= 0 {
+		d.SyncTimeout = DefaultSyncTimeout
+	}
+	if d.TurnTimeout <= 0 {
+		d.TurnTimeout = DefaultTurnTimeout
+	}
+	if d.MaxBodyBytes <= 0 {
+		d.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	base, cancel := context.WithCancel(context.Background())
+	return &Handler{d: d, log: d.Log.Named("webhook"), base: base, cancel: cancel}
+}
+
+// Register builds the handler and mounts its routes on g, which must be
+// the runtime-token-gated group at Prefix
+// (e.Group(webhook.Prefix, server.RequireRuntimeToken(token))).
+func Register(g *echo.Group, d Deps) *Handler {
+	h := New(d)
+	h.Mount(g)
+	return h
+}
+
+// Mount adds the routes to g (see Register).
+func (h *Handler) Mount(g *echo.Group) {
+	g.POST("/incoming", h.wrap(h.incoming))
+	g.GET("/health", h.wrap(h.health))
+	g.GET("/activity", h.wrap(h.activity))
+	g.GET("/outbox/:channelId", h.wrap(h.outbox))
+}
+
+// Outbox returns the outbox; Activity the activity log.
+func (h *Handler) Outbox() *outbox.Outbox    { return h.d.Outbox }
+func (h *Handler) Activity() *activity.Log { return h.d.Activity }
+
+// Shutdown refuses new messages (503), waits for the running turns and
+// callbacks until ctx ends, then cancels what is left (a cancelled callback
+// puts its reply in the outbox).
+func (h *Handler) Shutdown(ctx context.Context) error {
+	h.closing.Store(true)
+	done := make(chan struct{})
+	go func() { h.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		h.cancel()
+		return nil
+	case <-ctx.Done():
+		h.cancel()
+		<-done
+		return ctx.Err()
+	}
+}
+
+// Error is a handler error, written as wire.WebhookErrorBody.
+type Error struct {
+	Status        int
+	Code          string
+	Type          string
+	Message       string
+	CorrelationID string
+	ChannelID     string
+	Cause         error // logged for 5xx, never sent
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+func (h *Handler) wrap(fn func(c echo.Context) error) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		err := fn(c)
+		if err == nil || c.Response().Committed {
+			return nil
+		}
+		var e *Error
+		if !errors.As(err, &e) {
+			e = &Error{Status: http.StatusInternalServerError, Code: "internal_error", Type: "api_error", Message: "Internal error.", Cause: err}
+		}
+		if e.Status >= 500 {
+			h.log.Error("webhook request failed", zap.String("path", c.Path()), zap.Int("status", e.Status),
+				zap.String("code", e.Code), zap.NamedError("cause", e.Cause))
+		}
+		return c.JSON(e.Status, wire.WebhookErrorBody{Error: wire.WebhookErrorDetail{
+			Message: e.Message, Type: e.Type, Code: e.Code, CorrelationID: e.CorrelationID, ChannelID: e.ChannelID}})
+	}
+}
+
+// config loads the channel configuration (503 when the API cannot be asked).
+func (h *Handler) config(c echo.Context) (wire.ChannelConfig, error) {
+	cfg, err := h.d.Channel.Channel(c.Request().Context())
+	if err != nil {
+		return cfg, &Error{Status: http.StatusServiceUnavailable, Code: "channel_config_unavailable", Type: "unavailable",
+			Message: "The channel configuration could not be loaded from the API; retry shortly.", Cause: err}
+	}
+	return cfg, nil
+}
+
+// authenticate checks X-Webhook-Secret against the channel secret in
+// constant time (digests of equal length, so the length does not leak).
+func (h *Handler) authenticate(c echo.Context) (wire.ChannelConfig, error) {
+	cfg, err := h.config(c)
+	if err != nil {
+		return cfg, err
+	}
+	if cfg.Secret == "" {
+		return cfg, &Error{Status: http.StatusUnauthorized, Code: "channel_secret_not_set", Type: "authentication_error",
+			Message: "This channel has no secret configured, so it rejects every request. Set one in the channel settings."}
+	}
+	got := sha256.Sum256([]byte(c.Request().Header.Get(wire.HeaderWebhookSecret)))
+	want := sha256.Sum256([]byte(cfg.Secret))
+	if !hmac.Equal(got[:], want[:]) {
+		return cfg, &Error{Status: http.StatusUnauthorized, Code: "invalid_webhook_secret", Type: "authentication_error",
+			Message: "Missing or invalid X-Webhook-Secret header."}
+	}
+	return cfg, nil
+}
+
+func (h *Handler) health(c echo.Context) error {
+	cfg, cfgErr := h.d.Channel.Channel(c.Request().Context())
+	connected := cfgErr == nil && !h.closing.Load()
+	if connected && h.d.Ready != nil && h.d.Ready() != nil {
+		connected = false
+	}
+	return c.JSON(http.StatusOK, wire.WebhookHealth{
+		Connected:     connected,
+		HasSecret:     cfgErr == nil && cfg.Secret != "",
+		MessageCount:  h.messages.Load(),
+		OutboxPending: h.d.Outbox.Len(cfg.ChannelID),
+	})
+}
+
+func (h *Handler) activity(c echo.Context) error {
+	if _, err := h.authenticate(c); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, wire.WebhookActivity{Events: h.d.Activity.List()})
+}
+
+func (h *Handler) now() time.Time { return h.d.Now().UTC() }
+
+func newID(prefix string) string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// metadataOrEmpty is the metadata echoed in callbacks and outbox messages.
+func metadataOrEmpty(m json.RawMessage) json.RawMessage {
+	if len(m) == 0 {
+		return json.RawMessage("{}")
+	}
+	return m
+}

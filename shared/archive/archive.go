@@ -1,0 +1,388 @@
+// Package archive writes and safely reads the tar.gz objects of spec 2.7
+// (repo.git.tar.gz, deps-<hash>.tar.gz, project-src.tar.gz).
+//
+// Create walks a directory in lexical order (so the same tree gives the same
+// entry order), skips what an exclude predicate names, and writes regular
+// files, directories and symlinks with owner fields cleared.
+//
+// Extract is the only way the service unpacks an archive it did not just
+// write itself. Every entry must stay inside the target: absolute names,
+// ".." segments, symlinks or hard links that point out, device files, FIFOs
+// and anything that is not a file, directory or link are refused, as are an
+// entry larger than MaxEntryBytes and an archive whose total exceeds
+// MaxTotalBytes. Files are created through os.Root, so even a link created
+// by an earlier entry cannot lead a later write outside the target.
+package archive
+
+import (
+	"archive/tar"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/klauspost/compress/gzip"
+)
+
+// Defaults of ExtractOptions (zero fields take these).
+const (
+	DefaultMaxEntryBytes = 8 << 30  // 8 GiB per entry
+	DefaultMaxTotalBytes = 32 << 30 // 32 GiB per archive
+	DefaultMaxEntries    = 2_000_000
+)
+
+var (
+	// ErrUnsafeEntry is matched (errors.Is) by every refusal of an entry
+	// that would escape the target or is of a forbidden type.
+	ErrUnsafeEntry = errors.New("archive: unsafe entry")
+	// ErrTooLarge is matched by refusals on the size and count limits.
+	ErrTooLarge = errors.New("archive: too large")
+)
+
+// EntryError names the entry that was refused and why.
+type EntryError struct {
+	Name   string
+	Reason string
+	Kind   error // ErrUnsafeEntry or ErrTooLarge
+}
+
+func (e *EntryError) Error() string {
+	return fmt.Sprintf("archive: refused entry %q: %s", e.Name, e.Reason)
+}
+
+func (e *EntryError) Is(target error) bool { return target == e.Kind }
+
+// Stats counts what was written or extracted.
+type Stats struct {
+	Entries int
+	Bytes   int64 // file content bytes (uncompressed)
+}
+
+// CreateOptions tune Create.
+type CreateOptions struct {
+	// Exclude, when it returns true, skips the entry (and, for a
+	// directory, everything below it). rel is slash-separated and relative
+	// to the root.
+	Exclude func(rel string, d fs.DirEntry) bool
+	// Prefix is prepended to every entry name ("node_modules/"); empty
+	// means names relative to the root.
+	Prefix string
+	// Level is the gzip level for CreateTarGz; 0 means gzip.DefaultCompression.
+	Level int
+	// SkipVanished ignores files that disappear between the directory read
+	// and the open (archiving a live tree).
+	SkipVanished bool
+}
+
+// CreateTarGz writes a gzip-compressed tar of root to w.
+func CreateTarGz(w io.Writer, root string, opts CreateOptions) (Stats, error) {
+	level := opts.Level
+	if level == 0 {
+		level = gzip.DefaultCompression
+	}
+	zw, err := gzip.NewWriterLevel(w, level)
+	if err != nil {
+		return Stats{}, err
+	}
+	st, err := CreateTar(zw, root, opts)
+	if err != nil {
+		return st, err
+	}
+	return st, zw.Close()
+}
+
+// CreateTar writes an uncompressed tar of root to w, in lexical order.
+func CreateTar(w io.Writer, root string, opts CreateOptions) (Stats, error) {
+	var st Stats
+	tw := tar.NewWriter(w)
+	prefix := strings.TrimSuffix(opts.Prefix, "/")
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if opts.SkipVanished && errors.Is(err, fs.ErrNotExist) && p != root {
+				return nil
+			}
+			return err
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if rel == "." {
+			if prefix == "" {
+				return nil
+			}
+			rel = ""
+		} else if opts.Exclude != nil && opts.Exclude(rel, d) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		name := rel
+		if prefix != "" {
+			name = path.Join(prefix, rel)
+		}
+		info, err := d.Info()
+		if err != nil {
+			if opts.SkipVanished && errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		hdr := &tar.Header{Name: name, ModTime: info.ModTime(), Mode: int64(info.Mode().Perm())}
+		switch {
+		case info.Mode().IsRegular():
+			hdr.Typeflag, hdr.Size = tar.TypeReg, info.Size()
+		case info.IsDir():
+			hdr.Typeflag, hdr.Name = tar.TypeDir, name+"/"
+		case info.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, target
+		default:
+			return nil // sockets, devices, FIFOs are never archived
+		}
+		if hdr.Typeflag != tar.TypeReg {
+			st.Entries++
+			return tw.WriteHeader(hdr)
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			if opts.SkipVanished && errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		defer f.Close()
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		n, err := io.CopyN(tw, f, hdr.Size)
+		st.Bytes += n
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return fmt.Errorf("archive: %s shrank while being archived", rel)
+			}
+			return err
+		}
+		st.Entries++
+		return nil
+	})
+	if err != nil {
+		return st, err
+	}
+	return st, tw.Close()
+}
+
+// ExtractOptions bound an extraction; zero fields take the defaults.
+type ExtractOptions struct {
+	MaxEntryBytes int64
+	MaxTotalBytes int64
+	MaxEntries    int
+	// StripPrefix, when set, is removed from every entry name; entries
+	// outside it are refused.
+	StripPrefix string
+}
+
+// ExtractTarGz extracts a gzip-compressed tar into dst (created if absent).
+func ExtractTarGz(r io.Reader, dst string, opts ExtractOptions) (Stats, error) {
+	zr, err := gzip.NewReader(r)
+	if err != nil {
+		return Stats{}, fmt.Errorf("archive: not a gzip stream: %w", err)
+	}
+	defer zr.Close()
+	return ExtractTar(zr, dst, opts)
+}
+
+// ExtractTar extracts an uncompressed tar into dst (created if absent).
+// On error, entries extracted so far stay; callers extract into a staging
+// directory and move it into place on success.
+func ExtractTar(r io.Reader, dst string, opts ExtractOptions) (Stats, error) {
+	if opts.MaxEntryBytes <= 0 {
+		opts.MaxEntryBytes = DefaultMaxEntryBytes
+	}
+	if opts.MaxTotalBytes <= 0 {
+		opts.MaxTotalBytes = DefaultMaxTotalBytes
+	}
+	if opts.MaxEntries <= 0 {
+		opts.MaxEntries = DefaultMaxEntries
+	}
+	var st Stats
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return st, err
+	}
+	root, err := os.OpenRoot(dst)
+	if err != nil {
+		return st, err
+	}
+	defer root.Close()
+	strip := strings.Trim(opts.StripPrefix, "/")
+
+	tr := tar.NewReader(r)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return st, nil
+		}
+		if err != nil {
+			return st, fmt.Errorf("archive: reading tar: %w", err)
+		}
+		if hdr.Typeflag == tar.TypeXGlobalHeader {
+			continue // metadata only (git archive writes one with the commit id)
+		}
+		name, err := entryName(hdr.Name, strip)
+		if err != nil {
+			return st, err
+		}
+		if name == "" {
+			continue // the root itself
+		}
+		if st.Entries++; st.Entries > opts.MaxEntries {
+			return st, &EntryError{Name: hdr.Name, Reason: fmt.Sprintf("more than %d entries", opts.MaxEntries), Kind: ErrTooLarge}
+		}
+		mode := fs.FileMode(hdr.Mode).Perm()
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			if err := root.MkdirAll(name, 0o755); err != nil {
+				return st, fmt.Errorf("archive: %s: %w", hdr.Name, err)
+			}
+		case tar.TypeReg, tar.TypeRegA:
+			if hdr.Size < 0 || hdr.Size > opts.MaxEntryBytes {
+				return st, &EntryError{Name: hdr.Name, Reason: fmt.Sprintf("entry of %d bytes exceeds the per-entry limit of %d bytes", hdr.Size, opts.MaxEntryBytes), Kind: ErrTooLarge}
+			}
+			if st.Bytes+hdr.Size > opts.MaxTotalBytes {
+				return st, &EntryError{Name: hdr.Name, Reason: fmt.Sprintf("archive content exceeds the total limit of %d bytes", opts.MaxTotalBytes), Kind: ErrTooLarge}
+			}
+			if err := prepareParent(root, name); err != nil {
+				return st, fmt.Errorf("archive: %s: %w", hdr.Name, err)
+			}
+			f, err := root.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode|0o200)
+			if err != nil {
+				return st, fmt.Errorf("archive: %s: %w", hdr.Name, err)
+			}
+			n, err := io.Copy(f, io.LimitReader(tr, hdr.Size))
+			st.Bytes += n
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return st, fmt.Errorf("archive: %s: %w", hdr.Name, err)
+			}
+			if n != hdr.Size {
+				return st, fmt.Errorf("archive: %s: truncated entry (%d of %d bytes)", hdr.Name, n, hdr.Size)
+			}
+			if mode&0o200 == 0 {
+				_ = root.Chmod(name, mode)
+			}
+		case tar.TypeSymlink:
+			if err := checkLinkTarget(name, hdr.Linkname); err != nil {
+				return st, &EntryError{Name: hdr.Name, Reason: err.Error(), Kind: ErrUnsafeEntry}
+			}
+			if err := prepareParent(root, name); err != nil {
+				return st, fmt.Errorf("archive: %s: %w", hdr.Name, err)
+			}
+			if err := root.Symlink(hdr.Linkname, name); err != nil {
+				return st, fmt.Errorf("archive: %s: %w", hdr.Name, err)
+			}
+		case tar.TypeLink:
+			target, err := entryName(hdr.Linkname, strip)
+			if err != nil || target == "" {
+				return st, &EntryError{Name: hdr.Name, Reason: fmt.Sprintf("hard link to %q points outside the target", hdr.Linkname), Kind: ErrUnsafeEntry}
+			}
+			fi, err := root.Lstat(target)
+			if err != nil || !fi.Mode().IsRegular() {
+				return st, &EntryError{Name: hdr.Name, Reason: fmt.Sprintf("hard link to %q, which is not an extracted regular file", hdr.Linkname), Kind: ErrUnsafeEntry}
+			}
+			if err := prepareParent(root, name); err != nil {
+				return st, fmt.Errorf("archive: %s: %w", hdr.Name, err)
+			}
+			if err := root.Link(target, name); err != nil {
+				return st, fmt.Errorf("archive: %s: %w", hdr.Name, err)
+			}
+		case tar.TypeChar, tar.TypeBlock:
+			return st, &EntryError{Name: hdr.Name, Reason: "device files are not allowed", Kind: ErrUnsafeEntry}
+		case tar.TypeFifo:
+			return st, &EntryError{Name: hdr.Name, Reason: "FIFOs are not allowed", Kind: ErrUnsafeEntry}
+		default:
+			return st, &EntryError{Name: hdr.Name, Reason: fmt.Sprintf("unsupported entry type %q", hdr.Typeflag), Kind: ErrUnsafeEntry}
+		}
+		if !hdr.ModTime.IsZero() && hdr.Typeflag != tar.TypeSymlink && hdr.Typeflag != tar.TypeLink {
+			_ = root.Chtimes(name, hdr.ModTime, hdr.ModTime)
+		}
+	}
+}
+
+// entryName validates a tar name and returns it relative to the target
+// ("" for the root itself).
+func entryName(raw, strip string) (string, error) {
+	if strings.IndexByte(raw, 0) >= 0 || strings.Contains(raw, `\`) {
+		return "", &EntryError{Name: raw, Reason: "name contains a NUL byte or backslash", Kind: ErrUnsafeEntry}
+	}
+	if strings.HasPrefix(raw, "/") {
+		return "", &EntryError{Name: raw, Reason: "absolute path", Kind: ErrUnsafeEntry}
+	}
+	for _, seg := range strings.Split(raw, "/") {
+		if seg == ".." {
+			return "", &EntryError{Name: raw, Reason: `path contains ".."`, Kind: ErrUnsafeEntry}
+		}
+	}
+	name := path.Clean(raw)
+	if strip != "" {
+		if name == strip {
+			return "", nil
+		}
+		if !strings.HasPrefix(name, strip+"/") {
+			return "", &EntryError{Name: raw, Reason: fmt.Sprintf("entry outside %s/", strip), Kind: ErrUnsafeEntry}
+		}
+		name = strings.TrimPrefix(name, strip+"/")
+	}
+	if name == "." {
+		return "", nil
+	}
+	if !filepath.IsLocal(filepath.FromSlash(name)) {
+		return "", &EntryError{Name: raw, Reason: "path is not local to the target", Kind: ErrUnsafeEntry}
+	}
+	return name, nil
+}
+
+// checkLinkTarget refuses symlink targets that are absolute or resolve,
+// lexically from the link's directory, outside the target.
+func checkLinkTarget(name, target string) error {
+	if target == "" || strings.IndexByte(target, 0) >= 0 {
+		return fmt.Errorf("symlink with an empty or NUL target")
+	}
+	if strings.HasPrefix(target, "/") {
+		return fmt.Errorf("symlink to absolute path %q points outside the target", target)
+	}
+	resolved := path.Join(path.Dir(name), target)
+	if resolved == ".." || strings.HasPrefix(resolved, "../") {
+		return fmt.Errorf("symlink to %q points outside the target", target)
+	}
+	return nil
+}
+
+// prepareParent creates the parent directories of name and removes an
+// existing symlink or file at name itself, so a write never follows a link
+// left there by an earlier entry or an earlier extraction.
+func prepareParent(root *os.Root, name string) error {
+	if dir := path.Dir(name); dir != "." {
+		if err := root.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+	}
+	fi, err := root.Lstat(name)
+	if err == nil && !fi.IsDir() {
+		return root.Remove(name)
+	}
+	if err == nil && fi.IsDir() {
+		return fmt.Errorf("a directory is in the way")
+	}
+	return nil
+}

@@ -1,0 +1,242 @@
+package archive
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+type entry struct {
+	name, link string
+	typ        byte
+	body       string
+	size       int64 // header size when it should differ from len(body)
+}
+
+func buildTar(t testing.TB, entries []entry) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range entries {
+		h := &tar.Header{Name: e.name, Linkname: e.link, Typeflag: e.typ, Mode: 0o644, ModTime: time.Unix(1700000000, 0)}
+		if e.typ == tar.TypeReg {
+			h.Size = int64(len(e.body))
+			if e.size != 0 {
+				h.Size = e.size
+			}
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if e.typ == tar.TypeReg && e.size == 0 {
+			if _, err := tw.Write([]byte(e.body)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(entries) > 0 && entries[len(entries)-1].size != 0 {
+		// A lying header: stop without padding; the reader fails or the
+		// size check refuses first.
+		return buf.Bytes()
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func TestExtractRefusesHostileArchives(t *testing.T) {
+	limits := ExtractOptions{MaxEntryBytes: 1 << 20, MaxTotalBytes: 2 << 20}
+	tests := []struct {
+		name    string
+		entries []entry
+		kind    error
+		msg     string
+	}{
+		{"dotdot escape", []entry{{name: "../evil", typ: tar.TypeReg, body: "x"}}, ErrUnsafeEntry, `path contains ".."`},
+		{"nested dotdot", []entry{{name: "a/../../evil", typ: tar.TypeReg, body: "x"}}, ErrUnsafeEntry, `".."`},
+		{"absolute path", []entry{{name: "/etc/evil", typ: tar.TypeReg, body: "x"}}, ErrUnsafeEntry, "absolute path"},
+		{"symlink absolute", []entry{{name: "l", typ: tar.TypeSymlink, link: "/etc/passwd"}}, ErrUnsafeEntry, "absolute path"},
+		{"symlink out", []entry{{name: "a/l", typ: tar.TypeSymlink, link: "../../outside"}}, ErrUnsafeEntry, "points outside"},
+		{"symlink then write through it", []entry{
+			{name: "l", typ: tar.TypeSymlink, link: "../"},
+			{name: "l/evil", typ: tar.TypeReg, body: "x"},
+		}, ErrUnsafeEntry, "points outside"},
+		{"hardlink out", []entry{{name: "h", typ: tar.TypeLink, link: "../../etc/passwd"}}, ErrUnsafeEntry, "outside the target"},
+		{"hardlink absolute", []entry{{name: "h", typ: tar.TypeLink, link: "/etc/passwd"}}, ErrUnsafeEntry, "outside the target"},
+		{"char device", []entry{{name: "dev", typ: tar.TypeChar}}, ErrUnsafeEntry, "device files"},
+		{"block device", []entry{{name: "dev", typ: tar.TypeBlock}}, ErrUnsafeEntry, "device files"},
+		{"fifo", []entry{{name: "p", typ: tar.TypeFifo}}, ErrUnsafeEntry, "FIFO"},
+		{"huge entry", []entry{{name: "big", typ: tar.TypeReg, size: 1 << 40}}, ErrTooLarge, "exceeds the per-entry limit"},
+		{"total too large", []entry{
+			{name: "a", typ: tar.TypeReg, body: strings.Repeat("a", 900<<10)},
+			{name: "b", typ: tar.TypeReg, body: strings.Repeat("b", 900<<10)},
+			{name: "c", typ: tar.TypeReg, body: strings.Repeat("c", 900<<10)},
+		}, ErrTooLarge, "total limit"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			parent := t.TempDir()
+			dst := filepath.Join(parent, "dst")
+			_, err := ExtractTar(bytes.NewReader(buildTar(t, tt.entries)), dst, limits)
+			if !errors.Is(err, tt.kind) {
+				t.Fatalf("err = %v, want %v", err, tt.kind)
+			}
+			var ee *EntryError
+			if !errors.As(err, &ee) || !strings.Contains(err.Error(), tt.msg) {
+				t.Fatalf("err = %v, want an *EntryError mentioning %q", err, tt.msg)
+			}
+			assertNothingOutside(t, parent, dst)
+		})
+	}
+}
+
+// assertNothingOutside checks that parent holds only dst.
+func assertNothingOutside(t *testing.T, parent, dst string) {
+	t.Helper()
+	ents, err := os.ReadDir(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if filepath.Join(parent, e.Name()) != dst {
+			t.Fatalf("extraction wrote %s outside the target", e.Name())
+		}
+	}
+}
+
+func TestExtractAllowsInsideLinks(t *testing.T) {
+	dst := t.TempDir()
+	data := buildTar(t, []entry{
+		{name: "./", typ: tar.TypeDir},
+		{name: "pkg/bin/tool", typ: tar.TypeReg, body: "#!/bin/sh\n"},
+		{name: ".bin/tool", typ: tar.TypeSymlink, link: "../pkg/bin/tool"},
+		{name: "pkg/bin/tool2", typ: tar.TypeLink, link: "pkg/bin/tool"},
+	})
+	if _, err := ExtractTar(bytes.NewReader(data), dst, ExtractOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dst, ".bin/tool"))
+	if err != nil || string(b) != "#!/bin/sh\n" {
+		t.Fatalf("read through link: %q %v", b, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dst, "pkg/bin/tool2")); string(b) != "#!/bin/sh\n" {
+		t.Fatal("hard link content")
+	}
+}
+
+func TestExtractDoesNotFollowPreexistingLink(t *testing.T) {
+	parent := t.TempDir()
+	dst := filepath.Join(parent, "dst")
+	outside := filepath.Join(parent, "outside")
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(outside, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dst, "f")); err != nil {
+		t.Fatal(err)
+	}
+	data := buildTar(t, []entry{{name: "f", typ: tar.TypeReg, body: "new"}})
+	if _, err := ExtractTar(bytes.NewReader(data), dst, ExtractOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(outside); string(b) != "keep" {
+		t.Fatalf("outside file overwritten: %q", b)
+	}
+}
+
+func TestRoundTripDeterministic(t *testing.T) {
+	src := t.TempDir()
+	files := map[string]string{"b.txt": "b", "a/z.txt": "z", "a/y.txt": "y", "skip/x": "x", "exec.sh": "#!/bin/sh"}
+	for name, body := range files {
+		p := filepath.Join(src, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Chmod(filepath.Join(src, "exec.sh"), 0o755)
+	os.Symlink("a/z.txt", filepath.Join(src, "link"))
+	excl := func(rel string, d fs.DirEntry) bool { return rel == "skip" }
+	var one, two bytes.Buffer
+	if _, err := CreateTarGz(&one, src, CreateOptions{Exclude: excl}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := CreateTarGz(&two, src, CreateOptions{Exclude: excl}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(one.Bytes(), two.Bytes()) {
+		t.Fatal("two archives of the same tree differ")
+	}
+	dst := t.TempDir()
+	st, err := ExtractTarGz(bytes.NewReader(one.Bytes()), dst, ExtractOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Bytes != int64(len("bzy#!/bin/sh")) {
+		t.Fatalf("bytes = %d", st.Bytes)
+	}
+	if _, err := os.Stat(filepath.Join(dst, "skip")); !os.IsNotExist(err) {
+		t.Fatal("excluded dir extracted")
+	}
+	if fi, _ := os.Stat(filepath.Join(dst, "exec.sh")); fi.Mode().Perm() != 0o755 {
+		t.Fatalf("mode = %v", fi.Mode())
+	}
+	if target, _ := os.Readlink(filepath.Join(dst, "link")); target != "a/z.txt" {
+		t.Fatalf("link = %q", target)
+	}
+	// Prefix and StripPrefix.
+	var pre bytes.Buffer
+	if _, err := CreateTar(&pre, src, CreateOptions{Prefix: "node_modules/", Exclude: excl}); err != nil {
+		t.Fatal(err)
+	}
+	dst2 := t.TempDir()
+	if _, err := ExtractTar(bytes.NewReader(pre.Bytes()), dst2, ExtractOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dst2, "node_modules/a/y.txt")); string(b) != "y" {
+		t.Fatal("prefix")
+	}
+}
+
+func TestNotGzip(t *testing.T) {
+	_, err := ExtractTarGz(strings.NewReader("plain"), t.TempDir(), ExtractOptions{})
+	if err == nil || !strings.Contains(err.Error(), "not a gzip stream") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// FuzzExtract feeds arbitrary bytes to the extractor: it must never panic,
+// never write outside the target, and never leave a symlink that resolves
+// outside it.
+func FuzzExtract(f *testing.F) {
+	f.Add(buildTar(f, []entry{{name: "a/b", typ: tar.TypeReg, body: "x"}}))
+	f.Add(buildTar(f, []entry{{name: "l", typ: tar.TypeSymlink, link: "a"}, {name: "a/", typ: tar.TypeDir}, {name: "l/x", typ: tar.TypeReg, body: "y"}}))
+	f.Add(buildTar(f, []entry{{name: "../x", typ: tar.TypeReg, body: "x"}}))
+	f.Add(buildTar(f, []entry{{name: "h", typ: tar.TypeLink, link: "a"}}))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		parent := t.TempDir()
+		dst := filepath.Join(parent, "dst")
+		_, _ = ExtractTar(bytes.NewReader(data), dst, ExtractOptions{MaxEntryBytes: 1 << 16, MaxTotalBytes: 1 << 18, MaxEntries: 1000})
+		assertNothingOutside(t, parent, dst)
+		filepath.WalkDir(dst, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.Type()&fs.ModeSymlink == 0 {
+				return nil
+			}
+			target, _ := os.Readlink(p)
+			rel, _ := filepath.Rel(dst, filepath.Join(filepath.Dir(p), target))
+			if filepath.IsAbs(target) || !filepath.IsLocal(rel) && rel != "." {
+				t.Fatalf("symlink %s -> %s escapes", p, target)
+			}
+			return nil
+		})
+	})
+}

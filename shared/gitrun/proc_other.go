@@ -1,0 +1,7 @@
+//go:build !unix
+
+package gitrun
+
+import "os/exec"
+
+func setProcessGroup(cmd *exec.Cmd) {}

@@ -1,0 +1,153 @@
+package wire
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Webhook channel (spec 2.4, 2.5, 4.2; DESIGN.md §5 and §6).
+//
+// The API's agent-proxy forwards /api/projects/{id}/agent-proxy/agent/channels/webhook/*
+// to the pod's /agent/channels/webhook/* with the project's runtime token as
+// a bearer, X-Webhook-Secret and the body unchanged.
+
+// Webhook header and path constants shared by the API proxy and the pod.
+const (
+	// HeaderWebhookSecret carries the channel secret (spec 5.2).
+	HeaderWebhookSecret = "X-Webhook-Secret"
+	// WebhookPathPrefix is the pod-side prefix of the webhook routes.
+	WebhookPathPrefix = "/agent/channels/webhook"
+)
+
+// ChannelConfig is the answer of GET /internal/projects/{id}/channel: the
+// webhook channel of the project, read by the pod with its runtime token so
+// that `apiserver admin channel set` reaches it without a restart.
+type ChannelConfig struct {
+	// Configured is false when no channel row exists (then Secret is empty
+	// and every external request is rejected).
+	Configured bool   `json:"configured"`
+	ChannelID  string `json:"channelId"`
+	// Secret is the channel secret; empty rejects every external request.
+	Secret string `json:"secret"`
+	// CallbackHeaders are the default headers sent on every callback
+	// (decoded from the JSON object stored with the channel; non-string
+	// values are sent as their JSON text).
+	CallbackHeaders map[string]string `json:"callbackHeaders"`
+}
+
+// WebhookIncoming is the documented body of POST .../incoming (spec 2.4).
+// The pod parses the body itself (snake_case spellings, type checks); this
+// type is for clients and tests.
+type WebhookIncoming struct {
+	Message     string          `json:"message"`
+	SenderID    string          `json:"senderId,omitempty"`
+	SenderName  string          `json:"senderName,omitempty"`
+	CallbackURL string          `json:"callbackUrl,omitempty"`
+	Metadata    json.RawMessage `json:"metadata,omitempty"`
+}
+
+// WebhookReply is the sync answer (200).
+type WebhookReply struct {
+	Reply string `json:"reply"`
+}
+
+// WebhookAccepted is the async answer (202).
+type WebhookAccepted struct {
+	Status  string `json:"status"` // always "accepted"
+	Message string `json:"message"`
+	// CorrelationID is the id the callback (or the outbox message) will carry.
+	CorrelationID string `json:"correlationId"`
+}
+
+// WebhookCallback is the body POSTed to callbackUrl (spec 2.5, 6), signed
+// with Standard Webhooks headers (webhook-id, webhook-timestamp,
+// webhook-signature) keyed by the channel secret.
+type WebhookCallback struct {
+	Reply         string          `json:"reply"`
+	CorrelationID string          `json:"correlationId"`
+	Metadata      json.RawMessage `json:"metadata"`
+}
+
+// WebhookHealth is GET .../health (spec 2.5).
+type WebhookHealth struct {
+	// Connected: the pod reached the API for the channel config and the
+	// agent is ready to take turns.
+	Connected bool `json:"connected"`
+	HasSecret bool `json:"hasSecret"`
+	// MessageCount is the number of inbound messages accepted since the pod
+	// started.
+	MessageCount int64 `json:"messageCount"`
+	// OutboxPending is the number of replies waiting in the outbox.
+	OutboxPending int `json:"outboxPending"`
+}
+
+// Activity directions and statuses.
+const (
+	DirectionInbound  = "inbound"
+	DirectionOutbound = "outbound"
+
+	ActivityProcessing = "processing" // inbound: the agent is working
+	ActivityReplied    = "replied"    // inbound: reply given (sync 200 or async done)
+	ActivityTimedOut   = "timed_out"  // inbound: sync reply_timeout (504); reply goes to the outbox
+	ActivityFailed     = "failed"     // inbound: the agent failed; outbound: not delivered
+	ActivityDelivering = "delivering" // outbound: callback in progress
+	ActivityDelivered  = "delivered"  // outbound: callback answered 2xx
+	ActivityOutboxed   = "outboxed"   // outbound: reply put in the outbox
+	ActivityFetched    = "fetched"    // outbound: reply taken from the outbox
+)
+
+// ActivityEvent is one entry of GET .../activity.
+type ActivityEvent struct {
+	ID            string `json:"id"`
+	Direction     string `json:"direction"` // inbound or outbound
+	CorrelationID string `json:"correlationId,omitempty"`
+	SenderID      string `json:"senderId,omitempty"`
+	SenderName    string `json:"senderName,omitempty"`
+	// Mode is sync, async or outbox.
+	Mode string `json:"mode,omitempty"`
+	// Preview is the start of the message (inbound) or the reply (outbound).
+	Preview    string `json:"preview"`
+	Status     string `json:"status"`
+	Error      string `json:"error,omitempty"`
+	Attempts   int    `json:"attempts,omitempty"` // outbound callbacks
+	DurationMS int64  `json:"durationMs"`
+	// CreatedAt is when the event started; LastTriggeredAt when it last changed.
+	CreatedAt       time.Time `json:"createdAt"`
+	LastTriggeredAt time.Time `json:"lastTriggeredAt"`
+	FinishedAt      time.Time `json:"finishedAt,omitzero"`
+}
+
+// WebhookActivity is GET .../activity: at most the last 50 events, newest first.
+type WebhookActivity struct {
+	Events []ActivityEvent `json:"events"`
+}
+
+// OutboxMessage is one pending outbound message (DESIGN.md §6).
+type OutboxMessage struct {
+	ID            string          `json:"id"`
+	CorrelationID string          `json:"correlationId"`
+	Reply         string          `json:"reply"`
+	Metadata      json.RawMessage `json:"metadata"`
+	CreatedAt     time.Time       `json:"createdAt"`
+}
+
+// OutboxResponse is GET .../outbox/{channelId}?wait=&limit=: the messages
+// returned are acknowledged (removed) by the call.
+type OutboxResponse struct {
+	Messages []OutboxMessage `json:"messages"`
+}
+
+// WebhookErrorBody is the error body of the webhook routes: the envelope of
+// spec 2.3 with the correlationId when a request has one (504 reply_timeout).
+type WebhookErrorBody struct {
+	Error WebhookErrorDetail `json:"error"`
+}
+
+// WebhookErrorDetail is the inside of WebhookErrorBody.
+type WebhookErrorDetail struct {
+	Message       string `json:"message"`
+	Type          string `json:"type"`
+	Code          string `json:"code"`
+	CorrelationID string `json:"correlationId,omitempty"`
+	ChannelID     string `json:"channelId,omitempty"`
+}
