@@ -17,6 +17,8 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/admin"
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
 	"github.com/svc-dev/svc/apiserver/internal/config"
+	"github.com/svc-dev/svc/apiserver/internal/hydrate"
+	"github.com/svc-dev/svc/apiserver/internal/objstoreopen"
 	"github.com/svc-dev/svc/apiserver/internal/server"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
@@ -109,10 +111,20 @@ func serve(ctx context.Context, args []string, dev bool) error {
 		}
 		a.cfg.RuntimeAuthSecret = secret
 	}
+	objs, err := objstoreopen.Open(ctx, a.cfg, a.log)
+	if err != nil {
+		return err
+	}
+	hyd, err := hydrate.New(hydrate.Options{Store: objs.Store, Dir: filepath.Join(a.cfg.DataDir, "hydrated"),
+		Checkpoints: a.store, DiskBudget: a.cfg.HydrateDiskBudget, Log: a.log})
+	if err != nil {
+		return err
+	}
 	srv := server.New(server.Deps{
 		Store: a.store, Catalog: a.cat, Log: a.log,
 		Upstream:      upstream.New(upstream.Options{HeaderTimeout: a.cfg.UpstreamTimeout}),
 		RuntimeSecret: []byte(a.cfg.RuntimeAuthSecret), MaxBodyBytes: a.cfg.MaxBodyBytes,
+		Hydrate: hyd, ObjectsHandler: objs.Handler,
 	})
 	ln, err := net.Listen("tcp", a.cfg.HTTPAddr)
 	if err != nil {

@@ -2,12 +2,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"time"
+
+	"github.com/svc-dev/svc/apiserver/internal/publish"
 )
 
-// publishFunc calls a pod's git-flush with a publish tag (spec 10.4); it is
-// wired to the publish package once that exists.
+// publishFunc calls a pod's git-flush with a publish tag (spec 10.4).
 var publishFunc = func(ctx context.Context, podURL, token, subdomain string, now time.Time) (string, string, error) {
-	return "", "", errors.New("publish: not wired")
+	res, err := publish.Publish(ctx, podURL, token, subdomain, now)
+	return res.SHA, res.Tag, err
 }

@@ -63,17 +63,22 @@ var ErrUsage = errors.New("admin: usage")
 
 // Run executes one command, e.g. args = ["key", "create", "--workspace", "ws_…"].
 func Run(ctx context.Context, env *Env, args []string) error {
-	if len(args) < 2 {
+	if len(args) == 0 {
 		return fmt.Errorf("%w\n%s", ErrUsage, Usage())
 	}
-	name := args[0] + " " + args[1]
+	// Commands are one word (parity-check) or two (key create).
+	name, rest := args[0], args[1:]
 	cmd, ok := commands[name]
+	if !ok && len(args) > 1 {
+		name, rest = args[0]+" "+args[1], args[2:]
+		cmd, ok = commands[name]
+	}
 	if !ok {
-		return fmt.Errorf("%w: unknown command %q\n%s", ErrUsage, name, Usage())
+		return fmt.Errorf("%w: unknown command %q\n%s", ErrUsage, strings.Join(args[:min(2, len(args))], " "), Usage())
 	}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	out, err := cmd.run(ctx, env, fs, args[2:])
+	out, err := cmd.run(ctx, env, fs, rest)
 	if err != nil {
 		return err
 	}
@@ -162,6 +167,13 @@ func init() {
 			return nil, err
 		}
 		return env.Store.CreateProject(ctx, *ws, *name)
+	})
+	register("project show", "--id P", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
+		id := fs.String("id", "", "")
+		if err := parse(fs, args, "id"); err != nil {
+			return nil, err
+		}
+		return env.Store.GetProject(ctx, *id)
 	})
 	register("project set-sync-mode", "--id P --mode s3|dual_shadow|git_only", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
 		id, mode := fs.String("id", "", ""), fs.String("mode", "", "")

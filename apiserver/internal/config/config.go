@@ -38,6 +38,7 @@ type Config struct {
 	PodagentBin       string
 	CallbackAllowed   string
 	PprofAddr         string
+	HydrateDiskBudget int64
 }
 
 type option struct {
@@ -72,6 +73,7 @@ var options = []option{
 	{flag: "public-url", env: "SVC_PUBLIC_URL", usage: "externally reachable base URL (presigned fs URLs); default http://<http-addr>", set: str(func(c *Config) *string { return &c.PublicURL })},
 	{flag: "podagent-bin", env: "SVC_PODAGENT_BIN", def: "podagent", usage: "podagent binary for the local runtime driver", set: str(func(c *Config) *string { return &c.PodagentBin })},
 	{flag: "pprof-addr", env: "SVC_PPROF_ADDR", usage: "serve net/http/pprof on this address (off when empty; keep it on loopback)", set: str(func(c *Config) *string { return &c.PprofAddr })},
+	{flag: "hydrate-disk-budget", env: "SVC_HYDRATE_DISK_BUDGET", def: "10737418240", usage: "bytes of hydrated repository copies kept under <data-dir>/hydrated before least-recently-used ones are evicted (0: no bound)", set: func(c *Config, v string) (err error) { c.HydrateDiskBudget, err = strconv.ParseInt(v, 10, 64); return }},
 	{flag: "callback-allowed-nets", env: "SVC_CALLBACK_ALLOWED_NETS", usage: "CIDRs callbacks may reach despite the SSRF guard", set: str(func(c *Config) *string { return &c.CallbackAllowed })},
 }
 

@@ -18,8 +18,12 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/auth"
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
+	"github.com/svc-dev/svc/apiserver/internal/checkpointsapi"
+	"github.com/svc-dev/svc/apiserver/internal/gitserver"
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
+	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/metering"
+	"github.com/svc-dev/svc/apiserver/internal/objstoreopen"
 	"github.com/svc-dev/svc/apiserver/internal/publicapi"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
@@ -33,6 +37,11 @@ type Deps struct {
 	Log           *zap.Logger
 	RuntimeSecret []byte
 	MaxBodyBytes  int64
+	// Hydrate serves checkpoint reads and smart-HTTP git (nil: not mounted).
+	Hydrate *hydrate.Manager
+	// ObjectsHandler serves the fs object store's presigned URLs at
+	// objstoreopen.FSBasePath (nil for s3).
+	ObjectsHandler http.Handler
 }
 
 // Server is the assembled HTTP server.
@@ -76,6 +85,15 @@ func New(d Deps) *Server {
 	internal := e.Group("/internal/projects/:id", httpmw.Runtime(a, "id"))
 	internal.POST("/chat/completions", api.ChatCompletions)
 	s.registerInternal(internal)
+
+	if d.Hydrate != nil {
+		(&checkpointsapi.API{Hydrate: d.Hydrate, Store: d.Store, Log: d.Log.Named("checkpoints")}).
+			Register(e, httpmw.APIKey(a), httpmw.ProjectMember(d.Store, "id"))
+		(&gitserver.Server{Hydrate: d.Hydrate, Store: d.Store, Auth: a, Log: d.Log}).Register(e)
+	}
+	if d.ObjectsHandler != nil {
+		e.Any(objstoreopen.FSBasePath+"/*", echo.WrapHandler(d.ObjectsHandler))
+	}
 	return s
 }
 

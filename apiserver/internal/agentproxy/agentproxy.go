@@ -1,0 +1,259 @@
+// Package agentproxy is the API side of the webhook channel (spec 1, 4.2,
+// 5.2, 7.2; DESIGN.md §5 and §6):
+//
+//	/api/projects/{projectId}/agent-proxy/agent/channels/webhook/{incoming,health,activity,outbox/{channelId}}
+//
+// Routes are mounted behind cloud auth (an API key of a member of the
+// project's workspace: httpmw.APIKey then httpmw.ProjectMember), so a request
+// that fails it never reaches the agent. The proxy then asks the runtime
+// driver for the project's agent — a local podagent, a pod, or a paired
+// machine through its tunnel: the URL is the same whatever runs it — and
+// forwards the request: body, query and X-Webhook-Secret unchanged, the
+// client's Authorization replaced by the project's runtime token, hop-by-hop
+// headers dropped. The answer streams back as it comes. A request is sent at
+// most once: the proxy never retries.
+package agentproxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"go.uber.org/zap"
+
+	"github.com/svc-dev/svc/apiserver/internal/apierr"
+	"github.com/svc-dev/svc/apiserver/internal/httpmw"
+	"github.com/svc-dev/svc/apiserver/internal/runtime"
+)
+
+// DefaultTimeout bounds one proxied exchange. It is above the agent's own
+// 120 s sync reply timeout (spec 8), so the agent's 504 reply_timeout with its
+// correlationId reaches the caller rather than a proxy timeout.
+const DefaultTimeout = 150 * time.Second
+
+// DefaultPrefixes are the agent paths the proxy forwards: the channel routes
+// and the pod's health probes. Other /agent/* routes (git-flush) are the
+// API's own business and are not reachable through the proxy.
+var DefaultPrefixes = []string{"/agent/channels/", "/healthz", "/readyz"}
+
+// Proxy forwards agent-proxy requests to the project's runtime.
+type Proxy struct {
+	// Runtime finds or starts the project's agent (runtime.Router).
+	Runtime runtime.Driver
+	// Transport carries requests to endpoints without their own transport.
+	Transport http.RoundTripper
+	// Timeout bounds the exchange with the agent (DefaultTimeout when zero);
+	// a cold start has its own bound in the driver.
+	Timeout time.Duration
+	// Prefixes are the forwarded agent paths (DefaultPrefixes when nil): a
+	// path equal to one, or under one ending in "/".
+	Prefixes []string
+	Log      *zap.Logger
+}
+
+// NewTransport returns the transport for agents reached over the network: no
+// response-header timeout (a sync turn may take 120 s), no transparent
+// compression (the body passes through as the agent wrote it).
+func NewTransport() *http.Transport {
+	return &http.Transport{
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   32,
+		IdleConnTimeout:       90 * time.Second,
+		DisableCompression:    true,
+		ExpectContinueTimeout: time.Second,
+	}
+}
+
+// Register mounts the proxy under g, which must already carry cloud auth
+// (APIKey, then ProjectMember on the route parameter of the project id).
+func (p *Proxy) Register(g *echo.Group) {
+	g.Any("/*", p.Handle)
+}
+
+// Handle proxies one request; ProjectMember has loaded the project.
+func (p *Proxy) Handle(c echo.Context) error {
+	req := c.Request()
+	rest, rawRest, ok := agentPath(req.URL)
+	if !ok || !p.allowed(rest) {
+		return apierr.NotFound("not_found", "No such agent route.")
+	}
+	proj := httpmw.ProjectFrom(c)
+	log := p.log().With(zap.String("projectId", proj.ID), zap.String("path", rest))
+
+	ep, err := p.Runtime.Ensure(req.Context(), proj)
+	if err != nil {
+		return p.runtimeError(req.Context(), log, err)
+	}
+
+	timeout := p.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), timeout)
+	defer cancel()
+
+	transport := ep.Transport
+	if transport == nil {
+		transport = p.Transport
+	}
+	if transport == nil {
+		transport = http.DefaultTransport
+	}
+	var proxyErr error
+	rp := &httputil.ReverseProxy{
+		Transport:     onceTransport{transport},
+		FlushInterval: -1, // stream: flush after every write
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			out := pr.Out
+			out.URL.Scheme, out.URL.Host = ep.URL.Scheme, ep.URL.Host
+			out.URL.Path = singleJoin(ep.URL.Path, rest)
+			out.URL.RawPath = ""
+			if ep.URL.RawPath != "" || rawRest != rest {
+				out.URL.RawPath = singleJoin(ep.URL.EscapedPath(), rawRest)
+			}
+			out.URL.RawQuery = pr.In.URL.RawQuery
+			out.Host = ep.URL.Host
+			out.Header.Set("Authorization", "Bearer "+ep.Token)
+			if id := c.Response().Header().Get(echo.HeaderXRequestID); id != "" {
+				out.Header.Set(echo.HeaderXRequestID, id)
+			}
+			pr.SetXForwarded()
+		},
+		ModifyResponse: func(res *http.Response) error {
+			// The API's request id is the one the caller sees.
+			res.Header.Del(echo.HeaderXRequestID)
+			return nil
+		},
+		ErrorHandler: func(_ http.ResponseWriter, _ *http.Request, err error) { proxyErr = err },
+		ErrorLog:     zap.NewStdLog(log),
+	}
+	rp.ServeHTTP(c.Response(), req.WithContext(ctx))
+	if proxyErr != nil {
+		return p.upstreamError(req.Context(), ctx, log, proxyErr)
+	}
+	return nil
+}
+
+// onceTransport makes sure the round tripper below never replays a request:
+// net/http retries a request on a broken keep-alive connection when it thinks
+// the request is replayable (no body and an idempotent method or an
+// Idempotency-Key header). For a non-idempotent method the proxy gives the
+// request a body that cannot be rewound, which turns that off.
+type onceTransport struct{ rt http.RoundTripper }
+
+func (t onceTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if !idempotent(r.Method) && (r.Body == nil || r.Body == http.NoBody) {
+		r.Body, r.GetBody = io.NopCloser(strings.NewReader("")), nil
+		r.ContentLength = 0
+	}
+	r.GetBody = nil
+	return t.rt.RoundTrip(r)
+}
+
+func idempotent(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	return false
+}
+
+// agentPath returns the path after /agent-proxy (decoded and as sent).
+func agentPath(u *url.URL) (rest, rawRest string, ok bool) {
+	const marker = "/agent-proxy/"
+	raw := u.EscapedPath()
+	i := strings.Index(raw, marker)
+	if i < 0 {
+		return "", "", false
+	}
+	rawRest = raw[i+len(marker)-1:]
+	rest, err := url.PathUnescape(rawRest)
+	if err != nil {
+		return "", "", false
+	}
+	// No dot segments or doubled slashes: what is checked is what is sent.
+	if path.Clean(rest) != strings.TrimSuffix(rest, "/") && path.Clean(rest) != rest {
+		return "", "", false
+	}
+	return rest, rawRest, true
+}
+
+func (p *Proxy) allowed(rest string) bool {
+	prefixes := p.Prefixes
+	if prefixes == nil {
+		prefixes = DefaultPrefixes
+	}
+	for _, pre := range prefixes {
+		if rest == pre || (strings.HasSuffix(pre, "/") && strings.HasPrefix(rest, pre) && len(rest) > len(pre)) {
+			return true
+		}
+	}
+	return false
+}
+
+func singleJoin(base, rest string) string {
+	return strings.TrimSuffix(base, "/") + rest
+}
+
+func (p *Proxy) runtimeError(reqCtx context.Context, log *zap.Logger, err error) error {
+	var se *runtime.StartError
+	switch {
+	case errors.As(err, &se):
+		e := apierr.New(http.StatusServiceUnavailable, apierr.TypeServer, "agent_start_failed",
+			"The project's agent failed to start. Retry later.")
+		secs := int((se.RetryAfter + time.Second - 1) / time.Second)
+		e.Headers = map[string]string{"Retry-After": strconv.Itoa(max(secs, 1))}
+		e.Cause = err
+		return e
+	case errors.Is(err, runtime.ErrOffline):
+		return InstanceOffline()
+	case reqCtx.Err() != nil:
+		return clientGone(reqCtx)
+	}
+	return apierr.Internal(err)
+}
+
+// InstanceOffline is spec 7.2's 503 for a project pinned to a paired machine
+// that is not connected.
+func InstanceOffline() *apierr.Error {
+	return apierr.New(http.StatusServiceUnavailable, apierr.TypeServer, "instance_offline",
+		"The project is pinned to a paired machine that is not connected.")
+}
+
+func (p *Proxy) upstreamError(reqCtx, ctx context.Context, log *zap.Logger, err error) error {
+	switch {
+	case reqCtx.Err() != nil:
+		return clientGone(reqCtx)
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		log.Warn("agent did not answer in time", zap.Error(err))
+		return apierr.New(http.StatusGatewayTimeout, apierr.TypeServer, "agent_timeout", "The agent did not answer in time.")
+	case errors.Is(err, runtime.ErrOffline):
+		return InstanceOffline()
+	}
+	e := apierr.New(http.StatusBadGateway, apierr.TypeServer, "agent_unreachable", "The project's agent could not be reached.")
+	e.Cause = err
+	return e
+}
+
+// clientGone: the caller went away; nothing useful can be sent.
+func clientGone(ctx context.Context) error {
+	return apierr.New(499, apierr.TypeInvalidRequest, "client_closed_request", context.Cause(ctx).Error())
+}
+
+func (p *Proxy) log() *zap.Logger {
+	if p.Log == nil {
+		return zap.NewNop()
+	}
+	return p.Log
+}

@@ -1,0 +1,394 @@
+// Package checkpointsapi serves the checkpoint reads of spec 4.3 from the
+// hydrated copy of a project's durable .git (internal/hydrate):
+//
+//	GET /api/projects/:id/checkpoints/graph          commits newest first, tags, Published badge, cursor pagination
+//	GET /api/projects/:id/checkpoints/commits/:sha   one commit with its changed files
+//	GET /api/projects/:id/checkpoints/diff?from=&to= unified diff, capped
+//	GET /api/projects/:id/checkpoints/status         HEAD, sync mode, last row, durable object, publish
+//
+// Every read first refreshes the copy (one ETag probe; a download only when
+// the object changed). A sha or ref from the caller is validated before it
+// reaches git, and reaches it only through gitrun's dynamic arguments.
+// Authentication (API key of a member of the project's workspace) is the
+// routes' middleware.
+package checkpointsapi
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"go.uber.org/zap"
+
+	"github.com/svc-dev/svc/apiserver/internal/apierr"
+	"github.com/svc-dev/svc/apiserver/internal/httpmw"
+	"github.com/svc-dev/svc/apiserver/internal/hydrate"
+	"github.com/svc-dev/svc/apiserver/internal/store"
+)
+
+// Defaults.
+const (
+	DefaultLimit        = 50
+	MaxLimit            = 500
+	DefaultMaxDiffBytes = 1 << 20
+	MaxFiles            = 5000
+)
+
+// API holds the handlers' dependencies.
+type API struct {
+	Hydrate *hydrate.Manager
+	Store   *store.Store
+	Log     *zap.Logger
+	// MaxDiffBytes caps a diff body (default DefaultMaxDiffBytes).
+	MaxDiffBytes int
+	Now          func() time.Time
+}
+
+// Register mounts the routes; mw authenticates and authorises (APIKey,
+// then ProjectMember on the "id" parameter).
+func (a *API) Register(e *echo.Echo, mw ...echo.MiddlewareFunc) {
+	if a.Log == nil {
+		a.Log = zap.NewNop()
+	}
+	if a.Now == nil {
+		a.Now = time.Now
+	}
+	if a.MaxDiffBytes <= 0 {
+		a.MaxDiffBytes = DefaultMaxDiffBytes
+	}
+	const p = "/api/projects/:id/checkpoints"
+	e.GET(p+"/graph", a.Graph, mw...)
+	e.GET(p+"/commits/:sha", a.Commit, mw...)
+	e.GET(p+"/diff", a.Diff, mw...)
+	e.GET(p+"/status", a.Status, mw...)
+}
+
+// acquire refreshes and opens the project's copy, setting the hydrate
+// headers on the response.
+func (a *API) acquire(c echo.Context) (*hydrate.Repo, error) {
+	proj := httpmw.ProjectFrom(c)
+	r, err := a.Hydrate.Acquire(c.Request().Context(), proj.ID)
+	if err != nil {
+		return nil, hydrate.APIError(err)
+	}
+	hydrate.SetHeaders(c.Response().Header(), r)
+	return r, nil
+}
+
+// GraphResponse is the body of GET …/checkpoints/graph.
+type GraphResponse struct {
+	Head       string   `json:"head"`
+	Branch     string   `json:"branch"`
+	Commits    []Commit `json:"commits"`
+	NextCursor string   `json:"nextCursor,omitempty"`
+}
+
+// Graph lists the commits reachable from any ref, newest first (date
+// order, parents before children never). ?limit= (default 50, max 500);
+// ?cursor= is the nextCursor of the previous page: the next page starts
+// after the last commit shown, so commits added in between do not shift it.
+func (a *API) Graph(c echo.Context) error {
+	limit := DefaultLimit
+	if v := c.QueryParam("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxLimit {
+			return apierr.BadRequest("invalid_limit", fmt.Sprintf("limit must be an integer from 1 to %d.", MaxLimit))
+		}
+		limit = n
+	}
+	after := ""
+	if v := c.QueryParam("cursor"); v != "" {
+		b, err := base64.RawURLEncoding.DecodeString(v)
+		if err != nil || !validSHA(string(b)) || (len(b) != 40 && len(b) != 64) {
+			return apierr.BadRequest("invalid_cursor", "cursor must be the nextCursor of a previous page.")
+		}
+		after = string(b)
+	}
+	r, err := a.acquire(c)
+	if err != nil {
+		return err
+	}
+	defer r.Release()
+	ctx := c.Request().Context()
+
+	head, branch, err := headInfo(ctx, r)
+	if err != nil {
+		return apierr.Internal(err)
+	}
+	resp := GraphResponse{Head: head, Branch: branch, Commits: []Commit{}}
+	if head == "" && after == "" {
+		if ok, err := hasRefs(ctx, r); err != nil || !ok {
+			return c.JSON(http.StatusOK, resp)
+		}
+	}
+	var commits []Commit
+	if after == "" {
+		out, err := r.Git("log", "--all", "--date-order", logFormat).AddOptionValue("--max-count", strconv.Itoa(limit+1)).Output(ctx)
+		if err != nil {
+			return apierr.Internal(err)
+		}
+		if commits, err = parseLog(out); err != nil {
+			return apierr.Internal(err)
+		}
+	} else {
+		col := &lineCollector{after: after, limit: limit + 1}
+		err := r.Git("rev-list", "--all", "--date-order").Stdout(col).Run(ctx)
+		if err != nil && !col.done {
+			return apierr.Internal(err)
+		}
+		if !col.found {
+			return apierr.BadRequest("invalid_cursor", "The cursor's commit is no longer in the repository; start again without a cursor.")
+		}
+		if len(col.shas) > 0 {
+			out, err := r.Git("log", "--no-walk=unsorted", "--stdin", logFormat).
+				Stdin(strings.NewReader(strings.Join(col.shas, "\n") + "\n")).Output(ctx)
+			if err != nil {
+				return apierr.Internal(err)
+			}
+			if commits, err = parseLog(out); err != nil {
+				return apierr.Internal(err)
+			}
+		}
+	}
+	if len(commits) > limit {
+		commits = commits[:limit]
+		resp.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(commits[limit-1].SHA))
+	}
+	tags, err := tagMap(ctx, r)
+	if err != nil {
+		return apierr.Internal(err)
+	}
+	decorate(commits, tags)
+	if commits != nil {
+		resp.Commits = commits
+	}
+	return c.JSON(http.StatusOK, resp)
+}
+
+func hasRefs(ctx context.Context, r *hydrate.Repo) (bool, error) {
+	out, err := r.Git("for-each-ref", "--count=1", "--format=%(refname)").String(ctx)
+	return out != "", err
+}
+
+// CommitResponse is the body of GET …/checkpoints/commits/:sha.
+type CommitResponse struct {
+	Commit
+	Files          []FileChange `json:"files"`
+	FilesTruncated bool         `json:"filesTruncated,omitempty"`
+	Stats          CommitStats  `json:"stats"`
+}
+
+// CommitStats sums Files.
+type CommitStats struct {
+	FilesChanged int `json:"filesChanged"`
+	Additions    int `json:"additions"`
+	Deletions    int `json:"deletions"`
+}
+
+// Commit returns one commit with the files it changed against its first
+// parent; binary files are marked binary and carry no line counts.
+func (a *API) Commit(c echo.Context) error {
+	sha := strings.ToLower(c.Param("sha"))
+	if !validSHA(sha) {
+		return invalidSHA("sha", sha)
+	}
+	r, err := a.acquire(c)
+	if err != nil {
+		return err
+	}
+	defer r.Release()
+	ctx := c.Request().Context()
+	full, err := resolve(ctx, r, sha)
+	if errors.Is(err, errNoCommit) {
+		return apierr.NotFound("commit_not_found", fmt.Sprintf("No commit %s in the project's repository.", sha))
+	}
+	if err != nil {
+		return apierr.Internal(err)
+	}
+	out, err := r.Git("log", "-1", logFormat).AddDynamic(full).Output(ctx)
+	if err != nil {
+		return apierr.Internal(err)
+	}
+	commits, err := parseLog(out)
+	if err != nil || len(commits) != 1 {
+		return apierr.Internal(fmt.Errorf("checkpointsapi: reading commit %s: %v", full, err))
+	}
+	tags, err := tagMap(ctx, r)
+	if err != nil {
+		return apierr.Internal(err)
+	}
+	decorate(commits, tags)
+	resp := CommitResponse{Commit: commits[0]}
+	parent := ""
+	if len(resp.Parents) > 0 {
+		parent = resp.Parents[0]
+	}
+	resp.Files, resp.FilesTruncated, err = changedFiles(ctx, r, full, parent, MaxFiles)
+	if err != nil {
+		return apierr.Internal(err)
+	}
+	if resp.Files == nil {
+		resp.Files = []FileChange{}
+	}
+	for _, f := range resp.Files {
+		resp.Stats.FilesChanged++
+		resp.Stats.Additions += f.Additions
+		resp.Stats.Deletions += f.Deletions
+	}
+	return c.JSON(http.StatusOK, resp)
+}
+
+// DiffResponse is the body of GET …/checkpoints/diff.
+type DiffResponse struct {
+	From      string `json:"from"` // "" for the empty tree (to is a root commit)
+	To        string `json:"to"`
+	Diff      string `json:"diff"`
+	Truncated bool   `json:"truncated"`
+	// MaxBytes is the cap the diff was cut at when Truncated.
+	MaxBytes int `json:"maxBytes"`
+}
+
+// TruncationMarker ends a diff cut at the size cap.
+const TruncationMarker = "\n[svc: diff truncated at %d bytes; request a narrower range with from= and to=]\n"
+
+// Diff returns the unified diff from..to. to defaults to HEAD; from
+// defaults to to's first parent (the empty tree for a root commit).
+func (a *API) Diff(c echo.Context) error {
+	to := c.QueryParam("to")
+	if to == "" {
+		to = "HEAD"
+	}
+	if !validRev(to) {
+		return invalidRev("to")
+	}
+	from := c.QueryParam("from")
+	if from != "" && !validRev(from) {
+		return invalidRev("from")
+	}
+	r, err := a.acquire(c)
+	if err != nil {
+		return err
+	}
+	defer r.Release()
+	ctx := c.Request().Context()
+	toSHA, err := resolve(ctx, r, to)
+	if errors.Is(err, errNoCommit) {
+		return apierr.NotFound("commit_not_found", fmt.Sprintf("to=%s does not name a commit of the project's repository.", to))
+	}
+	if err != nil {
+		return apierr.Internal(err)
+	}
+	fromSHA := ""
+	if from != "" {
+		fromSHA, err = resolve(ctx, r, from)
+		if errors.Is(err, errNoCommit) {
+			return apierr.NotFound("commit_not_found", fmt.Sprintf("from=%s does not name a commit of the project's repository.", from))
+		}
+		if err != nil {
+			return apierr.Internal(err)
+		}
+	} else {
+		p, err := resolve(ctx, r, toSHA+"^")
+		if err != nil && !errors.Is(err, errNoCommit) {
+			return apierr.Internal(err)
+		}
+		fromSHA = p
+	}
+	cmd := r.Git("diff-tree", "-p", "-r", "--no-ext-diff", "--no-textconv", "--no-color", "--full-index")
+	if fromSHA == "" {
+		cmd.AddArgs("--root").AddDynamic(toSHA)
+	} else {
+		cmd.AddDynamic(fromSHA, toSHA)
+	}
+	w := &capWriter{max: a.MaxDiffBytes}
+	if err := cmd.Stdout(w).Run(ctx); err != nil && !w.truncated {
+		return apierr.Internal(err)
+	}
+	resp := DiffResponse{From: fromSHA, To: toSHA, Diff: w.buf.String(), Truncated: w.truncated, MaxBytes: a.MaxDiffBytes}
+	if w.truncated {
+		resp.Diff += fmt.Sprintf(TruncationMarker, a.MaxDiffBytes)
+		c.Response().Header().Set("X-Svc-Diff-Truncated", "true")
+	}
+	return c.JSON(http.StatusOK, resp)
+}
+
+// StatusResponse is the body of GET …/checkpoints/status.
+type StatusResponse struct {
+	ProjectID      string            `json:"projectId"`
+	Head           string            `json:"head"`
+	Branch         string            `json:"branch"`
+	SyncMode       string            `json:"syncMode"`
+	LastCheckpoint *store.Checkpoint `json:"lastCheckpoint"`
+	Durable        DurableStatus     `json:"durable"`
+	Published      *PublishedStatus  `json:"published"`
+}
+
+// DurableStatus describes <projectId>/repo.git.tar.gz and this replica's copy.
+type DurableStatus struct {
+	Exists       bool       `json:"exists"`
+	ETag         string     `json:"etag,omitempty"`
+	Size         int64      `json:"size,omitempty"`
+	LastModified *time.Time `json:"lastModified,omitempty"`
+	AgeSeconds   *float64   `json:"ageSeconds,omitempty"`
+	HydratedAt   *time.Time `json:"hydratedAt,omitempty"`
+	Stale        bool       `json:"stale"`
+	Error        string     `json:"error,omitempty"`
+}
+
+// PublishedStatus is the latest publish (spec 10.4.3).
+type PublishedStatus struct {
+	SHA string `json:"sha"`
+	Tag string `json:"tag"`
+}
+
+// Status reports the project's sync state. A project without a durable
+// object yet answers 200 with durable.exists false (that is a state worth
+// reporting, not an error); other hydrate failures are errors as for every
+// read, unless a stale copy can be reported.
+func (a *API) Status(c echo.Context) error {
+	proj := httpmw.ProjectFrom(c)
+	ctx := c.Request().Context()
+	resp := StatusResponse{ProjectID: proj.ID, SyncMode: string(proj.CloudSyncMode)}
+	if proj.PublishedCommitSHA != "" || proj.PublishedTag != "" {
+		resp.Published = &PublishedStatus{SHA: proj.PublishedCommitSHA, Tag: proj.PublishedTag}
+	}
+	cps, err := a.Store.ListCheckpoints(ctx, proj.ID, 1)
+	if err != nil {
+		return apierr.Internal(err)
+	}
+	if len(cps) == 1 {
+		resp.LastCheckpoint = &cps[0]
+	}
+	r, err := a.Hydrate.Acquire(ctx, proj.ID)
+	if errors.Is(err, hydrate.ErrNotFound) {
+		return c.JSON(http.StatusOK, resp)
+	}
+	if err != nil {
+		return hydrate.APIError(err)
+	}
+	defer r.Release()
+	hydrate.SetHeaders(c.Response().Header(), r)
+	resp.Head, resp.Branch, err = headInfo(ctx, r)
+	if err != nil {
+		return apierr.Internal(err)
+	}
+	d := &resp.Durable
+	d.Exists, d.ETag, d.Size, d.Stale = true, r.Object.ETag, r.Object.Size, r.Stale
+	if r.Stale {
+		d.Error = hydrate.ErrorCode(r.StaleErr)
+	}
+	if !r.Object.LastModified.IsZero() {
+		lm := r.Object.LastModified.UTC()
+		age := a.Now().Sub(lm).Seconds()
+		d.LastModified, d.AgeSeconds = &lm, &age
+	}
+	ha := r.HydratedAt.UTC()
+	d.HydratedAt = &ha
+	return c.JSON(http.StatusOK, resp)
+}
