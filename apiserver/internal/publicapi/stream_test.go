@@ -1,0 +1,58 @@
+package publicapi
+
+import (
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/svc-dev/svc/apiserver/internal/catalog"
+)
+
+const upstreamSSE = `data: {"id":"c","model":"up","choices":[{"index":0,"delta":{"content":"hi"}}],"usage":null}
+
+: a comment line
+
+data: {"id":"c","model":"up","choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3,"completion_tokens_details":{"reasoning_tokens":1}}}
+
+data: [DONE]
+
+`
+
+func relay(t *testing.T, upstream string, wantUsage bool) (string, *int64) {
+	t.Helper()
+	e := echo.New()
+	rec := httptest.NewRecorder()
+	c := e.NewContext(httptest.NewRequest("POST", "/", nil), rec)
+	u := (&API{}).stream(c, strings.NewReader(upstream), catalog.Model{ID: "svc-2-0"}, wantUsage)
+	if u == nil {
+		return rec.Body.String(), nil
+	}
+	total := u.PromptTokens + u.CompletionTokens
+	return rec.Body.String(), &total
+}
+
+func TestStreamRelay(t *testing.T) {
+	out, total := relay(t, upstreamSSE, false)
+	if total == nil || *total != 10 {
+		t.Fatalf("usage not captured: %v", total)
+	}
+	if strings.Contains(out, "usage") || strings.Contains(out, `"up"`) || !strings.Contains(out, `"model":"svc-2-0"`) {
+		t.Fatalf("client stream without usage:\n%s", out)
+	}
+	if !strings.HasSuffix(out, "data: [DONE]\n\n") || strings.Count(out, "data: ") != 2 {
+		t.Fatalf("want one chunk and [DONE]:\n%s", out)
+	}
+
+	out, _ = relay(t, upstreamSSE, true)
+	if !strings.Contains(out, `"prompt_tokens":7`) {
+		t.Fatalf("a client that asked keeps the usage chunk:\n%s", out)
+	}
+
+	cut := upstreamSSE[:strings.Index(upstreamSSE, "data: {\"id\":\"c\",\"model\":\"up\",\"choices\":[]")]
+	out, total = relay(t, cut, false)
+	if total != nil || !strings.Contains(out, `"code":"upstream_stream_error"`) || strings.Contains(out, "[DONE]") {
+		t.Fatalf("a stream cut short ends in one error event and no usage:\n%s", out)
+	}
+}
