@@ -1,6 +1,7 @@
 package gitsync
 
 import (
+	"archive/tar"
 	"context"
 	"errors"
 	"fmt"
@@ -181,10 +182,21 @@ func (r *Repo) FsckConnectivity(ctx context.Context) error {
 }
 
 // ArchiveHEAD streams a tar of HEAD's tree, without node_modules, to w.
+// An empty tree (a workspace seeded with no files) gives an empty tar.
 func (r *Repo) ArchiveHEAD(ctx context.Context, w interface{ Write([]byte) (int, error) }) error {
+	tree, err := r.git("rev-parse", "HEAD^{tree}").String(ctx)
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(tree) == emptyTree {
+		return tar.NewWriter(w).Close()
+	}
 	return r.git("archive", "--format=tar", "HEAD").
-		AddDashesAndList(".", ":(exclude)node_modules", ":(exclude)**/node_modules").Stdout(w).Run(ctx)
+		AddDashesAndList(".", ":(exclude,glob)node_modules/**", ":(exclude,glob)**/node_modules/**").Stdout(w).Run(ctx)
 }
+
+// emptyTree is git's id of the tree with no entries.
+const emptyTree = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
 // GitDir is <Dir>/.git.
 func (r *Repo) GitDir() string { return filepath.Join(r.Dir, ".git") }
