@@ -103,6 +103,16 @@ func NotFound(code, msg string) *Error {
 	return New(http.StatusNotFound, TypeInvalidRequest, code, msg)
 }
 
+// Unavailable is a dependency outage (database, storage): 503 with a short
+// Retry-After, details logged and not sent.
+func Unavailable(cause error) *Error {
+	e := New(http.StatusServiceUnavailable, TypeServer, "service_unavailable",
+		"The service is temporarily unavailable; retry shortly.")
+	e.Headers = map[string]string{"Retry-After": "1"}
+	e.Cause = cause
+	return e
+}
+
 func Internal(cause error) *Error {
 	e := New(http.StatusInternalServerError, TypeServer, "internal_error", "Internal server error.")
 	e.Cause = cause

@@ -9,6 +9,7 @@ package auth
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -82,7 +83,7 @@ func (a *Authenticator) APIKey(ctx context.Context, token string) (Principal, er
 		return Principal{}, apierr.InvalidAPIKey()
 	}
 	if err != nil {
-		return Principal{}, apierr.Internal(err)
+		return Principal{}, apierr.Unavailable(fmt.Errorf("auth: key lookup: %w", err))
 	}
 	if !apikey.Matches(secret, row.KeyHash) || row.Revoked {
 		return Principal{}, apierr.InvalidAPIKey()

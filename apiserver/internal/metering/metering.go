@@ -81,7 +81,10 @@ func (m *Meter) Admit(ctx context.Context, p auth.Principal, plan catalog.Plan) 
 	st, err := m.Store.Admit(ctx, windowStart.UnixMilli(), names, p.WorkspaceID,
 		!p.UsageBasedPricing && len(plan.Windows) > 0)
 	if err != nil {
-		return Admission{}, apierr.Internal(fmt.Errorf("metering: admit: %w", err))
+		if ctx.Err() != nil {
+			return Admission{}, apierr.Internal(fmt.Errorf("metering: admit: %w", err))
+		}
+		return Admission{}, apierr.Unavailable(fmt.Errorf("metering: admit: %w", err))
 	}
 	counts, windows := st.Counts, st.Windows
 
