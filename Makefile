@@ -3,7 +3,7 @@
 
 SHELL        := /bin/bash
 GO           ?= go
-MODULES      := shared migrations apiserver podagent
+MODULES      := shared migrations apiserver podagent charts
 BIN          := $(CURDIR)/bin
 DATA_DIR     ?= $(CURDIR)/.data
 # Tools (the pinned MinIO server) are built once into a cache outside the clone,
@@ -11,10 +11,13 @@ DATA_DIR     ?= $(CURDIR)/.data
 TOOLS_DIR    ?= $(HOME)/.cache/svc-tools
 MINIO_VERSION ?= v0.0.0-20260212201848-7aac2a2c5b7c
 MINIO_BIN    := $(TOOLS_DIR)/minio/$(MINIO_VERSION)/minio
+HELM_VERSION ?= v3.22.0
+HELM_BIN     := $(TOOLS_DIR)/helm/$(HELM_VERSION)/helm
 TEST_FLAGS   ?= -race -count=1 -timeout 20m
 BENCH_FLAGS  ?= -run '^$$' -bench . -benchmem -count=1 -timeout 30m
 
 export SVC_MINIO_BIN := $(MINIO_BIN)
+export SVC_HELM_BIN := $(HELM_BIN)
 
 .PHONY: build run test test-modules bench lint tools clean
 
@@ -51,12 +54,17 @@ lint:
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done
 
-tools: $(MINIO_BIN)
+tools: $(MINIO_BIN) $(HELM_BIN)
 
 $(MINIO_BIN):
 	@mkdir -p $(dir $@)
 	@echo "building the pinned MinIO server $(MINIO_VERSION) (once; cached in $(TOOLS_DIR))"
 	cd /tmp && GOBIN=$(dir $@) GOFLAGS=-mod=mod $(GO) install github.com/minio/minio@$(MINIO_VERSION)
+
+$(HELM_BIN):
+	@mkdir -p $(dir $@)
+	@echo "building the pinned helm $(HELM_VERSION) (once; cached in $(TOOLS_DIR))"
+	cd /tmp && GOBIN=$(dir $@) GOFLAGS=-mod=mod $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
 clean:
 	rm -rf $(BIN) $(DATA_DIR)

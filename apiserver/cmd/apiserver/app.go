@@ -15,10 +15,14 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/apiserver/internal/admin"
+	"github.com/svc-dev/svc/apiserver/internal/agentproxy"
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
 	"github.com/svc-dev/svc/apiserver/internal/config"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/objstoreopen"
+	"github.com/svc-dev/svc/apiserver/internal/pairing"
+	"github.com/svc-dev/svc/apiserver/internal/runtime"
+	"github.com/svc-dev/svc/apiserver/internal/runtime/local"
 	"github.com/svc-dev/svc/apiserver/internal/server"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
@@ -120,16 +124,18 @@ func serve(ctx context.Context, args []string, dev bool) error {
 	if err != nil {
 		return err
 	}
-	srv := server.New(server.Deps{
-		Store: a.store, Catalog: a.cat, Log: a.log,
-		Upstream:      upstream.New(upstream.Options{HeaderTimeout: a.cfg.UpstreamTimeout}),
-		RuntimeSecret: []byte(a.cfg.RuntimeAuthSecret), MaxBodyBytes: a.cfg.MaxBodyBytes,
-		Hydrate: hyd, ObjectsHandler: objs.Handler,
-	})
 	ln, err := net.Listen("tcp", a.cfg.HTTPAddr)
 	if err != nil {
 		return err
 	}
+	proxy, hub, router := a.runtimeDeps(ln.Addr())
+	srv := server.New(server.Deps{
+		Store: a.store, Catalog: a.cat, Log: a.log,
+		Upstream:      upstream.New(upstream.Options{HeaderTimeout: a.cfg.UpstreamTimeout}),
+		RuntimeSecret: []byte(a.cfg.RuntimeAuthSecret), MaxBodyBytes: a.cfg.MaxBodyBytes,
+		Hydrate: hyd, ObjectsHandler: objs.Handler, Objects: objs.Store,
+		AgentProxy: proxy, Pairing: hub,
+	})
 	if a.cat.HasDevProvider() {
 		a.log.Warn("models are served by the built-in dev provider (no model behind replies); set SVC_UPSTREAM_BASE_URL for a real upstream")
 	}
@@ -154,10 +160,40 @@ func serve(ctx context.Context, args []string, dev bool) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err = hs.Shutdown(sctx)
+	// After the last proxied request: stop local pods, drop tunnels.
+	rctx, rcancel := context.WithTimeout(context.Background(), a.cfg.RuntimeStopGrace+5*time.Second)
+	_ = router.Close(rctx)
+	rcancel()
 	if cerr := srv.Close(sctx); cerr != nil {
 		a.log.Error("usage records not written before shutdown", zap.Error(cerr))
 	}
 	return err
+}
+
+// runtimeDeps builds the agent-proxy (issue 5) over the runtime router: the
+// configured default driver (local: one podagent per project) and the paired
+// machines' hub. Local pods reach this server on loopback at addr's port.
+func (a *app) runtimeDeps(addr net.Addr) (*agentproxy.Proxy, *pairing.Hub, *runtime.Router) {
+	secret := []byte(a.cfg.RuntimeAuthSecret)
+	port := addr.(*net.TCPAddr).Port
+	var def runtime.Driver
+	switch a.cfg.RuntimeDriver {
+	case local.Name:
+		c := a.cfg
+		def = local.New(local.Options{Binary: c.PodagentBin, APIURL: fmt.Sprintf("http://127.0.0.1:%d", port),
+			DataDir: c.DataDir, RuntimeSecret: secret, StartTimeout: c.RuntimeStartTimeout, StopGrace: c.RuntimeStopGrace,
+			Env: local.PodEnv(c.Storage, c.S3Endpoint, c.S3Bucket, c.S3AccessKey, c.S3SecretKey, c.S3UseSSL, c.CallbackAllowed),
+			Log: a.log})
+	default:
+		a.log.Warn("runtime driver not available in this build; webhook requests of unpaired projects fail with agent_start_failed",
+			zap.String("driver", a.cfg.RuntimeDriver))
+		def = runtime.Unavailable{DriverName: a.cfg.RuntimeDriver, Err: fmt.Errorf("runtime driver %q is not available", a.cfg.RuntimeDriver)}
+	}
+	hub := pairing.NewHub(a.store, secret, a.log)
+	router := &runtime.Router{Store: a.store, Default: def, Paired: hub, Instance: store.NewID("api"), Log: a.log.Named("runtime")}
+	proxy := &agentproxy.Proxy{Runtime: router, Transport: agentproxy.NewTransport(), Timeout: a.cfg.AgentProxyTimeout,
+		Log: a.log.Named("agentproxy")}
+	return proxy, hub, router
 }
 
 // devSecret keeps a random runtime secret in the dev data dir so pods started

@@ -33,6 +33,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
 	"github.com/svc-dev/svc/apiserver/internal/runtime"
+	"github.com/svc-dev/svc/apiserver/internal/store"
 )
 
 // DefaultTimeout bounds one proxied exchange. It is above the agent's own
@@ -83,12 +84,15 @@ func (p *Proxy) Register(g *echo.Group) {
 
 // Handle proxies one request; ProjectMember has loaded the project.
 func (p *Proxy) Handle(c echo.Context) error {
+	return p.serve(c, httpmw.ProjectFrom(c))
+}
+
+func (p *Proxy) serve(c echo.Context, proj store.Project) error {
 	req := c.Request()
 	rest, rawRest, ok := agentPath(req.URL)
 	if !ok || !p.allowed(rest) {
 		return apierr.NotFound("not_found", "No such agent route.")
 	}
-	proj := httpmw.ProjectFrom(c)
 	log := p.log().With(zap.String("projectId", proj.ID), zap.String("path", rest))
 
 	ep, err := p.Runtime.Ensure(req.Context(), proj)
@@ -153,9 +157,12 @@ func (p *Proxy) Handle(c echo.Context) error {
 type onceTransport struct{ rt http.RoundTripper }
 
 func (t onceTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if !idempotent(r.Method) && (r.Body == nil || r.Body == http.NoBody) {
-		r.Body, r.GetBody = io.NopCloser(strings.NewReader("")), nil
-		r.ContentLength = 0
+	if idempotent(r.Method) {
+		return t.rt.RoundTrip(r)
+	}
+	r = r.WithContext(r.Context()) // a shallow copy: a RoundTripper must not modify its request
+	if r.Body == nil || r.Body == http.NoBody {
+		r.Body, r.ContentLength = io.NopCloser(strings.NewReader("")), 0
 	}
 	r.GetBody = nil
 	return t.rt.RoundTrip(r)
@@ -195,7 +202,8 @@ func (p *Proxy) allowed(rest string) bool {
 		prefixes = DefaultPrefixes
 	}
 	for _, pre := range prefixes {
-		if rest == pre || (strings.HasSuffix(pre, "/") && strings.HasPrefix(rest, pre) && len(rest) > len(pre)) {
+		dir := strings.HasSuffix(pre, "/")
+		if (!dir && rest == pre) || (dir && strings.HasPrefix(rest, pre) && len(rest) > len(pre)) {
 			return true
 		}
 	}

@@ -300,7 +300,7 @@ func (a *API) Diff(c echo.Context) error {
 		}
 		fromSHA = p
 	}
-	cmd := r.Git("diff-tree", "-p", "-r", "--no-ext-diff", "--no-textconv", "--no-color", "--full-index")
+	cmd := r.Git("diff-tree", "-p", "-r", "--no-commit-id", "--no-ext-diff", "--no-textconv", "--no-color", "--full-index")
 	if fromSHA == "" {
 		cmd.AddArgs("--root").AddDynamic(toSHA)
 	} else {

@@ -136,7 +136,7 @@ type FileChange struct {
 // changedFiles diffs the commit against its first parent (the empty tree
 // for a root commit).
 func changedFiles(ctx context.Context, r *hydrate.Repo, sha, parent string, maxFiles int) ([]FileChange, bool, error) {
-	cmd := r.Git("diff-tree", "-r", "--no-renames", "--no-ext-diff", "--no-textconv", "--raw", "--numstat", "-z")
+	cmd := r.Git("diff-tree", "-r", "--no-commit-id", "--no-renames", "--no-ext-diff", "--no-textconv", "--raw", "--numstat", "-z")
 	if parent == "" {
 		cmd.AddArgs("--root").AddDynamic(sha)
 	} else {

@@ -39,6 +39,10 @@ type Config struct {
 	CallbackAllowed   string
 	PprofAddr         string
 	HydrateDiskBudget int64
+	// Runtime drivers and the agent-proxy (issue 5).
+	RuntimeStartTimeout time.Duration
+	RuntimeStopGrace    time.Duration
+	AgentProxyTimeout   time.Duration
 }
 
 type option struct {
@@ -75,6 +79,9 @@ var options = []option{
 	{flag: "pprof-addr", env: "SVC_PPROF_ADDR", usage: "serve net/http/pprof on this address (off when empty; keep it on loopback)", set: str(func(c *Config) *string { return &c.PprofAddr })},
 	{flag: "hydrate-disk-budget", env: "SVC_HYDRATE_DISK_BUDGET", def: "10737418240", usage: "bytes of hydrated repository copies kept under <data-dir>/hydrated before least-recently-used ones are evicted (0: no bound)", set: func(c *Config, v string) (err error) { c.HydrateDiskBudget, err = strconv.ParseInt(v, 10, 64); return }},
 	{flag: "callback-allowed-nets", env: "SVC_CALLBACK_ALLOWED_NETS", usage: "CIDRs callbacks may reach despite the SSRF guard", set: str(func(c *Config) *string { return &c.CallbackAllowed })},
+	{flag: "runtime-start-timeout", env: "SVC_RUNTIME_START_TIMEOUT", def: "60s", usage: "local driver: a pod cold start, from exec to a ready /readyz", set: func(c *Config, v string) (err error) { c.RuntimeStartTimeout, err = time.ParseDuration(v); return }},
+	{flag: "runtime-stop-grace", env: "SVC_RUNTIME_STOP_GRACE", def: "25s", usage: "local driver: time between SIGTERM and SIGKILL of a pod", set: func(c *Config, v string) (err error) { c.RuntimeStopGrace, err = time.ParseDuration(v); return }},
+	{flag: "agent-proxy-timeout", env: "SVC_AGENT_PROXY_TIMEOUT", def: "150s", usage: "agent-proxy: one exchange with the agent (above the 120 s sync reply timeout)", set: func(c *Config, v string) (err error) { c.AgentProxyTimeout, err = time.ParseDuration(v); return }},
 }
 
 // Parse reads flags from args, then fills everything not given on the

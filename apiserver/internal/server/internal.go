@@ -3,11 +3,15 @@ package server
 import (
 	"github.com/labstack/echo/v4"
 
+	"github.com/svc-dev/svc/apiserver/internal/channelapi"
 	"github.com/svc-dev/svc/apiserver/internal/checkpoint"
+	"github.com/svc-dev/svc/apiserver/internal/lfsbatch"
 )
 
 // registerInternal mounts the pod-facing routes (runtime token of the
 // project in the path, already checked by the group's middleware).
 func (s *Server) registerInternal(g *echo.Group) {
 	g.POST("/checkpoints/record", checkpoint.Handler(s.deps.Store))
+	g.GET("/channel", channelapi.Handler(s.deps.Store))
+	lfsbatch.New(s.deps.Objects, s.deps.Log).Register(g) // spec 4.3 batch + verify
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
+	"github.com/svc-dev/svc/apiserver/internal/agentproxy"
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/auth"
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
@@ -24,9 +25,11 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/metering"
 	"github.com/svc-dev/svc/apiserver/internal/objstoreopen"
+	"github.com/svc-dev/svc/apiserver/internal/pairing"
 	"github.com/svc-dev/svc/apiserver/internal/publicapi"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
+	"github.com/svc-dev/svc/shared/objstore"
 )
 
 // Deps are what the server is built from.
@@ -42,6 +45,14 @@ type Deps struct {
 	// ObjectsHandler serves the fs object store's presigned URLs at
 	// objstoreopen.FSBasePath (nil for s3).
 	ObjectsHandler http.Handler
+	// Objects is the object store (spec 2.7); the LFS batch endpoint signs
+	// URLs of <projectId>/lfs/objects/<oid> with it (nil: not mounted).
+	Objects objstore.Store
+	// AgentProxy serves /api/projects/{id}/agent-proxy/* behind cloud auth
+	// (nil: not mounted).
+	AgentProxy *agentproxy.Proxy
+	// Pairing serves /api/pairing/* for paired machines (nil: not mounted).
+	Pairing *pairing.Hub
 }
 
 // Server is the assembled HTTP server.
@@ -90,6 +101,12 @@ func New(d Deps) *Server {
 		(&checkpointsapi.API{Hydrate: d.Hydrate, Store: d.Store, Log: d.Log.Named("checkpoints")}).
 			Register(e, httpmw.APIKey(a), httpmw.ProjectMember(d.Store, "id"))
 		(&gitserver.Server{Hydrate: d.Hydrate, Store: d.Store, Auth: a, Log: d.Log}).Register(e)
+	}
+	if d.AgentProxy != nil {
+		d.AgentProxy.Register(e.Group("/api/projects/:id/agent-proxy", httpmw.APIKey(a), httpmw.ProjectMember(d.Store, "id")))
+	}
+	if d.Pairing != nil {
+		d.Pairing.Register(e)
 	}
 	if d.ObjectsHandler != nil {
 		e.Any(objstoreopen.FSBasePath+"/*", echo.WrapHandler(d.ObjectsHandler))

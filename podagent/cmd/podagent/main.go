@@ -1,6 +1,7 @@
 // Command podagent is the pod-side agent of one project (DESIGN.md §5).
 //
 //	podagent serve [flags]   settings from SVC_* env (see -h)
+//	podagent paired --api URL --token PAIRING_TOKEN [flags]   serve the agent through a tunnel (internal/paired)
 //
 // serve cold-starts the workspace (spec 10.1.5), serves /healthz, /readyz,
 // /metrics and /agent/* (runtime-token bearer), and on SIGTERM runs the
@@ -21,7 +22,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/podagent/internal/config"
+	"github.com/svc-dev/svc/podagent/internal/paired"
 	"github.com/svc-dev/svc/podagent/internal/pod"
+	"github.com/svc-dev/svc/podagent/internal/webhook"
 	"github.com/svc-dev/svc/shared/logging"
 )
 
@@ -30,6 +33,9 @@ func main() {
 }
 
 func run(args []string) int {
+	if len(args) > 0 && args[0] == "paired" {
+		return paired.Main(args[1:], serve)
+	}
 	if len(args) == 0 || args[0] != "serve" {
 		fmt.Fprintln(os.Stderr, "usage: podagent serve [flags]   (podagent serve -h lists the settings)")
 		return 2
@@ -45,14 +51,16 @@ func run(args []string) int {
 		return 2
 	}
 	defer log.Sync()
-	if err := serve(cfg, log.Named("podagent")); err != nil {
+	if err := serve(cfg, log.Named("podagent"), nil); err != nil {
 		log.Error("podagent failed", zap.Error(err))
 		return 1
 	}
 	return 0
 }
 
-func serve(cfg *config.Config, log *zap.Logger) error {
+// serve runs the pod on ln (nil: TCP on cfg.HTTPAddr, opened once the pod
+// is ready; paired mode passes its tunnel listener, which dials lazily).
+func serve(cfg *config.Config, log *zap.Logger, ln net.Listener) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
@@ -60,16 +68,24 @@ func serve(cfg *config.Config, log *zap.Logger) error {
 	if err != nil {
 		return fmt.Errorf("object store: %w", err)
 	}
-	p, err := pod.Start(ctx, pod.Options{Config: cfg, Store: store, Log: log})
+	wh, err := webhook.SettingsFromEnv(os.Getenv)
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	p, err := pod.Start(ctx, pod.Options{Config: cfg, Store: store, Log: log, Webhook: wh})
 	if err != nil {
-		p.Close()
 		return err
+	}
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+			p.Close()
+			return err
+		}
 	}
 	srv := &http.Server{Handler: p.Echo, ReadHeaderTimeout: 10 * time.Second}
+	if pl, ok := ln.(interface{ Protocols() *http.Protocols }); ok {
+		srv.Protocols = pl.Protocols()
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("podagent serving", zap.String("addr", ln.Addr().String()), zap.String("mode", string(cfg.Mode)),

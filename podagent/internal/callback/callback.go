@@ -159,8 +159,8 @@ func (d *Deliverer) Deliver(ctx context.Context, del Delivery) Result {
 				zap.Int("attempts", res.Attempts), zap.Error(pe.err))
 			return res
 		}
-		wait, more := b.Next()
-		if !more {
+		wait, stop := b.Next()
+		if stop {
 			d.log.Warn("callback gave up", zap.String("webhookId", del.MsgID), zap.Int("status", status),
 				zap.Int("attempts", res.Attempts), zap.Error(err))
 			return res
@@ -199,7 +199,9 @@ func (d *Deliverer) attempt(ctx context.Context, del Delivery) (status int, retr
 		return 0, 0, &permanentError{err}
 	}
 	for k, v := range del.Headers {
-		req.Header.Set(k, v)
+		if usableHeader(k, v) {
+			req.Header.Set(k, v)
+		}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "svc-webhook-callback/1")
@@ -227,6 +229,22 @@ func (d *Deliverer) attempt(ctx context.Context, del Delivery) (status int, retr
 	default:
 		return status, 0, &permanentError{fmt.Errorf("callback answered %d", status)}
 	}
+}
+
+// usableHeader drops callbackHeaders that would break every attempt
+// (invalid names or values) or that the transport owns.
+func usableHeader(k, v string) bool {
+	switch http.CanonicalHeaderKey(k) {
+	case "", "Host", "Content-Length", "Transfer-Encoding", "Connection":
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return !strings.ContainsAny(v, "\r\n\x00")
 }
 
 // parseRetryAfter reads delay-seconds or an HTTP date.

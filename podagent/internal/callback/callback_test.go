@@ -78,7 +78,7 @@ func TestDeliverSignedWithHeaders(t *testing.T) {
 	d, _ := newDeliverer(t, loopback, 3)
 	body := []byte(`{"reply":"hi","correlationId":"cor_1","metadata":{"a":1}}`)
 	res := d.Deliver(context.Background(), callback.Delivery{URL: rcv.URL + "/hook", MsgID: "msg_1", Secret: "chan-secret",
-		Headers: map[string]string{"X-Tenant": "acme", "Content-Type": "text/plain", "webhook-id": "forged"}, Body: body})
+		Headers: map[string]string{"X-Tenant": "acme", "Content-Type": "text/plain", "webhook-id": "forged", "bad name": "x", "Host": "evil.example"}, Body: body})
 	if !res.Delivered || res.Attempts != 1 || res.Status != 204 {
 		t.Fatalf("result = %+v", res)
 	}

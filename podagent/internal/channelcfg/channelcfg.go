@@ -35,7 +35,9 @@ type Source interface {
 type Static wire.ChannelConfig
 
 // Channel returns the fixed configuration.
-func (s Static) Channel(context.Context) (wire.ChannelConfig, error) { return wire.ChannelConfig(s), nil }
+func (s Static) Channel(context.Context) (wire.ChannelConfig, error) {
+	return wire.ChannelConfig(s), nil
+}
 
 // Client fetches the configuration from the API.
 type Client struct {

@@ -8,12 +8,17 @@
 //     git fsck --connectivity-only must pass.
 //  3. else: git init, an initial commit of the on-disk tree, persist it.
 //
-// Then large files are pulled and the deps layer (layer 1) is restored.
+// Then large files are pulled (spec 10.3). The deps layer (layer 1) is
+// restored concurrently: after a restore its key comes from HEAD's lockfile
+// in the object database, so the download starts before the work-tree reset.
 package coldstart
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -27,13 +32,17 @@ import (
 // SeedMessage is the message of the initial commit.
 const SeedMessage = "initial commit"
 
-// Persister is the durability step used to persist the seed.
+// Persister is the durability step used to persist the seed (it pushes
+// large files first).
 type Persister interface {
 	PersistNow(ctx context.Context) error
 }
 
-// LargeFilePuller repopulates large files after restore (spec 10.3).
-type LargeFilePuller interface {
+// LargeFiles repopulates large files after restore and tracks them in the
+// seed commit (spec 10.3).
+type LargeFiles interface {
+	Setup(ctx context.Context) error
+	TrackLarge(ctx context.Context) error
 	Pull(ctx context.Context) error
 }
 
@@ -42,13 +51,10 @@ type Options struct {
 	Repo    *gitsync.Repo
 	Durable *durable.Persister
 	Sync    Persister
-	S3      *s3sync.S3Sync  // nil skips layer 1
-	LFS     LargeFilePuller // nil skips the pull
-	// Setup, when set, runs after the repository exists and is configured
-	// (the large-file attributes and filter config).
-	Setup  func(ctx context.Context) error
-	Limits archive.ExtractOptions
-	Log    *zap.Logger
+	S3      *s3sync.S3Sync // nil skips layer 1
+	LFS     LargeFiles     // nil: no large-file handling
+	Limits  archive.ExtractOptions
+	Log     *zap.Logger
 }
 
 // Result says what cold start did.
@@ -57,7 +63,9 @@ type Result struct {
 	DepsRestored            bool
 	Head                    string
 	Took                    time.Duration
-	// Phases is where the time went (restore, reset, fsck, lfs, deps).
+	// Phases is where the time went: restore, reset, fsck, lfs on the main
+	// path; deps runs concurrently with reset..lfs and is its own duration;
+	// depsWait is how long the main path waited for it at the end.
 	Phases map[string]time.Duration
 }
 
@@ -78,15 +86,26 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	o.Durable.Cleanup()
 
+	// deps runs layer 1 concurrently with the rest of the cold start.
+	var deps *depsJob
+	defer func() {
+		if deps != nil {
+			deps.cancel()
+			<-deps.done
+		}
+	}()
+
 	switch {
 	case o.Durable.HasLocalRepo():
 		res.Local = true
 		if err := o.Repo.Configure(ctx); err != nil {
 			return res, err
 		}
+		deps = startDeps(ctx, o, "")
 		if err := o.Durable.Adopt(ctx); err != nil {
 			return res, err
 		}
+		phase("adopt")
 	default:
 		restored, err := o.Durable.Restore(ctx, o.Limits)
 		phase("restore")
@@ -103,9 +122,20 @@ func Run(ctx context.Context, o Options) (Result, error) {
 				return res, err
 			}
 			if head != "" {
+				// The deps layer is keyed by HEAD's lockfile: read it from
+				// the object database and start the download now, while
+				// the work tree is being reset.
+				if hash, err := lockfileHashAtHEAD(ctx, o.Repo); err != nil {
+					log.Warn("reading the lockfile of HEAD", zap.Error(err))
+				} else if hash != "" {
+					deps = startDeps(ctx, o, hash)
+				}
 				if err := o.Repo.ResetHard(ctx); err != nil {
 					return res, fmt.Errorf("coldstart: reset to HEAD: %w", err)
 				}
+			}
+			if deps == nil {
+				deps = startDeps(ctx, o, "") // from the lockfile on disk, now that the tree is reset
 			}
 			phase("reset")
 			if err := o.Repo.FsckConnectivity(ctx); err != nil {
@@ -115,15 +145,19 @@ func Run(ctx context.Context, o Options) (Result, error) {
 			break
 		}
 		res.Seeded = true
+		deps = startDeps(ctx, o, "")
 		if err := o.Repo.Init(ctx); err != nil {
 			return res, err
 		}
 		if err := o.Repo.Configure(ctx); err != nil {
 			return res, err
 		}
-		if o.Setup != nil {
-			if err := o.Setup(ctx); err != nil {
+		if o.LFS != nil {
+			if err := o.LFS.Setup(ctx); err != nil {
 				return res, err
+			}
+			if err := o.LFS.TrackLarge(ctx); err != nil {
+				log.Warn("tracking large files of the seed", zap.Error(err))
 			}
 		}
 		if err := o.Repo.StageAll(ctx); err != nil {
@@ -132,30 +166,34 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		if _, err := o.Repo.Commit(ctx, SeedMessage, true); err != nil {
 			return res, fmt.Errorf("coldstart: initial commit: %w", err)
 		}
+		phase("seed")
 		if err := o.Sync.PersistNow(ctx); err != nil {
 			// The seed is local; the degrade machine counted the failure
 			// and the next turn persists it.
 			log.Warn("persisting the seeded repository failed", zap.Error(err))
 		}
-	}
-	if o.Setup != nil && !res.Seeded {
-		if err := o.Setup(ctx); err != nil {
-			return res, err
-		}
+		phase("persist")
 	}
 	if o.LFS != nil {
-		if err := o.LFS.Pull(ctx); err != nil {
-			log.Warn("large-file pull failed", zap.Error(err))
+		if !res.Seeded {
+			if err := o.LFS.Setup(ctx); err != nil {
+				return res, err
+			}
+			if err := o.LFS.Pull(ctx); err != nil {
+				log.Warn("large-file pull failed", zap.Error(err))
+			}
 		}
+		phase("lfs")
 	}
-	phase("lfs")
-	if o.S3 != nil {
-		ok, err := o.S3.RestoreDeps(ctx)
-		phase("deps")
-		if err != nil {
-			log.Warn("deps layer restore failed", zap.Error(err))
+	if deps != nil {
+		<-deps.done
+		phase("depsWait")
+		res.Phases["deps"] = deps.took
+		if deps.err != nil {
+			log.Warn("deps layer restore failed", zap.Error(deps.err))
 		}
-		res.DepsRestored = ok
+		res.DepsRestored = deps.ok
+		deps = nil
 	}
 	head, err := o.Repo.Head(ctx)
 	if err != nil {
@@ -166,4 +204,63 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	log.Info("cold start done", zap.Bool("local", res.Local), zap.Bool("restored", res.Restored),
 		zap.Bool("seeded", res.Seeded), zap.Bool("depsRestored", res.DepsRestored), zap.String("head", head), zap.Duration("took", res.Took), zap.Any("phases", res.Phases))
 	return res, nil
+}
+
+// depsJob is layer 1's restore running beside the main path.
+type depsJob struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	ok     bool
+	err    error
+	took   time.Duration
+}
+
+// startDeps restores the deps layer in the background: by hash when given
+// (read from HEAD before the work tree exists), else from the lockfile on
+// disk. Nil S3 gives nil.
+func startDeps(ctx context.Context, o Options, hash string) *depsJob {
+	if o.S3 == nil {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	j := &depsJob{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(j.done)
+		start := time.Now()
+		if hash != "" {
+			j.ok, j.err = o.S3.RestoreDepsHash(ctx, hash)
+		} else {
+			j.ok, j.err = o.S3.RestoreDeps(ctx)
+		}
+		j.took = time.Since(start)
+	}()
+	return j
+}
+
+// lockfileHashAtHEAD is s3sync.LockfileHash of HEAD's tree: the sha256 of
+// the first of s3sync.Lockfiles that HEAD holds at its root, or "".
+func lockfileHashAtHEAD(ctx context.Context, r *gitsync.Repo) (string, error) {
+	out, err := r.Runner.Command("ls-tree", "-z", "HEAD").Dir(r.Dir).AddDashesAndList(s3sync.Lockfiles...).Output(ctx)
+	if err != nil {
+		return "", err
+	}
+	blobs := map[string]string{}
+	for _, rec := range strings.Split(string(out), "\x00") {
+		meta, name, ok := strings.Cut(rec, "\t")
+		if f := strings.Fields(meta); ok && len(f) == 3 && f[1] == "blob" {
+			blobs[name] = f[2]
+		}
+	}
+	for _, name := range s3sync.Lockfiles {
+		oid, ok := blobs[name]
+		if !ok {
+			continue
+		}
+		h := sha256.New()
+		if err := r.Runner.Command("cat-file", "blob").Dir(r.Dir).AddDynamic(oid).Stdout(h).Run(ctx); err != nil {
+			return "", err
+		}
+		return hex.EncodeToString(h.Sum(nil)), nil
+	}
+	return "", nil
 }

@@ -80,7 +80,7 @@ var options = []option{
 	{flag: "log-level", env: "SVC_LOG_LEVEL", def: "info", usage: "debug, info, warn, error", set: str(func(c *Config) *string { return &c.LogLevel })},
 	{flag: "persist-retry-min", env: "SVC_PERSIST_RETRY_MIN", def: "1s", usage: "first backoff of background persist/record retries", set: dur(func(c *Config) *time.Duration { return &c.PersistRetryMin })},
 	{flag: "persist-retry-max", env: "SVC_PERSIST_RETRY_MAX", def: "60s", usage: "cap of background persist/record retry backoff", set: dur(func(c *Config) *time.Duration { return &c.PersistRetryMax })},
-	{flag: "lfs", env: "SVC_LFS", def: "false", usage: "track large files with git-lfs (spec 10.3; not implemented yet)", set: func(c *Config, v string) (err error) { c.LFS, err = strconv.ParseBool(v); return }},
+	{flag: "lfs", env: "SVC_LFS", def: "true", usage: "track files above LARGE_FILE_BYTES and curated binary types with git-lfs through the API's batch endpoint (spec 10.3)", set: func(c *Config, v string) (err error) { c.LFS, err = strconv.ParseBool(v); return }},
 }
 
 // Parse reads flags from args, then fills everything not given on the

@@ -44,8 +44,9 @@ var (
 type LargeFiles interface {
 	// TrackLarge tracks files over the threshold before add.
 	TrackLarge(ctx context.Context) error
-	// Push uploads the large-file bytes of HEAD after commit; it reports
-	// whether the push succeeded (the .git archive then omits the cache).
+	// Push uploads the large-file bytes not yet stored, after commit; nil
+	// means every object of the local cache is stored (the .git archive
+	// then omits the cache).
 	Push(ctx context.Context) error
 }
 
@@ -199,15 +200,7 @@ func (g *GitWorkspaceSync) commitLocked(ctx context.Context, message string) (st
 // afterCommit is spec 6's afterCommit(sha): push large files, persist .git,
 // then record; then the S3 layers (layer 2 only when not suppressed).
 func (g *GitWorkspaceSync) afterCommit(ctx context.Context, sha string) {
-	if g.o.LFS != nil {
-		err := g.o.LFS.Push(ctx)
-		g.stateMu.Lock()
-		g.lfsPushed = err == nil
-		g.stateMu.Unlock()
-		if err != nil {
-			g.log.Warn("large-file push failed; the .git archive keeps the local large-file cache", zap.Error(err))
-		}
-	}
+	g.pushLargeFiles(ctx)
 	if err := g.persistStep(ctx); err == nil {
 		g.recordPending(ctx)
 	}
@@ -215,6 +208,22 @@ func (g *GitWorkspaceSync) afterCommit(ctx context.Context, sha string) {
 		if err := g.o.S3.AfterTurn(ctx); err != nil {
 			g.log.Warn("s3sync after turn", zap.Error(err))
 		}
+	}
+}
+
+// pushLargeFiles pushes the large-file bytes not yet stored (spec 10.3) and
+// remembers the outcome: the next .git archive leaves the local large-file
+// cache out only if this push succeeded.
+func (g *GitWorkspaceSync) pushLargeFiles(ctx context.Context) {
+	if g.o.LFS == nil {
+		return
+	}
+	err := g.o.LFS.Push(ctx)
+	g.stateMu.Lock()
+	g.lfsPushed = err == nil
+	g.stateMu.Unlock()
+	if err != nil {
+		g.log.Warn("large-file push failed; the .git archive keeps the local large-file cache", zap.Error(err))
 	}
 }
 
@@ -335,12 +344,7 @@ func (g *GitWorkspaceSync) flushLocked(ctx context.Context, fo FlushOptions) (wi
 	if _, err := g.commitLocked(ctx, msg); err != nil {
 		return wire.GitFlushResponse{}, err
 	}
-	if g.o.LFS != nil {
-		err := g.o.LFS.Push(ctx)
-		g.stateMu.Lock()
-		g.lfsPushed = err == nil
-		g.stateMu.Unlock()
-	}
+	g.pushLargeFiles(ctx)
 	if err := g.persistStep(ctx); err != nil {
 		return wire.GitFlushResponse{}, errors.Join(ErrNotPersisted, err)
 	}
@@ -424,11 +428,13 @@ func (g *GitWorkspaceSync) SnapshotHEAD(ctx context.Context) (string, error) {
 	return f.Name(), nil
 }
 
-// PersistNow runs one durability step outside a turn (the cold-start seed).
+// PersistNow pushes large files and runs one durability step outside a
+// turn (the cold-start seed).
 func (g *GitWorkspaceSync) PersistNow(ctx context.Context) error {
 	g.turnMu.Lock()
 	defer g.turnMu.Unlock()
 	g.setDirty(true)
+	g.pushLargeFiles(ctx)
 	return g.persistStep(ctx)
 }
 
@@ -448,6 +454,7 @@ func (g *GitWorkspaceSync) Resume(ctx context.Context) {
 	if unpersisted {
 		g.setDirty(true)
 		g.log.Info("resuming: persisting commits made before a restart")
+		g.pushLargeFiles(ctx)
 		if err := g.persistStep(ctx); err != nil {
 			return
 		}

@@ -22,11 +22,13 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/degrade"
 	"github.com/svc-dev/svc/podagent/internal/durable"
 	"github.com/svc-dev/svc/podagent/internal/gitsync"
+	"github.com/svc-dev/svc/podagent/internal/lfs"
 	"github.com/svc-dev/svc/podagent/internal/metrics"
 	"github.com/svc-dev/svc/podagent/internal/s3sync"
 	"github.com/svc-dev/svc/podagent/internal/server"
 	"github.com/svc-dev/svc/podagent/internal/shutdown"
 	"github.com/svc-dev/svc/podagent/internal/testhook"
+	"github.com/svc-dev/svc/podagent/internal/webhook"
 	"github.com/svc-dev/svc/shared/gitrun"
 	"github.com/svc-dev/svc/shared/objstore"
 	fsstore "github.com/svc-dev/svc/shared/objstore/fs"
@@ -48,6 +50,9 @@ type Options struct {
 	// (defaults in gitsync.Options).
 	PersistAttempts int
 	PersistTimeout  time.Duration
+	// Webhook tunes the webhook channel (zero value: the defaults; see
+	// webhook.SettingsFromEnv).
+	Webhook webhook.Settings
 }
 
 // Pod is a running pod.
@@ -62,6 +67,8 @@ type Pod struct {
 	Metrics   *metrics.Metrics
 	Echo      *echo.Echo
 	ColdStart coldstart.Result
+	// Webhook serves /agent/channels/webhook/* (issue 5).
+	Webhook *webhook.Handler
 
 	log      *zap.Logger
 	bgCancel context.CancelFunc
@@ -138,15 +145,24 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 	}
 	p.Recorder.OnPendingChange = func(n int) { p.Metrics.RecordsPending.Set(float64(n)) }
 
-	if cfg.LFS {
-		log.Warn("SVC_LFS=true: large-file handling (spec 10.3) is not implemented yet; files of any size are committed as ordinary blobs")
+	// Large files through git-lfs and the API's batch endpoint (spec 10.3).
+	var large *lfs.LFS
+	switch {
+	case cfg.LFS && cfg.APIURL == "":
+		log.Warn("SVC_LFS=true but SVC_API_URL is empty: large files are committed as ordinary blobs")
+	case cfg.LFS:
+		large = lfs.New(lfs.Options{Dir: ws, Runner: runner, APIURL: cfg.APIURL, ProjectID: cfg.ProjectID,
+			Token: cfg.RuntimeToken, Threshold: cfg.LargeFileBytes, Log: log})
 	}
 	sopts := gitsync.Options{Repo: p.Repo, Persister: p.Durable, Recorder: p.Recorder, Machine: p.Machine,
 		S3: p.S3, Metrics: p.Metrics, Log: log, RetryMin: cfg.PersistRetryMin, RetryMax: cfg.PersistRetryMax,
 		PersistAttempts: o.PersistAttempts, PersistTimeout: o.PersistTimeout}
+	copts := coldstart.Options{Repo: p.Repo, Durable: p.Durable, S3: p.S3, Log: log}
+	if large != nil {
+		sopts.LFS, copts.LFS = large, large
+	}
 	p.Sync = gitsync.New(sopts)
-
-	copts := coldstart.Options{Repo: p.Repo, Durable: p.Durable, Sync: p.Sync, S3: p.S3, Log: log}
+	copts.Sync = p.Sync
 	p.ColdStart, err = coldstart.Run(ctx, copts)
 	if err != nil && !errors.Is(err, durable.ErrFenced) {
 		return nil, fmt.Errorf("cold start: %w", err)
@@ -163,6 +179,19 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 			}
 			return nil
 		}})
+	// Webhook channel: the agent's tool loop ends each turn with p.Turn.
+	wdeps, err := webhook.PodDeps(webhook.PodOptions{APIURL: cfg.APIURL, ProjectID: cfg.ProjectID,
+		RuntimeToken: cfg.RuntimeToken, Workspace: ws, Committer: p, Settings: o.Webhook, Log: log, HTTP: o.HTTPClient,
+		Ready: func() error {
+			if p.Durable.Fenced() {
+				return durable.ErrFenced
+			}
+			return nil
+		}})
+	if err != nil {
+		return nil, err
+	}
+	p.Webhook = webhook.Register(p.Echo.Group(webhook.Prefix, server.RequireRuntimeToken(cfg.RuntimeToken)), wdeps)
 
 	bgCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	p.bgCancel, p.bgDone = cancel, make(chan struct{})
@@ -180,6 +209,12 @@ func (p *Pod) Turn(ctx context.Context, message string) (string, error) {
 
 // Shutdown runs the spec 10.2 sequence and stops the background loop.
 func (p *Pod) Shutdown(ctx context.Context) shutdown.Result {
+	if p.Webhook != nil {
+		// Running webhook turns end (and commit) before the drain.
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		_ = p.Webhook.Shutdown(wctx)
+		cancel()
+	}
 	res := shutdown.Run(ctx, p.ShutdownSteps())
 	p.Close()
 	return res

@@ -23,6 +23,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/readahead"
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/shared/archive"
@@ -159,7 +161,18 @@ func (s *S3Sync) RestoreDeps(ctx context.Context) (bool, error) {
 	if err != nil || hash == "" {
 		return false, err
 	}
-	if _, err := os.Stat(filepath.Join(s.opts.Workspace, DepsDir)); err == nil {
+	return s.RestoreDepsHash(ctx, hash)
+}
+
+// RestoreDepsHash extracts deps-<hash>.tar.gz into the workspace unless
+// node_modules is already there. Cold start calls it with the hash of
+// HEAD's lockfile, in parallel with the work-tree reset. The archive is
+// streamed: download, gunzip and extraction overlap (read-ahead buffers
+// between the stages), and it lands in a staging directory that is renamed
+// into place, so a crash never leaves half a node_modules.
+func (s *S3Sync) RestoreDepsHash(ctx context.Context, hash string) (bool, error) {
+	target := filepath.Join(s.opts.Workspace, DepsDir)
+	if _, err := os.Lstat(target); err == nil {
 		return false, nil // installed locally; SyncDeps uploads it if the layer is missing
 	}
 	key := objstore.DepsKey(hash)
@@ -176,10 +189,13 @@ func (s *S3Sync) RestoreDeps(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	defer os.RemoveAll(staging)
-	if _, err := archive.ExtractTarGz(rc, staging, archive.ExtractOptions{}); err != nil {
+	if _, err := ExtractTarGz(rc, staging, archive.ExtractOptions{}); err != nil {
 		return false, fmt.Errorf("s3sync: extract %s: %w", key, err)
 	}
-	if err := os.Rename(filepath.Join(staging, DepsDir), filepath.Join(s.opts.Workspace, DepsDir)); err != nil {
+	if err := os.Rename(filepath.Join(staging, DepsDir), target); err != nil {
+		if _, serr := os.Lstat(target); serr == nil {
+			return false, nil // node_modules appeared meanwhile (tracked in git): keep it
+		}
 		return false, fmt.Errorf("s3sync: %s has no %s/: %w", key, DepsDir, err)
 	}
 	s.mu.Lock()
@@ -187,6 +203,35 @@ func (s *S3Sync) RestoreDeps(ctx context.Context) (bool, error) {
 	s.mu.Unlock()
 	return true, nil
 }
+
+// ExtractTarGz is archive.ExtractTar behind two read-ahead stages (the
+// source, then the gunzipped stream), so that reading the network,
+// decompressing and writing files run concurrently. The safety checks are
+// archive.ExtractTar's.
+func ExtractTarGz(r io.Reader, dst string, opts archive.ExtractOptions) (archive.Stats, error) {
+	src, err := readahead.NewReaderSize(r, readaheadBuffers, readaheadBufferBytes)
+	if err != nil {
+		return archive.Stats{}, err
+	}
+	defer src.Close()
+	zr, err := gzip.NewReader(src)
+	if err != nil {
+		return archive.Stats{}, fmt.Errorf("archive: not a gzip stream: %w", err)
+	}
+	defer zr.Close()
+	plain, err := readahead.NewReaderSize(zr, readaheadBuffers, readaheadBufferBytes)
+	if err != nil {
+		return archive.Stats{}, err
+	}
+	defer plain.Close()
+	return archive.ExtractTar(plain, dst, opts)
+}
+
+// Read-ahead between the stages of ExtractTarGz.
+const (
+	readaheadBuffers     = 8
+	readaheadBufferBytes = 1 << 20
+)
 
 // WriteProjectArchive uploads a tar.gz of the live work tree (without .git
 // and node_modules) as <projectId>/project-src.tar.gz.

@@ -27,9 +27,9 @@ type PodOptions struct {
 }
 
 // PodDeps assembles the production Deps of a pod: channel config from the
-// API, the tool loop against the gateway, guarded callbacks. The returned
-// agent must be closed at shutdown (after Handler.Shutdown).
-func PodDeps(o PodOptions) (Deps, *agentloop.Agent, error) {
+// API, the tool loop against the gateway, guarded callbacks. Handler.Shutdown
+// closes the agent.
+func PodDeps(o PodOptions) (Deps, error) {
 	s := o.Settings
 	if o.Log == nil {
 		o.Log = zap.NewNop()
@@ -38,7 +38,7 @@ func PodDeps(o PodOptions) (Deps, *agentloop.Agent, error) {
 		Model: s.AgentModel, HTTP: o.HTTP, Workspace: o.Workspace, Committer: o.Committer,
 		MaxIterations: s.MaxIterations, Log: o.Log})
 	if err != nil {
-		return Deps{}, nil, fmt.Errorf("webhook: %w", err)
+		return Deps{}, fmt.Errorf("webhook: %w", err)
 	}
 	cb := callback.New(callback.Options{Guard: callback.NewGuard(s.AllowedNets), Attempts: s.CallbackAttempts,
 		RetryBase: s.CallbackBase, RetryMax: s.CallbackMax, AttemptTimeout: s.CallbackTimeout, Log: o.Log})
@@ -52,5 +52,6 @@ func PodDeps(o PodOptions) (Deps, *agentloop.Agent, error) {
 		SyncTimeout:  s.SyncTimeout,
 		TurnTimeout:  s.TurnTimeout,
 		MaxBodyBytes: s.MaxBodyBytes,
-	}, agent, nil
+		Closer:       agent,
+	}, nil
 }

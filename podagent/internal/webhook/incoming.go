@@ -120,8 +120,7 @@ func (h *Handler) incoming(c echo.Context) error {
 		return err
 	}
 	if h.closing.Load() {
-		return &Error{Status: http.StatusServiceUnavailable, Code: "shutting_down", Type: "unavailable",
-			Message: "The agent is shutting down; retry shortly."}
+		return errShuttingDown
 	}
 	if h.d.Ready != nil {
 		if err := h.d.Ready(); err != nil {
@@ -157,13 +156,15 @@ func (h *Handler) incoming(c echo.Context) error {
 	req := agentloop.Request{Message: in.Message, SenderID: in.SenderID, SenderName: in.SenderName,
 		Channel: "webhook", CorrelationID: corr, Metadata: in.Metadata}
 	t := &turn{h: h, cfg: cfg, in: in, corr: corr, actID: actID, done: make(chan struct{})}
-	if mode == "async" {
-		t.async = true
-		h.start(t, req)
+	t.async = mode == "async"
+	if !h.start(t, req) {
+		h.d.Activity.Finish(actID, wire.ActivityFailed, "shutting down")
+		return errShuttingDown
+	}
+	if t.async {
 		return c.JSON(http.StatusAccepted, wire.WebhookAccepted{Status: "accepted", CorrelationID: corr,
 			Message: "The message was accepted; the reply will be POSTed to the callback URL when the agent finishes."})
 	}
-	h.start(t, req)
 	return h.waitSync(c, t)
 }
 
@@ -184,10 +185,16 @@ type turn struct {
 	done      chan struct{} // closed when finished (under mu)
 }
 
+var errShuttingDown = &Error{Status: http.StatusServiceUnavailable, Code: "shutting_down", Type: "unavailable",
+	Message: "The agent is shutting down; retry shortly."}
+
 // start runs the turn in the background, detached from the request: a sync
-// timeout or a caller that goes away does not stop the agent.
-func (h *Handler) start(t *turn, req agentloop.Request) {
-	h.wg.Add(1)
+// timeout or a caller that goes away does not stop the agent. It returns
+// false once Shutdown has started.
+func (h *Handler) start(t *turn, req agentloop.Request) bool {
+	if !h.begin() {
+		return false
+	}
 	go func() {
 		defer h.wg.Done()
 		ctx, cancel := context.WithTimeout(h.base, h.d.TurnTimeout)
@@ -215,6 +222,7 @@ func (h *Handler) start(t *turn, req agentloop.Request) {
 			h.toOutbox(t, res.Reply, "late sync reply")
 		}
 	}()
+	return true
 }
 
 // waitSync blocks until the turn ends (200, or 502 for a failed turn), the
@@ -261,7 +269,11 @@ func (h *Handler) waitSync(c echo.Context, t *turn) error {
 // deliver POSTs an async reply to the callback URL; when that fails for
 // good, the reply goes to the outbox.
 func (h *Handler) deliver(t *turn, reply string) {
-	body, err := json.Marshal(wire.WebhookCallback{Reply: reply, CorrelationID: t.corr, Metadata: metadataOrEmpty(t.in.Metadata)})
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // the reply's text as the agent wrote it
+	err := enc.Encode(wire.WebhookCallback{Reply: reply, CorrelationID: t.corr, Metadata: metadataOrEmpty(t.in.Metadata)})
+	body := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	if err != nil {
 		h.toOutbox(t, reply, "encoding the callback failed")
 		return

@@ -23,6 +23,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -69,17 +70,21 @@ type Deps struct {
 	TurnTimeout time.Duration
 	// MaxBodyBytes is the body limit (413 beyond).
 	MaxBodyBytes int64
+	// Closer, when set, is closed by Shutdown once running turns ended.
+	Closer io.Closer
 }
 
 // Handler serves the routes.
 type Handler struct {
-	d        Deps
-	log      *zap.Logger
-	base     context.Context
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	closing  atomic.Bool
-	messages atomic.Int64
+	d         Deps
+	log       *zap.Logger
+	base      context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	mu        sync.Mutex // orders wg.Add against Shutdown's Wait
+	closing   atomic.Bool
+	closeOnce sync.Once
+	messages  atomic.Int64
 }
 
 // New builds the handler.
@@ -127,25 +132,43 @@ func (h *Handler) Mount(g *echo.Group) {
 }
 
 // Outbox returns the outbox; Activity the activity log.
-func (h *Handler) Outbox() *outbox.Outbox    { return h.d.Outbox }
+func (h *Handler) Outbox() *outbox.Outbox  { return h.d.Outbox }
 func (h *Handler) Activity() *activity.Log { return h.d.Activity }
 
 // Shutdown refuses new messages (503), waits for the running turns and
 // callbacks until ctx ends, then cancels what is left (a cancelled callback
 // puts its reply in the outbox).
 func (h *Handler) Shutdown(ctx context.Context) error {
+	h.mu.Lock()
 	h.closing.Store(true)
+	h.mu.Unlock()
 	done := make(chan struct{})
 	go func() { h.wg.Wait(); close(done) }()
+	var err error
 	select {
 	case <-done:
-		h.cancel()
-		return nil
 	case <-ctx.Done():
-		h.cancel()
-		<-done
-		return ctx.Err()
+		err = ctx.Err()
 	}
+	h.cancel()
+	<-done
+	h.closeOnce.Do(func() {
+		if h.d.Closer != nil {
+			_ = h.d.Closer.Close()
+		}
+	})
+	return err
+}
+
+// begin registers background work; false once Shutdown has started.
+func (h *Handler) begin() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closing.Load() {
+		return false
+	}
+	h.wg.Add(1)
+	return true
 }
 
 // Error is a handler error, written as wire.WebhookErrorBody.

@@ -2,7 +2,8 @@
 // tests: POST /internal/projects/{id}/chat/completions answers like
 // apiserver/internal/fakeupstream (the same Reply/ToolCall scripting, which
 // podagent cannot import across modules) after checking the runtime token,
-// and GET /internal/projects/{id}/channel serves a settable channel config.
+// GET /internal/projects/{id}/channel serves a settable channel config and
+// POST /internal/projects/{id}/checkpoints/record keeps checkpoint rows.
 package fakegateway
 
 import (
@@ -64,6 +65,7 @@ type Server struct {
 	channel     wire.ChannelConfig
 	channelErr  int
 	channelHits int
+	records     map[string]wire.CheckpointRecord
 }
 
 // New starts a fake gateway for one project; it is closed with the test.
@@ -114,6 +116,17 @@ func (s *Server) SetChannel(c wire.ChannelConfig, status int) {
 	s.mu.Unlock()
 }
 
+// Records returns the checkpoint rows recorded (idempotent on commitSha).
+func (s *Server) Records() []wire.CheckpointRecord {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []wire.CheckpointRecord
+	for _, r := range s.records {
+		out = append(out, r)
+	}
+	return out
+}
+
 // ChannelHits is the number of channel config requests served.
 func (s *Server) ChannelHits() int {
 	s.mu.Lock()
@@ -152,6 +165,21 @@ func (s *Server) handle(w http.ResponseWriter, req *http.Request) {
 		_ = json.NewEncoder(w).Encode(c)
 	case rest == "chat/completions" && req.Method == http.MethodPost:
 		s.completion(w, req)
+	case rest == "checkpoints/record" && req.Method == http.MethodPost:
+		var rec wire.CheckpointRecord
+		if err := json.NewDecoder(req.Body).Decode(&rec); err != nil || rec.CommitSHA == "" {
+			writeErr(w, 400, "bad_record")
+			return
+		}
+		s.mu.Lock()
+		if s.records == nil {
+			s.records = map[string]wire.CheckpointRecord{}
+		}
+		_, existed := s.records[rec.CommitSHA]
+		s.records[rec.CommitSHA] = rec
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(wire.CheckpointRecordResponse{ID: "ckpt_" + rec.CommitSHA[:min(8, len(rec.CommitSHA))], Created: !existed})
 	default:
 		writeErr(w, 404, "not_found")
 	}

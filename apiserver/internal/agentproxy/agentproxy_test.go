@@ -1,0 +1,169 @@
+package agentproxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/svc-dev/svc/apiserver/internal/apierr"
+	"github.com/svc-dev/svc/apiserver/internal/runtime"
+	"github.com/svc-dev/svc/apiserver/internal/store"
+)
+
+func TestAgentPath(t *testing.T) {
+	p := &Proxy{}
+	for _, c := range []struct {
+		path string
+		ok   bool
+		rest string
+	}{
+		{"/api/projects/prj_1/agent-proxy/agent/channels/webhook/incoming", true, "/agent/channels/webhook/incoming"},
+		{"/api/projects/prj_1/agent-proxy/agent/channels/webhook/outbox/ch_9", true, "/agent/channels/webhook/outbox/ch_9"},
+		{"/api/projects/prj_1/agent-proxy/agent/channels/webhook/outbox/ch%209", true, "/agent/channels/webhook/outbox/ch 9"},
+		{"/api/projects/prj_1/agent-proxy/healthz", true, "/healthz"},
+		{"/api/projects/prj_1/agent-proxy/readyz", true, "/readyz"},
+		{"/api/projects/prj_1/agent-proxy/agent/channels/", false, ""},
+		{"/api/projects/prj_1/agent-proxy/agent/git-flush", false, ""},
+		{"/api/projects/prj_1/agent-proxy/agent/channels/../git-flush", false, ""},
+		{"/api/projects/prj_1/agent-proxy/agent/channels/%2e%2e/git-flush", false, ""},
+		{"/api/projects/prj_1/agent-proxy/agent/channels%2F..%2Fgit-flush", false, ""},
+		{"/api/projects/prj_1/agent-proxy//agent/channels/x", false, ""},
+		{"/api/projects/prj_1/agent-proxy/healthzz", false, ""},
+		{"/api/projects/prj_1/agent-proxy/metrics", false, ""},
+		{"/api/projects/prj_1/agent-proxy", false, ""},
+	} {
+		u, err := url.Parse(c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rest, _, ok := agentPath(u)
+		ok = ok && p.allowed(rest)
+		if ok != c.ok || (ok && rest != c.rest) {
+			t.Errorf("%s: %q %v, want %q %v", c.path, rest, ok, c.rest, c.ok)
+		}
+	}
+}
+
+// driver is a runtime.Driver returning a fixed endpoint or error.
+type driver struct {
+	ep  runtime.Endpoint
+	err error
+}
+
+func (d driver) Name() string { return "test" }
+func (d driver) Ensure(context.Context, store.Project) (runtime.Endpoint, error) {
+	return d.ep, d.err
+}
+func (d driver) Stop(context.Context, string) error { return nil }
+func (d driver) Status(context.Context, string) (runtime.Status, error) {
+	return runtime.Status{}, nil
+}
+
+func serve(t *testing.T, p *Proxy, method, path string, body io.Reader) *httptest.ResponseRecorder {
+	t.Helper()
+	p.Log = zaptest.NewLogger(t)
+	e := echo.New()
+	e.HTTPErrorHandler = apierr.Handler(p.Log)
+	e.Any("/api/projects/:id/agent-proxy/*", func(c echo.Context) error {
+		return p.serve(c, store.Project{ID: c.Param("id")})
+	})
+	rec := httptest.NewRecorder()
+	e.ServeHTTP(rec, httptest.NewRequest(method, path, body))
+	return rec
+}
+
+func TestRuntimeErrorsMapToSpecCodes(t *testing.T) {
+	start := &runtime.StartError{ProjectID: "prj_1", RetryAfter: 2500 * time.Millisecond, Err: errors.New("boom")}
+	for _, c := range []struct {
+		err    error
+		status int
+		code   string
+		retry  string
+	}{
+		{start, 503, "agent_start_failed", "3"},
+		{runtime.ErrOffline, 503, "instance_offline", ""},
+		{errors.New("database down"), 500, "internal_error", ""},
+	} {
+		rec := serve(t, &Proxy{Runtime: driver{err: c.err}}, http.MethodPost,
+			"/api/projects/prj_1/agent-proxy/agent/channels/webhook/incoming", strings.NewReader(`{}`))
+		if rec.Code != c.status || !strings.Contains(rec.Body.String(), `"code":"`+c.code+`"`) ||
+			rec.Header().Get("Retry-After") != c.retry {
+			t.Errorf("%v: %d %s Retry-After=%q", c.err, rec.Code, rec.Body, rec.Header().Get("Retry-After"))
+		}
+		if strings.Contains(rec.Body.String(), "boom") || strings.Contains(rec.Body.String(), "database") {
+			t.Errorf("%v: cause leaked: %s", c.err, rec.Body)
+		}
+	}
+}
+
+func TestAgentTimeoutIs504(t *testing.T) {
+	release := make(chan struct{})
+	agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer agent.Close()
+	defer close(release)
+	u, _ := url.Parse(agent.URL)
+	rec := serve(t, &Proxy{Runtime: driver{ep: runtime.Endpoint{URL: u, Token: "rt"}}, Timeout: 50 * time.Millisecond},
+		http.MethodGet, "/api/projects/prj_1/agent-proxy/agent/channels/webhook/outbox/ch_1?wait=30", nil)
+	if rec.Code != http.StatusGatewayTimeout || !strings.Contains(rec.Body.String(), "agent_timeout") {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+}
+
+func TestEndpointPathAndTransport(t *testing.T) {
+	var got *http.Request
+	rt := roundTripper(func(r *http.Request) (*http.Response, error) {
+		got = r
+		return &http.Response{StatusCode: 202, Header: http.Header{"Content-Type": {"application/json"}},
+			Body: io.NopCloser(strings.NewReader(`{"status":"accepted"}`)), Request: r}, nil
+	})
+	u, _ := url.Parse("http://paired.invalid/base/")
+	rec := serve(t, &Proxy{Runtime: driver{ep: runtime.Endpoint{URL: u, Token: "rt", Transport: rt}}},
+		http.MethodPost, "/api/projects/prj_1/agent-proxy/agent/channels/webhook/incoming?a=b", strings.NewReader(`{"message":"x"}`))
+	if rec.Code != 202 || rec.Body.String() != `{"status":"accepted"}` {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	if got.URL.String() != "http://paired.invalid/base/agent/channels/webhook/incoming?a=b" || got.Host != "paired.invalid" ||
+		got.Header.Get("Authorization") != "Bearer rt" || got.GetBody != nil {
+		t.Fatalf("outgoing %s host=%s auth=%q", got.URL, got.Host, got.Header.Get("Authorization"))
+	}
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func FuzzAgentPath(f *testing.F) {
+	f.Add("/api/projects/p/agent-proxy/agent/channels/webhook/incoming")
+	f.Add("/api/projects/p/agent-proxy/agent/channels/%2e%2e/git-flush")
+	f.Fuzz(func(t *testing.T, raw string) {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return
+		}
+		rest, rawRest, ok := agentPath(u)
+		if !ok || !(&Proxy{}).allowed(rest) {
+			return
+		}
+		// What is forwarded is clean and stays under an allowed prefix.
+		if strings.Contains(rest, "/../") || strings.HasSuffix(rest, "/..") || strings.Contains(rest, "//") {
+			t.Fatalf("%q → %q", raw, rest)
+		}
+		if dec, err := url.PathUnescape(rawRest); err != nil || dec != rest {
+			t.Fatalf("%q: raw %q decodes to %q, not %q", raw, rawRest, dec, rest)
+		}
+	})
+}

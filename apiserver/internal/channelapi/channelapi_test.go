@@ -1,0 +1,98 @@
+package channelapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/labstack/echo/v4"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/svc-dev/svc/apiserver/internal/apierr"
+	"github.com/svc-dev/svc/apiserver/internal/auth"
+	"github.com/svc-dev/svc/apiserver/internal/channelapi"
+	"github.com/svc-dev/svc/apiserver/internal/httpmw"
+	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
+	"github.com/svc-dev/svc/shared/runtimetoken"
+	"github.com/svc-dev/svc/shared/wire"
+)
+
+func TestChannelConfigForTheProjectsRuntimeOnly(t *testing.T) {
+	ctx := context.Background()
+	st := storetest.SQLite(t)
+	secret := []byte("runtime-auth-secret")
+	ws, err := st.CreateWorkspace(ctx, "w", "free")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1, _ := st.CreateProject(ctx, ws.ID, "one")
+	p2, _ := st.CreateProject(ctx, ws.ID, "two")
+
+	e := echo.New()
+	e.HTTPErrorHandler = apierr.Handler(zaptest.NewLogger(t))
+	g := e.Group("/internal/projects/:id", httpmw.Runtime(auth.New(st, secret, zaptest.NewLogger(t)), "id"))
+	g.GET("/channel", channelapi.Handler(st))
+	srv := httptest.NewServer(e)
+	defer srv.Close()
+
+	get := func(project, token string) (int, wire.ChannelConfig, string) {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/internal/projects/"+project+"/channel", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		var cfg wire.ChannelConfig
+		_ = json.Unmarshal(b, &cfg)
+		return res.StatusCode, cfg, string(b)
+	}
+
+	// No channel yet: empty secret (the pod rejects everything).
+	if st, cfg, body := get(p1.ID, runtimetoken.Mint(secret, p1.ID)); st != 200 || cfg.Configured || cfg.Secret != "" {
+		t.Fatalf("unconfigured: %d %s", st, body)
+	}
+	sec, hdrs := "s3cret", `{"X-Tenant":"acme","X-Num":7,"bad name":"x","X-Null":null,"X-Obj":{"a":1}}`
+	ch, err := st.SetChannel(ctx, p1.ID, &sec, &hdrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, cfg, body := get(p1.ID, runtimetoken.Mint(secret, p1.ID))
+	if status != 200 || !cfg.Configured || cfg.ChannelID != ch.ID || cfg.Secret != "s3cret" {
+		t.Fatalf("configured: %d %s", status, body)
+	}
+	want := map[string]string{"X-Tenant": "acme", "X-Num": "7", "X-Obj": `{"a":1}`}
+	if len(cfg.CallbackHeaders) != len(want) {
+		t.Fatalf("headers = %v", cfg.CallbackHeaders)
+	}
+	for k, v := range want {
+		if cfg.CallbackHeaders[k] != v {
+			t.Fatalf("headers = %v", cfg.CallbackHeaders)
+		}
+	}
+
+	// Another project's token, no token, a bad token: refused.
+	for _, tok := range []string{runtimetoken.Mint(secret, p2.ID), "", "garbage"} {
+		if st, _, body := get(p1.ID, tok); st != 401 {
+			t.Fatalf("token %q: %d %s", tok, st, body)
+		}
+	}
+}
+
+func TestDecodeCallbackHeaders(t *testing.T) {
+	for in, n := range map[string]int{"": 0, "{}": 0, "null": 0, `{"A":"b"}`: 1, `{"A":"b\r\nX: y"}`: 0} {
+		got, err := channelapi.DecodeCallbackHeaders(in)
+		if err != nil || len(got) != n {
+			t.Errorf("%q: %v %v", in, got, err)
+		}
+	}
+	if _, err := channelapi.DecodeCallbackHeaders(`[1]`); err == nil {
+		t.Error("an array was accepted")
+	}
+}

@@ -1,0 +1,325 @@
+package gitserver_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/svc-dev/svc/apiserver/internal/hydrate/hydratetest"
+	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/objstore"
+	"github.com/svc-dev/svc/shared/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// client runs the real git client with no user or system config.
+type client struct {
+	t    *testing.T
+	home string
+}
+
+func newClient(t *testing.T) *client { return &client{t: t, home: t.TempDir()} }
+
+func (c *client) run(dir string, args ...string) (string, error) {
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "HOME="+c.home, "XDG_CONFIG_HOME="+c.home, "GIT_CONFIG_NOSYSTEM=1",
+		"GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=", "SSH_ASKPASS=", "LC_ALL=C",
+		"GIT_AUTHOR_NAME=laptop", "GIT_AUTHOR_EMAIL=dev@laptop.invalid",
+		"GIT_COMMITTER_NAME=laptop", "GIT_COMMITTER_EMAIL=dev@laptop.invalid")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return strings.TrimSpace(out.String()), err
+}
+
+func (c *client) must(dir string, args ...string) string {
+	c.t.Helper()
+	out, err := c.run(dir, args...)
+	if err != nil {
+		c.t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return out
+}
+
+type fx struct {
+	*hydratetest.Fixture
+	w *hydratetest.Work
+}
+
+func setup(t *testing.T) *fx {
+	f := &fx{Fixture: hydratetest.NewFixture(t, nil), w: hydratetest.NewWork(t)}
+	f.w.Commit("init", map[string]string{"README.md": "# app\n", "app.js": "a\n"})
+	f.w.Commit("two", map[string]string{"app.js": "a\nb\n"})
+	f.w.Tag("publish/site/1700000100", "publish")
+	f.w.Commit("three", map[string]string{"app.js": "a\nb\nc\n"})
+	f.w.Persist(f.Objects, f.Project.ID)
+	return f
+}
+
+// remote is the clone URL with the key as Basic password.
+func (f *fx) remote(key string) string {
+	u, _ := url.Parse(f.URL + "/api/projects/" + f.Project.ID + "/git")
+	if key != "" {
+		u.User = url.UserPassword("anyone", key)
+	}
+	return u.String()
+}
+
+func TestCloneAndPull(t *testing.T) {
+	for _, proto := range []string{"0", "1", "2"} {
+		t.Run("protocol-v"+proto, func(t *testing.T) {
+			f := setup(t)
+			c := newClient(t)
+			dst := filepath.Join(t.TempDir(), "clone")
+			out := c.must("", "-c", "protocol.version="+proto, "clone", f.remote(f.Key), dst)
+			_ = out
+			if got := c.must(dst, "rev-parse", "HEAD"); got != f.w.Head() {
+				t.Fatalf("cloned HEAD %s, want %s", got, f.w.Head())
+			}
+			if got := c.must(dst, "tag", "-l"); got != "publish/site/1700000100" {
+				t.Fatalf("tags %q", got)
+			}
+			if got := c.must(dst, "rev-list", "--count", "HEAD"); got != "3" {
+				t.Fatalf("history of %s commits", got)
+			}
+			// New commits persisted by the pod arrive with a pull.
+			f.w.Commit("four", map[string]string{"new.txt": "new\n"})
+			f.w.Commit("five", map[string]string{"new.txt": "newer\n"})
+			f.w.Persist(f.Objects, f.Project.ID)
+			c.must(dst, "-c", "protocol.version="+proto, "pull", "--ff-only")
+			if got := c.must(dst, "rev-parse", "HEAD"); got != f.w.Head() {
+				t.Fatalf("HEAD after pull %s, want %s", got, f.w.Head())
+			}
+			if b, _ := os.ReadFile(filepath.Join(dst, "new.txt")); string(b) != "newer\n" {
+				t.Fatalf("work tree after pull: %q", b)
+			}
+		})
+	}
+}
+
+func TestProtocolV2IsSpoken(t *testing.T) {
+	f := setup(t)
+	c := newClient(t)
+	dst := filepath.Join(t.TempDir(), "clone")
+	cmd := exec.Command("git", "-c", "protocol.version=2", "clone", f.remote(f.Key), dst)
+	cmd.Env = append(os.Environ(), "HOME="+c.home, "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0", "GIT_TRACE_PACKET=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "version 2") || !strings.Contains(string(out), "command=fetch") {
+		t.Fatalf("protocol v2 not negotiated:\n%s", out)
+	}
+}
+
+func TestShallowClone(t *testing.T) {
+	f := setup(t)
+	c := newClient(t)
+	for _, proto := range []string{"0", "2"} {
+		dst := filepath.Join(t.TempDir(), "shallow")
+		c.must("", "-c", "protocol.version="+proto, "clone", "--depth", "1", f.remote(f.Key), dst)
+		if got := c.must(dst, "rev-list", "--count", "HEAD"); got != "1" {
+			t.Fatalf("v%s: shallow clone has %s commits", proto, got)
+		}
+		if _, err := os.Stat(filepath.Join(dst, ".git", "shallow")); err != nil {
+			t.Fatalf("v%s: not shallow: %v", proto, err)
+		}
+	}
+}
+
+func TestBearerAuthClone(t *testing.T) {
+	f := setup(t)
+	c := newClient(t)
+	dst := filepath.Join(t.TempDir(), "clone")
+	c.must("", "-c", "http.extraHeader=Authorization: Bearer "+f.Key, "clone", f.remote(""), dst)
+	if got := c.must(dst, "rev-parse", "HEAD"); got != f.w.Head() {
+		t.Fatalf("HEAD %s", got)
+	}
+}
+
+func TestPushBackWritesOneRowAndNoObject(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	c := newClient(t)
+	dst := filepath.Join(t.TempDir(), "clone")
+	c.must("", "clone", f.remote(f.Key), dst)
+	before, err := f.Objects.Head(ctx, objstore.RepoKey(f.Project.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rowsBefore := countRows(t, f, "")
+
+	must(t, os.WriteFile(filepath.Join(dst, "laptop.txt"), []byte("one\n"), 0o644))
+	c.must(dst, "add", "-A")
+	c.must(dst, "commit", "-q", "-m", "from laptop 1")
+	must(t, os.WriteFile(filepath.Join(dst, "laptop.txt"), []byte("one\ntwo\n"), 0o644))
+	c.must(dst, "commit", "-q", "-am", "from laptop 2")
+	head := c.must(dst, "rev-parse", "HEAD")
+	c.must(dst, "push", "origin", "main")
+
+	if got := countRows(t, f, store.SourceReceivePack); got != 1 {
+		t.Fatalf("%d receive-pack rows, want exactly 1", got)
+	}
+	cps, err := f.Store.ListCheckpoints(ctx, f.Project.ID, 100)
+	must(t, err)
+	var found bool
+	for _, cp := range cps {
+		if cp.Source == store.SourceReceivePack {
+			found = true
+			if cp.CommitSHA != head || cp.Branch != "main" || cp.Message != "from laptop 2" || cp.Additions != 1 {
+				t.Fatalf("push-back row %+v", cp)
+			}
+		}
+	}
+	if !found || len(cps) != rowsBefore+1 {
+		t.Fatalf("rows: %d before, %d after", rowsBefore, len(cps))
+	}
+	after, err := f.Objects.Head(ctx, objstore.RepoKey(f.Project.ID))
+	must(t, err)
+	if after.ETag != before.ETag {
+		t.Fatal("push-back wrote the durable object")
+	}
+	// The pushing client reads its push back from the hydrated copy.
+	dst2 := filepath.Join(t.TempDir(), "clone2")
+	c.must("", "clone", f.remote(f.Key), dst2)
+	if got := c.must(dst2, "rev-parse", "HEAD"); got != head {
+		t.Fatalf("re-clone HEAD %s, want the pushed %s", got, head)
+	}
+	// A push that moves no branch writes no row.
+	c.must(dst, "tag", "laptop-tag")
+	c.must(dst, "push", "origin", "laptop-tag")
+	if got := countRows(t, f, store.SourceReceivePack); got != 1 {
+		t.Fatalf("tag push wrote a row (%d)", got)
+	}
+}
+
+func countRows(t *testing.T, f *fx, source string) int {
+	t.Helper()
+	cps, err := f.Store.ListCheckpoints(context.Background(), f.Project.ID, 1000)
+	must(t, err)
+	n := 0
+	for _, cp := range cps {
+		if source == "" || cp.Source == source {
+			n++
+		}
+	}
+	return n
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAuthMatrix(t *testing.T) {
+	f := setup(t)
+	infoRefs := f.URL + "/api/projects/" + f.Project.ID + "/git/info/refs?service=git-upload-pack"
+	basic := func(k string) string {
+		req, _ := http.NewRequest("GET", "/", nil)
+		req.SetBasicAuth("x", k)
+		return req.Header.Get("Authorization")
+	}
+	cases := []struct {
+		name, auth string
+		status     int
+	}{
+		{"no credentials", "", 401},
+		{"basic bad key", basic("svc_sk_bogus"), 401},
+		{"bearer bad key", "Bearer svc_sk_bogus", 401},
+		{"basic runtime token", basic(f.RuntimeToken), 401},
+		{"bearer runtime token", "Bearer " + f.RuntimeToken, 401},
+		{"basic other workspace", basic(f.OtherKey), 403},
+		{"bearer other workspace", "Bearer " + f.OtherKey, 403},
+		{"basic member", basic(f.Key), 200},
+		{"bearer member", "Bearer " + f.Key, 200},
+	}
+	for _, tc := range cases {
+		req, _ := http.NewRequest("GET", infoRefs, nil)
+		if tc.auth != "" {
+			req.Header.Set("Authorization", tc.auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		must(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s: %d %s, want %d", tc.name, resp.StatusCode, body, tc.status)
+		}
+		if tc.status == 401 && !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Basic ") {
+			t.Errorf("%s: no WWW-Authenticate challenge", tc.name)
+		}
+		if tc.status == 200 && (resp.Header.Get("Content-Type") != "application/x-git-upload-pack-advertisement" ||
+			!bytes.HasPrefix(body, []byte("001e# service=git-upload-pack\n0000"))) {
+			t.Errorf("%s: advertisement %q %q", tc.name, resp.Header.Get("Content-Type"), body)
+		}
+	}
+	// The real client without credentials fails cleanly.
+	c := newClient(t)
+	out, err := c.run("", "clone", f.remote(""), filepath.Join(t.TempDir(), "x"))
+	if err == nil || !strings.Contains(out, "Authentication failed") && !strings.Contains(out, "could not read Username") {
+		t.Fatalf("clone without key: %v %s", err, out)
+	}
+}
+
+func pkt(s string) string { return fmt.Sprintf("%04x%s", len(s)+4, s) }
+
+func TestHostileAndGzipRequests(t *testing.T) {
+	f := setup(t)
+	base := f.URL + "/api/projects/" + f.Project.ID + "/git"
+	do := func(method, u string, body []byte, hdr map[string]string) (int, []byte) {
+		req, _ := http.NewRequest(method, u, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+f.Key)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		must(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	for _, svc := range []string{"--upload-pack=touch /tmp/x", "git-upload-archive", "", "upload-pack"} {
+		if st, b := do("GET", base+"/info/refs?service="+url.QueryEscape(svc), nil, nil); st != 400 {
+			t.Errorf("service %q: %d %s", svc, st, b)
+		}
+	}
+	if st, _ := do("POST", base+"/git-upload-pack", []byte("0000"), map[string]string{"Content-Type": "text/plain"}); st != 415 {
+		t.Errorf("wrong content type: %d", st)
+	}
+	if st, _ := do("POST", base+"/git-upload-pack", []byte("0000"), map[string]string{
+		"Content-Type": "application/x-git-upload-pack-request", "Content-Encoding": "br"}); st != 415 {
+		t.Errorf("unknown encoding: %d", st)
+	}
+	if st, _ := do("POST", base+"/git-upload-pack", []byte("not gzip"), map[string]string{
+		"Content-Type": "application/x-git-upload-pack-request", "Content-Encoding": "gzip"}); st != 400 {
+		t.Errorf("bad gzip: %d", st)
+	}
+	// A gzip-compressed protocol v2 ls-refs request is answered.
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	io.WriteString(zw, pkt("command=ls-refs\n")+"0001"+pkt("peel\n")+pkt("ref-prefix refs/heads/\n")+"0000")
+	zw.Close()
+	st, b := do("POST", base+"/git-upload-pack", gz.Bytes(), map[string]string{
+		"Content-Type": "application/x-git-upload-pack-request", "Content-Encoding": "gzip", "Git-Protocol": "version=2"})
+	if st != 200 || !strings.Contains(string(b), f.w.Head()+" refs/heads/main") {
+		t.Fatalf("gzip ls-refs: %d %q", st, b)
+	}
+	// An option-like Git-Protocol value is ignored, not passed on.
+	st, b = do("GET", base+"/info/refs?service=git-upload-pack", nil, map[string]string{"Git-Protocol": "version=2 --upload-pack=x"})
+	if st != 200 || !bytes.HasPrefix(b, []byte("001e# service=git-upload-pack")) {
+		t.Fatalf("hostile Git-Protocol: %d %q", st, b)
+	}
+}

@@ -1,0 +1,105 @@
+package hydratetest
+
+import (
+	"context"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/svc-dev/svc/apiserver/internal/admin"
+	"github.com/svc-dev/svc/apiserver/internal/hydrate"
+	"github.com/svc-dev/svc/apiserver/internal/server"
+	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
+	"github.com/svc-dev/svc/shared/objstore/s3"
+	"github.com/svc-dev/svc/shared/runtimetoken"
+	"github.com/svc-dev/svc/shared/testenv"
+)
+
+// RuntimeSecret of fixtures.
+const RuntimeSecret = "hydratetest-runtime-secret"
+
+// Fixture is the whole API server in process (server.New, the real wiring)
+// on a real Postgres and a real MinIO bucket, with one project whose
+// workspace has a member key, a key of another workspace's user, and the
+// project's runtime token.
+type Fixture struct {
+	URL     string
+	Store   *store.Store
+	Objects *CountingStore
+	Hydrate *hydrate.Manager
+	Project store.Project
+	// Key is a key of a member of the project's workspace.
+	Key string
+	// OtherKey is a valid key of a user of another workspace.
+	OtherKey string
+	// RuntimeToken is the project's runtime token (not accepted on reads).
+	RuntimeToken string
+}
+
+// NewFixture starts the server; mod may adjust hydrate options.
+func NewFixture(t testing.TB, mod func(*hydrate.Options)) *Fixture {
+	t.Helper()
+	ctx := context.Background()
+	db := storetest.Postgres(t)
+	env := testenv.MinIO(t)
+	s3s, err := s3.New(ctx, s3.Config{Endpoint: env.Endpoint, Bucket: env.Bucket, AccessKey: env.AccessKey, SecretKey: env.SecretKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := &CountingStore{Store: s3s}
+	log := zap.NewNop()
+	if tt, ok := t.(*testing.T); ok {
+		log = zaptest.NewLogger(tt)
+	}
+	opts := hydrate.Options{Store: objs, Dir: filepath.Join(t.TempDir(), "hydrated"), Checkpoints: db, Log: log}
+	if mod != nil {
+		mod(&opts)
+	}
+	hyd, err := hydrate.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hyd.Wait)
+	srv := server.New(server.Deps{Store: db, Log: log, RuntimeSecret: []byte(RuntimeSecret), Hydrate: hyd})
+	hs := httptest.NewServer(srv.Echo)
+	t.Cleanup(hs.Close)
+
+	f := &Fixture{URL: hs.URL, Store: db, Objects: objs, Hydrate: hyd}
+	f.Project, f.Key = account(t, db, true)
+	_, f.OtherKey = account(t, db, false)
+	f.RuntimeToken = runtimetoken.Mint([]byte(RuntimeSecret), f.Project.ID)
+	return f
+}
+
+// account creates a workspace with a member and a key, and a project when
+// withProject.
+func account(t testing.TB, db *store.Store, withProject bool) (store.Project, string) {
+	t.Helper()
+	ctx := context.Background()
+	ws, err := db.CreateWorkspace(ctx, "ws", "free")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := db.CreateUser(ctx, store.NewID("u")+"@test.invalid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.AddMember(ctx, ws.ID, u.ID); err != nil {
+		t.Fatal(err)
+	}
+	k, err := admin.CreateKey(ctx, db, ws.ID, u.ID, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p store.Project
+	if withProject {
+		if p, err = db.CreateProject(ctx, ws.ID, "proj"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return p, k.Key
+}

@@ -1,0 +1,300 @@
+// Package lfsbatch is the API's large-file batch endpoint (spec 4.3 "batch",
+// 2.7, 10.3): the git-lfs batch API, restricted to what the pod needs.
+//
+//	POST /internal/projects/{id}/lfs/objects/batch   (git-lfs appends /objects/batch to lfs.url)
+//	POST /internal/projects/{id}/lfs/verify          (the verify action of an upload)
+//
+// Both sit behind the runtime-token middleware of the /internal group, so
+// only the pod of project {id} reaches them. The answer carries presigned
+// URLs, so bytes flow between the pod and object storage directly, under
+// <projectId>/lfs/objects/<oid> (oid = sha256 of the content):
+//
+//   - upload of an object that is already stored with the same size: no
+//     actions (content-addressed dedup; git-lfs then skips it);
+//   - upload of a missing object: an "upload" action (presigned PUT) and a
+//     "verify" action (this package checks the stored size via Head);
+//   - download of a stored object: a "download" action (presigned GET);
+//   - download of a missing object: a per-object error with code 404;
+//   - an invalid oid (not 64 lowercase hex) or size (negative or above
+//     MaxObjectBytes): a per-object error with code 422, and no URL is
+//     signed for it.
+//
+// Errors of the whole request (bad JSON, unknown operation, too many
+// objects, another hash algorithm) use the service's error envelope.
+// Protocol: https://github.com/git-lfs/git-lfs/blob/main/docs/api/batch.md
+package lfsbatch
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/svc-dev/svc/apiserver/internal/apierr"
+	"github.com/svc-dev/svc/shared/objstore"
+)
+
+// MediaType is the content type of every batch request and answer.
+const MediaType = "application/vnd.git-lfs+json"
+
+// Limits.
+const (
+	// MaxObjects bounds the objects of one batch request (git-lfs sends
+	// at most 100 by default, lfs.transfer.batchSize).
+	MaxObjects = 1000
+	// MaxObjectBytes bounds one object: the single-PUT limit of S3.
+	MaxObjectBytes int64 = 5 << 30
+	// MaxBodyBytes bounds a request body.
+	MaxBodyBytes = 1 << 20
+	// DefaultExpiry is how long a presigned URL stays valid.
+	DefaultExpiry = time.Hour
+	// headConcurrency bounds the object-store probes of one batch.
+	headConcurrency = 16
+)
+
+// Operations of a batch request.
+const (
+	OpUpload   = "upload"
+	OpDownload = "download"
+)
+
+var oidRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// Request is the body of a batch request.
+type Request struct {
+	Operation string    `json:"operation"`
+	Transfers []string  `json:"transfers,omitempty"`
+	Ref       *Ref      `json:"ref,omitempty"`
+	Objects   []Pointer `json:"objects"`
+	HashAlgo  string    `json:"hash_algo,omitempty"`
+}
+
+// Ref is the optional ref of a batch request (ignored: one namespace per project).
+type Ref struct {
+	Name string `json:"name"`
+}
+
+// Pointer names one object.
+type Pointer struct {
+	OID  string `json:"oid"`
+	Size int64  `json:"size"`
+}
+
+// Response is the answer to a batch request.
+type Response struct {
+	Transfer string   `json:"transfer"`
+	Objects  []Object `json:"objects"`
+	HashAlgo string   `json:"hash_algo"`
+}
+
+// Object is one object of the answer: actions, or an error, or neither
+// (an upload the server already has).
+type Object struct {
+	OID           string             `json:"oid"`
+	Size          int64              `json:"size"`
+	Authenticated bool               `json:"authenticated,omitempty"`
+	Actions       map[string]*Action `json:"actions,omitempty"`
+	Error         *ObjectError       `json:"error,omitempty"`
+}
+
+// Action is an href the client calls, with headers and a validity.
+type Action struct {
+	Href      string            `json:"href"`
+	Header    map[string]string `json:"header,omitempty"`
+	ExpiresIn int               `json:"expires_in,omitempty"`
+}
+
+// ObjectError is a per-object error.
+type ObjectError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+// API serves the batch and verify routes.
+type API struct {
+	Store  objstore.Store
+	Log    *zap.Logger
+	Expiry time.Duration // of presigned URLs; 0 means DefaultExpiry
+}
+
+// New returns the API over store.
+func New(store objstore.Store, log *zap.Logger) *API {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &API{Store: store, Log: log.Named("lfsbatch")}
+}
+
+// Register mounts the routes on the /internal/projects/:id group (runtime
+// auth already applied). Without a store nothing is mounted.
+func (a *API) Register(g *echo.Group) {
+	if a == nil || a.Store == nil {
+		return
+	}
+	g.POST("/lfs/objects/batch", a.Batch)
+	g.POST("/lfs/verify", a.Verify)
+}
+
+func (a *API) expiry() time.Duration {
+	if a.Expiry > 0 {
+		return a.Expiry
+	}
+	return DefaultExpiry
+}
+
+// ValidOID reports whether oid is a sha256 in lowercase hex.
+func ValidOID(oid string) bool { return oidRE.MatchString(oid) }
+
+func readJSON(c echo.Context, v any) error {
+	body, err := io.ReadAll(io.LimitReader(c.Request().Body, MaxBodyBytes+1))
+	if err != nil {
+		return apierr.BadRequest("invalid_body", "cannot read body")
+	}
+	if len(body) > MaxBodyBytes {
+		return apierr.New(http.StatusRequestEntityTooLarge, apierr.TypeInvalidRequest, "request_too_large", "batch request body too large")
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return apierr.BadRequest("invalid_body", "body must be a git-lfs batch JSON document: "+err.Error())
+	}
+	return nil
+}
+
+// Batch answers a git-lfs batch request.
+func (a *API) Batch(c echo.Context) error {
+	projectID := c.Param("id")
+	var req Request
+	if err := readJSON(c, &req); err != nil {
+		return err
+	}
+	if req.Operation != OpUpload && req.Operation != OpDownload {
+		return apierr.New(http.StatusUnprocessableEntity, apierr.TypeInvalidRequest, "invalid_operation",
+			fmt.Sprintf("operation must be %q or %q", OpUpload, OpDownload))
+	}
+	if req.HashAlgo != "" && req.HashAlgo != "sha256" {
+		return apierr.New(http.StatusConflict, apierr.TypeInvalidRequest, "unsupported_hash_algo", "only sha256 is supported")
+	}
+	if len(req.Transfers) > 0 && !contains(req.Transfers, "basic") {
+		return apierr.New(http.StatusUnprocessableEntity, apierr.TypeInvalidRequest, "unsupported_transfer", "only the basic transfer adapter is supported")
+	}
+	if len(req.Objects) == 0 {
+		return apierr.New(http.StatusUnprocessableEntity, apierr.TypeInvalidRequest, "no_objects", "objects must not be empty")
+	}
+	if len(req.Objects) > MaxObjects {
+		return apierr.New(http.StatusRequestEntityTooLarge, apierr.TypeInvalidRequest, "too_many_objects",
+			fmt.Sprintf("at most %d objects per batch request", MaxObjects))
+	}
+	verifyHref := requestBase(c) + "/internal/projects/" + escapeSegment(projectID) + "/lfs/verify"
+	out := make([]Object, len(req.Objects))
+	g, ctx := errgroup.WithContext(c.Request().Context())
+	g.SetLimit(headConcurrency)
+	for i, p := range req.Objects {
+		out[i] = Object{OID: p.OID, Size: p.Size}
+		if !ValidOID(p.OID) {
+			out[i].Error = &ObjectError{Code: http.StatusUnprocessableEntity, Message: "oid must be a sha256 in lowercase hex (64 characters)"}
+			continue
+		}
+		if p.Size < 0 || p.Size > MaxObjectBytes {
+			out[i].Error = &ObjectError{Code: http.StatusUnprocessableEntity, Message: fmt.Sprintf("size must be between 0 and %d bytes", MaxObjectBytes)}
+			continue
+		}
+		g.Go(func() error {
+			key := objstore.LFSKey(projectID, p.OID)
+			info, err := a.Store.Head(ctx, key)
+			exists := err == nil
+			if err != nil && !errors.Is(err, objstore.ErrNotExist) {
+				return fmt.Errorf("lfsbatch: head %s: %w", key, err)
+			}
+			o := &out[i]
+			o.Authenticated = true
+			secs := int(a.expiry() / time.Second)
+			switch req.Operation {
+			case OpUpload:
+				if exists && info.Size == p.Size {
+					return nil // already stored: no actions, git-lfs skips it
+				}
+				href, err := a.Store.PresignPut(ctx, key, a.expiry())
+				if err != nil {
+					return err
+				}
+				o.Actions = map[string]*Action{
+					"upload": {Href: href, ExpiresIn: secs},
+					"verify": {Href: verifyHref, ExpiresIn: secs},
+				}
+			case OpDownload:
+				if !exists {
+					o.Error = &ObjectError{Code: http.StatusNotFound, Message: "Object does not exist"}
+					return nil
+				}
+				href, err := a.Store.PresignGet(ctx, key, a.expiry())
+				if err != nil {
+					return err
+				}
+				o.Actions = map[string]*Action{"download": {Href: href, ExpiresIn: secs}}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return apierr.Internal(err)
+	}
+	return writeLFS(c, http.StatusOK, Response{Transfer: "basic", Objects: out, HashAlgo: "sha256"})
+}
+
+// Verify is the verify action: the object must be stored with the size the
+// client uploaded.
+func (a *API) Verify(c echo.Context) error {
+	projectID := c.Param("id")
+	var p Pointer
+	if err := readJSON(c, &p); err != nil {
+		return err
+	}
+	if !ValidOID(p.OID) || p.Size < 0 || p.Size > MaxObjectBytes {
+		return apierr.New(http.StatusUnprocessableEntity, apierr.TypeInvalidRequest, "invalid_object", "oid must be 64 lowercase hex characters and size within limits")
+	}
+	key := objstore.LFSKey(projectID, p.OID)
+	info, err := a.Store.Head(c.Request().Context(), key)
+	if errors.Is(err, objstore.ErrNotExist) {
+		return apierr.NotFound("object_not_found", "Object does not exist.")
+	}
+	if err != nil {
+		return apierr.Internal(err)
+	}
+	if info.Size != p.Size {
+		return apierr.New(http.StatusUnprocessableEntity, apierr.TypeInvalidRequest, "size_mismatch",
+			fmt.Sprintf("stored object has %d bytes, expected %d", info.Size, p.Size))
+	}
+	return writeLFS(c, http.StatusOK, map[string]any{})
+}
+
+func writeLFS(c echo.Context, status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return apierr.Internal(err)
+	}
+	return c.Blob(status, MediaType, b)
+}
+
+// requestBase is scheme://host as the caller reached us (the pod's lfs.url),
+// so the verify href matches the per-URL header the pod configured.
+func requestBase(c echo.Context) string {
+	return c.Scheme() + "://" + c.Request().Host
+}
+
+func escapeSegment(s string) string { return url.PathEscape(s) }
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,270 @@
+package lfsbatch_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/labstack/echo/v4"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/svc-dev/svc/apiserver/internal/apierr"
+	"github.com/svc-dev/svc/apiserver/internal/auth"
+	"github.com/svc-dev/svc/apiserver/internal/httpmw"
+	"github.com/svc-dev/svc/apiserver/internal/lfsbatch"
+	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
+	"github.com/svc-dev/svc/shared/objstore"
+	s3store "github.com/svc-dev/svc/shared/objstore/s3"
+	"github.com/svc-dev/svc/shared/runtimetoken"
+	"github.com/svc-dev/svc/shared/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+var secret = []byte("lfsbatch-test-secret")
+
+type world struct {
+	srv      *httptest.Server
+	objects  objstore.Store
+	project  string // the project of the token
+	other    string // a second project
+	token    string
+	otherTok string
+}
+
+// newWorld mounts the real handler behind the real runtime-token middleware
+// (SQLite store for the projects, MinIO for the objects), as
+// server.registerInternal does.
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	ctx := context.Background()
+	st := storetest.SQLite(t)
+	ws, err := st.CreateWorkspace(ctx, "acme", "free")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1, err := st.CreateProject(ctx, ws.ID, "one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := st.CreateProject(ctx, ws.ID, "two")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := testenv.MinIO(t)
+	objs, err := s3store.New(ctx, s3store.Config{Endpoint: env.Endpoint, Bucket: env.Bucket, AccessKey: env.AccessKey, SecretKey: env.SecretKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := zaptest.NewLogger(t)
+	e := echo.New()
+	e.HTTPErrorHandler = apierr.Handler(log)
+	g := e.Group("/internal/projects/:id", httpmw.Runtime(auth.New(st, secret, log), "id"))
+	lfsbatch.New(objs, log).Register(g)
+	w := &world{srv: httptest.NewServer(e), objects: objs, project: p1.ID, other: p2.ID,
+		token: runtimetoken.Mint(secret, p1.ID), otherTok: runtimetoken.Mint(secret, p2.ID)}
+	t.Cleanup(w.srv.Close)
+	return w
+}
+
+func (w *world) post(t *testing.T, project, token, path string, body any) (int, []byte, string) {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest(http.MethodPost, w.srv.URL+"/internal/projects/"+project+path, bytes.NewReader(b))
+	req.Header.Set("Content-Type", lfsbatch.MediaType)
+	req.Header.Set("Accept", lfsbatch.MediaType)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out, resp.Header.Get("Content-Type")
+}
+
+func oidOf(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func batch(op string, objs ...lfsbatch.Pointer) lfsbatch.Request {
+	return lfsbatch.Request{Operation: op, Transfers: []string{"basic"}, Objects: objs, HashAlgo: "sha256"}
+}
+
+func TestBatch(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	stored := []byte("stored large-file bytes")
+	storedOID := oidOf(stored)
+	if _, err := w.objects.Put(ctx, objstore.LFSKey(w.project, storedOID), bytes.NewReader(stored), int64(len(stored)), objstore.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	missingOID := oidOf([]byte("never uploaded"))
+
+	type want struct {
+		status  int
+		actions []string // sorted action names of objects[0]
+		objErr  int      // code of objects[0].error
+	}
+	tests := []struct {
+		name    string
+		project string
+		token   string
+		body    any
+		want    want
+	}{
+		{"upload of a new object gets upload and verify", w.project, w.token,
+			batch("upload", lfsbatch.Pointer{OID: missingOID, Size: 14}), want{status: 200, actions: []string{"upload", "verify"}}},
+		{"upload of a stored object gets no actions (dedup)", w.project, w.token,
+			batch("upload", lfsbatch.Pointer{OID: storedOID, Size: int64(len(stored))}), want{status: 200}},
+		{"download of a stored object", w.project, w.token,
+			batch("download", lfsbatch.Pointer{OID: storedOID, Size: int64(len(stored))}), want{status: 200, actions: []string{"download"}}},
+		{"download of a missing object is a per-object 404", w.project, w.token,
+			batch("download", lfsbatch.Pointer{OID: missingOID, Size: 1}), want{status: 200, objErr: 404}},
+		{"bad oid (not hex)", w.project, w.token,
+			batch("upload", lfsbatch.Pointer{OID: strings.Repeat("z", 64), Size: 1}), want{status: 200, objErr: 422}},
+		{"bad oid (path escape)", w.project, w.token,
+			batch("download", lfsbatch.Pointer{OID: "../../other/lfs/objects/" + storedOID, Size: 1}), want{status: 200, objErr: 422}},
+		{"bad oid (upper case)", w.project, w.token,
+			batch("upload", lfsbatch.Pointer{OID: strings.ToUpper(missingOID), Size: 1}), want{status: 200, objErr: 422}},
+		{"negative size", w.project, w.token,
+			batch("upload", lfsbatch.Pointer{OID: missingOID, Size: -1}), want{status: 200, objErr: 422}},
+		{"size above the limit", w.project, w.token,
+			batch("upload", lfsbatch.Pointer{OID: missingOID, Size: lfsbatch.MaxObjectBytes + 1}), want{status: 200, objErr: 422}},
+		{"the other project's object is not visible", w.other, w.otherTok,
+			batch("download", lfsbatch.Pointer{OID: storedOID, Size: int64(len(stored))}), want{status: 200, objErr: 404}},
+		{"wrong project token", w.other, w.token,
+			batch("download", lfsbatch.Pointer{OID: storedOID, Size: 1}), want{status: 401}},
+		{"no token", w.project, "",
+			batch("download", lfsbatch.Pointer{OID: storedOID, Size: 1}), want{status: 401}},
+		{"unknown operation", w.project, w.token,
+			batch("delete", lfsbatch.Pointer{OID: storedOID, Size: 1}), want{status: 422}},
+		{"other hash algorithm", w.project, w.token,
+			lfsbatch.Request{Operation: "upload", HashAlgo: "sha512", Objects: []lfsbatch.Pointer{{OID: storedOID, Size: 1}}}, want{status: 409}},
+		{"no objects", w.project, w.token, batch("upload"), want{status: 422}},
+		{"too many objects", w.project, w.token,
+			batch("upload", make([]lfsbatch.Pointer, lfsbatch.MaxObjects+1)...), want{status: 413}},
+		{"not JSON", w.project, w.token, "just a string", want{status: 400}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, body, ctype := w.post(t, tt.project, tt.token, "/lfs/objects/batch", tt.body)
+			if status != tt.want.status {
+				t.Fatalf("status = %d, want %d: %s", status, tt.want.status, body)
+			}
+			if status != 200 {
+				var env map[string]map[string]any
+				if err := json.Unmarshal(body, &env); err != nil || env["error"]["code"] == nil {
+					t.Fatalf("error body is not the JSON envelope: %s", body)
+				}
+				return
+			}
+			if ctype != lfsbatch.MediaType {
+				t.Fatalf("content type = %q", ctype)
+			}
+			var resp lfsbatch.Response
+			if err := json.Unmarshal(body, &resp); err != nil {
+				t.Fatal(err)
+			}
+			if resp.Transfer != "basic" || len(resp.Objects) != 1 {
+				t.Fatalf("response = %s", body)
+			}
+			o := resp.Objects[0]
+			var got []string
+			for name := range o.Actions {
+				got = append(got, name)
+			}
+			if len(got) == 2 && got[0] > got[1] {
+				got[0], got[1] = got[1], got[0]
+			}
+			if strings.Join(got, ",") != strings.Join(tt.want.actions, ",") {
+				t.Fatalf("actions = %v, want %v: %s", got, tt.want.actions, body)
+			}
+			code := 0
+			if o.Error != nil {
+				code = o.Error.Code
+			}
+			if code != tt.want.objErr {
+				t.Fatalf("object error = %d, want %d: %s", code, tt.want.objErr, body)
+			}
+		})
+	}
+}
+
+// TestUploadThenVerifyThenDedup drives the protocol as git-lfs does: batch,
+// PUT to the presigned URL, verify; a second batch then has no actions, and
+// a download URL returns the bytes.
+func TestUploadThenVerifyThenDedup(t *testing.T) {
+	w := newWorld(t)
+	content := bytes.Repeat([]byte("0123456789abcdef"), 4096)
+	p := lfsbatch.Pointer{OID: oidOf(content), Size: int64(len(content))}
+
+	// verify before the upload: 404
+	if status, body, _ := w.post(t, w.project, w.token, "/lfs/verify", p); status != 404 {
+		t.Fatalf("verify of a missing object = %d %s", status, body)
+	}
+	_, body, _ := w.post(t, w.project, w.token, "/lfs/objects/batch", batch("upload", p))
+	var resp lfsbatch.Response
+	if err := json.Unmarshal(body, &resp); err != nil {
+		t.Fatal(err)
+	}
+	up := resp.Objects[0].Actions["upload"]
+	verify := resp.Objects[0].Actions["verify"]
+	if up == nil || verify == nil || up.ExpiresIn <= 0 {
+		t.Fatalf("actions = %s", body)
+	}
+	if !strings.HasPrefix(verify.Href, w.srv.URL+"/internal/projects/"+w.project+"/lfs/verify") {
+		t.Fatalf("verify href = %q", verify.Href)
+	}
+	req, _ := http.NewRequest(http.MethodPut, up.Href, bytes.NewReader(content))
+	put, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put.Body.Close()
+	if put.StatusCode != 200 {
+		t.Fatalf("presigned PUT = %d", put.StatusCode)
+	}
+	info, err := w.objects.Head(context.Background(), objstore.LFSKey(w.project, p.OID))
+	if err != nil || info.Size != p.Size {
+		t.Fatalf("stored object: %+v %v", info, err)
+	}
+	if status, body, _ := w.post(t, w.project, w.token, "/lfs/verify", p); status != 200 {
+		t.Fatalf("verify = %d %s", status, body)
+	}
+	if status, _, _ := w.post(t, w.project, w.token, "/lfs/verify", lfsbatch.Pointer{OID: p.OID, Size: p.Size + 1}); status != 422 {
+		t.Fatalf("verify with a wrong size = %d, want 422", status)
+	}
+	if status, _, _ := w.post(t, w.other, w.token, "/lfs/verify", p); status != 401 {
+		t.Fatalf("verify with another project's token = %d, want 401", status)
+	}
+	// second upload batch: nothing to do
+	_, body, _ = w.post(t, w.project, w.token, "/lfs/objects/batch", batch("upload", p))
+	resp = lfsbatch.Response{}
+	json.Unmarshal(body, &resp)
+	if len(resp.Objects) != 1 || resp.Objects[0].Actions != nil || resp.Objects[0].Error != nil {
+		t.Fatalf("second upload batch = %s", body)
+	}
+	_, body, _ = w.post(t, w.project, w.token, "/lfs/objects/batch", batch("download", p))
+	resp = lfsbatch.Response{}
+	json.Unmarshal(body, &resp)
+	get, err := http.Get(resp.Objects[0].Actions["download"].Href)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer get.Body.Close()
+	got, _ := io.ReadAll(get.Body)
+	if !bytes.Equal(got, content) {
+		t.Fatalf("download returned %d bytes", len(got))
+	}
+}

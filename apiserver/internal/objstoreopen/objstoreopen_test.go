@@ -1,0 +1,81 @@
+package objstoreopen_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/svc-dev/svc/apiserver/internal/config"
+	"github.com/svc-dev/svc/apiserver/internal/objstoreopen"
+	"github.com/svc-dev/svc/shared/objstore"
+	"github.com/svc-dev/svc/shared/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func roundTrip(t *testing.T, st objstore.Store) {
+	t.Helper()
+	ctx := context.Background()
+	key := objstore.RepoKey("prj_open")
+	if _, err := st.Put(ctx, key, strings.NewReader("x"), 1, objstore.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Head(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFSUnderDataDirWithPresignedURLs(t *testing.T) {
+	dir := t.TempDir()
+	mux := http.NewServeMux()
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	cfg := &config.Config{Storage: "fs", DataDir: dir, PublicURL: srv.URL + "/", RuntimeAuthSecret: "s3cret", HTTPAddr: "127.0.0.1:1"}
+	o, err := objstoreopen.Open(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.FSDir != filepath.Join(dir, "objects") || o.Handler == nil {
+		t.Fatalf("opened %+v", o)
+	}
+	mux.Handle(objstoreopen.FSBasePath+"/", o.Handler)
+	roundTrip(t, o.Store)
+	u, err := o.Store.PresignGet(context.Background(), objstore.RepoKey("prj_open"), time.Minute)
+	if err != nil || !strings.HasPrefix(u, srv.URL+"/objects/") {
+		t.Fatalf("presigned %q %v", u, err)
+	}
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !bytes.Equal(b, []byte("x")) {
+		t.Fatalf("presigned GET: %d %q", resp.StatusCode, b)
+	}
+	if !bytes.Equal(objstoreopen.SigningKey("a"), objstoreopen.SigningKey("a")) || bytes.Equal(objstoreopen.SigningKey("a"), objstoreopen.SigningKey("b")) {
+		t.Fatal("signing key not a function of the secret")
+	}
+}
+
+func TestS3(t *testing.T) {
+	env := testenv.MinIO(t)
+	cfg := &config.Config{Storage: "s3", S3Endpoint: env.Endpoint, S3Bucket: env.Bucket, S3AccessKey: env.AccessKey, S3SecretKey: env.SecretKey}
+	o, err := objstoreopen.Open(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Handler != nil || o.FSDir != "" {
+		t.Fatalf("s3 opened %+v", o)
+	}
+	roundTrip(t, o.Store)
+	if _, err := objstoreopen.Open(context.Background(), &config.Config{Storage: "s3"}, nil); err == nil {
+		t.Fatal("s3 without endpoint accepted")
+	}
+}

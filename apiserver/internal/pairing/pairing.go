@@ -1,0 +1,330 @@
+// Package pairing is the API side of paired machines (spec 4.2, 7.2): a
+// user's machine runs `podagent paired --api URL --token svc_pt_…`, which
+// dials out to the API, so the machine needs no public address.
+//
+//	GET /api/pairing/session   (Bearer pairing token) → Session: the project and its pod settings
+//	GET /api/pairing/tunnel    (Bearer pairing token) → websocket upgrade
+//
+// The tunnel is one websocket carrying one HTTP/2 connection on which the API
+// is the client and the paired podagent serves its HTTP handler, so requests
+// (and their streamed answers) multiplex over one outbound connection. The
+// Hub keeps the connected tunnels and is the runtime driver "paired": the
+// agent-proxy reaches a paired project at the same URL as any other, and a
+// project pinned to a paired machine that is not connected is ErrOffline
+// (503 instance_offline). Pairing tokens are issued by
+// `apiserver admin pairing create`; only their hashes are stored.
+package pairing
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/labstack/echo/v4"
+	"go.uber.org/zap"
+	"golang.org/x/net/http2"
+
+	"github.com/svc-dev/svc/apiserver/internal/apierr"
+	"github.com/svc-dev/svc/apiserver/internal/auth"
+	"github.com/svc-dev/svc/apiserver/internal/runtime"
+	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/runtimetoken"
+)
+
+// DriverName is the runtime driver name of paired machines.
+const DriverName = store.DriverPaired
+
+// Session is the answer of GET /api/pairing/session: what the paired podagent
+// needs to run the project (its SVC_PROJECT_ID, SVC_CLOUD_SYNC_MODE and
+// SVC_RUNTIME_TOKEN).
+type Session struct {
+	ProjectID     string `json:"projectId"`
+	CloudSyncMode string `json:"cloudSyncMode"`
+	RuntimeToken  string `json:"runtimeToken"`
+}
+
+// MaxMessageBytes bounds one websocket message of the tunnel (an HTTP/2 frame
+// write is far smaller).
+const MaxMessageBytes = 4 << 20
+
+// Hub holds the connected tunnels, one per project (the last machine to
+// connect wins), and implements runtime.Driver for them.
+type Hub struct {
+	store  *store.Store
+	secret []byte
+	log    *zap.Logger
+	h2     *http2.Transport
+
+	mu      sync.Mutex
+	tunnels map[string]*tunnel
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+type tunnel struct {
+	pairingID   string
+	projectID   string
+	remote      string
+	connectedAt time.Time
+	cc          *http2.ClientConn
+	cancel      context.CancelFunc
+	done        chan struct{} // closed when the connection is gone
+}
+
+func (t *tunnel) gone() bool {
+	select {
+	case <-t.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// NewHub returns a hub; secret mints the runtime tokens of paired projects.
+func NewHub(st *store.Store, runtimeSecret []byte, log *zap.Logger) *Hub {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Hub{store: st, secret: runtimeSecret, log: log.Named("pairing"), tunnels: map[string]*tunnel{},
+		h2: &http2.Transport{AllowHTTP: true, DisableCompression: true,
+			ReadIdleTimeout: 30 * time.Second, PingTimeout: 15 * time.Second}}
+}
+
+// Register mounts the session and tunnel routes on e.
+func (h *Hub) Register(e *echo.Echo) {
+	g := e.Group("/api/pairing", h.authenticate)
+	g.GET("/session", h.session)
+	g.GET("/tunnel", h.tunnel)
+}
+
+const tokenKey = "svc.pairing"
+
+// authenticate requires a valid, unrevoked pairing token as a bearer.
+func (h *Hub) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		invalid := apierr.New(http.StatusUnauthorized, apierr.TypeAuthentication, "invalid_pairing_token",
+			"Invalid pairing token. Pass the token of `apiserver admin pairing create` as 'Authorization: Bearer <token>'.")
+		id, secret, ok := ParseToken(auth.Bearer(c.Request().Header.Get("Authorization")))
+		if !ok {
+			return invalid
+		}
+		t, err := h.store.GetPairingToken(c.Request().Context(), id)
+		if errors.Is(err, store.ErrNotFound) {
+			return invalid
+		}
+		if err != nil {
+			return apierr.Internal(err)
+		}
+		if !matches(secret, t.TokenHash) || t.RevokedAt != nil {
+			return invalid
+		}
+		c.Set(tokenKey, t)
+		return next(c)
+	}
+}
+
+func (h *Hub) session(c echo.Context) error {
+	t := c.Get(tokenKey).(store.PairingToken)
+	p, err := h.store.GetProject(c.Request().Context(), t.ProjectID)
+	if err != nil {
+		return apierr.Internal(err)
+	}
+	if len(h.secret) == 0 {
+		return apierr.New(http.StatusServiceUnavailable, apierr.TypeServer, "runtime_auth_unconfigured",
+			"The API server has no runtime auth secret.")
+	}
+	return c.JSON(http.StatusOK, Session{ProjectID: p.ID, CloudSyncMode: string(p.CloudSyncMode),
+		RuntimeToken: runtimetoken.Mint(h.secret, p.ID)})
+}
+
+// tunnel upgrades to a websocket, speaks HTTP/2 over it as the client, and
+// keeps the tunnel registered until the connection ends.
+func (h *Hub) tunnel(c echo.Context) error {
+	tok := c.Get(tokenKey).(store.PairingToken)
+	h.mu.Lock()
+	closed := h.closed
+	h.mu.Unlock()
+	if closed {
+		return apierr.New(http.StatusServiceUnavailable, apierr.TypeServer, "shutting_down", "The API server is shutting down.")
+	}
+	ws, err := websocket.Accept(c.Response(), c.Request(), &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+	if err != nil {
+		return nil // Accept has answered
+	}
+	ws.SetReadLimit(MaxMessageBytes)
+	ctx, cancel := context.WithCancel(context.WithoutCancel(c.Request().Context()))
+	defer cancel()
+	wc := &watchedConn{Conn: websocket.NetConn(ctx, ws, websocket.MessageBinary), done: make(chan struct{})}
+	defer wc.Close()
+	log := h.log.With(zap.String("projectId", tok.ProjectID), zap.String("pairingId", tok.ID),
+		zap.String("remote", c.RealIP()))
+
+	cc, err := h.h2.NewClientConn(wc)
+	if err != nil {
+		log.Warn("tunnel handshake failed", zap.Error(err))
+		return nil
+	}
+	defer cc.Close()
+	pctx, pcancel := context.WithTimeout(ctx, 15*time.Second)
+	err = cc.Ping(pctx) // the paired side serves HTTP/2: the tunnel is usable
+	pcancel()
+	if err != nil {
+		log.Warn("tunnel did not answer its first ping", zap.Error(err))
+		return nil
+	}
+	if _, err := h.store.PairMachine(ctx, tok.ID, time.Now()); err != nil {
+		log.Warn("pairing the machine failed", zap.Error(err))
+		return nil
+	}
+	t := &tunnel{pairingID: tok.ID, projectID: tok.ProjectID, remote: c.RealIP(), connectedAt: time.Now(),
+		cc: cc, cancel: cancel, done: wc.done}
+	if !h.attach(t) {
+		return nil
+	}
+	log.Info("paired machine connected")
+	<-wc.done
+	h.detach(t)
+	log.Info("paired machine disconnected")
+	return nil
+}
+
+func (h *Hub) attach(t *tunnel) bool {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return false
+	}
+	old := h.tunnels[t.projectID]
+	h.tunnels[t.projectID] = t
+	h.wg.Add(1)
+	h.mu.Unlock()
+	if old != nil {
+		h.log.Info("a newer connection replaces the paired machine's tunnel", zap.String("projectId", t.projectID),
+			zap.String("old", old.pairingID), zap.String("new", t.pairingID))
+		old.cancel()
+	}
+	return true
+}
+
+func (h *Hub) detach(t *tunnel) {
+	h.mu.Lock()
+	if h.tunnels[t.projectID] == t {
+		delete(h.tunnels, t.projectID)
+	}
+	h.mu.Unlock()
+	h.wg.Done()
+}
+
+func (h *Hub) get(projectID string) *tunnel {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if t := h.tunnels[projectID]; t != nil && !t.gone() {
+		return t
+	}
+	return nil
+}
+
+// Connected reports whether the project's paired machine is connected here.
+func (h *Hub) Connected(projectID string) bool { return h.get(projectID) != nil }
+
+// Name implements runtime.Driver.
+func (h *Hub) Name() string { return DriverName }
+
+// Ensure implements runtime.Driver: the API cannot start a paired machine;
+// it is connected or the project is offline.
+func (h *Hub) Ensure(_ context.Context, p store.Project) (runtime.Endpoint, error) {
+	t := h.get(p.ID)
+	if t == nil {
+		return runtime.Endpoint{}, runtime.ErrOffline
+	}
+	if len(h.secret) == 0 {
+		return runtime.Endpoint{}, &runtime.StartError{ProjectID: p.ID, RetryAfter: time.Minute,
+			Err: errors.New("SVC_RUNTIME_AUTH_SECRET is not set")}
+	}
+	return runtime.Endpoint{URL: &url.URL{Scheme: "http", Host: "paired.invalid"},
+		Token: runtimetoken.Mint(h.secret, p.ID), Transport: tunnelTransport{t}}, nil
+}
+
+// Stop implements runtime.Driver: it drops the project's tunnel (the machine
+// reconnects if its token is still valid).
+func (h *Hub) Stop(_ context.Context, projectID string) error {
+	h.mu.Lock()
+	t := h.tunnels[projectID]
+	delete(h.tunnels, projectID)
+	h.mu.Unlock()
+	if t != nil {
+		t.cancel()
+	}
+	return nil
+}
+
+// Status implements runtime.Driver.
+func (h *Hub) Status(_ context.Context, projectID string) (runtime.Status, error) {
+	t := h.get(projectID)
+	if t == nil {
+		return runtime.Status{Driver: DriverName, State: runtime.StateOffline}, nil
+	}
+	return runtime.Status{Driver: DriverName, State: runtime.StateRunning, Endpoint: "tunnel:" + t.pairingID,
+		StartedAt: t.connectedAt}, nil
+}
+
+// Close drops every tunnel and waits for their handlers to end.
+func (h *Hub) Close(ctx context.Context) error {
+	h.mu.Lock()
+	h.closed = true
+	ts := h.tunnels
+	h.tunnels = map[string]*tunnel{}
+	h.mu.Unlock()
+	for _, t := range ts {
+		t.cancel()
+	}
+	done := make(chan struct{})
+	go func() { h.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// tunnelTransport sends a request over one tunnel; a tunnel that is gone is
+// runtime.ErrOffline.
+type tunnelTransport struct{ t *tunnel }
+
+func (tt tunnelTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if tt.t.gone() {
+		return nil, runtime.ErrOffline
+	}
+	res, err := tt.t.cc.RoundTrip(r)
+	if err != nil && tt.t.gone() {
+		return nil, errors.Join(runtime.ErrOffline, err)
+	}
+	return res, err
+}
+
+// watchedConn closes done when the connection fails or is closed, so the
+// tunnel leaves the hub as soon as its websocket ends.
+type watchedConn struct {
+	net.Conn
+	once sync.Once
+	done chan struct{}
+}
+
+func (w *watchedConn) Read(p []byte) (int, error) {
+	n, err := w.Conn.Read(p)
+	if err != nil {
+		w.once.Do(func() { close(w.done) })
+	}
+	return n, err
+}
+
+func (w *watchedConn) Close() error {
+	w.once.Do(func() { close(w.done) })
+	return w.Conn.Close()
+}

@@ -1,0 +1,93 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
+)
+
+func TestRuntimeAssignments(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		w, _ := fixture(t, s)
+		p, err := s.CreateProject(ctx, w.ID, "p")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.GetRuntimeAssignment(ctx, p.ID); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("fresh project: %v", err)
+		}
+		a1, err := s.PinRuntime(ctx, store.RuntimeAssignment{ProjectID: p.ID, Driver: "local", Endpoint: "http://127.0.0.1:1",
+			Instance: "api_a", CloudSyncMode: "git_only"})
+		if err != nil || a1.Driver != "local" || a1.Endpoint != "http://127.0.0.1:1" || a1.AssignedAt.IsZero() {
+			t.Fatalf("pin: %+v %v", a1, err)
+		}
+		time.Sleep(5 * time.Millisecond) // distinct timestamps, not synchronisation
+		// Same holder, new endpoint (a restart): still the same assignment.
+		a2, err := s.PinRuntime(ctx, store.RuntimeAssignment{ProjectID: p.ID, Driver: "local", Endpoint: "http://127.0.0.1:2", Instance: "api_a"})
+		if err != nil || a2.Endpoint != "http://127.0.0.1:2" || !a2.AssignedAt.Equal(a1.AssignedAt) || !a2.UpdatedAt.After(a1.UpdatedAt) {
+			t.Fatalf("re-pin by the same holder: %+v (first %+v) %v", a2, a1, err)
+		}
+		// Another holder: a new assignment.
+		a3, err := s.PinRuntime(ctx, store.RuntimeAssignment{ProjectID: p.ID, Driver: "local", Endpoint: "http://127.0.0.1:3", Instance: "api_b"})
+		if err != nil || !a3.AssignedAt.After(a1.AssignedAt) {
+			t.Fatalf("pin by another holder: %+v %v", a3, err)
+		}
+		if ok, err := s.UnpinRuntime(ctx, p.ID, "local", "api_a"); ok || err != nil {
+			t.Fatalf("unpin by a former holder removed the row: %v %v", ok, err)
+		}
+		if ok, err := s.UnpinRuntime(ctx, p.ID, "local", ""); !ok || err != nil {
+			t.Fatalf("unpin: %v %v", ok, err)
+		}
+	})
+}
+
+func TestPairingTokensPinAndUnpin(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		w, _ := fixture(t, s)
+		p, err := s.CreateProject(ctx, w.ID, "p")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.CreatePairingToken(ctx, store.PairingToken{ID: "pair_x", ProjectID: "prj_missing", Prefix: "svc_pt_x", TokenHash: "h"}); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("token for a missing project: %v", err)
+		}
+		if _, err := s.PinRuntime(ctx, store.RuntimeAssignment{ProjectID: p.ID, Driver: "local", Endpoint: "http://x", Instance: "api_a"}); err != nil {
+			t.Fatal(err)
+		}
+		tok, err := s.CreatePairingToken(ctx, store.PairingToken{ID: "pair_a", ProjectID: p.ID, Name: "laptop", Prefix: "svc_pt_a", TokenHash: "hash-a"})
+		if err != nil || tok.CreatedAt.IsZero() {
+			t.Fatalf("create: %+v %v", tok, err)
+		}
+		a, err := s.GetRuntimeAssignment(ctx, p.ID)
+		if err != nil || a.Driver != store.DriverPaired || a.Instance != "pair_a" || a.Endpoint != "" {
+			t.Fatalf("pairing pins the project: %+v %v", a, err)
+		}
+		got, err := s.PairMachine(ctx, "pair_a", time.Now())
+		if err != nil || got.LastConnectedAt == nil || got.TokenHash != "hash-a" {
+			t.Fatalf("pair machine: %+v %v", got, err)
+		}
+		ts, err := s.ListPairingTokens(ctx, p.ID)
+		if err != nil || len(ts) != 1 || ts[0].ID != "pair_a" {
+			t.Fatalf("list: %+v %v", ts, err)
+		}
+		r, err := s.RevokePairingToken(ctx, "pair_a")
+		if err != nil || r.RevokedAt == nil {
+			t.Fatalf("revoke: %+v %v", r, err)
+		}
+		if _, err := s.GetRuntimeAssignment(ctx, p.ID); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("revoking the pinned machine's token unpins the project: %v", err)
+		}
+		if _, err := s.PairMachine(ctx, "pair_a", time.Now()); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("a revoked token pairs: %v", err)
+		}
+		if _, err := s.RevokePairingToken(ctx, "pair_missing"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("revoke a missing token: %v", err)
+		}
+	})
+}

@@ -1,0 +1,60 @@
+package activity_test
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/svc-dev/svc/podagent/internal/activity"
+	"github.com/svc-dev/svc/shared/wire"
+)
+
+func TestKeepsExactlyTheLast50(t *testing.T) {
+	l := activity.New(nil)
+	if got := l.List(); len(got) != 0 {
+		t.Fatalf("empty log lists %d", len(got))
+	}
+	var ids []string
+	for i := range 123 {
+		ids = append(ids, l.Add(wire.ActivityEvent{Direction: wire.DirectionInbound, Preview: fmt.Sprintf("m%d", i), Status: wire.ActivityProcessing}))
+		if n := len(l.List()); n != min(i+1, activity.Size) {
+			t.Fatalf("after %d adds: %d events", i+1, n)
+		}
+	}
+	got := l.List()
+	if len(got) != 50 {
+		t.Fatalf("%d events", len(got))
+	}
+	for i, e := range got { // newest first
+		if want := fmt.Sprintf("m%d", 122-i); e.Preview != want {
+			t.Fatalf("event %d = %q, want %q", i, e.Preview, want)
+		}
+	}
+	if l.Update(ids[72], func(e *wire.ActivityEvent) { e.Status = "x" }) {
+		t.Fatal("an event outside the window was updated")
+	}
+	if !l.Update(ids[73], func(e *wire.ActivityEvent) { e.Status = "x" }) || l.List()[49].Status != "x" {
+		t.Fatal("the oldest event in the window was not updated")
+	}
+}
+
+func TestFinishSetsDurationAndTimestamps(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	l := activity.New(clock)
+	id := l.Add(wire.ActivityEvent{Direction: wire.DirectionInbound, SenderID: "s", Preview: strings.Repeat("é", 500)})
+	mu.Lock()
+	now = now.Add(1500 * time.Millisecond)
+	mu.Unlock()
+	l.Finish(id, wire.ActivityReplied, "")
+	e := l.List()[0]
+	if e.DurationMS != 1500 || e.Status != wire.ActivityReplied || !e.LastTriggeredAt.Equal(now) || e.CreatedAt.Equal(now) {
+		t.Fatalf("event = %+v", e)
+	}
+	if n := len([]rune(e.Preview)); n != activity.PreviewRunes {
+		t.Fatalf("preview of %d runes", n)
+	}
+}

@@ -1,0 +1,50 @@
+package channelcfg_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/svc-dev/svc/podagent/internal/agentloop/fakegateway"
+	"github.com/svc-dev/svc/podagent/internal/channelcfg"
+	"github.com/svc-dev/svc/shared/wire"
+)
+
+func TestFetchCacheAndChange(t *testing.T) {
+	gw := fakegateway.New(t, "prj_1", "tok")
+	gw.SetChannel(wire.ChannelConfig{Configured: true, ChannelID: "ch_1", Secret: "s1",
+		CallbackHeaders: map[string]string{"X-A": "1"}}, 0)
+	var mu sync.Mutex
+	now := time.Unix(1000, 0)
+	c := &channelcfg.Client{APIURL: gw.URL, ProjectID: "prj_1", Token: "tok",
+		Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }}
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	ctx := context.Background()
+
+	cfg, err := c.Channel(ctx)
+	if err != nil || cfg.Secret != "s1" || cfg.ChannelID != "ch_1" || cfg.CallbackHeaders["X-A"] != "1" {
+		t.Fatalf("cfg %+v, %v", cfg, err)
+	}
+	gw.SetChannel(wire.ChannelConfig{Configured: true, ChannelID: "ch_1", Secret: "s2"}, 0)
+	advance(500 * time.Millisecond)
+	if cfg, _ := c.Channel(ctx); cfg.Secret != "s1" || gw.ChannelHits() != 1 {
+		t.Fatalf("within the TTL the cache answers: %+v, %d hits", cfg, gw.ChannelHits())
+	}
+	advance(600 * time.Millisecond)
+	if cfg, _ := c.Channel(ctx); cfg.Secret != "s2" || gw.ChannelHits() != 2 {
+		t.Fatalf("after the TTL the new secret is seen: %+v", cfg)
+	}
+
+	gw.SetChannel(wire.ChannelConfig{}, 500)
+	advance(2 * time.Second)
+	if _, err := c.Channel(ctx); !errors.Is(err, channelcfg.ErrUnavailable) {
+		t.Fatalf("err = %v", err)
+	}
+
+	bad := &channelcfg.Client{APIURL: gw.URL, ProjectID: "prj_1", Token: "wrong"}
+	if _, err := bad.Channel(ctx); !errors.Is(err, channelcfg.ErrUnavailable) {
+		t.Fatalf("wrong token: %v", err)
+	}
+}

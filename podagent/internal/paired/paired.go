@@ -1,0 +1,407 @@
+// Package paired is the client side of a paired machine (spec 4.2, 7.2):
+// `podagent paired --api URL --token svc_pt_…` runs the project's agent on a
+// user's machine and serves it to the API through a tunnel the machine dials
+// out, so the machine needs no public address and the webhook URL stays the
+// same as for a cloud pod.
+//
+// The pairing token (from `apiserver admin pairing create`) is exchanged at
+// GET <api>/api/pairing/session for the project's id, sync mode and runtime
+// token, which become the pod's SVC_PROJECT_ID, SVC_CLOUD_SYNC_MODE and
+// SVC_RUNTIME_TOKEN; SVC_API_URL is the --api URL. Then the pod serves its
+// usual HTTP handler on a Listener whose connections are websockets to
+// <api>/api/pairing/tunnel: each carries one HTTP/2 connection (prior
+// knowledge) on which the API sends requests. A dropped tunnel is dialled
+// again with backoff; a revoked token ends the process.
+package paired
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/coder/websocket"
+	"go.uber.org/zap"
+
+	"github.com/svc-dev/svc/podagent/internal/config"
+	"github.com/svc-dev/svc/shared/logging"
+	"github.com/svc-dev/svc/shared/syncmode"
+)
+
+// Session is the answer of GET /api/pairing/session.
+type Session struct {
+	ProjectID     string `json:"projectId"`
+	CloudSyncMode string `json:"cloudSyncMode"`
+	RuntimeToken  string `json:"runtimeToken"`
+}
+
+// ErrUnauthorized means the API refused the pairing token (unknown or revoked).
+var ErrUnauthorized = errors.New("paired: the API refused the pairing token (revoked or unknown)")
+
+// Client talks to the API with a pairing token.
+type Client struct {
+	// APIURL is the API's base URL (http or https).
+	APIURL string
+	Token  string
+	// HTTP is used for the session call (nil: a client with a 30 s timeout).
+	HTTP *http.Client
+	Log  *zap.Logger
+	// KeepAlive is the interval of websocket pings that detect a dead API
+	// (default 20 s).
+	KeepAlive time.Duration
+}
+
+func (c *Client) log() *zap.Logger {
+	if c.Log == nil {
+		return zap.NewNop()
+	}
+	return c.Log
+}
+
+// Session fetches the project settings for this machine's pairing token.
+func (c *Client) Session(ctx context.Context) (Session, error) {
+	hc := c.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(c.APIURL, "/")+"/api/pairing/session", nil)
+	if err != nil {
+		return Session{}, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	res, err := hc.Do(req)
+	if err != nil {
+		return Session{}, err
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+	switch {
+	case res.StatusCode == http.StatusUnauthorized || res.StatusCode == http.StatusForbidden:
+		return Session{}, ErrUnauthorized
+	case res.StatusCode != http.StatusOK:
+		return Session{}, fmt.Errorf("paired: session: %s: %s", res.Status, strings.TrimSpace(string(body)))
+	}
+	var s Session
+	if err := json.Unmarshal(body, &s); err != nil || s.ProjectID == "" || s.RuntimeToken == "" {
+		return Session{}, fmt.Errorf("paired: session: unexpected answer %q", string(body))
+	}
+	return s, nil
+}
+
+// Dial opens one tunnel connection: a websocket to /api/pairing/tunnel as a
+// net.Conn. The API speaks HTTP/2 on it as the client.
+func (c *Client) Dial(ctx context.Context) (net.Conn, error) {
+	u, err := url.Parse(strings.TrimSuffix(c.APIURL, "/") + "/api/pairing/tunnel")
+	if err != nil {
+		return nil, err
+	}
+	switch u.Scheme {
+	case "http":
+		u.Scheme = "ws"
+	case "https":
+		u.Scheme = "wss"
+	}
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ws, res, err := websocket.Dial(dctx, u.String(), &websocket.DialOptions{
+		HTTPHeader:      http.Header{"Authorization": {"Bearer " + c.Token}},
+		CompressionMode: websocket.CompressionDisabled,
+	})
+	if err != nil {
+		if res != nil && (res.StatusCode == http.StatusUnauthorized || res.StatusCode == http.StatusForbidden) {
+			return nil, ErrUnauthorized
+		}
+		return nil, err
+	}
+	// The connection lives until it is closed, not as long as ctx.
+	cctx, ccancel := context.WithCancel(context.Background())
+	conn := &tunnelConn{Conn: websocket.NetConn(cctx, ws, websocket.MessageBinary), cancel: ccancel, done: make(chan struct{})}
+	go conn.keepAlive(ws, c.keepAlive(), c.log())
+	return conn, nil
+}
+
+func (c *Client) keepAlive() time.Duration {
+	if c.KeepAlive > 0 {
+		return c.KeepAlive
+	}
+	return 20 * time.Second
+}
+
+// tunnelConn is a tunnel as a net.Conn; done is closed when it is closed.
+type tunnelConn struct {
+	net.Conn
+	cancel context.CancelFunc
+	once   sync.Once
+	done   chan struct{}
+}
+
+func (t *tunnelConn) Close() error {
+	t.once.Do(func() { close(t.done) })
+	err := t.Conn.Close()
+	t.cancel()
+	return err
+}
+
+// keepAlive pings the API; a tunnel whose API stopped answering (a half-open
+// connection) is closed so the Listener dials a new one.
+func (t *tunnelConn) keepAlive(ws *websocket.Conn, every time.Duration, log *zap.Logger) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.done:
+			return
+		case <-tick.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), every)
+		err := ws.Ping(ctx)
+		cancel()
+		if err != nil {
+			select {
+			case <-t.done:
+			default:
+				log.Warn("tunnel ping failed; reconnecting", zap.Error(err))
+				_ = t.Close()
+			}
+			return
+		}
+	}
+}
+
+// Listener is a net.Listener over the tunnel: Accept returns a connection
+// once the previous one has ended (one tunnel at a time), dialling with
+// backoff. It dials nothing before the first Accept, so the pod connects
+// only when its server is about to serve.
+type Listener struct {
+	Client *Client
+	// MinBackoff and MaxBackoff bound redial waits (defaults 250 ms, 30 s).
+	MinBackoff, MaxBackoff time.Duration
+
+	once    sync.Once
+	ctx     context.Context
+	cancel  context.CancelFunc
+	mu      sync.Mutex
+	current *tunnelConn
+}
+
+func (l *Listener) init() {
+	l.once.Do(func() { l.ctx, l.cancel = context.WithCancel(context.Background()) })
+}
+
+// Accept implements net.Listener.
+func (l *Listener) Accept() (net.Conn, error) {
+	l.init()
+	l.mu.Lock()
+	prev := l.current
+	l.mu.Unlock()
+	if prev != nil {
+		select {
+		case <-prev.done:
+		case <-l.ctx.Done():
+			return nil, net.ErrClosed
+		}
+	}
+	minB, maxB := l.MinBackoff, l.MaxBackoff
+	if minB <= 0 {
+		minB = 250 * time.Millisecond
+	}
+	if maxB <= 0 {
+		maxB = 30 * time.Second
+	}
+	wait := minB
+	for {
+		conn, err := l.Client.Dial(l.ctx)
+		if err == nil {
+			tc := conn.(*tunnelConn)
+			l.mu.Lock()
+			l.current = tc
+			l.mu.Unlock()
+			l.Client.log().Info("tunnel connected", zap.String("api", l.Client.APIURL))
+			return tc, nil
+		}
+		if errors.Is(err, ErrUnauthorized) {
+			return nil, err
+		}
+		if l.ctx.Err() != nil {
+			return nil, net.ErrClosed
+		}
+		d := wait/2 + rand.N(wait/2+1) // jitter
+		l.Client.log().Warn("tunnel dial failed; retrying", zap.Duration("in", d), zap.Error(err))
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-l.ctx.Done():
+			t.Stop()
+			return nil, net.ErrClosed
+		}
+		wait = min(wait*2, maxB)
+	}
+}
+
+// Close stops dialling; the current tunnel stays open until the server that
+// serves it closes it (after draining, on graceful shutdown).
+func (l *Listener) Close() error {
+	l.init()
+	l.cancel()
+	return nil
+}
+
+// Addr implements net.Listener.
+func (l *Listener) Addr() net.Addr { return tunnelAddr(l.Client.APIURL) }
+
+// Protocols are what an http.Server must speak on this listener: HTTP/2 with
+// prior knowledge (the API is an HTTP/2 client on the tunnel).
+func (l *Listener) Protocols() *http.Protocols {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	return &p
+}
+
+type tunnelAddr string
+
+func (a tunnelAddr) Network() string { return "tunnel" }
+func (a tunnelAddr) String() string  { return string(a) }
+
+// Serve runs a pod with cfg and log, serving on ln (the podagent's serve).
+type Serve func(cfg *config.Config, log *zap.Logger, ln net.Listener) error
+
+// Main is `podagent paired --api URL --token TOKEN [pod flags]`. The token
+// may also come from SVC_PAIRING_TOKEN or SVC_PAIRING_TOKEN_FILE, the URL from
+// SVC_API_URL. Other settings (storage, data and workspace dirs, …) are the
+// pod's usual flags and SVC_* environment.
+func Main(args []string, serve Serve) int {
+	fs := flag.NewFlagSet("podagent paired", flag.ContinueOnError)
+	api := fs.String("api", "", "API base URL the machine dials (env SVC_API_URL)")
+	token := fs.String("token", "", "pairing token of `apiserver admin pairing create` (env SVC_PAIRING_TOKEN or SVC_PAIRING_TOKEN_FILE)")
+	// Unknown flags are the pod's: split them off first.
+	own, rest := splitArgs(args, "api", "token")
+	if err := fs.Parse(own); err != nil {
+		fmt.Fprintln(os.Stderr, "usage: podagent paired --api URL --token TOKEN [podagent serve flags]")
+		return 2
+	}
+	if *api == "" {
+		*api = os.Getenv("SVC_API_URL")
+	}
+	if *token == "" {
+		*token = os.Getenv("SVC_PAIRING_TOKEN")
+	}
+	if *token == "" {
+		if path := os.Getenv("SVC_PAIRING_TOKEN_FILE"); path != "" {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "podagent paired:", err)
+				return 2
+			}
+			*token = strings.TrimSpace(string(b))
+		}
+	}
+	if *api == "" || *token == "" {
+		fmt.Fprintln(os.Stderr, "podagent paired: --api and --token are required")
+		return 2
+	}
+	log, err := logging.New(envOr("SVC_LOG_LEVEL", "info"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "podagent paired:", err)
+		return 2
+	}
+	defer log.Sync()
+	log = log.Named("podagent")
+	client := &Client{APIURL: *api, Token: *token, Log: log.Named("paired")}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	sess, err := sessionWithRetry(ctx, client, time.Minute)
+	stop()
+	if err != nil {
+		log.Error("pairing session failed", zap.Error(err))
+		return 1
+	}
+	overrides := map[string]string{
+		"SVC_PROJECT_ID":    sess.ProjectID,
+		syncmode.EnvVar:     sess.CloudSyncMode,
+		"SVC_RUNTIME_TOKEN": sess.RuntimeToken,
+		"SVC_API_URL":       *api,
+	}
+	cfg, err := config.Parse("podagent paired", rest, func(k string) string {
+		if v, ok := overrides[k]; ok {
+			return v
+		}
+		return os.Getenv(k)
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "podagent paired:", err)
+		return 2
+	}
+	log.Info("paired machine serving project", zap.String("projectId", sess.ProjectID), zap.String("api", *api))
+	if err := serve(cfg, log, &Listener{Client: client}); err != nil {
+		log.Error("podagent failed", zap.Error(err))
+		return 1
+	}
+	return 0
+}
+
+// sessionWithRetry retries transient failures for up to limit; a refused
+// token fails at once.
+func sessionWithRetry(ctx context.Context, c *Client, limit time.Duration) (Session, error) {
+	deadline := time.Now().Add(limit)
+	wait := 250 * time.Millisecond
+	for {
+		s, err := c.Session(ctx)
+		if err == nil || errors.Is(err, ErrUnauthorized) || time.Now().After(deadline) {
+			return s, err
+		}
+		c.log().Warn("pairing session failed; retrying", zap.Duration("in", wait), zap.Error(err))
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return Session{}, ctx.Err()
+		}
+		wait = min(wait*2, 5*time.Second)
+	}
+}
+
+// splitArgs separates --name value / --name=value flags of names from the rest.
+func splitArgs(args []string, names ...string) (own, rest []string) {
+	is := func(a string) (string, bool) {
+		a = strings.TrimLeft(a, "-")
+		name, _, _ := strings.Cut(a, "=")
+		for _, n := range names {
+			if name == n {
+				return n, true
+			}
+		}
+		return "", false
+	}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if _, ok := is(a); ok && strings.HasPrefix(a, "-") {
+			own = append(own, a)
+			if !strings.Contains(a, "=") && i+1 < len(args) {
+				own = append(own, args[i+1])
+				i++
+			}
+			continue
+		}
+		rest = append(rest, a)
+	}
+	return own, rest
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}

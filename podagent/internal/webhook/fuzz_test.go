@@ -1,0 +1,41 @@
+package webhook_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/svc-dev/svc/podagent/internal/webhook"
+)
+
+func FuzzParseIncoming(f *testing.F) {
+	for _, s := range []string{`{"message":"hi"}`, `{"message":"hi","sender_id":"a","metadata":{"k":[1,2]}}`,
+		`{"message":1}`, `[]`, ``, `{"message":"x","callbackUrl":"http://a/b","metadata":null}`, `{"message":"x"} {}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		in, err := webhook.ParseIncoming(body)
+		if err != nil {
+			var e *webhook.Error
+			if !asError(err, &e) || e.Status != 400 {
+				t.Fatalf("error %v is not a 400", err)
+			}
+			return
+		}
+		if strings.TrimSpace(in.Message) == "" {
+			t.Fatal("empty message accepted")
+		}
+		if in.Metadata != nil {
+			var m map[string]any
+			if json.Unmarshal(in.Metadata, &m) != nil || m == nil {
+				t.Fatalf("metadata %q is not an object", in.Metadata)
+			}
+		}
+	})
+}
+
+func asError(err error, e **webhook.Error) bool {
+	x, ok := err.(*webhook.Error)
+	*e = x
+	return ok
+}
