@@ -586,6 +586,52 @@ func TestRejectsUnsafeValues(t *testing.T) {
 	}
 }
 
+// NOTES.txt tells how to reach the completions endpoint. helm template does
+// not render NOTES, so a copy of the chart renders it through tpl.
+func TestNotes(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "svc")
+	if err := os.CopyFS(dir, os.DirFS(chartDir)); err != nil {
+		t.Fatal(err)
+	}
+	notes, err := os.ReadFile(filepath.Join(dir, "templates", "NOTES.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "notes.src"), notes, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	render := "kind: Notes\ntext: |\n{{ tpl (.Files.Get \"notes.src\") . | indent 2 }}\n"
+	if err := os.WriteFile(filepath.Join(dir, "templates", "zz-notes.yaml"), []byte(render), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		file string
+		want []string
+	}{
+		"default": {"testdata/default.yaml", []string{"port-forward svc/svc 8080:80", "curl -sS http://127.0.0.1:8080/v1/chat/completions",
+			"Authorization: Bearer $API_KEY", `"model": "svc-2-0"`, "built-in dev", "svc-secrets/database-url"}},
+		"ingress": {"testdata/ingress-servicemonitor.yaml", []string{"curl -sS https://api.svc.example.com/v1/chat/completions"}},
+		"secrets": {"testdata/s3-existing-secrets.yaml", []string{"svc-postgres-app/uri", "svc-upstream/api-key", "namespace svc-runtime"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			out, err := runHelm(t, "template", releaseName, dir, "--namespace", namespace, "--kube-version", kubeVersion,
+				"--show-only", "templates/zz-notes.yaml", "--values", tc.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var doc struct{ Text string }
+			if err := yaml.Unmarshal([]byte(strings.TrimPrefix(out, "---\n")), &doc); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(doc.Text, w) {
+					t.Errorf("NOTES lack %q:\n%s", w, doc.Text)
+				}
+			}
+		})
+	}
+}
+
 // lineDiff is a short line-oriented report of the first differences.
 func lineDiff(want, got string) string {
 	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
