@@ -6,7 +6,7 @@ GO           ?= go
 MODULES      := shared migrations apiserver podagent charts
 BIN          := $(CURDIR)/bin
 DATA_DIR     ?= $(CURDIR)/.data
-# Tools (the pinned MinIO server) are built once into a cache outside the clone,
+# Tools (the pinned MinIO server and Helm) are built once into a cache outside the clone,
 # so a fresh clone (CI) reuses them.
 TOOLS_DIR    ?= $(HOME)/.cache/svc-tools
 MINIO_VERSION ?= v0.0.0-20260212201848-7aac2a2c5b7c
