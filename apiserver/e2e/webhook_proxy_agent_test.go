@@ -102,7 +102,7 @@ func runFakeAgent() int {
 
 // fakeAgentBin writes a podagent stand-in: a script that runs this test
 // binary as the fake agent.
-func fakeAgentBin(t *testing.T) string {
+func fakeAgentBin(t testing.TB) string {
 	t.Helper()
 	self, err := os.Executable()
 	must(t, err)
@@ -113,7 +113,7 @@ func fakeAgentBin(t *testing.T) string {
 }
 
 // failingAgentBin writes a podagent stand-in that exits at once.
-func failingAgentBin(t *testing.T) string {
+func failingAgentBin(t testing.TB) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "broken-podagent")
 	must(t, os.WriteFile(path, []byte("#!/bin/sh\necho 'podagent: cannot start' >&2\nexit 1\n"), 0o755))
@@ -121,7 +121,7 @@ func failingAgentBin(t *testing.T) string {
 }
 
 // proxyDo sends one request to the agent-proxy of project.
-func proxyDo(t *testing.T, apiURL, project, key, method, path string, body []byte, header http.Header) (*http.Response, []byte) {
+func proxyDo(t testing.TB, apiURL, project, key, method, path string, body []byte, header http.Header) (*http.Response, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(method, apiURL+"/api/projects/"+project+"/agent-proxy"+path, bytes.NewReader(body))
 	must(t, err)
@@ -142,7 +142,7 @@ func proxyDo(t *testing.T, apiURL, project, key, method, path string, body []byt
 	return res, b
 }
 
-func errCode(t *testing.T, body []byte) string {
+func errCode(t testing.TB, body []byte) string {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(body, &m); err != nil {
@@ -150,4 +150,16 @@ func errCode(t *testing.T, body []byte) string {
 	}
 	_, code := errFields(m)
 	return code
+}
+
+// fakeAgentInfoOf asks the test agent of project for its pid and environment.
+func fakeAgentInfoOf(t testing.TB, apiURL, project, key string) fakeAgentInfo {
+	t.Helper()
+	res, body := proxyDo(t, apiURL, project, key, http.MethodGet, "/agent/channels/test/env", nil, nil)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("env: %d %s", res.StatusCode, body)
+	}
+	var info fakeAgentInfo
+	must(t, json.Unmarshal(body, &info))
+	return info
 }

@@ -63,13 +63,7 @@ func (w *proxyWorld) seen(t *testing.T) []seenRequest {
 
 func (w *proxyWorld) agentInfo(t *testing.T) fakeAgentInfo {
 	t.Helper()
-	res, body := w.do(t, http.MethodGet, "/agent/channels/test/env", nil, nil)
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("env: %d %s", res.StatusCode, body)
-	}
-	var info fakeAgentInfo
-	must(t, json.Unmarshal(body, &info))
-	return info
+	return fakeAgentInfoOf(t, w.api.URL, w.project, w.acc.key)
 }
 
 func TestWebhookProxyCloudAuthFirst(t *testing.T) {

@@ -14,7 +14,6 @@
 package checkpointsapi
 
 import (
-	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
@@ -117,17 +117,16 @@ func (a *API) Graph(c echo.Context) error {
 	defer r.Release()
 	ctx := c.Request().Context()
 
-	head, branch, err := headInfo(ctx, r)
-	if err != nil {
-		return apierr.Internal(err)
-	}
-	resp := GraphResponse{Head: head, Branch: branch, Commits: []Commit{}}
-	if head == "" && after == "" {
-		if ok, err := hasRefs(ctx, r); err != nil || !ok {
-			return c.JSON(http.StatusOK, resp)
-		}
-	}
+	// HEAD and the tags are read while the log runs (each is one git
+	// process; on an unchanged object they are most of a read's cost).
+	var head, branch string
+	var tags map[string][]string
+	side, sctx := errgroup.WithContext(ctx)
+	side.Go(func() (err error) { head, branch, err = headInfo(sctx, r); return err })
+	side.Go(func() (err error) { tags, err = tagMap(sctx, r); return err })
+	resp := GraphResponse{Commits: []Commit{}}
 	var commits []Commit
+	defer side.Wait() // on the error paths too, before the copy is released
 	if after == "" {
 		out, err := r.Git("log", "--all", "--date-order", logFormat).AddOptionValue("--max-count", strconv.Itoa(limit+1)).Output(ctx)
 		if err != nil {
@@ -156,24 +155,19 @@ func (a *API) Graph(c echo.Context) error {
 			}
 		}
 	}
+	if err := side.Wait(); err != nil {
+		return apierr.Internal(err)
+	}
+	resp.Head, resp.Branch = head, branch
 	if len(commits) > limit {
 		commits = commits[:limit]
 		resp.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(commits[limit-1].SHA))
-	}
-	tags, err := tagMap(ctx, r)
-	if err != nil {
-		return apierr.Internal(err)
 	}
 	decorate(commits, tags)
 	if commits != nil {
 		resp.Commits = commits
 	}
 	return c.JSON(http.StatusOK, resp)
-}
-
-func hasRefs(ctx context.Context, r *hydrate.Repo) (bool, error) {
-	out, err := r.Git("for-each-ref", "--count=1", "--format=%(refname)").String(ctx)
-	return out != "", err
 }
 
 // CommitResponse is the body of GET …/checkpoints/commits/:sha.

@@ -386,3 +386,18 @@ func BenchmarkGraphUnchangedETag(b *testing.B) {
 		b.Fatalf("an unchanged object was downloaded again")
 	}
 }
+
+func TestEmptyRepository(t *testing.T) {
+	f := &fx{hydratetest.NewFixture(t, nil)}
+	w := hydratetest.NewWork(t) // git init only: unborn main
+	w.Persist(f.Objects, f.Project.ID)
+	var g checkpointsapi.GraphResponse
+	resp, m := get(t, f.url("/checkpoints/graph"), f.Key, &g)
+	if resp.StatusCode != 200 || g.Head != "" || g.Branch != "main" || len(g.Commits) != 0 {
+		t.Fatalf("empty repo graph: %d %v %+v", resp.StatusCode, m, g)
+	}
+	resp, m = get(t, f.url("/checkpoints/diff"), f.Key, nil)
+	if resp.StatusCode != 404 || errCode(m) != "commit_not_found" {
+		t.Fatalf("empty repo diff: %d %v", resp.StatusCode, m)
+	}
+}

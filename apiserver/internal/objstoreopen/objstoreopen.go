@@ -35,8 +35,9 @@ type Opened struct {
 	FSDir string
 }
 
-// FSDir is the fs backend's root for cfg: <data dir>/objects.
-func FSDir(cfg *config.Config) string { return filepath.Join(cfg.DataDir, "objects") }
+// FSDir is the fs backend's root for cfg: <data dir>/store, the directory
+// podagent uses too (local runtimes share it with the API).
+func FSDir(cfg *config.Config) string { return filepath.Join(cfg.DataDir, "store") }
 
 // SigningKey derives the fs presign key from the runtime auth secret, so
 // every replica signs alike without one more secret to distribute.

@@ -41,7 +41,7 @@ func TestFSUnderDataDirWithPresignedURLs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.FSDir != filepath.Join(dir, "objects") || o.Handler == nil {
+	if o.FSDir != filepath.Join(dir, "store") || o.Handler == nil {
 		t.Fatalf("opened %+v", o)
 	}
 	mux.Handle(objstoreopen.FSBasePath+"/", o.Handler)

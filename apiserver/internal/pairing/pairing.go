@@ -91,7 +91,7 @@ func NewHub(st *store.Store, runtimeSecret []byte, log *zap.Logger) *Hub {
 		log = zap.NewNop()
 	}
 	return &Hub{store: st, secret: runtimeSecret, log: log.Named("pairing"), tunnels: map[string]*tunnel{},
-		h2: &http2.Transport{AllowHTTP: true, DisableCompression: true,
+		h2: &http2.Transport{AllowHTTP: true, DisableCompression: true, StrictMaxConcurrentStreams: true,
 			ReadIdleTimeout: 30 * time.Second, PingTimeout: 15 * time.Second}}
 }
 
@@ -223,7 +223,8 @@ func (h *Hub) detach(t *tunnel) {
 func (h *Hub) get(projectID string) *tunnel {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if t := h.tunnels[projectID]; t != nil && !t.gone() {
+	// A tunnel whose machine is going away (GOAWAY) takes no new requests.
+	if t := h.tunnels[projectID]; t != nil && !t.gone() && t.cc.CanTakeNewRequest() {
 		return t
 	}
 	return nil

@@ -28,10 +28,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/klauspost/compress/gzip"
-	"github.com/klauspost/readahead"
 	"go.uber.org/zap"
 
+	"github.com/svc-dev/svc/podagent/internal/s3sync"
 	"github.com/svc-dev/svc/podagent/internal/testhook"
 	"github.com/svc-dev/svc/shared/archive"
 	"github.com/svc-dev/svc/shared/gitrun"
@@ -287,7 +286,7 @@ func (p *Persister) Restore(ctx context.Context, limits archive.ExtractOptions) 
 		return false, fmt.Errorf("durable: get %s: %w", p.key, err)
 	}
 	defer rc.Close()
-	if _, err := extractTarGz(rc, staging, limits); err != nil {
+	if _, err := s3sync.ExtractTarGz(rc, staging, limits); err != nil {
 		_ = os.RemoveAll(staging)
 		return false, fmt.Errorf("durable: extract %s: %w", p.key, err)
 	}
@@ -405,28 +404,6 @@ func listRefs(ctx context.Context, r *gitrun.Runner, gitDir string) (map[string]
 		}
 	}
 	return refs, nil
-}
-
-// extractTarGz is archive.ExtractTar behind read-ahead stages (the
-// download, then the gunzipped stream), so network, decompression and file
-// writes overlap (cold start, spec 8 target). The checks are ExtractTar's.
-func extractTarGz(r io.Reader, dst string, opts archive.ExtractOptions) (archive.Stats, error) {
-	src, err := readahead.NewReaderSize(r, 8, 1<<20)
-	if err != nil {
-		return archive.Stats{}, err
-	}
-	defer src.Close()
-	zr, err := gzip.NewReader(src)
-	if err != nil {
-		return archive.Stats{}, fmt.Errorf("archive: not a gzip stream: %w", err)
-	}
-	defer zr.Close()
-	plain, err := readahead.NewReaderSize(zr, 8, 1<<20)
-	if err != nil {
-		return archive.Stats{}, err
-	}
-	defer plain.Close()
-	return archive.ExtractTar(plain, dst, opts)
 }
 
 // Cleanup removes leftovers of a crash (staged snapshots).

@@ -23,8 +23,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/klauspost/compress/gzip"
-	"github.com/klauspost/readahead"
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/shared/archive"
@@ -203,35 +201,6 @@ func (s *S3Sync) RestoreDepsHash(ctx context.Context, hash string) (bool, error)
 	s.mu.Unlock()
 	return true, nil
 }
-
-// ExtractTarGz is archive.ExtractTar behind two read-ahead stages (the
-// source, then the gunzipped stream), so that reading the network,
-// decompressing and writing files run concurrently. The safety checks are
-// archive.ExtractTar's.
-func ExtractTarGz(r io.Reader, dst string, opts archive.ExtractOptions) (archive.Stats, error) {
-	src, err := readahead.NewReaderSize(r, readaheadBuffers, readaheadBufferBytes)
-	if err != nil {
-		return archive.Stats{}, err
-	}
-	defer src.Close()
-	zr, err := gzip.NewReader(src)
-	if err != nil {
-		return archive.Stats{}, fmt.Errorf("archive: not a gzip stream: %w", err)
-	}
-	defer zr.Close()
-	plain, err := readahead.NewReaderSize(zr, readaheadBuffers, readaheadBufferBytes)
-	if err != nil {
-		return archive.Stats{}, err
-	}
-	defer plain.Close()
-	return archive.ExtractTar(plain, dst, opts)
-}
-
-// Read-ahead between the stages of ExtractTarGz.
-const (
-	readaheadBuffers     = 8
-	readaheadBufferBytes = 1 << 20
-)
 
 // WriteProjectArchive uploads a tar.gz of the live work tree (without .git
 // and node_modules) as <projectId>/project-src.tar.gz.
