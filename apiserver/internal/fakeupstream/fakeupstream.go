@@ -35,6 +35,8 @@ type Reply struct {
 	// Stall blocks before any header until the request is cancelled or the
 	// server closes.
 	Stall bool
+	// Gate, when set, blocks before any answer until it is closed.
+	Gate chan struct{}
 	// Hold, for streams, blocks after the first chunk until closed.
 	Hold chan struct{}
 	// BreakMidStream sends two chunks, then drops the connection.
@@ -126,6 +128,15 @@ func (s *Server) handle(w http.ResponseWriter, req *http.Request) {
 	s.mu.Unlock()
 	rep := script(r)
 
+	if rep.Gate != nil {
+		select {
+		case <-rep.Gate:
+		case <-req.Context().Done():
+			return
+		case <-s.closing:
+			return
+		}
+	}
 	if rep.Stall {
 		select {
 		case <-req.Context().Done():
