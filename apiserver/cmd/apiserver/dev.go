@@ -49,6 +49,10 @@ func bootstrapDemo(ctx context.Context, a *app, addr string) error {
 			return err
 		}
 	}
+	proj, secret, err := demoProject(ctx, a, ws.ID)
+	if err != nil {
+		return err
+	}
 	base := "http://" + addr
 	fmt.Printf(`
   apiserver is up on embedded defaults (SQLite and fs storage under %s).
@@ -66,6 +70,36 @@ func bootstrapDemo(ctx context.Context, a *app, addr string) error {
       -H 'Content-Type: application/json' \
       -d '{"model":"svc-2.0","stream":true,"messages":[{"role":"user","content":"hello"}]}'
 
-`, a.cfg.DataDir, ws.ID, keyPath, key, base, base, base)
+  Webhook channel of the demo project %s (its agent starts on the first request):
+    curl -s %s/api/projects/%s/agent-proxy/agent/channels/webhook/incoming \
+      -H "Authorization: Bearer $SVC_KEY" -H "X-Webhook-Secret: %s" \
+      -H 'Content-Type: application/json' -d '{"message":"hello agent"}'
+    curl -s %s/api/projects/%s/checkpoints/graph -H "Authorization: Bearer $SVC_KEY"
+
+`, a.cfg.DataDir, ws.ID, keyPath, key, base, base, base, proj, base, proj, secret, base, proj)
 	return nil
+}
+
+// demoProject returns the demo workspace's project and its channel secret,
+// creating both on first start (the secret is kept in <data dir>/demo-channel-secret).
+func demoProject(ctx context.Context, a *app, workspaceID string) (string, string, error) {
+	path := filepath.Join(a.cfg.DataDir, "demo-project")
+	secretPath := filepath.Join(a.cfg.DataDir, "demo-channel-secret")
+	pb, perr := os.ReadFile(path)
+	sb, serr := os.ReadFile(secretPath)
+	if perr == nil && serr == nil {
+		return strings.TrimSpace(string(pb)), strings.TrimSpace(string(sb)), nil
+	}
+	p, err := a.store.CreateProject(ctx, workspaceID, "demo")
+	if err != nil {
+		return "", "", err
+	}
+	secret := store.NewID("hook")
+	if _, err := a.store.SetChannel(ctx, p.ID, &secret, nil); err != nil {
+		return "", "", err
+	}
+	if err := os.WriteFile(secretPath, []byte(secret+"\n"), 0o600); err != nil {
+		return "", "", err
+	}
+	return p.ID, secret, os.WriteFile(path, []byte(p.ID+"\n"), 0o600)
 }
