@@ -91,6 +91,29 @@ func TestWebhookSyncTurnEndToEnd(t *testing.T) {
 	if gres.StatusCode != 200 || !strings.Contains(string(gb), "webhook: please write a note") {
 		t.Fatalf("graph after the turn: %d %s", gres.StatusCode, gb)
 	}
+	// Publish over HTTP tags the head on the pod; the graph shows the badge
+	// after the next hydrate, and the project row records it.
+	preq, _ := http.NewRequest(http.MethodPost, w.api.URL+"/api/projects/"+w.project+"/publish", strings.NewReader(`{"subdomain":"notes"}`))
+	preq.Header.Set("Authorization", "Bearer "+w.acc.key)
+	preq.Header.Set("Content-Type", "application/json")
+	pres, err := http.DefaultClient.Do(preq)
+	must(t, err)
+	var pub struct{ SHA, Tag string }
+	must(t, json.NewDecoder(pres.Body).Decode(&pub))
+	pres.Body.Close()
+	if pres.StatusCode != 200 || !strings.HasPrefix(pub.Tag, "publish/notes/") || len(pub.SHA) != 40 {
+		t.Fatalf("publish: %d %+v", pres.StatusCode, pub)
+	}
+	if row := w.e.admin("project", "show", "--id", w.project); row["publishedTag"] != pub.Tag || row["publishedCommitSha"] != pub.SHA {
+		t.Fatalf("project row %v", row)
+	}
+	gres, err = http.DefaultClient.Do(req)
+	must(t, err)
+	gb, _ = io.ReadAll(gres.Body)
+	gres.Body.Close()
+	if !strings.Contains(string(gb), pub.Tag) || !strings.Contains(string(gb), `"published":true`) {
+		t.Fatalf("graph after publish lacks the Published badge: %s", gb)
+	}
 	// Activity shows the inbound message and the outbound reply.
 	res, body = w.do(t, http.MethodGet, "/agent/channels/webhook/activity", nil, hookHeaders())
 	if res.StatusCode != 200 || !strings.Contains(string(body), "inbound") || !strings.Contains(string(body), "outbound") {

@@ -27,6 +27,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/objstoreopen"
 	"github.com/svc-dev/svc/apiserver/internal/pairing"
 	"github.com/svc-dev/svc/apiserver/internal/publicapi"
+	"github.com/svc-dev/svc/apiserver/internal/publish"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
 	"github.com/svc-dev/svc/shared/objstore"
@@ -104,6 +105,8 @@ func New(d Deps) *Server {
 	}
 	if d.AgentProxy != nil {
 		d.AgentProxy.Register(e.Group("/api/projects/:id/agent-proxy", httpmw.APIKey(a), httpmw.ProjectMember(d.Store, "id")))
+		e.POST("/api/projects/:id/publish", (&publish.API{Runtime: d.AgentProxy.Runtime, Store: d.Store}).Handle,
+			httpmw.APIKey(a), httpmw.ProjectMember(d.Store, "id"))
 	}
 	if d.Pairing != nil {
 		d.Pairing.Register(e)
