@@ -25,11 +25,18 @@ type Meter struct {
 	Store    *store.Store
 	Recorder *Recorder // when set, Record queues instead of writing inline
 	Now      func() time.Time
+
+	leases  leases
+	windows windowCache
 }
 
 // New returns a Meter on st with the wall clock; rec may be nil.
 func New(st *store.Store, rec *Recorder) *Meter {
-	return &Meter{Store: st, Recorder: rec, Now: time.Now}
+	m := &Meter{Store: st, Recorder: rec, Now: time.Now}
+	if rec != nil {
+		rec.onWritten = m.windows.invalidate
+	}
+	return m
 }
 
 // Admission is what a successful Admit tells the response.
@@ -57,11 +64,14 @@ type bucket struct {
 }
 
 // Admit applies the rate limits, then the usage windows (spec 7.1 order:
-// 429 before 402), from one database round trip on PostgreSQL.
+// 429 before 402). Rate permits come from this replica's leases when it has
+// some (leases.go) and usage windows from a short cache (windows.go); what is
+// missing is read in one database round trip.
 func (m *Meter) Admit(ctx context.Context, p auth.Principal, plan catalog.Plan) (Admission, error) {
 	now := m.Now()
 	windowStart := now.Truncate(RateWindow)
 	reset := windowStart.Add(RateWindow)
+	win := windowStart.UnixMilli()
 
 	var buckets []bucket
 	if p.KeyID != "" && plan.RPM > 0 {
@@ -74,35 +84,72 @@ func (m *Meter) Admit(ctx context.Context, p auth.Principal, plan catalog.Plan) 
 		buckets = append(buckets, bucket{"ws:" + p.WorkspaceID, plan.WorkspaceRPM})
 	}
 
-	names := make([]string, len(buckets))
+	// Permits this replica already owns.
+	owned := make([]lease, len(buckets))
+	var incr []store.RateIncrement
 	for i, b := range buckets {
-		names[i] = b.name
-	}
-	st, err := m.Store.Admit(ctx, windowStart.UnixMilli(), names, p.WorkspaceID,
-		!p.UsageBasedPricing && len(plan.Windows) > 0)
-	if err != nil {
-		if ctx.Err() != nil {
-			return Admission{}, apierr.Internal(fmt.Errorf("metering: admit: %w", err))
+		if le, ok := m.leases.take(b.name, win); ok {
+			owned[i] = le
+			continue
 		}
-		return Admission{}, apierr.Unavailable(fmt.Errorf("metering: admit: %w", err))
+		incr = append(incr, store.RateIncrement{Bucket: b.name, N: leaseSize(b.limit)})
 	}
-	counts, windows := st.Counts, st.Windows
+	wantWindows := !p.UsageBasedPricing && len(plan.Windows) > 0
+	windows, cached := m.windows.get(p.WorkspaceID, now)
+	readWindows := wantWindows && !cached
+	gen := m.windows.generation()
+
+	var counts map[string]int64
+	if len(incr) > 0 || readWindows {
+		st, err := m.Store.Admit(ctx, win, incr, p.WorkspaceID, readWindows)
+		if err != nil {
+			if ctx.Err() != nil {
+				return Admission{}, apierr.Internal(fmt.Errorf("metering: admit: %w", err))
+			}
+			return Admission{}, apierr.Unavailable(fmt.Errorf("metering: admit: %w", err))
+		}
+		counts = st.Counts
+		if readWindows {
+			windows = st.Windows
+			m.windows.put(p.WorkspaceID, windows, now, gen)
+		}
+	}
 
 	adm := Admission{Reset: reset}
-	for _, b := range buckets {
-		n := counts[b.name]
-		if n > b.limit {
-			return Admission{}, apierr.RateLimited(reset.Sub(now), Admission{Limit: b.limit, Remaining: 0, Reset: reset}.Headers())
+	limited := -1
+	for i, b := range buckets {
+		count, ok := owned[i].count, owned[i].count != 0
+		if !ok { // leased just now
+			c := counts[b.name]
+			if g := granted(c, leaseSize(b.limit), b.limit); g > 0 {
+				// One permit for this request; the rest stay with this replica.
+				m.leases.put(b.name, lease{window: win, left: g - 1, count: c})
+				count, ok = c, true
+			} else if le, got := m.leases.take(b.name, win); got {
+				// The shared count is spent, but a concurrent request of this
+				// replica leased permits meanwhile: use one rather than strand it.
+				count, ok = le.count, true
+			}
 		}
-		if adm.Limit == 0 || b.limit-n < adm.Remaining {
-			adm.Limit, adm.Remaining = b.limit, b.limit-n
+		if !ok {
+			if limited < 0 {
+				limited = i
+			}
+			continue
 		}
+		if rem := b.limit - count; adm.Limit == 0 || rem < adm.Remaining {
+			adm.Limit, adm.Remaining = b.limit, rem
+		}
+	}
+	if limited >= 0 {
+		b := buckets[limited]
+		return Admission{}, apierr.RateLimited(reset.Sub(now), Admission{Limit: b.limit, Remaining: 0, Reset: reset}.Headers())
 	}
 
 	nowMs := now.UnixMilli()
 	for _, w := range plan.Windows {
 		for _, c := range windows {
-			if c.WindowName == w.Name && c.ResetsAt > nowMs && c.CreditsMicro >= w.LimitMicro() {
+			if wantWindows && c.WindowName == w.Name && c.ResetsAt > nowMs && c.CreditsMicro >= w.LimitMicro() {
 				return Admission{}, apierr.UsageLimitReached(w.Name, time.UnixMilli(c.ResetsAt))
 			}
 		}
@@ -141,5 +188,7 @@ func (m *Meter) Record(ctx context.Context, p auth.Principal, plan catalog.Plan,
 		m.Recorder.Enqueue(rec, specs)
 		return nil
 	}
-	return m.Store.RecordUsage(ctx, rec, specs, m.Now())
+	err := m.Store.RecordUsage(ctx, rec, specs, m.Now())
+	m.windows.invalidate(rec.WorkspaceID)
+	return err
 }

@@ -23,6 +23,9 @@ type Recorder struct {
 	queue chan pending
 	done  chan struct{}
 	once  sync.Once
+	// onWritten is told which workspaces' usage a batch wrote (the Meter
+	// drops its cached windows of those).
+	onWritten func(workspaceIDs ...string)
 }
 
 type pending struct {
@@ -99,6 +102,13 @@ func (r *Recorder) write(batch []pending) {
 		err := r.store.RecordUsageBatch(ctx, recs, wins, r.now())
 		cancel()
 		if err == nil {
+			if r.onWritten != nil {
+				ids := make([]string, 0, len(recs))
+				for _, rec := range recs {
+					ids = append(ids, rec.WorkspaceID)
+				}
+				r.onWritten(ids...)
+			}
 			return
 		}
 		r.log.Error("writing usage records failed", zap.Int("records", len(recs)), zap.Int("attempt", attempt), zap.Error(err))

@@ -13,16 +13,22 @@ type AdmitState struct {
 	Windows []UsageWindow    // the workspace's usage windows (when asked for)
 }
 
-// Admit increments the rate buckets of the window starting at windowStart
-// (unix ms) and, when withWindows, reads the workspace's usage windows. On
-// PostgreSQL both happen in one statement (one round trip on the hot path);
-// on SQLite in two.
-func (s *Store) Admit(ctx context.Context, windowStart int64, buckets []string, workspaceID string, withWindows bool) (AdmitState, error) {
+// RateIncrement adds N to one rate bucket's counter.
+type RateIncrement struct {
+	Bucket string
+	N      int64
+}
+
+// Admit adds each increment to its bucket's counter for the window starting
+// at windowStart (unix ms) and, when withWindows, reads the workspace's usage
+// windows. On PostgreSQL both happen in one statement (one round trip); on
+// SQLite in two.
+func (s *Store) Admit(ctx context.Context, windowStart int64, incr []RateIncrement, workspaceID string, withWindows bool) (AdmitState, error) {
 	st := AdmitState{Counts: map[string]int64{}}
-	if s.dialect != migrations.Postgres || len(buckets) == 0 || !withWindows {
+	if s.dialect != migrations.Postgres || len(incr) == 0 || !withWindows {
 		var err error
-		if len(buckets) > 0 {
-			if st.Counts, err = s.IncrRateCounters(ctx, windowStart, buckets...); err != nil {
+		if len(incr) > 0 {
+			if st.Counts, err = s.AddRateCounters(ctx, windowStart, incr); err != nil {
 				return st, err
 			}
 		}
@@ -33,15 +39,15 @@ func (s *Store) Admit(ctx context.Context, windowStart int64, buckets []string, 
 	}
 	var q strings.Builder
 	q.WriteString("WITH rc AS (INSERT INTO rate_counters (bucket, window_start, count) VALUES ")
-	args := make([]any, 0, 2*len(buckets)+1)
-	for i, b := range buckets {
+	args := make([]any, 0, 3*len(incr)+1)
+	for i, in := range incr {
 		if i > 0 {
 			q.WriteString(", ")
 		}
-		q.WriteString("(?, ?, 1)")
-		args = append(args, b, windowStart)
+		q.WriteString("(?, ?, ?)")
+		args = append(args, in.Bucket, windowStart, in.N)
 	}
-	q.WriteString(` ON CONFLICT (bucket, window_start) DO UPDATE SET count = rate_counters.count + 1 RETURNING bucket, count)
+	q.WriteString(` ON CONFLICT (bucket, window_start) DO UPDATE SET count = rate_counters.count + excluded.count RETURNING bucket, count)
 SELECT 'rate' AS kind, bucket AS name, count AS value, 0 AS resets_at, 0 AS started_at FROM rc
 UNION ALL
 SELECT 'window', window_name, credits_micro, resets_at, started_at FROM usage_windows WHERE workspace_id = ?`)

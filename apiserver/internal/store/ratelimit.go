@@ -9,19 +9,29 @@ import (
 // that starts at windowStart (unix ms) and returns the new counts, in one
 // statement so every replica sees one count (DESIGN.md §6, rate limits).
 func (s *Store) IncrRateCounters(ctx context.Context, windowStart int64, buckets ...string) (map[string]int64, error) {
-	if len(buckets) == 0 {
+	incr := make([]RateIncrement, len(buckets))
+	for i, b := range buckets {
+		incr[i] = RateIncrement{Bucket: b, N: 1}
+	}
+	return s.AddRateCounters(ctx, windowStart, incr)
+}
+
+// AddRateCounters adds each increment to its bucket's counter and returns
+// the new counts, in one statement.
+func (s *Store) AddRateCounters(ctx context.Context, windowStart int64, incr []RateIncrement) (map[string]int64, error) {
+	if len(incr) == 0 {
 		return nil, nil
 	}
 	q := "INSERT INTO rate_counters (bucket, window_start, count) VALUES "
-	args := make([]any, 0, 2*len(buckets))
-	for i, b := range buckets {
+	args := make([]any, 0, 3*len(incr))
+	for i, in := range incr {
 		if i > 0 {
 			q += ", "
 		}
-		q += "(?, ?, 1)"
-		args = append(args, b, windowStart)
+		q += "(?, ?, ?)"
+		args = append(args, in.Bucket, windowStart, in.N)
 	}
-	q += " ON CONFLICT (bucket, window_start) DO UPDATE SET count = rate_counters.count + 1 RETURNING bucket, count"
+	q += " ON CONFLICT (bucket, window_start) DO UPDATE SET count = rate_counters.count + excluded.count RETURNING bucket, count"
 	var rows []struct {
 		Bucket string
 		Count  int64

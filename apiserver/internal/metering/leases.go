@@ -1,0 +1,77 @@
+package metering
+
+import "sync"
+
+// Rate permits are leased from the shared counters in blocks (DESIGN note in
+// the README, "Rate limits"): a replica adds n to a bucket's counter in one
+// atomic statement and owns the permits of that block that fall within the
+// limit. Blocks never overlap, so all replicas together admit at most the
+// limit, exactly the limit when traffic asks for it; permits a replica leased
+// but did not use before the minute ends are lost, so a replica can
+// under-admit by at most one block (≤ 1% of the limit, and 0 for limits up to
+// 100, where every request takes one permit).
+
+// leaseSize is how many permits one database round trip leases.
+func leaseSize(limit int64) int64 {
+	n := limit / 100
+	switch {
+	case n < 1:
+		return 1
+	case n > 64:
+		return 64
+	}
+	return n
+}
+
+// granted is how many of the n permits ending at counter value count lie
+// within limit.
+func granted(count, n, limit int64) int64 {
+	g := limit - (count - n)
+	switch {
+	case g < 0:
+		return 0
+	case g > n:
+		return n
+	}
+	return g
+}
+
+type lease struct {
+	window int64 // unix ms of the window start
+	left   int64 // permits still owned
+	count  int64 // the shared count when leased (for X-RateLimit-Remaining)
+}
+
+// leases holds one replica's unused permits per bucket.
+type leases struct {
+	mu sync.Mutex
+	m  map[string]lease
+}
+
+// take uses one owned permit of bucket in window, if any.
+func (l *leases) take(bucket string, window int64) (lease, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	le, ok := l.m[bucket]
+	if !ok || le.window != window || le.left == 0 {
+		return lease{}, false
+	}
+	le.left--
+	l.m[bucket] = le
+	return le, true
+}
+
+// put adds permits leased for bucket: concurrent requests may each have
+// leased a block, and none of those permits may be dropped.
+func (l *leases) put(bucket string, le lease) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil || len(l.m) > 100_000 {
+		l.m = map[string]lease{}
+	}
+	if old, ok := l.m[bucket]; ok && old.window == le.window {
+		le.left += old.left
+		le.count = max(le.count, old.count)
+	}
+	l.m[bucket] = le
+}
