@@ -7,6 +7,7 @@ replace github.com/svc-dev/svc/shared => ../shared
 require (
 	code.dny.dev/ssrf v0.3.0
 	github.com/klauspost/compress v1.20.1
+	github.com/klauspost/readahead v1.4.0
 	github.com/labstack/echo/v4 v4.16.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/sethvargo/go-retry v0.5.0
@@ -14,8 +15,6 @@ require (
 	github.com/svc-dev/svc/shared v0.0.0-00010101000000-000000000000
 	go.uber.org/zap v1.28.0
 )
-
-require github.com/klauspost/readahead v1.4.0 // indirect
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
