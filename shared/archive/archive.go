@@ -189,6 +189,9 @@ type ExtractOptions struct {
 	// StripPrefix, when set, is removed from every entry name; entries
 	// outside it are refused.
 	StripPrefix string
+	// PreserveModTime sets each entry's modification time from the archive
+	// (one more system call per file; git and node do not need it).
+	PreserveModTime bool
 }
 
 // ExtractTarGz extracts a gzip-compressed tar into dst (created if absent).
@@ -224,6 +227,7 @@ func ExtractTar(r io.Reader, dst string, opts ExtractOptions) (Stats, error) {
 	}
 	defer root.Close()
 	strip := strings.Trim(opts.StripPrefix, "/")
+	x := &extractor{root: root, dirs: map[string]bool{".": true}}
 
 	tr := tar.NewReader(r)
 	for {
@@ -250,7 +254,7 @@ func ExtractTar(r io.Reader, dst string, opts ExtractOptions) (Stats, error) {
 		mode := fs.FileMode(hdr.Mode).Perm()
 		switch hdr.Typeflag {
 		case tar.TypeDir:
-			if err := root.MkdirAll(name, 0o755); err != nil {
+			if err := x.mkdirAll(name); err != nil {
 				return st, fmt.Errorf("archive: %s: %w", hdr.Name, err)
 			}
 		case tar.TypeReg, tar.TypeRegA:
@@ -260,10 +264,7 @@ func ExtractTar(r io.Reader, dst string, opts ExtractOptions) (Stats, error) {
 			if st.Bytes+hdr.Size > opts.MaxTotalBytes {
 				return st, &EntryError{Name: hdr.Name, Reason: fmt.Sprintf("archive content exceeds the total limit of %d bytes", opts.MaxTotalBytes), Kind: ErrTooLarge}
 			}
-			if err := prepareParent(root, name); err != nil {
-				return st, fmt.Errorf("archive: %s: %w", hdr.Name, err)
-			}
-			f, err := root.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode|0o200)
+			f, err := x.create(name, mode|0o200)
 			if err != nil {
 				return st, fmt.Errorf("archive: %s: %w", hdr.Name, err)
 			}
@@ -285,7 +286,7 @@ func ExtractTar(r io.Reader, dst string, opts ExtractOptions) (Stats, error) {
 			if err := checkLinkTarget(name, hdr.Linkname); err != nil {
 				return st, &EntryError{Name: hdr.Name, Reason: err.Error(), Kind: ErrUnsafeEntry}
 			}
-			if err := prepareParent(root, name); err != nil {
+			if err := x.prepareParent(name); err != nil {
 				return st, fmt.Errorf("archive: %s: %w", hdr.Name, err)
 			}
 			if err := root.Symlink(hdr.Linkname, name); err != nil {
@@ -300,7 +301,7 @@ func ExtractTar(r io.Reader, dst string, opts ExtractOptions) (Stats, error) {
 			if err != nil || !fi.Mode().IsRegular() {
 				return st, &EntryError{Name: hdr.Name, Reason: fmt.Sprintf("hard link to %q, which is not an extracted regular file", hdr.Linkname), Kind: ErrUnsafeEntry}
 			}
-			if err := prepareParent(root, name); err != nil {
+			if err := x.prepareParent(name); err != nil {
 				return st, fmt.Errorf("archive: %s: %w", hdr.Name, err)
 			}
 			if err := root.Link(target, name); err != nil {
@@ -313,7 +314,7 @@ func ExtractTar(r io.Reader, dst string, opts ExtractOptions) (Stats, error) {
 		default:
 			return st, &EntryError{Name: hdr.Name, Reason: fmt.Sprintf("unsupported entry type %q", hdr.Typeflag), Kind: ErrUnsafeEntry}
 		}
-		if !hdr.ModTime.IsZero() && hdr.Typeflag != tar.TypeSymlink && hdr.Typeflag != tar.TypeLink {
+		if opts.PreserveModTime && !hdr.ModTime.IsZero() && hdr.Typeflag != tar.TypeSymlink && hdr.Typeflag != tar.TypeLink {
 			_ = root.Chtimes(name, hdr.ModTime, hdr.ModTime)
 		}
 	}
@@ -371,15 +372,50 @@ func checkLinkTarget(name, target string) error {
 // prepareParent creates the parent directories of name and removes an
 // existing symlink or file at name itself, so a write never follows a link
 // left there by an earlier entry or an earlier extraction.
-func prepareParent(root *os.Root, name string) error {
-	if dir := path.Dir(name); dir != "." {
-		if err := root.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
+// extractor writes entries below root, remembering the directories it made
+// so a tree of many small files costs few system calls per file.
+type extractor struct {
+	root *os.Root
+	dirs map[string]bool
+}
+
+func (x *extractor) mkdirAll(dir string) error {
+	if x.dirs[dir] {
+		return nil
 	}
-	fi, err := root.Lstat(name)
+	if err := x.root.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	x.dirs[dir] = true
+	return nil
+}
+
+// create opens a new regular file. In a fresh target (the usual case) one
+// exclusive create is enough; an existing entry in the way is replaced, a
+// directory in the way is an error.
+func (x *extractor) create(name string, mode fs.FileMode) (*os.File, error) {
+	if err := x.mkdirAll(path.Dir(name)); err != nil {
+		return nil, err
+	}
+	f, err := x.root.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, mode)
+	if err == nil || !errors.Is(err, fs.ErrExist) {
+		return f, err
+	}
+	if err := x.prepareParent(name); err != nil {
+		return nil, err
+	}
+	return x.root.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, mode)
+}
+
+// prepareParent makes name's directory and removes a non-directory entry
+// already at name.
+func (x *extractor) prepareParent(name string) error {
+	if err := x.mkdirAll(path.Dir(name)); err != nil {
+		return err
+	}
+	fi, err := x.root.Lstat(name)
 	if err == nil && !fi.IsDir() {
-		return root.Remove(name)
+		return x.root.Remove(name)
 	}
 	if err == nil && fi.IsDir() {
 		return fmt.Errorf("a directory is in the way")
