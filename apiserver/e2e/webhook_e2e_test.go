@@ -193,7 +193,8 @@ func TestWebhookAsyncCallbackEndToEnd(t *testing.T) {
 }
 
 // A sync request that outlives the reply timeout gets 504 reply_timeout with
-// a correlationId; the late reply is then fetched from the outbox.
+// a correlationId; the late reply is then fetched from the outbox: a poll
+// waiting before the reply exists returns as soon as it arrives.
 func TestWebhookSyncTimeoutGoesToOutbox(t *testing.T) {
 	w, channelID := webhookWorld(t, "SVC_POD_WEBHOOK_SYNC_TIMEOUT=1s")
 	gate := make(chan struct{})
@@ -211,10 +212,25 @@ func TestWebhookSyncTimeoutGoesToOutbox(t *testing.T) {
 	if res.StatusCode != http.StatusGatewayTimeout || env.Error.Code != "reply_timeout" || env.Error.CorrelationID == "" {
 		t.Fatalf("want 504 reply_timeout with a correlationId, got %d %s", res.StatusCode, body)
 	}
+	type polled struct {
+		status int
+		body   []byte
+		took   time.Duration
+	}
+	done := make(chan polled, 1)
+	go func() {
+		start := time.Now()
+		res, body := w.do(t, http.MethodGet, "/agent/channels/webhook/outbox/"+channelID+"?wait=30", nil, hookHeaders())
+		done <- polled{res.StatusCode, body, time.Since(start)}
+	}()
 	close(gate) // the agent finishes now
-	res, body = w.do(t, http.MethodGet, "/agent/channels/webhook/outbox/"+channelID+"?wait=20", nil, hookHeaders())
-	if res.StatusCode != 200 || !strings.Contains(string(body), env.Error.CorrelationID) || !strings.Contains(string(body), "the late reply") {
-		t.Fatalf("outbox: %d %s", res.StatusCode, body)
+	p := <-done
+	if p.status != 200 || !strings.Contains(string(p.body), env.Error.CorrelationID) || !strings.Contains(string(p.body), "the late reply") ||
+		!strings.Contains(string(p.body), `"k":"v"`) {
+		t.Fatalf("outbox: %d %s", p.status, p.body)
+	}
+	if p.took >= 25*time.Second {
+		t.Fatalf("the poll waited %s: it must return as soon as the reply is in the outbox", p.took)
 	}
 	// Returned messages are acknowledged: the next poll is empty.
 	res, body = w.do(t, http.MethodGet, "/agent/channels/webhook/outbox/"+channelID+"?wait=0", nil, hookHeaders())

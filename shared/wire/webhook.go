@@ -77,7 +77,10 @@ type WebhookHealth struct {
 	// MessageCount is the number of inbound messages accepted since the pod
 	// started.
 	MessageCount int64 `json:"messageCount"`
-	// OutboxPending is the number of replies waiting in the outbox.
+	// OutboxPending is the number of outbox replies the pod holds: with an
+	// API (production) those not yet handed to the API's durable outbox,
+	// which serves GET .../outbox/{channelId}; without one, those not yet
+	// fetched from the pod.
 	OutboxPending int `json:"outboxPending"`
 }
 
@@ -135,6 +138,35 @@ type OutboxMessage struct {
 // returned are acknowledged (removed) by the call.
 type OutboxResponse struct {
 	Messages []OutboxMessage `json:"messages"`
+}
+
+// Outbox limits (DESIGN.md §6), the same on the API and the pod.
+const (
+	OutboxMaxWait      = 30 * time.Second
+	OutboxDefaultLimit = 20
+	OutboxMaxLimit     = 100
+)
+
+// OutboxPut is the body of POST /internal/projects/{id}/outbox: the pod
+// hands one outbox message to the API, which keeps it in its database until
+// an integration fetches it. Idempotent on (project, correlationId): a pod
+// retrying a message the API already has (even one already fetched) gets
+// 200 with created false and nothing is delivered twice.
+type OutboxPut struct {
+	ChannelID     string          `json:"channelId"`
+	CorrelationID string          `json:"correlationId"`
+	Reply         string          `json:"reply"`
+	Metadata      json.RawMessage `json:"metadata"`
+	// CreatedAt is when the pod put the reply in the outbox; messages are
+	// fetched oldest first.
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// OutboxPutResponse answers OutboxPut: 201 when the row was created, 200
+// when it existed.
+type OutboxPutResponse struct {
+	ID      string `json:"id"`
+	Created bool   `json:"created"`
 }
 
 // WebhookErrorBody is the error body of the webhook routes: the envelope of

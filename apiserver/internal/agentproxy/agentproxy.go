@@ -12,6 +12,10 @@
 // client's Authorization replaced by the project's runtime token, hop-by-hop
 // headers dropped. The answer streams back as it comes. A request is sent at
 // most once: the proxy never retries.
+//
+// The outbox poll (GET .../outbox/{channelId}) is not proxied: the server
+// mounts package outboxapi's route, which serves it from the database, on the
+// same group ahead of this catch-all.
 package agentproxy
 
 import (

@@ -13,5 +13,6 @@ import (
 func (s *Server) registerInternal(g *echo.Group) {
 	g.POST("/checkpoints/record", checkpoint.Handler(s.deps.Store))
 	g.GET("/channel", channelapi.Handler(s.deps.Store))
+	s.Outbox.RegisterInternal(g)                         // POST /outbox: durable webhook outbox
 	lfsbatch.New(s.deps.Objects, s.deps.Log).Register(g) // spec 4.3 batch + verify
 }

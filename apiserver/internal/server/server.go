@@ -25,6 +25,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/metering"
 	"github.com/svc-dev/svc/apiserver/internal/objstoreopen"
+	"github.com/svc-dev/svc/apiserver/internal/outboxapi"
 	"github.com/svc-dev/svc/apiserver/internal/pairing"
 	"github.com/svc-dev/svc/apiserver/internal/publicapi"
 	"github.com/svc-dev/svc/apiserver/internal/publish"
@@ -62,7 +63,10 @@ type Server struct {
 	Auth     *auth.Authenticator
 	Registry *prometheus.Registry
 	Usage    *metering.Recorder
-	deps     Deps
+	// Outbox is the durable webhook outbox (the pod's POST and the
+	// integrations' long-poll).
+	Outbox *outboxapi.API
+	deps   Deps
 }
 
 // New wires every route.
@@ -81,7 +85,7 @@ func New(d Deps) *Server {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a := auth.New(d.Store, d.RuntimeSecret, d.Log.Named("auth"))
-	s := &Server{Echo: e, Auth: a, Registry: reg, deps: d}
+	s := &Server{Echo: e, Auth: a, Registry: reg, deps: d, Outbox: outboxapi.New(d.Store, d.Log.Named("outbox"))}
 
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.ready)
@@ -103,8 +107,12 @@ func New(d Deps) *Server {
 			Register(e, httpmw.APIKey(a), httpmw.ProjectMember(d.Store, "id"))
 		(&gitserver.Server{Hydrate: d.Hydrate, Store: d.Store, Auth: a, Log: d.Log}).Register(e)
 	}
+	// The outbox poll is served from the database, before the proxy's
+	// catch-all, so that it works while the agent is down.
+	agentProxy := e.Group("/api/projects/:id/agent-proxy", httpmw.APIKey(a), httpmw.ProjectMember(d.Store, "id"))
+	s.Outbox.RegisterPublic(agentProxy)
 	if d.AgentProxy != nil {
-		d.AgentProxy.Register(e.Group("/api/projects/:id/agent-proxy", httpmw.APIKey(a), httpmw.ProjectMember(d.Store, "id")))
+		d.AgentProxy.Register(agentProxy)
 		e.POST("/api/projects/:id/publish", (&publish.API{Runtime: d.AgentProxy.Runtime, Store: d.Store}).Handle,
 			httpmw.APIKey(a), httpmw.ProjectMember(d.Store, "id"))
 	}

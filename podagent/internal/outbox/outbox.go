@@ -1,11 +1,18 @@
-// Package outbox holds the webhook channel's pending outbound messages
-// (DESIGN.md §6): replies of sync requests that timed out (504
-// reply_timeout) and async replies whose callback gave up. Integrations
-// long-poll GET .../outbox/{channelId}?wait=&limit=; a poll returns the
-// oldest pending messages and acknowledges (removes) them.
+// Package outbox holds the webhook channel's outbound messages that could
+// not be given inline or by callback (DESIGN.md §6): replies of sync
+// requests that timed out (504 reply_timeout) and async replies whose
+// callback gave up.
 //
-// The outbox lives in the pod's memory: a pod restart loses what was not
-// fetched yet.
+// In production the durable place is the API's database: a Relay keeps each
+// message in an on-disk journal until the API has accepted it
+// (POST /internal/projects/{id}/outbox, idempotent on the correlation id),
+// retrying in the background with backoff, also after a restart; the API
+// serves the integrations' long-poll GET .../outbox/{channelId} from the
+// database, so it works with the pod down.
+//
+// Outbox is the in-memory variant for a pod without an API (and tests): a
+// poll of the pod's own route returns the oldest pending messages and
+// acknowledges (removes) them; a restart loses what was not fetched.
 package outbox
 
 import (
@@ -18,9 +25,9 @@ import (
 
 // Limits of a poll (DESIGN.md §6).
 const (
-	MaxWait      = 30 * time.Second
-	DefaultLimit = 20
-	MaxLimit     = 100
+	MaxWait      = wire.OutboxMaxWait
+	DefaultLimit = wire.OutboxDefaultLimit
+	MaxLimit     = wire.OutboxMaxLimit
 	// DefaultCapacity bounds the pending messages per channel; beyond it
 	// the oldest is dropped (Dropped counts them).
 	DefaultCapacity = 1000

@@ -3,12 +3,15 @@ package webhook
 import (
 	"fmt"
 	"net/http"
+	"path/filepath"
 
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/podagent/internal/agentloop"
 	"github.com/svc-dev/svc/podagent/internal/callback"
 	"github.com/svc-dev/svc/podagent/internal/channelcfg"
+	"github.com/svc-dev/svc/podagent/internal/durable"
+	"github.com/svc-dev/svc/podagent/internal/outbox"
 )
 
 // PodOptions are what a pod knows when it wires the channel.
@@ -22,13 +25,19 @@ type PodOptions struct {
 	Ready     func() error
 	Settings  Settings
 	Log       *zap.Logger
-	// HTTP is used for the API (channel config, completions); nil: default.
+	// HTTP is used for the API (channel config, completions, outbox); nil: default.
 	HTTP *http.Client
+	// OutboxDir is the journal of outbox messages not yet accepted by the
+	// API (default <Workspace>/.git/svc-agent/outbox, next to the checkpoint
+	// journal).
+	OutboxDir string
 }
 
 // PodDeps assembles the production Deps of a pod: channel config from the
-// API, the tool loop against the gateway, guarded callbacks. Handler.Shutdown
-// closes the agent.
+// API, the tool loop against the gateway, guarded callbacks, and the outbox
+// relay that hands undeliverable replies to the API's durable outbox (an
+// in-memory outbox served by the pod when there is no API). Handler.Shutdown
+// closes the agent and the relay.
 func PodDeps(o PodOptions) (Deps, error) {
 	s := o.Settings
 	if o.Log == nil {
@@ -40,6 +49,20 @@ func PodDeps(o PodOptions) (Deps, error) {
 	if err != nil {
 		return Deps{}, fmt.Errorf("webhook: %w", err)
 	}
+	var ob Outbox
+	if o.APIURL != "" {
+		dir := o.OutboxDir
+		if dir == "" {
+			dir = filepath.Join(o.Workspace, ".git", durable.StateDirName, "outbox")
+		}
+		relay, err := outbox.OpenRelay(outbox.RelayOptions{Dir: dir, Log: o.Log,
+			Poster: &outbox.Client{APIURL: o.APIURL, ProjectID: o.ProjectID, Token: o.RuntimeToken, HTTP: o.HTTP}})
+		if err != nil {
+			_ = agent.Close()
+			return Deps{}, fmt.Errorf("webhook: outbox journal: %w", err)
+		}
+		ob = relay
+	}
 	cb := callback.New(callback.Options{Guard: callback.NewGuard(s.AllowedNets), Attempts: s.CallbackAttempts,
 		RetryBase: s.CallbackBase, RetryMax: s.CallbackMax, AttemptTimeout: s.CallbackTimeout, Log: o.Log})
 	return Deps{
@@ -47,6 +70,7 @@ func PodDeps(o PodOptions) (Deps, error) {
 			TTL: s.ChannelConfigTTL},
 		Agent:        agent,
 		Callbacks:    cb,
+		Outbox:       ob,
 		Ready:        o.Ready,
 		Log:          o.Log,
 		SyncTimeout:  s.SyncTimeout,

@@ -3,44 +3,19 @@ package webhook
 import (
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/svc-dev/svc/podagent/internal/outbox"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
-// ParseWait reads ?wait=: seconds ("10", "2.5") or a duration ("500ms"),
-// capped at outbox.MaxWait; empty means no wait.
-func ParseWait(v string) (time.Duration, error) {
-	if v == "" {
-		return 0, nil
-	}
-	var d time.Duration
-	if f, err := strconv.ParseFloat(v, 64); err == nil {
-		d = time.Duration(f * float64(time.Second))
-	} else if d, err = time.ParseDuration(v); err != nil {
-		return 0, fmt.Errorf("'wait' must be seconds or a duration, not %q", v)
-	}
-	if d < 0 {
-		return 0, fmt.Errorf("'wait' must not be negative")
-	}
-	return min(d, outbox.MaxWait), nil
-}
+// ParseWait reads ?wait= (wire.ParseOutboxWait: seconds or a duration,
+// capped at 30 s; empty means no wait).
+func ParseWait(v string) (time.Duration, error) { return wire.ParseOutboxWait(v) }
 
-// ParseLimit reads ?limit=: default 20, at most 100.
-func ParseLimit(v string) (int, error) {
-	if v == "" {
-		return outbox.DefaultLimit, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("'limit' must be a positive integer, not %q", v)
-	}
-	return min(n, outbox.MaxLimit), nil
-}
+// ParseLimit reads ?limit= (wire.ParseOutboxLimit: default 20, at most 100).
+func ParseLimit(v string) (int, error) { return wire.ParseOutboxLimit(v) }
 
 func (h *Handler) outbox(c echo.Context) error {
 	cfg, err := h.authenticate(c)
@@ -59,10 +34,11 @@ func (h *Handler) outbox(c echo.Context) error {
 	if err != nil {
 		return badRequest("invalid_limit", err.Error()+".")
 	}
-	msgs := h.d.Outbox.Take(c.Request().Context(), cfg.ChannelID, limit, wait)
+	ob := h.d.Outbox.(taker) // Mount adds the route only then
+	msgs := ob.Take(c.Request().Context(), cfg.ChannelID, limit, wait)
 	if err := c.JSON(http.StatusOK, wire.OutboxResponse{Messages: msgs}); err != nil {
 		// Not acknowledged after all: the answer did not reach the caller.
-		h.d.Outbox.Requeue(cfg.ChannelID, msgs)
+		ob.Requeue(cfg.ChannelID, msgs)
 		return nil
 	}
 	if len(msgs) > 0 {

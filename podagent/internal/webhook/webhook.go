@@ -8,6 +8,8 @@
 //	GET  /agent/channels/webhook/health               {connected, hasSecret, messageCount, outboxPending}
 //	GET  /agent/channels/webhook/activity             the last 50 inbound and outbound events
 //	GET  /agent/channels/webhook/outbox/:channelId    long-poll ?wait=≤30s&limit=20..100, acknowledges what it returns
+//	                                                  (only with the in-memory outbox: in production the replies go to
+//	                                                  the API's durable outbox, which serves this path from its database)
 //
 // incoming, activity and outbox require the channel secret (constant-time
 // compare; an empty channel secret rejects every request). health is gated
@@ -54,12 +56,26 @@ type Callbacks interface {
 	Deliver(ctx context.Context, d callback.Delivery) callback.Result
 }
 
+// Outbox receives the replies that could not be given inline or by callback
+// (outbox.Relay in production, outbox.Outbox without an API).
+type Outbox interface {
+	Put(channelID string, m wire.OutboxMessage)
+	// Len is the number of the channel's messages the outbox holds.
+	Len(channelID string) int
+}
+
+// taker is an outbox the pod serves itself (outbox.Outbox).
+type taker interface {
+	Take(ctx context.Context, channelID string, limit int, wait time.Duration) []wire.OutboxMessage
+	Requeue(channelID string, ms []wire.OutboxMessage)
+}
+
 // Deps are what the handlers are built from.
 type Deps struct {
 	Channel   channelcfg.Source
 	Agent     Agent
 	Callbacks Callbacks
-	Outbox    *outbox.Outbox   // nil: a new one
+	Outbox    Outbox           // nil: a new in-memory outbox.Outbox
 	Activity  *activity.Log    // nil: a new one
 	Ready     func() error     // nil: always ready
 	Log       *zap.Logger      // nil: no logs
@@ -73,6 +89,9 @@ type Deps struct {
 	// Closer, when set, is closed by Shutdown once running turns ended.
 	Closer io.Closer
 }
+
+// outboxCloseGrace bounds the last hand-over of the outbox at Shutdown.
+const outboxCloseGrace = 3 * time.Second
 
 // Handler serves the routes.
 type Handler struct {
@@ -128,16 +147,21 @@ func (h *Handler) Mount(g *echo.Group) {
 	g.POST("/incoming", h.wrap(h.incoming))
 	g.GET("/health", h.wrap(h.health))
 	g.GET("/activity", h.wrap(h.activity))
-	g.GET("/outbox/:channelId", h.wrap(h.outbox))
+	if _, ok := h.d.Outbox.(taker); ok {
+		g.GET("/outbox/:channelId", h.wrap(h.outbox))
+	}
 }
 
 // Outbox returns the outbox; Activity the activity log.
-func (h *Handler) Outbox() *outbox.Outbox  { return h.d.Outbox }
+func (h *Handler) Outbox() Outbox          { return h.d.Outbox }
 func (h *Handler) Activity() *activity.Log { return h.d.Activity }
 
 // Shutdown refuses new messages (503), waits for the running turns and
 // callbacks until ctx ends, then cancels what is left (a cancelled callback
-// puts its reply in the outbox).
+// puts its reply in the outbox). An outbox with a Close(ctx) (outbox.Relay)
+// is closed last: it makes one more attempt, bounded by outboxCloseGrace, to
+// hand its messages to the API and keeps the rest in its journal for the
+// next start (the git flush of the shutdown sequence must not wait on it).
 func (h *Handler) Shutdown(ctx context.Context) error {
 	h.mu.Lock()
 	h.closing.Store(true)
@@ -155,6 +179,11 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 	h.closeOnce.Do(func() {
 		if h.d.Closer != nil {
 			_ = h.d.Closer.Close()
+		}
+		if oc, ok := h.d.Outbox.(interface{ Close(context.Context) error }); ok {
+			octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), outboxCloseGrace)
+			_ = oc.Close(octx)
+			cancel()
 		}
 	})
 	return err

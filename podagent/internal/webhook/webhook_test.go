@@ -99,6 +99,8 @@ type opts struct {
 	agent       webhook.Agent
 	// denyLoopback: SVC_CALLBACK_ALLOWED_NETS empty (default guard).
 	denyLoopback bool
+	// outbox: nil means the in-memory outbox the pod serves itself.
+	outbox webhook.Outbox
 }
 
 func logger(t testing.TB) *zap.Logger {
@@ -137,7 +139,7 @@ func newEnv(t testing.TB, o opts) *env {
 			}
 			return nil
 		},
-		SyncTimeout: o.syncTimeout, MaxBodyBytes: o.maxBody,
+		SyncTimeout: o.syncTimeout, MaxBodyBytes: o.maxBody, Outbox: o.outbox,
 	})
 	ev.srv = httptest.NewServer(e)
 	t.Cleanup(func() {

@@ -1,0 +1,127 @@
+package e2e
+
+// The durable webhook outbox (DESIGN.md §6): the pod hands late replies to
+// the API, which keeps them in its database and serves the integrations'
+// long-poll itself, so a reply survives the pod and is fetched while no
+// agent runs.
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/wire"
+)
+
+// waitOutboxRow polls the database until the API has the message (a poll
+// with a deadline: the pod hands it over in the background).
+func waitOutboxRow(t *testing.T, dbURL, projectID, channelID string) {
+	t.Helper()
+	st, err := store.Open(dbURL, "")
+	must(t, err)
+	defer st.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n, err := st.CountOutbox(context.Background(), projectID, channelID)
+		must(t, err)
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the pod did not hand the late reply to the API")
+		}
+		time.Sleep(20 * time.Millisecond) // poll with a deadline
+	}
+}
+
+// A late sync reply reaches the API's database; the pod and the API server
+// that started it stop; a new API server, whose agent cannot even start,
+// still serves the reply from the outbox.
+func TestWebhookOutboxSurvivesThePod(t *testing.T) {
+	w, channelID := webhookWorld(t, "SVC_POD_WEBHOOK_SYNC_TIMEOUT=1s")
+	gate := make(chan struct{})
+	w.e.upstream.Script(agentScript("late.txt", "late", "the reply after the pod", gate))
+	res, body := w.do(t, http.MethodPost, "/agent/channels/webhook/incoming",
+		[]byte(`{"message":"slow job","metadata":{"ticket":7}}`), hookHeaders())
+	if res.StatusCode != http.StatusGatewayTimeout {
+		t.Fatalf("want 504 reply_timeout, got %d %s", res.StatusCode, body)
+	}
+	var env wire.WebhookErrorBody
+	must(t, json.Unmarshal(body, &env))
+	close(gate)
+	waitOutboxRow(t, w.e.dbURL, w.project, channelID)
+
+	// Stop the API server; it stops its pod.
+	must(t, w.api.cmd.Process.Signal(os.Interrupt))
+	_ = w.api.cmd.Wait()
+	w.api = w.e.startAPI("SVC_PODAGENT_BIN="+filepath.Join(t.TempDir(), "no-podagent"), "SVC_DATA_DIR="+w.dataDir)
+	res, body = w.do(t, http.MethodGet, "/agent/channels/webhook/health", nil, nil)
+	if res.StatusCode != http.StatusServiceUnavailable || errCode(t, body) != "agent_start_failed" {
+		t.Fatalf("health with no agent: %d %s, want 503 agent_start_failed", res.StatusCode, body)
+	}
+	res, body = w.do(t, http.MethodGet, "/agent/channels/webhook/outbox/"+channelID+"?wait=5", nil, hookHeaders())
+	var ob wire.OutboxResponse
+	if res.StatusCode != 200 || json.Unmarshal(body, &ob) != nil || len(ob.Messages) != 1 {
+		t.Fatalf("outbox with the pod gone: %d %s", res.StatusCode, body)
+	}
+	m := ob.Messages[0]
+	if m.CorrelationID != env.Error.CorrelationID || m.Reply != "the reply after the pod" || string(m.Metadata) != `{"ticket":7}` ||
+		m.ID == "" || m.CreatedAt.IsZero() {
+		t.Fatalf("outbox message %+v", m)
+	}
+	res, body = w.do(t, http.MethodGet, "/agent/channels/webhook/outbox/"+channelID, nil, hookHeaders())
+	if res.StatusCode != 200 || string(body) != "{\"messages\":[]}\n" {
+		t.Fatalf("acknowledged: %d %s", res.StatusCode, body)
+	}
+}
+
+// Spec 5.2 and 7.2 on the outbox path, answered by the API alone (the agent
+// binary cannot start): cloud auth, then channel auth, then the channel id.
+func TestWebhookOutboxAuthMatrix(t *testing.T) {
+	w := newProxyWorld(t, failingAgentBin(t))
+	ch := w.e.admin("channel", "set", "--project", w.project, "--secret", "hook-secret")["channelId"].(string)
+	other := w.e.admin("project", "create", "--workspace", w.acc.workspace, "--name", "other")["id"].(string)
+	otherCh := w.e.admin("channel", "set", "--project", other, "--secret", "other-secret")["channelId"].(string)
+	noSecret := w.e.admin("project", "create", "--workspace", w.acc.workspace, "--name", "no-secret")["id"].(string)
+	noSecretCh := w.e.admin("channel", "set", "--project", noSecret)["channelId"].(string)
+	noChannel := w.e.admin("project", "create", "--workspace", w.acc.workspace, "--name", "no-channel")["id"].(string)
+	stranger := w.e.account("free")
+
+	path := func(c string) string { return "/agent/channels/webhook/outbox/" + c }
+	secret := func(s string) http.Header { return http.Header{wire.HeaderWebhookSecret: {s}} }
+	cases := []struct {
+		name, project, key, path string
+		header                   http.Header
+		status                   int
+		code                     string
+	}{
+		{"no key", w.project, "", path(ch), secret("hook-secret"), 401, "invalid_api_key"},
+		{"not a member", w.project, stranger.key, path(ch), secret("hook-secret"), 403, "project_access_denied"},
+		{"no channel secret header", w.project, w.acc.key, path(ch), nil, 401, "invalid_webhook_secret"},
+		{"wrong channel secret", w.project, w.acc.key, path(ch), secret("other-secret"), 401, "invalid_webhook_secret"},
+		{"another project's channel", w.project, w.acc.key, path(otherCh), secret("hook-secret"), 404, "channel_not_found"},
+		{"empty channel secret", noSecret, w.acc.key, path(noSecretCh), secret(""), 401, "channel_secret_not_set"},
+		{"no channel", noChannel, w.acc.key, path(ch), secret("hook-secret"), 401, "channel_secret_not_set"},
+		{"bad wait", w.project, w.acc.key, path(ch) + "?wait=soon", secret("hook-secret"), 400, "invalid_wait"},
+	}
+	for _, c := range cases {
+		res, body := proxyDo(t, w.api.URL, c.project, c.key, http.MethodGet, c.path, nil, c.header)
+		if res.StatusCode != c.status || errCode(t, body) != c.code {
+			t.Errorf("%s: %d %s, want %d %s", c.name, res.StatusCode, body, c.status, c.code)
+		}
+	}
+	res, body := w.do(t, http.MethodGet, path(ch)+"?wait=0", nil, secret("hook-secret"))
+	if res.StatusCode != 200 || string(body) != "{\"messages\":[]}\n" {
+		t.Fatalf("authorized poll: %d %s", res.StatusCode, body)
+	}
+	// Nothing of this needed the agent, which cannot start.
+	res, body = w.do(t, http.MethodGet, "/agent/channels/webhook/health", nil, nil)
+	if res.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("health: %d %s", res.StatusCode, body)
+	}
+}

@@ -1,0 +1,299 @@
+// Package outboxapi is the durable webhook outbox (spec 4.2, DESIGN.md §6):
+// replies of sync requests that timed out (504 reply_timeout) and async
+// replies whose callback gave up, kept in the API's database so that a pod
+// restart or rescheduling loses none of them.
+//
+//	POST /internal/projects/{id}/outbox   the pod hands over one message (runtime token of that project);
+//	                                      idempotent on (project, correlationId): 201 created, 200 existed
+//	GET  /api/projects/{id}/agent-proxy/agent/channels/webhook/outbox/{channelId}?wait=&limit=
+//	                                      integrations long-poll (cloud auth, then channel auth); served
+//	                                      from the database, so it answers with the agent down
+//
+// A poll returns the oldest undelivered messages of the channel (limit
+// default 20, max 100) and marks them delivered in the same statement; with
+// none it waits up to ?wait= (max 30 s) for one. A message put through this
+// replica wakes its pollers at once; messages put through another replica
+// are seen by the next database poll (PollInterval).
+package outboxapi
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/labstack/echo/v4"
+	"go.uber.org/zap"
+
+	"github.com/svc-dev/svc/apiserver/internal/apierr"
+	"github.com/svc-dev/svc/apiserver/internal/httpmw"
+	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/wire"
+)
+
+// Defaults.
+const (
+	// DefaultPollInterval is how often a waiting poll looks at the database
+	// for messages put through another replica.
+	DefaultPollInterval = 500 * time.Millisecond
+	// MaxBodyBytes bounds one POST (a reply plus the caller's metadata,
+	// itself bounded by the pod's 1 MiB body limit).
+	MaxBodyBytes = 8 << 20
+	// MaxCorrelationIDBytes bounds the correlation id.
+	MaxCorrelationIDBytes = 200
+)
+
+// Store is what the API needs from the database (store.Store).
+type Store interface {
+	GetChannel(ctx context.Context, projectID string) (store.Channel, error)
+	PutOutbox(ctx context.Context, m store.OutboxMessage) (store.OutboxMessage, bool, error)
+	TakeOutbox(ctx context.Context, projectID, channelID string, limit int) ([]store.OutboxMessage, error)
+	ReleaseOutbox(ctx context.Context, projectID string, ids []string) error
+}
+
+// API serves both routes. The zero value is not usable; call New.
+type API struct {
+	store Store
+	log   *zap.Logger
+	// PollInterval: DefaultPollInterval when zero.
+	PollInterval time.Duration
+
+	mu sync.Mutex
+	// wakes has one channel per polled (project, channel): closed and
+	// dropped when a message is put.
+	wakes map[string]chan struct{}
+}
+
+// New returns the API.
+func New(s Store, log *zap.Logger) *API {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &API{store: s, log: log, wakes: map[string]chan struct{}{}}
+}
+
+// RegisterPublic mounts the poll on g, the agent-proxy group
+// (/api/projects/:id/agent-proxy with APIKey and ProjectMember). Register it
+// on the same group as the proxy: the router prefers this route to the
+// proxy's catch-all.
+func (a *API) RegisterPublic(g *echo.Group) {
+	g.GET(wire.WebhookPathPrefix+"/outbox/:channelId", a.Poll)
+}
+
+// RegisterInternal mounts the pod's POST on g, the /internal/projects/:id
+// group guarded by the runtime token of that project.
+func (a *API) RegisterInternal(g *echo.Group) {
+	g.POST("/outbox", a.Put)
+}
+
+func key(projectID, channelID string) string { return projectID + "\x00" + channelID }
+
+// wakeup returns a channel closed by the next notify of the key.
+func (a *API) wakeup(k string) <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ch, ok := a.wakes[k]
+	if !ok {
+		ch = make(chan struct{})
+		a.wakes[k] = ch
+	}
+	return ch
+}
+
+func (a *API) notify(k string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if ch, ok := a.wakes[k]; ok {
+		close(ch)
+		delete(a.wakes, k)
+	}
+}
+
+func channelNotFound() *apierr.Error {
+	return apierr.NotFound("channel_not_found", "No channel with this id on this project.")
+}
+
+// Put is POST /internal/projects/:id/outbox.
+func (a *API) Put(c echo.Context) error {
+	projectID := c.Param("id")
+	if p := httpmw.PrincipalFrom(c); !p.Runtime() || p.ProjectID != projectID {
+		return apierr.Forbidden("runtime_token_required", "Only the project's own runtime may put messages in its outbox.")
+	}
+	body, err := io.ReadAll(io.LimitReader(c.Request().Body, MaxBodyBytes+1))
+	if err != nil {
+		return apierr.BadRequest("invalid_body", "The body could not be read.")
+	}
+	if len(body) > MaxBodyBytes {
+		return apierr.New(http.StatusRequestEntityTooLarge, apierr.TypeInvalidRequest, "request_too_large",
+			"The outbox message is larger than the limit.")
+	}
+	var in wire.OutboxPut
+	if err := json.Unmarshal(body, &in); err != nil {
+		return apierr.BadRequest("invalid_body", "The body must be a JSON outbox message: "+err.Error())
+	}
+	metadata, err := validate(in)
+	if err != nil {
+		return apierr.BadRequest("invalid_outbox_message", err.Error())
+	}
+	ctx := c.Request().Context()
+	ch, err := a.store.GetChannel(ctx, projectID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && ch.ID != in.ChannelID) {
+		return channelNotFound()
+	}
+	if err != nil {
+		return apierr.Unavailable(err)
+	}
+	m, created, err := a.store.PutOutbox(ctx, store.OutboxMessage{ProjectID: projectID, ChannelID: in.ChannelID,
+		CorrelationID: in.CorrelationID, Reply: in.Reply, Metadata: metadata, CreatedAt: in.CreatedAt})
+	if err != nil {
+		return apierr.Unavailable(err)
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		a.notify(key(projectID, in.ChannelID))
+		a.log.Info("outbox message stored", zap.String("projectId", projectID), zap.String("correlationId", in.CorrelationID))
+	}
+	return c.JSON(status, wire.OutboxPutResponse{ID: m.ID, Created: created})
+}
+
+// validate names every offending field and returns the metadata to store.
+func validate(in wire.OutboxPut) (string, error) {
+	var bad []string
+	if in.ChannelID == "" {
+		bad = append(bad, "channelId: required")
+	}
+	switch {
+	case in.CorrelationID == "":
+		bad = append(bad, "correlationId: required")
+	case len(in.CorrelationID) > MaxCorrelationIDBytes || !utf8.ValidString(in.CorrelationID):
+		bad = append(bad, "correlationId: at most 200 bytes of UTF-8")
+	}
+	if !utf8.ValidString(in.Reply) {
+		bad = append(bad, "reply: must be UTF-8")
+	}
+	metadata := strings.TrimSpace(string(in.Metadata))
+	if metadata == "" || metadata == "null" {
+		metadata = "{}"
+	} else if metadata[0] != '{' {
+		bad = append(bad, "metadata: must be a JSON object")
+	}
+	if len(bad) > 0 {
+		return "", errors.New(strings.Join(bad, "; "))
+	}
+	return metadata, nil
+}
+
+// Poll is GET .../agent/channels/webhook/outbox/:channelId; cloud auth and
+// ProjectMember have run.
+func (a *API) Poll(c echo.Context) error {
+	proj := httpmw.ProjectFrom(c)
+	ctx := c.Request().Context()
+	ch, err := a.authenticate(c, proj.ID)
+	if err != nil {
+		return err
+	}
+	if c.Param("channelId") != ch.ID {
+		return channelNotFound()
+	}
+	wait, err := wire.ParseOutboxWait(c.QueryParam("wait"))
+	if err != nil {
+		return apierr.BadRequest("invalid_wait", err.Error()+".")
+	}
+	limit, err := wire.ParseOutboxLimit(c.QueryParam("limit"))
+	if err != nil {
+		return apierr.BadRequest("invalid_limit", err.Error()+".")
+	}
+	interval := a.PollInterval
+	if interval <= 0 {
+		interval = DefaultPollInterval
+	}
+	k := key(proj.ID, ch.ID)
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		woken := a.wakeup(k) // before the take: a put after it wakes us
+		rows, err := a.store.TakeOutbox(ctx, proj.ID, ch.ID, limit)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil // the caller left; the statement was cancelled and took nothing
+			}
+			return apierr.Unavailable(err)
+		}
+		if len(rows) > 0 {
+			return a.answer(c, proj.ID, rows)
+		}
+		if wait <= 0 {
+			return c.JSON(http.StatusOK, wire.OutboxResponse{Messages: []wire.OutboxMessage{}})
+		}
+		tick := time.NewTimer(interval)
+		select {
+		case <-woken:
+		case <-tick.C:
+		case <-deadline.C:
+			tick.Stop()
+			return c.JSON(http.StatusOK, wire.OutboxResponse{Messages: []wire.OutboxMessage{}})
+		case <-ctx.Done():
+			tick.Stop()
+			return nil
+		}
+		tick.Stop()
+	}
+}
+
+// answer writes the messages taken; when they cannot reach the caller they
+// are released for the next poll.
+func (a *API) answer(c echo.Context, projectID string, rows []store.OutboxMessage) error {
+	msgs := make([]wire.OutboxMessage, len(rows))
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+		msgs[i] = wire.OutboxMessage{ID: r.ID, CorrelationID: r.CorrelationID, Reply: r.Reply,
+			Metadata: json.RawMessage(r.Metadata), CreatedAt: r.CreatedAt.UTC()}
+		if !json.Valid(msgs[i].Metadata) {
+			msgs[i].Metadata = json.RawMessage("{}")
+		}
+	}
+	err := c.Request().Context().Err()
+	if err == nil {
+		err = c.JSON(http.StatusOK, wire.OutboxResponse{Messages: msgs})
+	}
+	if err == nil {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), 5*time.Second)
+	defer cancel()
+	if rerr := a.store.ReleaseOutbox(rctx, projectID, ids); rerr != nil {
+		a.log.Error("outbox messages taken but neither answered nor released", zap.String("projectId", projectID),
+			zap.Strings("ids", ids), zap.NamedError("write", err), zap.Error(rerr))
+	}
+	return nil
+}
+
+// authenticate checks X-Webhook-Secret against the channel secret from the
+// store in constant time (digests of equal length); an empty or missing
+// channel secret rejects every request.
+func (a *API) authenticate(c echo.Context, projectID string) (store.Channel, error) {
+	ch, err := a.store.GetChannel(c.Request().Context(), projectID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return ch, apierr.Unavailable(err)
+	}
+	if ch.Secret == "" {
+		return ch, apierr.New(http.StatusUnauthorized, apierr.TypeAuthentication, "channel_secret_not_set",
+			"This channel has no secret configured, so it rejects every request. Set one in the channel settings.")
+	}
+	got := sha256.Sum256([]byte(c.Request().Header.Get(wire.HeaderWebhookSecret)))
+	want := sha256.Sum256([]byte(ch.Secret))
+	if !hmac.Equal(got[:], want[:]) {
+		return ch, apierr.New(http.StatusUnauthorized, apierr.TypeAuthentication, "invalid_webhook_secret",
+			"Missing or invalid X-Webhook-Secret header.")
+	}
+	return ch, nil
+}

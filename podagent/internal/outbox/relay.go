@@ -1,0 +1,308 @@
+package outbox
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/svc-dev/svc/shared/wire"
+)
+
+// Poster hands one message to the API (Client; tests substitute it).
+type Poster interface {
+	Put(ctx context.Context, m wire.OutboxPut) (wire.OutboxPutResponse, error)
+}
+
+// Relay defaults.
+const (
+	DefaultRetryMin = 500 * time.Millisecond
+	DefaultRetryMax = 30 * time.Second
+)
+
+// RelayOptions configure OpenRelay.
+type RelayOptions struct {
+	// Dir is the journal directory: one file per message not yet accepted
+	// by the API (the pod keeps it under .git/svc-agent/outbox, next to the
+	// checkpoint journal).
+	Dir    string
+	Poster Poster
+	Log    *zap.Logger
+	// RetryMin and RetryMax bound the backoff between rounds of failed
+	// POSTs (doubling, with jitter).
+	RetryMin, RetryMax time.Duration
+}
+
+// Relay journals outbox messages on disk and forwards them to the API in
+// the background; a message leaves the journal once the API accepted it (or
+// refused it for good, which is logged as an error and leaves the file
+// renamed *.rejected for an operator). Safe for concurrent use.
+type Relay struct {
+	o   RelayOptions
+	log *zap.Logger
+
+	mu      sync.Mutex
+	pending map[string]*entry // by correlation id
+	wake    chan struct{}     // buffered 1: "there is something to send"
+
+	cancel context.CancelFunc
+	done   chan struct{}
+	closed sync.Once
+}
+
+type entry struct {
+	put  wire.OutboxPut
+	file string // "" when the journal could not be written
+}
+
+// OpenRelay loads the journal left by an earlier run and starts forwarding.
+// Call Close to stop.
+func OpenRelay(o RelayOptions) (*Relay, error) {
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+	if o.RetryMin <= 0 {
+		o.RetryMin = DefaultRetryMin
+	}
+	if o.RetryMax < o.RetryMin {
+		o.RetryMax = max(DefaultRetryMax, o.RetryMin)
+	}
+	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	r := &Relay{o: o, log: o.Log.Named("outbox"), pending: map[string]*entry{}, wake: make(chan struct{}, 1),
+		done: make(chan struct{})}
+	names, err := os.ReadDir(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, de := range names {
+		name := filepath.Join(o.Dir, de.Name())
+		switch {
+		case strings.HasSuffix(name, ".tmp"):
+			_ = os.Remove(name) // a write that did not finish: its Put never returned
+			continue
+		case !strings.HasSuffix(name, ".json"):
+			continue
+		}
+		var put wire.OutboxPut
+		b, err := os.ReadFile(name)
+		if err == nil {
+			err = json.Unmarshal(b, &put)
+		}
+		if err != nil || put.CorrelationID == "" {
+			r.log.Error("unreadable outbox journal entry; set aside as *.bad", zap.String("file", name), zap.Error(err))
+			_ = os.Rename(name, strings.TrimSuffix(name, ".json")+".bad")
+			continue
+		}
+		r.pending[put.CorrelationID] = &entry{put: put, file: name}
+	}
+	if n := len(r.pending); n > 0 {
+		r.log.Info("outbox messages from an earlier run will be sent to the API", zap.Int("pending", n))
+		r.signal()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go r.run(ctx)
+	return r, nil
+}
+
+// Put journals the message (on disk before it returns) and has it sent to
+// the API. If the journal cannot be written the message is still sent from
+// memory (a restart before it is accepted would lose it; logged).
+func (r *Relay) Put(channelID string, m wire.OutboxMessage) {
+	put := wire.OutboxPut{ChannelID: channelID, CorrelationID: m.CorrelationID, Reply: m.Reply, Metadata: m.Metadata,
+		CreatedAt: m.CreatedAt.UTC()}
+	r.mu.Lock()
+	if _, ok := r.pending[put.CorrelationID]; !ok {
+		e := &entry{put: put}
+		if name, err := r.write(put); err != nil {
+			r.log.Error("writing the outbox journal failed; the message is kept in memory only until the API takes it",
+				zap.String("correlationId", put.CorrelationID), zap.Error(err))
+		} else {
+			e.file = name
+		}
+		r.pending[put.CorrelationID] = e
+	}
+	r.mu.Unlock()
+	r.signal()
+}
+
+// Len is the number of messages of the channel the API has not accepted yet.
+func (r *Relay) Len(channelID string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, e := range r.pending {
+		if e.put.ChannelID == channelID {
+			n++
+		}
+	}
+	return n
+}
+
+// Pending is the number of messages not accepted yet, all channels.
+func (r *Relay) Pending() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.pending)
+}
+
+// Close stops the background loop, then makes one last attempt to hand
+// every pending message to the API within ctx. What is still pending stays
+// in the journal for the next start; the error says how many.
+func (r *Relay) Close(ctx context.Context) error {
+	var err error
+	r.closed.Do(func() {
+		r.cancel()
+		<-r.done
+		err = r.flush(ctx)
+		if n := r.Pending(); n > 0 {
+			r.log.Warn("outbox messages not accepted by the API yet stay in the journal for the next start",
+				zap.Int("pending", n), zap.Error(err))
+		}
+	})
+	return err
+}
+
+func (r *Relay) signal() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (r *Relay) run(ctx context.Context) {
+	defer close(r.done)
+	backoff := time.Duration(0)
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	for {
+		if err := r.flush(ctx); err != nil && ctx.Err() == nil {
+			backoff = min(max(2*backoff, r.o.RetryMin), r.o.RetryMax)
+			d := backoff - backoff/5 + rand.N(backoff/5*2+1) // ±20 %
+			r.log.Warn("handing outbox messages to the API failed; will retry", zap.Duration("in", d),
+				zap.Int("pending", r.Pending()), zap.Error(err))
+			retry.Reset(d)
+		} else {
+			backoff = 0
+			retry.Stop()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.wake:
+		case <-retry.C:
+		}
+	}
+}
+
+// flush posts every pending message, oldest first, and stops at the first
+// failure that may pass (network, 5xx, 401 of a stale token...).
+func (r *Relay) flush(ctx context.Context) error {
+	for _, e := range r.snapshot() {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		resp, err := r.o.Poster.Put(ctx, e.put)
+		var se *StatusError
+		switch {
+		case err == nil:
+			r.log.Info("outbox message handed to the API", zap.String("correlationId", e.put.CorrelationID),
+				zap.String("id", resp.ID), zap.Bool("created", resp.Created))
+			r.drop(e, "")
+		case errors.As(err, &se) && se.Permanent():
+			r.log.Error("the API refused an outbox message for good; set aside as *.rejected",
+				zap.String("correlationId", e.put.CorrelationID), zap.Error(err))
+			r.drop(e, ".rejected")
+		default:
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Relay) snapshot() []*entry {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*entry, 0, len(r.pending))
+	for _, e := range r.pending {
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].put.CreatedAt.Equal(out[j].put.CreatedAt) {
+			return out[i].put.CreatedAt.Before(out[j].put.CreatedAt)
+		}
+		return out[i].put.CorrelationID < out[j].put.CorrelationID
+	})
+	return out
+}
+
+// drop forgets an entry; its file is removed, or renamed with suffix.
+func (r *Relay) drop(e *entry, suffix string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pending[e.put.CorrelationID] == e {
+		delete(r.pending, e.put.CorrelationID)
+	}
+	if e.file == "" {
+		return
+	}
+	var err error
+	if suffix == "" {
+		err = os.Remove(e.file)
+	} else {
+		err = os.Rename(e.file, strings.TrimSuffix(e.file, ".json")+suffix)
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		// A leftover file is sent again after a restart; the API's
+		// idempotency on the correlation id makes that harmless.
+		r.log.Warn("removing an outbox journal entry failed", zap.String("file", e.file), zap.Error(err))
+	}
+}
+
+// write stores put in its own file: temp file, fsync, rename, fsync of the
+// directory.
+func (r *Relay) write(put wire.OutboxPut) (string, error) {
+	b, err := json.Marshal(put)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(put.CorrelationID))
+	name := filepath.Join(r.o.Dir, hex.EncodeToString(sum[:16])+".json")
+	tmp := name + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return "", err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, name)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return "", err
+	}
+	if d, err := os.Open(r.o.Dir); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+	return name, nil
+}

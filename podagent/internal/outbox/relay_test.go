@@ -1,0 +1,205 @@
+package outbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/svc-dev/svc/podagent/internal/outbox"
+	"github.com/svc-dev/svc/shared/wire"
+)
+
+// fakeAPI is the API's POST /internal/projects/{id}/outbox: it answers with
+// the status of the current mode and reports every request it saw.
+type fakeAPI struct {
+	*httptest.Server
+	mu       sync.Mutex
+	status   int                 // answer to the next requests
+	stored   map[string]bool     // correlation ids accepted
+	seen     chan wire.OutboxPut // requests (dropped when full: never blocks a handler)
+	accepted chan wire.OutboxPut // requests answered 201
+}
+
+func newFakeAPI(t *testing.T, status int) *fakeAPI {
+	f := &fakeAPI{status: status, stored: map[string]bool{}, seen: make(chan wire.OutboxPut, 100),
+		accepted: make(chan wire.OutboxPut, 100)}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var put wire.OutboxPut
+		if r.URL.Path != "/internal/projects/prj_1/outbox" || r.Header.Get("Authorization") != "Bearer rt" ||
+			json.NewDecoder(r.Body).Decode(&put) != nil {
+			http.Error(w, `{"error":{"code":"bad_test_request"}}`, http.StatusTeapot)
+			return
+		}
+		f.mu.Lock()
+		status := f.status
+		created := status == http.StatusCreated && !f.stored[put.CorrelationID]
+		if status == http.StatusCreated {
+			f.stored[put.CorrelationID] = true
+		}
+		f.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		switch status {
+		case http.StatusCreated:
+			_ = json.NewEncoder(w).Encode(wire.OutboxPutResponse{ID: "obx_" + put.CorrelationID, Created: created})
+		case http.StatusNotFound:
+			_, _ = w.Write([]byte(`{"error":{"code":"channel_not_found","message":"no"}}`))
+		default:
+			_, _ = w.Write([]byte(`{"error":{"code":"service_unavailable","message":"down"}}`))
+		}
+		select {
+		case f.seen <- put:
+		default:
+		}
+		if status == http.StatusCreated {
+			select {
+			case f.accepted <- put:
+			default:
+			}
+		}
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+func (f *fakeAPI) set(status int) {
+	f.mu.Lock()
+	f.status = status
+	f.mu.Unlock()
+}
+
+func open(t *testing.T, dir string, api *fakeAPI) *outbox.Relay {
+	t.Helper()
+	r, err := outbox.OpenRelay(outbox.RelayOptions{Dir: dir, Log: zaptest.NewLogger(t),
+		RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond,
+		Poster: &outbox.Client{APIURL: api.URL, ProjectID: "prj_1", Token: "rt"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func journal(t *testing.T, dir string) []string {
+	t.Helper()
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, de := range des {
+		names = append(names, filepath.Ext(de.Name()))
+	}
+	sort.Strings(names)
+	return names
+}
+
+func out(corr string) wire.OutboxMessage {
+	return wire.OutboxMessage{CorrelationID: corr, Reply: "late reply " + corr, Metadata: json.RawMessage(`{"k":"v"}`),
+		CreatedAt: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+}
+
+// The API is down: the message waits in the journal on disk, survives a
+// restart of the pod, and reaches the API once it is back.
+func TestRelayJournalSurvivesRestartWhileAPIDown(t *testing.T) {
+	api := newFakeAPI(t, http.StatusServiceUnavailable)
+	dir := t.TempDir()
+	r := open(t, dir, api)
+	r.Put("ch_1", out("cor_1"))
+	if got := journal(t, dir); len(got) != 1 || got[0] != ".json" {
+		t.Fatalf("journal after Put = %v", got)
+	}
+	<-api.seen // a first attempt failed
+	<-api.seen // and was retried
+	if r.Len("ch_1") != 1 || r.Len("ch_other") != 0 {
+		t.Fatalf("Len = %d", r.Len("ch_1"))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := r.Close(ctx); err == nil {
+		t.Fatal("Close with the API down must say that messages stay pending")
+	}
+	if got := journal(t, dir); len(got) != 1 {
+		t.Fatalf("journal after a failed shutdown = %v", got)
+	}
+
+	// The pod restarts; the API is back.
+	api.set(http.StatusCreated)
+	r2 := open(t, dir, api)
+	put := <-api.accepted
+	if put.CorrelationID != "cor_1" || put.ChannelID != "ch_1" || put.Reply != "late reply cor_1" ||
+		string(put.Metadata) != `{"k":"v"}` || !put.CreatedAt.Equal(out("").CreatedAt) {
+		t.Fatalf("put = %+v", put)
+	}
+	must(t, r2.Close(context.Background())) // waits for the loop; nothing is pending
+	if got := journal(t, dir); len(got) != 0 {
+		t.Fatalf("journal after delivery = %v", got)
+	}
+	if r2.Pending() != 0 {
+		t.Fatalf("pending = %d", r2.Pending())
+	}
+}
+
+// A message the API refuses for good is set aside, not retried forever; a
+// corrupt journal entry is set aside at start; a half-written one is removed.
+func TestRelayRejectedAndCorruptEntries(t *testing.T) {
+	api := newFakeAPI(t, http.StatusNotFound)
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "junk.json"), []byte("{not json"), 0o600))
+	must(t, os.WriteFile(filepath.Join(dir, "half.json.tmp"), []byte("{"), 0o600))
+	r := open(t, dir, api)
+	r.Put("ch_gone", out("cor_x"))
+	<-api.seen
+	must(t, r.Close(context.Background()))
+	if got := journal(t, dir); len(got) != 2 || got[0] != ".bad" || got[1] != ".rejected" {
+		t.Fatalf("journal = %v, want one .bad and one .rejected", got)
+	}
+	if r.Pending() != 0 {
+		t.Fatalf("pending = %d", r.Pending())
+	}
+}
+
+// Messages put while the API is up are handed over at once and leave the
+// journal.
+func TestRelayHandsOverAndForgets(t *testing.T) {
+	api := newFakeAPI(t, http.StatusCreated)
+	dir := t.TempDir()
+	r := open(t, dir, api)
+	r.Put("ch_1", out("cor_a"))
+	if put := <-api.accepted; put.CorrelationID != "cor_a" {
+		t.Fatalf("put = %+v", put)
+	}
+	r.Put("ch_1", out("cor_b"))
+	if put := <-api.accepted; put.CorrelationID != "cor_b" {
+		t.Fatalf("put = %+v", put)
+	}
+	// Close may cut the answer to the last POST and send it again: the API
+	// is idempotent on the correlation id, so that stores nothing twice.
+	must(t, r.Close(context.Background()))
+	api.mu.Lock()
+	stored := len(api.stored)
+	api.mu.Unlock()
+	if stored != 2 || len(journal(t, dir)) != 0 || r.Pending() != 0 {
+		t.Fatalf("stored %d, journal %v, pending %d", stored, journal(t, dir), r.Pending())
+	}
+	// A Put after Close stays in the journal for the next start.
+	r.Put("ch_1", out("cor_c"))
+	if got := journal(t, dir); len(got) != 1 {
+		t.Fatalf("journal = %v", got)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
