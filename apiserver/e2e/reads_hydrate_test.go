@@ -217,7 +217,7 @@ func TestReadsOnFSStorage(t *testing.T) {
 	var buf bytes.Buffer
 	_, err := repoarchive.Create(&buf, filepath.Join(work, ".git"), repoarchive.Options{})
 	must(t, err)
-	st, err := fs.New(filepath.Join(dataDir, "objects"), fs.Options{})
+	st, err := fs.New(filepath.Join(dataDir, "store"), fs.Options{}) // the directory pods use too
 	must(t, err)
 	_, err = st.Put(context.Background(), objstore.RepoKey(project), &buf, int64(buf.Len()), objstore.PutOptions{})
 	must(t, err)

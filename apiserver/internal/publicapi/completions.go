@@ -89,8 +89,9 @@ func (a *API) ChatCompletions(c echo.Context) error {
 	}
 
 	requestID := c.Response().Header().Get(echo.HeaderXRequestID)
+	// meter records the request's usage; the duration is observed by the
+	// caller before the last byte reaches the client.
 	meter := func(u *metering.Usage, streamed bool) {
-		a.Metrics.observe(model.ID, streamed, time.Since(started))
 		if u == nil {
 			return
 		}
@@ -102,15 +103,15 @@ func (a *API) ChatCompletions(c echo.Context) error {
 		}
 	}
 	if req.Stream {
-		u := a.stream(c, resp.Body, model, req.IncludeUsage)
+		u := a.stream(c, resp.Body, model, req.IncludeUsage, func() { a.Metrics.observe(model.ID, true, time.Since(started)) })
 		meter(u, true)
 		return nil
 	}
-	return a.plain(c, resp, model, meter)
+	return a.plain(c, resp, model, func() { a.Metrics.observe(model.ID, false, time.Since(started)) }, meter)
 }
 
 // plain relays a non-streamed answer with the public model id.
-func (a *API) plain(c echo.Context, resp *http.Response, model catalog.Model, meter func(*metering.Usage, bool)) error {
+func (a *API) plain(c echo.Context, resp *http.Response, model catalog.Model, done func(), meter func(*metering.Usage, bool)) error {
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
 	if err != nil {
 		return &apierr.Error{Status: http.StatusBadGateway, Type: apierr.TypeServer, Code: "upstream_error",
@@ -124,6 +125,7 @@ func (a *API) plain(c echo.Context, resp *http.Response, model catalog.Model, me
 	obj["model"], _ = json.Marshal(model.ID)
 	u := usageOf(obj["usage"])
 	out, _ := json.Marshal(obj)
+	done()
 	c.Response().Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
 	c.Response().Header().Set(echo.HeaderContentLength, strconv.Itoa(len(out)))
 	c.Response().WriteHeader(http.StatusOK)

@@ -28,7 +28,9 @@ var (
 // and ends a broken upstream stream with one error event. When the client
 // goes away it keeps reading (without writing) so the final usage chunk is
 // still seen; the usage found is returned for metering.
-func (a *API) stream(c echo.Context, body io.Reader, model catalog.Model, clientWantsUsage bool) *metering.Usage {
+// done is called when the upstream's stream has ended, before the last
+// event is flushed.
+func (a *API) stream(c echo.Context, body io.Reader, model catalog.Model, clientWantsUsage bool, done func()) *metering.Usage {
 	w := c.Response()
 	h := w.Header()
 	h.Set(echo.HeaderContentType, "text/event-stream")
@@ -52,7 +54,13 @@ func (a *API) stream(c echo.Context, body io.Reader, model catalog.Model, client
 	}
 
 	var usage *metering.Usage
-	sawDone := false
+	sawDone, ended := false, false
+	end := func() {
+		if !ended {
+			ended = true
+			done()
+		}
+	}
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 0, 64<<10), maxSSELine)
 	for sc.Scan() {
@@ -63,6 +71,7 @@ func (a *API) stream(c echo.Context, body io.Reader, model catalog.Model, client
 		payload := bytes.TrimSpace(line[len(dataPrefix):])
 		if bytes.Equal(payload, doneMarker) {
 			sawDone = true
+			end()
 			write([]byte("data: [DONE]\n\n"))
 			continue
 		}
@@ -92,6 +101,7 @@ func (a *API) stream(c echo.Context, body io.Reader, model catalog.Model, client
 		write(sse(out))
 	}
 	if err := sc.Err(); err != nil || !sawDone {
+		end()
 		msg := "The model provider's stream ended before it was complete."
 		if errors.Is(err, bufio.ErrTooLong) {
 			msg = "The model provider sent an event larger than this server accepts."

@@ -25,7 +25,11 @@ func relay(t *testing.T, upstream string, wantUsage bool) (string, *int64) {
 	e := echo.New()
 	rec := httptest.NewRecorder()
 	c := e.NewContext(httptest.NewRequest("POST", "/", nil), rec)
-	u := (&API{}).stream(c, strings.NewReader(upstream), catalog.Model{ID: "svc-2-0"}, wantUsage)
+	ended := 0
+	u := (&API{}).stream(c, strings.NewReader(upstream), catalog.Model{ID: "svc-2-0"}, wantUsage, func() { ended++ })
+	if ended != 1 {
+		t.Fatalf("the end of the stream was signalled %d times", ended)
+	}
 	if u == nil {
 		return rec.Body.String(), nil
 	}

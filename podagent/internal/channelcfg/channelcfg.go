@@ -7,16 +7,13 @@ package channelcfg
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/svc-dev/svc/podagent/internal/apiclient"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -83,46 +80,12 @@ func (c *Client) Channel(ctx context.Context) (wire.ChannelConfig, error) {
 }
 
 func (c *Client) fetch(ctx context.Context) (wire.ChannelConfig, error) {
-	if c.APIURL == "" {
-		return wire.ChannelConfig{}, errors.New("SVC_API_URL is not set")
-	}
 	timeout := c.Timeout
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	u := strings.TrimRight(c.APIURL, "/") + "/internal/projects/" + url.PathEscape(c.ProjectID) + "/channel"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return wire.ChannelConfig{}, err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.Token)
-	req.Header.Set("Accept", "application/json")
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return wire.ChannelConfig{}, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return wire.ChannelConfig{}, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		var eb wire.ErrorBody
-		_ = json.Unmarshal(body, &eb)
-		if eb.Error.Code != "" {
-			return wire.ChannelConfig{}, fmt.Errorf("API answered %d %s: %s", resp.StatusCode, eb.Error.Code, eb.Error.Message)
-		}
-		return wire.ChannelConfig{}, fmt.Errorf("API answered %d", resp.StatusCode)
-	}
 	var cfg wire.ChannelConfig
-	if err := json.Unmarshal(body, &cfg); err != nil {
-		return wire.ChannelConfig{}, fmt.Errorf("decoding channel config: %w", err)
-	}
-	return cfg, nil
+	api := apiclient.Client{BaseURL: c.APIURL, ProjectID: c.ProjectID, Token: c.Token, HTTP: c.HTTP, Timeout: timeout}
+	err := api.Do(ctx, "channel config", http.MethodGet, "channel", nil, &cfg)
+	return cfg, err
 }

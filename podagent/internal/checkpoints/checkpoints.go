@@ -11,21 +11,17 @@
 package checkpoints
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"os"
-	"path/filepath"
 	"sync"
-	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/svc-dev/svc/podagent/internal/apiclient"
+	"github.com/svc-dev/svc/shared/atomicfile"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -38,51 +34,14 @@ type Client struct {
 }
 
 // StatusError is a non-2xx answer of the API.
-type StatusError struct {
-	Status int
-	Body   wire.ErrorBody
-}
-
-func (e *StatusError) Error() string {
-	return fmt.Sprintf("checkpoint record: HTTP %d: %s %s", e.Status, e.Body.Error.Code, e.Body.Error.Message)
-}
+type StatusError = apiclient.StatusError
 
 // Record posts one record.
 func (c *Client) Record(ctx context.Context, rec wire.CheckpointRecord) (wire.CheckpointRecordResponse, error) {
 	var out wire.CheckpointRecordResponse
-	if c.BaseURL == "" {
-		return out, errors.New("checkpoint record: SVC_API_URL is not set")
-	}
-	body, err := json.Marshal(rec)
-	if err != nil {
-		return out, err
-	}
-	u := c.BaseURL + "/internal/projects/" + url.PathEscape(c.ProjectID) + "/checkpoints/record"
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
-	if err != nil {
-		return out, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+c.Token)
-	hc := c.HTTP
-	if hc == nil {
-		hc = &http.Client{Timeout: 15 * time.Second}
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return out, fmt.Errorf("checkpoint record: %w", err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode/100 != 2 {
-		se := &StatusError{Status: resp.StatusCode}
-		_ = json.Unmarshal(b, &se.Body)
-		return out, se
-	}
-	if err := json.Unmarshal(b, &out); err != nil {
-		return out, fmt.Errorf("checkpoint record: decoding answer: %w", err)
-	}
-	return out, nil
+	api := apiclient.Client{BaseURL: c.BaseURL, ProjectID: c.ProjectID, Token: c.Token, HTTP: c.HTTP}
+	err := api.Do(ctx, "checkpoint record", http.MethodPost, "checkpoints/record", rec, &out)
+	return out, err
 }
 
 // Poster is what the Recorder needs from a Client (tests substitute it).
@@ -262,24 +221,5 @@ func (r *Recorder) saveLocked() error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(r.path), 0o755); err != nil {
-		return err
-	}
-	tmp := r.path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, r.path)
+	return atomicfile.Write(r.path, b, 0o600)
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/s3sync"
 	"github.com/svc-dev/svc/podagent/internal/testhook"
 	"github.com/svc-dev/svc/shared/archive"
+	"github.com/svc-dev/svc/shared/atomicfile"
 	"github.com/svc-dev/svc/shared/gitrun"
 	"github.com/svc-dev/svc/shared/objstore"
 )
@@ -250,7 +251,7 @@ func (p *Persister) statePath() string {
 
 func (p *Persister) saveState(etag string) error {
 	b, _ := json.Marshal(state{ETag: etag, Written: time.Now().UTC()})
-	return writeFileAtomic(p.statePath(), b)
+	return atomicfile.Write(p.statePath(), b, 0o600)
 }
 
 func (p *Persister) loadState() (state, error) {
@@ -410,27 +411,4 @@ func listRefs(ctx context.Context, r *gitrun.Runner, gitDir string) (map[string]
 func (p *Persister) Cleanup() {
 	_ = os.RemoveAll(filepath.Join(p.gitDir, StateDirName, "tmp"))
 	_ = os.RemoveAll(filepath.Join(p.opts.Workspace, restoreStaging))
-}
-
-func writeFileAtomic(name string, b []byte) error {
-	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
-		return err
-	}
-	tmp := name + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, name)
 }

@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/svc-dev/svc/shared/atomicfile"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -222,7 +223,7 @@ func (r *Relay) flush(ctx context.Context) error {
 			r.log.Info("outbox message handed to the API", zap.String("correlationId", e.put.CorrelationID),
 				zap.String("id", resp.ID), zap.Bool("created", resp.Created))
 			r.drop(e, "")
-		case errors.As(err, &se) && se.Permanent():
+		case errors.As(err, &se) && permanent(se):
 			r.log.Error("the API refused an outbox message for good; set aside as *.rejected",
 				zap.String("correlationId", e.put.CorrelationID), zap.Error(err))
 			r.drop(e, ".rejected")
@@ -272,8 +273,7 @@ func (r *Relay) drop(e *entry, suffix string) {
 	}
 }
 
-// write stores put in its own file: temp file, fsync, rename, fsync of the
-// directory.
+// write stores put in its own file, atomically (shared/atomicfile).
 func (r *Relay) write(put wire.OutboxPut) (string, error) {
 	b, err := json.Marshal(put)
 	if err != nil {
@@ -281,28 +281,8 @@ func (r *Relay) write(put wire.OutboxPut) (string, error) {
 	}
 	sum := sha256.Sum256([]byte(put.CorrelationID))
 	name := filepath.Join(r.o.Dir, hex.EncodeToString(sum[:16])+".json")
-	tmp := name + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
+	if err := atomicfile.Write(name, b, 0o600); err != nil {
 		return "", err
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, name)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return "", err
-	}
-	if d, err := os.Open(r.o.Dir); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
 	}
 	return name, nil
 }
