@@ -68,7 +68,7 @@ func serve(cfg *config.Config, log *zap.Logger, ln net.Listener) error {
 	if err != nil {
 		return fmt.Errorf("object store: %w", err)
 	}
-	wh, err := webhook.SettingsFromEnv(os.Getenv)
+	wh, err := webhook.SettingsFromEnv(cfg.ChannelSetting)
 	if err != nil {
 		return err
 	}

@@ -41,6 +41,42 @@ type Config struct {
 	PersistRetryMin      time.Duration
 	PersistRetryMax      time.Duration
 	LFS                  bool
+	// Channel holds the webhook channel's settings (flag or env), read by
+	// webhook.SettingsFromEnv through ChannelSetting.
+	Channel map[string]string
+}
+
+// ChannelSetting returns the webhook channel setting named by its env var.
+func (c *Config) ChannelSetting(env string) string { return c.Channel[env] }
+
+// channelOptions are the webhook channel's settings: declared here so each
+// has a flag, parsed and defaulted by package webhook.
+var channelOptions = []struct{ flag, env, usage string }{
+	{"webhook-sync-timeout", "SVC_WEBHOOK_SYNC_TIMEOUT", "sync reply timeout (default 120s, spec 8)"},
+	{"webhook-max-body-bytes", "SVC_WEBHOOK_MAX_BODY_BYTES", "webhook request body limit (default 1048576)"},
+	{"webhook-turn-timeout", "SVC_WEBHOOK_TURN_TIMEOUT", "bound of one agent turn (default 15m)"},
+	{"channel-config-ttl", "SVC_CHANNEL_CONFIG_TTL", "cache of the channel config (default 1s)"},
+	{"callback-allowed-nets", "SVC_CALLBACK_ALLOWED_NETS", "CIDRs callbacks may reach despite the SSRF guard"},
+	{"callback-max-attempts", "SVC_CALLBACK_MAX_ATTEMPTS", "tries per callback (default 8)"},
+	{"callback-retry-base", "SVC_CALLBACK_RETRY_BASE", "first callback backoff (default 1s)"},
+	{"callback-retry-max", "SVC_CALLBACK_RETRY_MAX", "callback backoff cap (default 2m)"},
+	{"callback-timeout", "SVC_CALLBACK_TIMEOUT", "one callback POST (default 30s)"},
+	{"agent-model", "SVC_AGENT_MODEL", "model id of the tool loop (default svc-2-0)"},
+	{"agent-max-iterations", "SVC_AGENT_MAX_ITERATIONS", "model calls per turn (default 20)"},
+}
+
+func init() {
+	for _, co := range channelOptions {
+		env := co.env
+		options = append(options, option{flag: co.flag, env: env, usage: co.usage,
+			set: func(c *Config, v string) error {
+				if c.Channel == nil {
+					c.Channel = map[string]string{}
+				}
+				c.Channel[env] = v
+				return nil
+			}})
+	}
 }
 
 // FSStoreDir is the root of the fs object store under the data dir; the

@@ -49,3 +49,22 @@ func TestParseRejects(t *testing.T) {
 		}
 	}
 }
+
+// Webhook channel settings have flags too; a flag wins over the environment.
+func TestChannelSettings(t *testing.T) {
+	env := map[string]string{"SVC_PROJECT_ID": "prj_a", "SVC_RUNTIME_TOKEN": "t",
+		"SVC_WEBHOOK_SYNC_TIMEOUT": "9s", "SVC_CALLBACK_ALLOWED_NETS": "127.0.0.0/8"}
+	c, err := Parse("podagent serve", []string{"--webhook-sync-timeout", "5s"}, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.ChannelSetting("SVC_WEBHOOK_SYNC_TIMEOUT"); got != "5s" {
+		t.Errorf("flag: %q", got)
+	}
+	if got := c.ChannelSetting("SVC_CALLBACK_ALLOWED_NETS"); got != "127.0.0.0/8" {
+		t.Errorf("env: %q", got)
+	}
+	if got := c.ChannelSetting("SVC_AGENT_MODEL"); got != "" {
+		t.Errorf("unset: %q", got)
+	}
+}
