@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
@@ -117,14 +119,15 @@ func (a *API) plain(c echo.Context, resp *http.Response, model catalog.Model, do
 		return &apierr.Error{Status: http.StatusBadGateway, Type: apierr.TypeServer, Code: "upstream_error",
 			Message: "The model provider's answer was cut off.", Cause: err}
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &obj); err != nil {
+	if !gjson.ValidBytes(raw) || !gjson.ParseBytes(raw).IsObject() {
 		return &apierr.Error{Status: http.StatusBadGateway, Type: apierr.TypeServer, Code: "upstream_error",
-			Message: "The model provider answered with invalid JSON.", Cause: err}
+			Message: "The model provider answered with invalid JSON."}
 	}
-	obj["model"], _ = json.Marshal(model.ID)
-	u := usageOf(obj["usage"])
-	out, _ := json.Marshal(obj)
+	out, err := sjson.SetBytes(raw, "model", model.ID)
+	if err != nil {
+		return apierr.Internal(err)
+	}
+	u := usageOf(gjson.GetBytes(out, "usage"))
 	done()
 	c.Response().Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
 	c.Response().Header().Set(echo.HeaderContentLength, strconv.Itoa(len(out)))
@@ -171,20 +174,10 @@ func upstreamStatusError(resp *http.Response) error {
 }
 
 // usageOf reads an OpenAI usage object; nil when absent or null.
-func usageOf(raw json.RawMessage) *metering.Usage {
-	if len(raw) == 0 || string(raw) == "null" {
+func usageOf(u gjson.Result) *metering.Usage {
+	if !u.IsObject() {
 		return nil
 	}
-	var u struct {
-		PromptTokens            int64 `json:"prompt_tokens"`
-		CompletionTokens        int64 `json:"completion_tokens"`
-		CompletionTokensDetails struct {
-			ReasoningTokens int64 `json:"reasoning_tokens"`
-		} `json:"completion_tokens_details"`
-	}
-	if json.Unmarshal(raw, &u) != nil {
-		return nil
-	}
-	return &metering.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens,
-		ReasoningTokens: u.CompletionTokensDetails.ReasoningTokens}
+	return &metering.Usage{PromptTokens: u.Get("prompt_tokens").Int(), CompletionTokens: u.Get("completion_tokens").Int(),
+		ReasoningTokens: u.Get("completion_tokens_details.reasoning_tokens").Int()}
 }

@@ -1,27 +1,30 @@
 package publicapi
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"io"
 	"mime"
 	"net/http"
 
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
 )
 
-// chatRequest is a parsed completion request. Fields are kept raw so every
-// field the client sent is forwarded upstream unchanged.
+// chatRequest is a validated completion request. The body is kept as the
+// client sent it: the upstream body is that body with a few fields edited in
+// place, so every field the client sent is forwarded unchanged and nothing is
+// decoded or re-encoded that does not have to be.
 type chatRequest struct {
-	fields       map[string]json.RawMessage
+	body         []byte
 	Model        string
 	Stream       bool
 	IncludeUsage bool // the client asked for the usage chunk
 }
 
-// parseChatRequest reads and validates the body (spec 2.2): JSON object,
+// parseChatRequest reads and validates the body (spec 2.2): one JSON object,
 // model a non-empty string, messages a non-empty array of objects with a
 // string role.
 func parseChatRequest(r *http.Request, maxBody int64) (*chatRequest, error) {
@@ -40,66 +43,84 @@ func parseChatRequest(r *http.Request, maxBody int64) (*chatRequest, error) {
 		}
 		return nil, apierr.BadRequest("invalid_body", "Could not read the request body.")
 	}
-	var fields map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&fields); err != nil || fields == nil || dec.More() {
+	if !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
 		return nil, apierr.BadRequest("invalid_json", "Request body must be a JSON object.")
 	}
-	req := &chatRequest{fields: fields}
-	raw, ok := fields["model"]
-	if !ok || json.Unmarshal(raw, &req.Model) != nil || req.Model == "" {
+	// A key given twice could mean one thing to us and another to the
+	// upstream (parsers differ on which copy wins): refuse it.
+	seen, dup := make(map[string]struct{}, 16), ""
+	gjson.ParseBytes(body).ForEach(func(k, _ gjson.Result) bool {
+		if _, ok := seen[k.Str]; ok {
+			dup = k.Str
+			return false
+		}
+		seen[k.Str] = struct{}{}
+		return true
+	})
+	if dup != "" {
+		return nil, apierr.BadRequest("invalid_json", "Request body has the key '"+dup+"' more than once.")
+	}
+	req := &chatRequest{body: body}
+	fields := gjson.GetManyBytes(body, "model", "messages", "stream", "stream_options")
+	if m := fields[0]; m.Type != gjson.String || m.Str == "" {
 		return nil, apierr.BadRequest("invalid_model", "'model' is required and must be a non-empty string.")
 	}
-	var msgs []map[string]json.RawMessage
-	if raw, ok := fields["messages"]; !ok || json.Unmarshal(raw, &msgs) != nil || len(msgs) == 0 {
+	req.Model = fields[0].Str
+	msgs := fields[1]
+	if !msgs.IsArray() || len(msgs.Array()) == 0 {
 		return nil, apierr.BadRequest("invalid_messages", "'messages' is required and must be a non-empty array of message objects.")
 	}
-	for _, m := range msgs {
-		var role string
-		if m == nil || json.Unmarshal(m["role"], &role) != nil || role == "" {
-			return nil, apierr.BadRequest("invalid_messages", "Each message must be an object with a string 'role'.")
-		}
+	ok := true
+	msgs.ForEach(func(_, m gjson.Result) bool {
+		role := m.Get("role")
+		ok = m.IsObject() && role.Type == gjson.String && role.Str != ""
+		return ok
+	})
+	if !ok {
+		return nil, apierr.BadRequest("invalid_messages", "Each message must be an object with a string 'role'.")
 	}
-	if raw, ok := fields["stream"]; ok && string(raw) != "null" {
-		if json.Unmarshal(raw, &req.Stream) != nil {
-			return nil, apierr.BadRequest("invalid_stream", "'stream' must be a boolean.")
-		}
+	switch s := fields[2]; s.Type {
+	case gjson.Null:
+	case gjson.True, gjson.False:
+		req.Stream = s.Bool()
+	default:
+		return nil, apierr.BadRequest("invalid_stream", "'stream' must be a boolean.")
 	}
-	if raw, ok := fields["stream_options"]; ok {
-		var so struct {
-			IncludeUsage bool `json:"include_usage"`
-		}
-		if json.Unmarshal(raw, &so) != nil {
+	if so := fields[3]; so.Exists() {
+		if !so.IsObject() {
 			return nil, apierr.BadRequest("invalid_stream_options", "'stream_options' must be an object.")
 		}
-		req.IncludeUsage = so.IncludeUsage
+		req.IncludeUsage = so.Get("include_usage").Bool()
 	}
 	return req, nil
 }
 
-// upstreamBody is the body sent to the provider: the client's fields with the
+// upstreamBody is the body sent to the provider: the client's body with the
 // upstream model name, reasoning enabled as the models file says, and usage
 // requested on streams (spec 9; DESIGN.md §6).
 func (r *chatRequest) upstreamBody(m catalog.Model) ([]byte, error) {
-	out := make(map[string]json.RawMessage, len(r.fields)+2)
-	for k, v := range r.fields {
-		out[k] = v
-	}
 	model := m.UpstreamModel
 	if model == "" {
 		model = m.ID
 	}
-	out["model"], _ = json.Marshal(model)
-	if _, set := out["reasoning_effort"]; !set && m.ReasoningEffort != "" {
-		out["reasoning_effort"], _ = json.Marshal(m.ReasoningEffort)
+	out, err := sjson.SetBytes(append([]byte(nil), r.body...), "model", model)
+	if err != nil {
+		return nil, err
+	}
+	if m.ReasoningEffort != "" && !gjson.GetBytes(out, "reasoning_effort").Exists() {
+		if out, err = sjson.SetBytes(out, "reasoning_effort", m.ReasoningEffort); err != nil {
+			return nil, err
+		}
 	}
 	if r.Stream {
-		so := map[string]json.RawMessage{}
-		if raw, ok := r.fields["stream_options"]; ok {
-			_ = json.Unmarshal(raw, &so)
+		if !gjson.GetBytes(out, "stream_options").IsObject() {
+			if out, err = sjson.SetRawBytes(out, "stream_options", []byte("{}")); err != nil {
+				return nil, err
+			}
 		}
-		so["include_usage"] = json.RawMessage("true")
-		out["stream_options"], _ = json.Marshal(so)
+		if out, err = sjson.SetBytes(out, "stream_options.include_usage", true); err != nil {
+			return nil, err
+		}
 	}
-	return json.Marshal(out)
+	return out, nil
 }

@@ -57,6 +57,7 @@ func TestParseRejects(t *testing.T) {
 		{`{"model":"m","messages":[{"role":""}]}`, "application/json", "invalid_messages"},
 		{`{"model":"m","messages":[{"role":"user"}],"stream_options":3}`, "application/json", "invalid_stream_options"},
 		{`{"model":"m","messages":[{"role":"user"}]}`, "application/x-www-form-urlencoded", "invalid_content_type"},
+		{`{"model":"svc-2-0","messages":[{"role":"user"}],"model":"other"}`, "application/json", "invalid_json"},
 	}
 	for _, tc := range cases {
 		_, err := parseChatRequest(post(tc.body, tc.ctype), 1<<20)
@@ -85,8 +86,17 @@ func FuzzParseChatRequest(f *testing.F) {
 		if req.Model == "" {
 			t.Fatal("accepted an empty model")
 		}
-		if _, err := req.upstreamBody(catalog.Model{ID: "m"}); err != nil {
+		out, err := req.upstreamBody(catalog.Model{ID: "m", UpstreamModel: "up", ReasoningEffort: "low"})
+		if err != nil {
 			t.Fatal(err)
+		}
+		if !json.Valid(out) {
+			t.Fatalf("upstream body is not JSON: %s", out)
+		}
+		var got map[string]any
+		_ = json.Unmarshal(out, &got)
+		if got["model"] != "up" || got["reasoning_effort"] == nil {
+			t.Fatalf("upstream body %s", out)
 		}
 	})
 }

@@ -9,6 +9,8 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
 	"github.com/svc-dev/svc/apiserver/internal/metering"
@@ -75,29 +77,29 @@ func (a *API) stream(c echo.Context, body io.Reader, model catalog.Model, client
 			write([]byte("data: [DONE]\n\n"))
 			continue
 		}
-		var chunk map[string]json.RawMessage
-		if err := json.Unmarshal(payload, &chunk); err != nil {
+		if !gjson.ValidBytes(payload) {
 			continue
 		}
-		if _, isErr := chunk["error"]; isErr {
+		fields := gjson.GetManyBytes(payload, "error", "usage", "choices", "model")
+		if fields[0].Exists() {
 			write(sse(payload))
 			continue
 		}
-		if u := usageOf(chunk["usage"]); u != nil {
+		out := payload
+		if u := usageOf(fields[1]); u != nil {
 			usage = u
 			if !clientWantsUsage {
-				if choicesEmpty(chunk["choices"]) {
+				if c := fields[2]; !c.Exists() || c.Type == gjson.Null || (c.IsArray() && len(c.Array()) == 0) {
 					continue // the usage-only chunk the client did not ask for
 				}
-				delete(chunk, "usage")
 			}
-		} else if !clientWantsUsage {
-			delete(chunk, "usage")
 		}
-		if _, ok := chunk["model"]; ok {
-			chunk["model"] = modelJSON
+		if !clientWantsUsage && fields[1].Exists() {
+			out, _ = sjson.DeleteBytes(out, "usage")
 		}
-		out, _ := json.Marshal(chunk)
+		if fields[3].Exists() {
+			out, _ = sjson.SetRawBytes(out, "model", modelJSON)
+		}
 		write(sse(out))
 	}
 	if err := sc.Err(); err != nil || !sawDone {
@@ -118,9 +120,4 @@ func sse(payload []byte) []byte {
 	b = append(b, "data: "...)
 	b = append(b, payload...)
 	return append(b, '\n', '\n')
-}
-
-func choicesEmpty(raw json.RawMessage) bool {
-	s := bytes.TrimSpace(raw)
-	return len(s) == 0 || string(s) == "null" || string(s) == "[]"
 }
