@@ -76,6 +76,10 @@ type CreateOptions struct {
 	// SkipVanished ignores files that disappear between the directory read
 	// and the open (archiving a live tree).
 	SkipVanished bool
+	// MemberBytes, when > 0, makes CreateTarGz write a multi-member gzip
+	// (multigz.go) with members of this many uncompressed bytes, so that
+	// NewGzipReader can inflate it on all cores.
+	MemberBytes int
 }
 
 // CreateTarGz writes a gzip-compressed tar of root to w.
@@ -84,9 +88,15 @@ func CreateTarGz(w io.Writer, root string, opts CreateOptions) (Stats, error) {
 	if level == 0 {
 		level = gzip.DefaultCompression
 	}
-	zw, err := gzip.NewWriterLevel(w, level)
-	if err != nil {
-		return Stats{}, err
+	var zw io.WriteCloser
+	if opts.MemberBytes > 0 {
+		zw = newMultiGzipWriter(w, level, opts.MemberBytes)
+	} else {
+		gw, err := gzip.NewWriterLevel(w, level)
+		if err != nil {
+			return Stats{}, err
+		}
+		zw = gw
 	}
 	st, err := CreateTar(zw, root, opts)
 	if err != nil {
@@ -196,9 +206,9 @@ type ExtractOptions struct {
 
 // ExtractTarGz extracts a gzip-compressed tar into dst (created if absent).
 func ExtractTarGz(r io.Reader, dst string, opts ExtractOptions) (Stats, error) {
-	zr, err := gzip.NewReader(r)
+	zr, err := NewGzipReader(r, 0)
 	if err != nil {
-		return Stats{}, fmt.Errorf("archive: not a gzip stream: %w", err)
+		return Stats{}, err
 	}
 	defer zr.Close()
 	return ExtractTar(zr, dst, opts)

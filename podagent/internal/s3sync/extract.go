@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/readahead"
 
 	"github.com/svc-dev/svc/shared/archive"
@@ -54,9 +53,9 @@ func ExtractTarGz(r io.Reader, dst string, opts archive.ExtractOptions) (archive
 		return archive.Stats{}, err
 	}
 	defer src.Close()
-	zr, err := gzip.NewReader(src)
+	zr, err := archive.NewGzipReader(src, 0) // multi-member layers inflate on every core
 	if err != nil {
-		return archive.Stats{}, fmt.Errorf("archive: not a gzip stream: %w", err)
+		return archive.Stats{}, err
 	}
 	defer zr.Close()
 	plain, err := readahead.NewReaderSize(zr, readaheadBuffers, readaheadBufferBytes)

@@ -140,7 +140,8 @@ func (s *S3Sync) SyncDeps(ctx context.Context) error {
 	} else if !errors.Is(err, objstore.ErrNotExist) {
 		return fmt.Errorf("s3sync: head %s: %w", key, err)
 	}
-	err = s.upload(ctx, key, depsDir, archive.CreateOptions{Prefix: DepsDir + "/", SkipVanished: true}, objstore.PutOptions{IfNoneMatch: "*"})
+	err = s.upload(ctx, key, depsDir, archive.CreateOptions{Prefix: DepsDir + "/", SkipVanished: true,
+		MemberBytes: archive.DefaultMemberBytes, Level: 1}, objstore.PutOptions{IfNoneMatch: "*"})
 	if errors.Is(err, objstore.ErrPreconditionFailed) {
 		err = nil // another pod uploaded the same content-addressed layer
 	}
