@@ -26,7 +26,7 @@ import (
 // one commit, the .git is persisted and one checkpoint row is recorded.
 func TestPodWebhookTurnCommitsPersistsRecords(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git not installed")
+		t.Fatalf("git is required (.ci/run installs it): %v", err)
 	}
 	const project, token = "prj_wh", "svc_rt_prj_wh.test"
 	gw := fakegateway.New(t, project, token)
