@@ -1,11 +1,15 @@
 package httpmw
 
 import (
+	"context"
 	"errors"
+	"sync"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
+	"github.com/svc-dev/svc/apiserver/internal/auth"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 )
 
@@ -17,28 +21,64 @@ func ProjectFrom(c echo.Context) store.Project { return c.Get(projectKey).(store
 // ProjectMember runs after APIKey: the key's user must be a member of the
 // workspace that owns the project named by the route parameter param (spec
 // 5.2.1). Otherwise 403 — also for a project that does not exist, so a key
-// cannot probe for other workspaces' project ids.
+// cannot probe for other workspaces' project ids. Answers are cached for
+// auth.CacheTTL, like key rows: a removed membership or a changed sync mode
+// is seen within a second on every replica.
 func ProjectMember(st *store.Store, param string) echo.MiddlewareFunc {
+	cache := &memberCache{m: map[memberKey]memberEntry{}}
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			p := PrincipalFrom(c)
-			forbidden := apierr.Forbidden("project_access_denied", "This API key has no access to the project.")
-			proj, err := st.GetProject(c.Request().Context(), c.Param(param))
-			if errors.Is(err, store.ErrNotFound) {
-				return forbidden
-			}
+			proj, ok, err := cache.lookup(c.Request().Context(), st, c.Param(param), p.UserID)
 			if err != nil {
-				return apierr.Internal(err)
-			}
-			ok, err := st.IsMember(c.Request().Context(), proj.WorkspaceID, p.UserID)
-			if err != nil {
-				return apierr.Internal(err)
+				return apierr.Unavailable(err)
 			}
 			if !ok {
-				return forbidden
+				return apierr.Forbidden("project_access_denied", "This API key has no access to the project.")
 			}
 			c.Set(projectKey, proj)
 			return next(c)
 		}
 	}
+}
+
+type memberKey struct{ project, user string }
+
+type memberEntry struct {
+	project store.Project
+	ok      bool
+	at      time.Time
+}
+
+type memberCache struct {
+	mu sync.Mutex
+	m  map[memberKey]memberEntry
+}
+
+func (mc *memberCache) lookup(ctx context.Context, st *store.Store, projectID, userID string) (store.Project, bool, error) {
+	k, now := memberKey{projectID, userID}, time.Now()
+	mc.mu.Lock()
+	e, hit := mc.m[k]
+	mc.mu.Unlock()
+	if hit && now.Sub(e.at) < auth.CacheTTL {
+		return e.project, e.ok, nil
+	}
+	proj, err := st.GetProject(ctx, projectID)
+	ok := err == nil
+	if errors.Is(err, store.ErrNotFound) {
+		err = nil
+	}
+	if err == nil && ok {
+		ok, err = st.IsMember(ctx, proj.WorkspaceID, userID)
+	}
+	if err != nil {
+		return store.Project{}, false, err
+	}
+	mc.mu.Lock()
+	if len(mc.m) > 100_000 {
+		mc.m = map[memberKey]memberEntry{}
+	}
+	mc.m[k] = memberEntry{project: proj, ok: ok, at: now}
+	mc.mu.Unlock()
+	return proj, ok, nil
 }
