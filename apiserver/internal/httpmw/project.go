@@ -21,9 +21,9 @@ func ProjectFrom(c echo.Context) store.Project { return c.Get(projectKey).(store
 // ProjectMember runs after APIKey: the key's user must be a member of the
 // workspace that owns the project named by the route parameter param (spec
 // 5.2.1). Otherwise 403 — also for a project that does not exist, so a key
-// cannot probe for other workspaces' project ids. Answers are cached for
-// auth.CacheTTL, like key rows: a removed membership or a changed sync mode
-// is seen within a second on every replica.
+// cannot probe for other workspaces' project ids. The project row is read
+// on every request; the membership answer is cached for auth.CacheTTL, like
+// key rows, so a removed membership is seen within a second on every replica.
 func ProjectMember(st *store.Store, param string) echo.MiddlewareFunc {
 	cache := &memberCache{m: map[memberKey]memberEntry{}}
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
@@ -42,12 +42,11 @@ func ProjectMember(st *store.Store, param string) echo.MiddlewareFunc {
 	}
 }
 
-type memberKey struct{ project, user string }
+type memberKey struct{ workspace, user string }
 
 type memberEntry struct {
-	project store.Project
-	ok      bool
-	at      time.Time
+	ok bool
+	at time.Time
 }
 
 type memberCache struct {
@@ -56,21 +55,21 @@ type memberCache struct {
 }
 
 func (mc *memberCache) lookup(ctx context.Context, st *store.Store, projectID, userID string) (store.Project, bool, error) {
-	k, now := memberKey{projectID, userID}, time.Now()
+	proj, err := st.GetProject(ctx, projectID)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Project{}, false, nil
+	}
+	if err != nil {
+		return store.Project{}, false, err
+	}
+	k, now := memberKey{proj.WorkspaceID, userID}, time.Now()
 	mc.mu.Lock()
 	e, hit := mc.m[k]
 	mc.mu.Unlock()
 	if hit && now.Sub(e.at) < auth.CacheTTL {
-		return e.project, e.ok, nil
+		return proj, e.ok, nil
 	}
-	proj, err := st.GetProject(ctx, projectID)
-	ok := err == nil
-	if errors.Is(err, store.ErrNotFound) {
-		err = nil
-	}
-	if err == nil && ok {
-		ok, err = st.IsMember(ctx, proj.WorkspaceID, userID)
-	}
+	ok, err := st.IsMember(ctx, proj.WorkspaceID, userID)
 	if err != nil {
 		return store.Project{}, false, err
 	}
@@ -78,7 +77,7 @@ func (mc *memberCache) lookup(ctx context.Context, st *store.Store, projectID, u
 	if len(mc.m) > 100_000 {
 		mc.m = map[memberKey]memberEntry{}
 	}
-	mc.m[k] = memberEntry{project: proj, ok: ok, at: now}
+	mc.m[k] = memberEntry{ok: ok, at: now}
 	mc.mu.Unlock()
 	return proj, ok, nil
 }
