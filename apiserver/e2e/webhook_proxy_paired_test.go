@@ -38,9 +38,15 @@ func startPaired(t *testing.T, w *proxyWorld, token string) (*exec.Cmd, *bytes.B
 // statuses in between (a poll with a deadline, not a sleep).
 func waitStatus(t *testing.T, w *proxyWorld, path string, want int, between ...int) []byte {
 	t.Helper()
+	return waitStatusAt(t, w, w.api.URL, path, want, between...)
+}
+
+// waitStatusAt is waitStatus through the apiserver at apiURL.
+func waitStatusAt(t *testing.T, w *proxyWorld, apiURL, path string, want int, between ...int) []byte {
+	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		res, body := w.do(t, http.MethodGet, path, nil, nil)
+		res, body := proxyDo(t, apiURL, w.project, w.acc.key, http.MethodGet, path, nil, nil)
 		if res.StatusCode == want {
 			return body
 		}

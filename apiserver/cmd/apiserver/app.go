@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -128,18 +130,22 @@ func serve(ctx context.Context, args []string, dev bool) error {
 	if err != nil {
 		return err
 	}
-	proxy, hub, router := a.runtimeDeps(ln.Addr())
+	advertise, err := advertiseURL(a.cfg.AdvertiseURL, ln.Addr())
+	if err != nil {
+		return err
+	}
+	proxy, relay, hub, router := a.runtimeDeps(ln.Addr(), advertise)
 	srv := server.New(server.Deps{
 		Store: a.store, Catalog: a.cat, Log: a.log,
 		Upstream:      upstream.New(upstream.Options{HeaderTimeout: a.cfg.UpstreamTimeout}),
 		RuntimeSecret: []byte(a.cfg.RuntimeAuthSecret), MaxBodyBytes: a.cfg.MaxBodyBytes,
 		Hydrate: hyd, ObjectsHandler: objs.Handler, Objects: objs.Store,
-		AgentProxy: proxy, Pairing: hub,
+		AgentProxy: proxy, Pairing: hub, Relay: relay,
 	})
 	if a.cat.HasDevProvider() {
 		a.log.Warn("models are served by the built-in dev provider (no model behind replies); set SVC_UPSTREAM_BASE_URL for a real upstream")
 	}
-	a.log.Info("apiserver listening", zap.String("addr", ln.Addr().String()))
+	a.log.Info("apiserver listening", zap.String("addr", ln.Addr().String()), zap.String("advertise", advertise))
 	if dev {
 		if err := bootstrapDemo(ctx, a, ln.Addr().String()); err != nil {
 			return err
@@ -172,8 +178,9 @@ func serve(ctx context.Context, args []string, dev bool) error {
 
 // runtimeDeps builds the agent-proxy (issue 5) over the runtime router: the
 // configured default driver (local: one podagent per project) and the paired
-// machines' hub. Local pods reach this server on loopback at addr's port.
-func (a *app) runtimeDeps(addr net.Addr) (*agentproxy.Proxy, *pairing.Hub, *runtime.Router) {
+// machines' hub, plus the relay proxy other replicas reach this one's tunnels
+// through. Local pods reach this server on loopback at addr's port.
+func (a *app) runtimeDeps(addr net.Addr, advertise string) (*agentproxy.Proxy, *agentproxy.Proxy, *pairing.Hub, *runtime.Router) {
 	secret := []byte(a.cfg.RuntimeAuthSecret)
 	port := addr.(*net.TCPAddr).Port
 	var def runtime.Driver
@@ -189,11 +196,42 @@ func (a *app) runtimeDeps(addr net.Addr) (*agentproxy.Proxy, *pairing.Hub, *runt
 			zap.String("driver", a.cfg.RuntimeDriver))
 		def = runtime.Unavailable{DriverName: a.cfg.RuntimeDriver, Err: fmt.Errorf("runtime driver %q is not available", a.cfg.RuntimeDriver)}
 	}
-	hub := pairing.NewHub(a.store, secret, a.log)
+	transport := agentproxy.NewTransport()
+	hub := pairing.NewHub(pairing.Options{Store: a.store, RuntimeSecret: secret, AdvertiseURL: advertise,
+		RelayTransport: transport, Log: a.log})
 	router := &runtime.Router{Store: a.store, Default: def, Paired: hub, Instance: store.NewID("api"), Log: a.log.Named("runtime")}
-	proxy := &agentproxy.Proxy{Runtime: router, Transport: agentproxy.NewTransport(), Timeout: a.cfg.AgentProxyTimeout,
+	proxy := &agentproxy.Proxy{Runtime: router, Transport: transport, Timeout: a.cfg.AgentProxyTimeout,
 		Log: a.log.Named("agentproxy")}
-	return proxy, hub, router
+	relay := &agentproxy.Proxy{Runtime: hub.Local(), Relay: true, Timeout: a.cfg.AgentProxyTimeout,
+		Log: a.log.Named("relay")}
+	return proxy, relay, hub, router
+}
+
+// advertiseURL is SVC_ADVERTISE_URL, or http://<listen addr>; when the server
+// listens on every interface, the host part is the first non-loopback
+// address of this host (a pod's IP), else loopback.
+func advertiseURL(configured string, addr net.Addr) (string, error) {
+	if configured != "" {
+		u, err := url.Parse(configured)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return "", fmt.Errorf("config: SVC_ADVERTISE_URL must be an http(s) base URL, not %q", configured)
+		}
+		return strings.TrimSuffix(configured, "/"), nil
+	}
+	tcp := addr.(*net.TCPAddr)
+	ip := tcp.IP
+	if ip == nil || ip.IsUnspecified() {
+		ip = net.IPv4(127, 0, 0, 1)
+		if addrs, err := net.InterfaceAddrs(); err == nil {
+			for _, a := range addrs {
+				if n, ok := a.(*net.IPNet); ok && n.IP.IsGlobalUnicast() {
+					ip = n.IP
+					break
+				}
+			}
+		}
+	}
+	return "http://" + net.JoinHostPort(ip.String(), strconv.Itoa(tcp.Port)), nil
 }
 
 // devSecret keeps a random runtime secret in the dev data dir so pods started

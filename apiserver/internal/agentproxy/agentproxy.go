@@ -13,6 +13,15 @@
 // headers dropped. The answer streams back as it comes. A request is sent at
 // most once: the proxy never retries.
 //
+// A project whose paired machine's tunnel lives on another API replica is
+// reached through that replica's relay route (package pairing):
+//
+//	/internal/projects/{projectId}/relay/{the same agent paths}
+//
+// served by a second Proxy with Relay set, behind runtime-token auth of the
+// project and over the replica's local tunnels only. The relay hop is sent
+// at most once too.
+//
 // The outbox poll (GET .../outbox/{channelId}) is not proxied: the server
 // mounts package outboxapi's route, which serves it from the database, on the
 // same group ahead of this catch-all.
@@ -62,7 +71,12 @@ type Proxy struct {
 	// Prefixes are the forwarded agent paths (DefaultPrefixes when nil): a
 	// path equal to one, or under one ending in "/".
 	Prefixes []string
-	Log      *zap.Logger
+	// Relay: this proxy serves the relay route of another replica's
+	// agent-proxy (/internal/projects/{id}/relay/*, behind httpmw.Runtime):
+	// the project is the runtime token's, the agent path follows /relay, and
+	// the X-Forwarded-* headers of the first hop are kept.
+	Relay bool
+	Log   *zap.Logger
 }
 
 // NewTransport returns the transport for agents reached over the network: no
@@ -86,14 +100,23 @@ func (p *Proxy) Register(g *echo.Group) {
 	g.Any("/*", p.Handle)
 }
 
-// Handle proxies one request; ProjectMember has loaded the project.
+// Handle proxies one request; ProjectMember has loaded the project (Relay:
+// httpmw.Runtime has checked the project's runtime token, and the project's
+// id is all the relay's driver needs).
 func (p *Proxy) Handle(c echo.Context) error {
+	if p.Relay {
+		return p.serve(c, store.Project{ID: httpmw.PrincipalFrom(c).ProjectID})
+	}
 	return p.serve(c, httpmw.ProjectFrom(c))
 }
 
 func (p *Proxy) serve(c echo.Context, proj store.Project) error {
 	req := c.Request()
-	rest, rawRest, ok := agentPath(req.URL)
+	marker := "/agent-proxy/"
+	if p.Relay {
+		marker = "/relay/"
+	}
+	rest, rawRest, ok := agentPath(req.URL, marker)
 	if !ok || !p.allowed(rest) {
 		return apierr.NotFound("not_found", "No such agent route.")
 	}
@@ -136,7 +159,15 @@ func (p *Proxy) serve(c echo.Context, proj store.Project) error {
 			if id := c.Response().Header().Get(echo.HeaderXRequestID); id != "" {
 				out.Header.Set(echo.HeaderXRequestID, id)
 			}
-			pr.SetXForwarded()
+			if p.Relay {
+				for _, h := range []string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {
+					if v := pr.In.Header.Values(h); len(v) > 0 {
+						out.Header[h] = v
+					}
+				}
+			} else {
+				pr.SetXForwarded()
+			}
 		},
 		ModifyResponse: func(res *http.Response) error {
 			// The API's request id is the one the caller sees.
@@ -180,9 +211,9 @@ func idempotent(method string) bool {
 	return false
 }
 
-// agentPath returns the path after /agent-proxy (decoded and as sent).
-func agentPath(u *url.URL) (rest, rawRest string, ok bool) {
-	const marker = "/agent-proxy/"
+// agentPath returns the path after marker ("/agent-proxy/" or "/relay/"),
+// decoded and as sent.
+func agentPath(u *url.URL, marker string) (rest, rawRest string, ok bool) {
 	raw := u.EscapedPath()
 	i := strings.Index(raw, marker)
 	if i < 0 {

@@ -15,6 +15,8 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
+	"github.com/svc-dev/svc/apiserver/internal/auth"
+	"github.com/svc-dev/svc/apiserver/internal/httpmw"
 	"github.com/svc-dev/svc/apiserver/internal/runtime"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 )
@@ -45,7 +47,7 @@ func TestAgentPath(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rest, _, ok := agentPath(u)
+		rest, _, ok := agentPath(u, "/agent-proxy/")
 		ok = ok && p.allowed(rest)
 		if ok != c.ok || (ok && rest != c.rest) {
 			t.Errorf("%s: %q %v, want %q %v", c.path, rest, ok, c.rest, c.ok)
@@ -142,6 +144,70 @@ func TestEndpointPathAndTransport(t *testing.T) {
 	}
 }
 
+// The relay route: the project comes from the runtime token's principal, the
+// agent path follows /relay, only the proxied paths pass, the first hop's
+// X-Forwarded-For is kept, and a POST is sent once.
+func TestRelayMode(t *testing.T) {
+	var got []*http.Request
+	rt := roundTripper(func(r *http.Request) (*http.Response, error) {
+		got = append(got, r)
+		return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}},
+			Body: io.NopCloser(strings.NewReader(`{"reply":"ok"}`)), Request: r}, nil
+	})
+	var ensured []string
+	u, _ := url.Parse("http://paired.invalid")
+	p := &Proxy{Relay: true, Log: zaptest.NewLogger(t), Runtime: recordingDriver{driver: driver{ep: runtime.Endpoint{URL: u, Token: "rt", Transport: rt}}, ids: &ensured}}
+	e := echo.New()
+	e.HTTPErrorHandler = apierr.Handler(p.Log)
+	e.Any("/internal/projects/:id/relay/*", p.Handle, func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			httpmw.SetPrincipal(c, auth.Principal{ProjectID: c.Param("id"), WorkspaceID: "ws_1"})
+			return next(c)
+		}
+	})
+	do := func(method, path string, body io.Reader, h http.Header) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(method, path, body)
+		for k, v := range h {
+			req.Header[k] = v
+		}
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, req)
+		return rec
+	}
+	rec := do(http.MethodPost, "/internal/projects/prj_1/relay/agent/channels/webhook/incoming?x=1", strings.NewReader(`{"message":"m"}`),
+		http.Header{"X-Forwarded-For": {"203.0.113.9"}, "X-Webhook-Secret": {"s"}})
+	if rec.Code != 200 || rec.Body.String() != `{"reply":"ok"}` {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	if len(got) != 1 || got[0].URL.String() != "http://paired.invalid/agent/channels/webhook/incoming?x=1" ||
+		got[0].Header.Get("X-Forwarded-For") != "203.0.113.9" || got[0].Header.Get("X-Webhook-Secret") != "s" ||
+		got[0].Header.Get("Authorization") != "Bearer rt" || got[0].GetBody != nil {
+		t.Fatalf("outgoing %+v", got)
+	}
+	if len(ensured) != 1 || ensured[0] != "prj_1" {
+		t.Fatalf("ensured %q", ensured)
+	}
+	for _, path := range []string{"/internal/projects/prj_1/relay/agent/git-flush", "/internal/projects/prj_1/relay/metrics",
+		"/internal/projects/prj_1/relay/agent/channels/%2e%2e/git-flush"} {
+		if rec := do(http.MethodPost, path, strings.NewReader(`{}`), nil); rec.Code != http.StatusNotFound {
+			t.Errorf("%s: %d %s", path, rec.Code, rec.Body)
+		}
+	}
+	if len(got) != 1 {
+		t.Fatalf("refused paths reached the agent: %d requests", len(got))
+	}
+}
+
+type recordingDriver struct {
+	driver
+	ids *[]string
+}
+
+func (d recordingDriver) Ensure(ctx context.Context, p store.Project) (runtime.Endpoint, error) {
+	*d.ids = append(*d.ids, p.ID)
+	return d.driver.Ensure(ctx, p)
+}
+
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
@@ -154,7 +220,7 @@ func FuzzAgentPath(f *testing.F) {
 		if err != nil {
 			return
 		}
-		rest, rawRest, ok := agentPath(u)
+		rest, rawRest, ok := agentPath(u, "/agent-proxy/")
 		if !ok || !(&Proxy{}).allowed(rest) {
 			return
 		}

@@ -35,6 +35,7 @@ type Config struct {
 	MaxBodyBytes      int64
 	LogLevel          string
 	PublicURL         string
+	AdvertiseURL      string
 	PodagentBin       string
 	CallbackAllowed   string
 	PprofAddr         string
@@ -75,6 +76,7 @@ var options = []option{
 	{flag: "max-body-bytes", env: "SVC_MAX_BODY_BYTES", def: "4194304", usage: "request body limit of the public API", set: func(c *Config, v string) (err error) { c.MaxBodyBytes, err = strconv.ParseInt(v, 10, 64); return }},
 	{flag: "log-level", env: "SVC_LOG_LEVEL", def: "info", usage: "debug, info, warn, error", set: str(func(c *Config) *string { return &c.LogLevel })},
 	{flag: "public-url", env: "SVC_PUBLIC_URL", usage: "externally reachable base URL (presigned fs URLs); default http://<http-addr>", set: str(func(c *Config) *string { return &c.PublicURL })},
+	{flag: "advertise-url", env: "SVC_ADVERTISE_URL", usage: "this replica's base URL as the other replicas reach it (they relay a paired machine's requests to the replica holding its tunnel); default http://<listen addr>, a non-loopback address of this host when listening on all interfaces", set: str(func(c *Config) *string { return &c.AdvertiseURL })},
 	{flag: "podagent-bin", env: "SVC_PODAGENT_BIN", def: "podagent", usage: "podagent binary for the local runtime driver", set: str(func(c *Config) *string { return &c.PodagentBin })},
 	{flag: "pprof-addr", env: "SVC_PPROF_ADDR", usage: "serve net/http/pprof on this address (off when empty; keep it on loopback)", set: str(func(c *Config) *string { return &c.PprofAddr })},
 	{flag: "hydrate-disk-budget", env: "SVC_HYDRATE_DISK_BUDGET", def: "10737418240", usage: "bytes of hydrated repository copies kept under <data-dir>/hydrated before least-recently-used ones are evicted (0: no bound)", set: func(c *Config, v string) (err error) { c.HydrateDiskBudget, err = strconv.ParseInt(v, 10, 64); return }},

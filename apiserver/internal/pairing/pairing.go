@@ -13,6 +13,17 @@
 // project pinned to a paired machine that is not connected is ErrOffline
 // (503 instance_offline). Pairing tokens are issued by
 // `apiserver admin pairing create`; only their hashes are stored.
+//
+// The API runs as several replicas and a tunnel lives on the one its machine
+// dialled. That replica records its advertise URL in the project's runtime
+// assignment when the tunnel attaches and clears it when the tunnel goes (if
+// still its own); any other replica then reaches the machine by relaying the
+// agent-proxy request to the holder's
+//
+//	ANY /internal/projects/{id}/relay/*   (runtime token of the project)
+//
+// which serves only the holder's own tunnel (Local), so a relayed request is
+// never relayed again. A holder that cannot be dialled is ErrOffline.
 package pairing
 
 import (
@@ -21,6 +32,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,13 +64,36 @@ type Session struct {
 // write is far smaller).
 const MaxMessageBytes = 4 << 20
 
+// Options configure a Hub.
+type Options struct {
+	Store *store.Store
+	// RuntimeSecret mints the runtime tokens of paired projects (the session's
+	// and the relay's bearer).
+	RuntimeSecret []byte
+	// AdvertiseURL is this replica's base URL as other replicas reach it
+	// (SVC_ADVERTISE_URL); empty: tunnels are not recorded and requests are
+	// never relayed (one replica).
+	AdvertiseURL string
+	// RelayTransport carries relayed requests to other replicas (nil:
+	// http.DefaultTransport).
+	RelayTransport http.RoundTripper
+	Log            *zap.Logger
+}
+
 // Hub holds the connected tunnels, one per project (the last machine to
-// connect wins), and implements runtime.Driver for them.
+// connect wins), and implements runtime.Driver for them: a project whose
+// tunnel is on another replica is relayed there.
 type Hub struct {
-	store  *store.Store
-	secret []byte
-	log    *zap.Logger
-	h2     *http2.Transport
+	store     *store.Store
+	secret    []byte
+	log       *zap.Logger
+	h2        *http2.Transport
+	advertise string
+	relayRT   http.RoundTripper
+
+	// pinMu orders recording a tunnel in the store with releasing it, so a
+	// departing tunnel cannot clear the record of a newer one on this replica.
+	pinMu sync.Mutex
 
 	mu      sync.Mutex
 	tunnels map[string]*tunnel
@@ -85,12 +120,18 @@ func (t *tunnel) gone() bool {
 	}
 }
 
-// NewHub returns a hub; secret mints the runtime tokens of paired projects.
-func NewHub(st *store.Store, runtimeSecret []byte, log *zap.Logger) *Hub {
+// NewHub returns a hub.
+func NewHub(o Options) *Hub {
+	log := o.Log
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Hub{store: st, secret: runtimeSecret, log: log.Named("pairing"), tunnels: map[string]*tunnel{},
+	rt := o.RelayTransport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	return &Hub{store: o.Store, secret: o.RuntimeSecret, log: log.Named("pairing"), tunnels: map[string]*tunnel{},
+		advertise: strings.TrimSuffix(o.AdvertiseURL, "/"), relayRT: rt,
 		h2: &http2.Transport{AllowHTTP: true, DisableCompression: true, StrictMaxConcurrentStreams: true,
 			ReadIdleTimeout: 30 * time.Second, PingTimeout: 15 * time.Second}}
 }
@@ -177,13 +218,9 @@ func (h *Hub) tunnel(c echo.Context) error {
 		log.Warn("tunnel did not answer its first ping", zap.Error(err))
 		return nil
 	}
-	if _, err := h.store.PairMachine(ctx, tok.ID, time.Now()); err != nil {
-		log.Warn("pairing the machine failed", zap.Error(err))
-		return nil
-	}
 	t := &tunnel{pairingID: tok.ID, projectID: tok.ProjectID, remote: c.RealIP(), connectedAt: time.Now(),
 		cc: cc, cancel: cancel, done: wc.done}
-	if !h.attach(t) {
+	if !h.attach(ctx, t, log) {
 		return nil
 	}
 	log.Info("paired machine connected")
@@ -193,10 +230,25 @@ func (h *Hub) tunnel(c echo.Context) error {
 	return nil
 }
 
-func (h *Hub) attach(t *tunnel) bool {
+// attach records the machine as the project's runtime, held by this replica,
+// and registers its tunnel.
+func (h *Hub) attach(ctx context.Context, t *tunnel, log *zap.Logger) bool {
+	h.pinMu.Lock()
+	defer h.pinMu.Unlock()
+	h.mu.Lock()
+	closed := h.closed
+	h.mu.Unlock()
+	if closed {
+		return false
+	}
+	if _, err := h.store.PairMachine(ctx, t.pairingID, h.advertise, t.connectedAt); err != nil {
+		log.Warn("pairing the machine failed", zap.Error(err))
+		return false
+	}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
+		h.release(t)
 		return false
 	}
 	old := h.tunnels[t.projectID]
@@ -211,13 +263,34 @@ func (h *Hub) attach(t *tunnel) bool {
 	return true
 }
 
+// detach unregisters the tunnel and, unless another tunnel of the project is
+// attached here, clears this replica from the project's assignment.
 func (h *Hub) detach(t *tunnel) {
+	defer h.wg.Done()
+	h.pinMu.Lock()
+	defer h.pinMu.Unlock()
 	h.mu.Lock()
-	if h.tunnels[t.projectID] == t {
+	cur := h.tunnels[t.projectID]
+	if cur == t {
 		delete(h.tunnels, t.projectID)
 	}
 	h.mu.Unlock()
-	h.wg.Done()
+	if cur == nil || cur == t {
+		h.release(t)
+	}
+}
+
+// release clears this replica from the assignment of t's project if it still
+// names t's machine here; the caller holds pinMu.
+func (h *Hub) release(t *tunnel) {
+	if h.advertise == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := h.store.ReleasePairedMachine(ctx, t.projectID, t.pairingID, h.advertise); err != nil {
+		h.log.Warn("clearing the tunnel from the runtime assignment failed", zap.String("projectId", t.projectID), zap.Error(err))
+	}
 }
 
 func (h *Hub) get(projectID string) *tunnel {
@@ -237,18 +310,81 @@ func (h *Hub) Connected(projectID string) bool { return h.get(projectID) != nil 
 func (h *Hub) Name() string { return DriverName }
 
 // Ensure implements runtime.Driver: the API cannot start a paired machine;
-// it is connected or the project is offline.
-func (h *Hub) Ensure(_ context.Context, p store.Project) (runtime.Endpoint, error) {
-	t := h.get(p.ID)
+// it is connected (here or on the replica the assignment names) or the
+// project is offline.
+func (h *Hub) Ensure(ctx context.Context, p store.Project) (runtime.Endpoint, error) {
+	a, err := h.store.GetRuntimeAssignment(ctx, p.ID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && a.Driver != DriverName) {
+		return h.ensureLocal(p.ID)
+	}
+	if err != nil {
+		return runtime.Endpoint{}, err
+	}
+	return h.EnsurePinned(ctx, p, a)
+}
+
+// EnsurePinned implements runtime.PinnedDriver. The assignment names the
+// replica holding the machine's tunnel: this one (or none recorded) → the
+// local tunnel; another → a relay to it. A local tunnel of a project whose
+// assignment names another replica has been superseded by a newer
+// connection there, and is dropped.
+func (h *Hub) EnsurePinned(_ context.Context, p store.Project, a store.RuntimeAssignment) (runtime.Endpoint, error) {
+	if a.Endpoint == "" || h.advertise == "" || a.Endpoint == h.advertise {
+		return h.ensureLocal(p.ID)
+	}
+	if t := h.get(p.ID); t != nil {
+		h.log.Info("the paired machine connected to another replica; dropping this one's tunnel",
+			zap.String("projectId", p.ID), zap.String("holder", a.Endpoint))
+		t.cancel()
+	}
+	if len(h.secret) == 0 {
+		return runtime.Endpoint{}, errNoSecret(p.ID)
+	}
+	base, err := url.Parse(a.Endpoint)
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		h.log.Warn("the runtime assignment names an unusable replica URL", zap.String("projectId", p.ID),
+			zap.String("holder", a.Endpoint))
+		return runtime.Endpoint{}, runtime.ErrOffline
+	}
+	base.Path = strings.TrimSuffix(base.Path, "/") + "/internal/projects/" + p.ID + "/relay"
+	base.RawPath, base.RawQuery, base.Fragment = "", "", ""
+	return runtime.Endpoint{URL: base,
+		Token: runtimetoken.Mint(h.secret, p.ID), Transport: relayTransport{h.relayRT}}, nil
+}
+
+func (h *Hub) ensureLocal(projectID string) (runtime.Endpoint, error) {
+	t := h.get(projectID)
 	if t == nil {
 		return runtime.Endpoint{}, runtime.ErrOffline
 	}
 	if len(h.secret) == 0 {
-		return runtime.Endpoint{}, &runtime.StartError{ProjectID: p.ID, RetryAfter: time.Minute,
-			Err: errors.New("SVC_RUNTIME_AUTH_SECRET is not set")}
+		return runtime.Endpoint{}, errNoSecret(projectID)
 	}
 	return runtime.Endpoint{URL: &url.URL{Scheme: "http", Host: "paired.invalid"},
-		Token: runtimetoken.Mint(h.secret, p.ID), Transport: tunnelTransport{t}}, nil
+		Token: runtimetoken.Mint(h.secret, projectID), Transport: tunnelTransport{t}}, nil
+}
+
+func errNoSecret(projectID string) error {
+	return &runtime.StartError{ProjectID: projectID, RetryAfter: time.Minute,
+		Err: errors.New("SVC_RUNTIME_AUTH_SECRET is not set")}
+}
+
+// Local is the driver of the relay route: only the tunnels attached to this
+// replica, whatever the assignment says, so a relayed request is never
+// relayed again.
+func (h *Hub) Local() runtime.Driver { return localDriver{h} }
+
+type localDriver struct{ h *Hub }
+
+func (d localDriver) Name() string { return DriverName }
+func (d localDriver) Ensure(_ context.Context, p store.Project) (runtime.Endpoint, error) {
+	return d.h.ensureLocal(p.ID)
+}
+func (d localDriver) Stop(ctx context.Context, projectID string) error {
+	return d.h.Stop(ctx, projectID)
+}
+func (d localDriver) Status(ctx context.Context, projectID string) (runtime.Status, error) {
+	return d.h.Status(ctx, projectID)
 }
 
 // Stop implements runtime.Driver: it drops the project's tunnel (the machine
@@ -304,6 +440,21 @@ func (tt tunnelTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	res, err := tt.t.cc.RoundTrip(r)
 	if err != nil && tt.t.gone() {
+		return nil, errors.Join(runtime.ErrOffline, err)
+	}
+	return res, err
+}
+
+// relayTransport sends a request to the replica holding the tunnel; a
+// replica that cannot be dialled (gone, or never reachable) is
+// runtime.ErrOffline. Nothing is retried: the agent-proxy's once-only
+// transport sits above this one.
+type relayTransport struct{ rt http.RoundTripper }
+
+func (rt relayTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	res, err := rt.rt.RoundTrip(r)
+	var op *net.OpError
+	if err != nil && errors.As(err, &op) && op.Op == "dial" {
 		return nil, errors.Join(runtime.ErrOffline, err)
 	}
 	return res, err

@@ -46,6 +46,9 @@ func (r *Router) Ensure(ctx context.Context, p store.Project) (Endpoint, error) 
 		if r.Paired == nil {
 			return Endpoint{}, ErrOffline
 		}
+		if pd, ok := r.Paired.(PinnedDriver); ok {
+			return pd.EnsurePinned(ctx, p, a)
+		}
 		return r.Paired.Ensure(ctx, p)
 	}
 	if r.Paired != nil {

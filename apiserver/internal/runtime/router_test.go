@@ -113,3 +113,34 @@ func TestRouterPinsOneRuntime(t *testing.T) {
 		t.Fatal("the router re-pinned a paired project")
 	}
 }
+
+// pinnedDriver records the assignment the router hands it.
+type pinnedDriver struct {
+	fakeDriver
+	got []store.RuntimeAssignment
+}
+
+func (d *pinnedDriver) EnsurePinned(_ context.Context, _ store.Project, a store.RuntimeAssignment) (runtime.Endpoint, error) {
+	d.got = append(d.got, a)
+	return runtime.Endpoint{URL: &url.URL{Scheme: "http", Host: "holder"}}, nil
+}
+
+func TestRouterHandsThePairedDriverItsAssignment(t *testing.T) {
+	var log []string
+	var mu sync.Mutex
+	local := &fakeDriver{name: "local", log: &log, mu: &mu, stopped: make(chan struct{})}
+	paired := &pinnedDriver{fakeDriver: fakeDriver{name: "paired", log: &log, mu: &mu, stopped: make(chan struct{})}}
+	a := store.RuntimeAssignment{ProjectID: "prj_1", Driver: store.DriverPaired, Instance: "pair_1", Endpoint: "http://10.0.0.7:8080"}
+	st := &fakeStore{rows: map[string]store.RuntimeAssignment{"prj_1": a}}
+	r := &runtime.Router{Store: st, Default: local, Paired: paired, Instance: "api_1"}
+	ep, err := r.Ensure(context.Background(), store.Project{ID: "prj_1"})
+	if err != nil || ep.URL.Host != "holder" {
+		t.Fatalf("ensure: %v %v", ep, err)
+	}
+	if len(paired.got) != 1 || paired.got[0] != a {
+		t.Fatalf("paired driver got %+v, want %+v", paired.got, a)
+	}
+	if len(log) != 0 || st.pins != 0 {
+		t.Fatalf("calls %q, pins %d: the router went around the pinned driver", log, st.pins)
+	}
+}

@@ -66,6 +66,13 @@ type Driver interface {
 	Status(ctx context.Context, projectID string) (Status, error)
 }
 
+// PinnedDriver is a Driver that serves a project from the assignment the
+// Router has already loaded: the paired hub reads in it which API replica
+// holds the machine's tunnel.
+type PinnedDriver interface {
+	EnsurePinned(ctx context.Context, p store.Project, a store.RuntimeAssignment) (Endpoint, error)
+}
+
 // Closer is implemented by drivers that own processes or connections which
 // must end when the API server shuts down.
 type Closer interface {

@@ -55,6 +55,11 @@ type Deps struct {
 	AgentProxy *agentproxy.Proxy
 	// Pairing serves /api/pairing/* for paired machines (nil: not mounted).
 	Pairing *pairing.Hub
+	// Relay serves /internal/projects/{id}/relay/* for the other replicas:
+	// agent-proxy requests of a paired project whose tunnel is on this
+	// replica (an agentproxy.Proxy with Relay set over Pairing.Local(); nil:
+	// not mounted).
+	Relay *agentproxy.Proxy
 }
 
 // Server is the assembled HTTP server.
@@ -101,6 +106,9 @@ func New(d Deps) *Server {
 	internal := e.Group("/internal/projects/:id", httpmw.Runtime(a, "id"))
 	internal.POST("/chat/completions", api.ChatCompletions)
 	s.registerInternal(internal)
+	if d.Relay != nil {
+		internal.Any("/relay/*", d.Relay.Handle)
+	}
 
 	if d.Hydrate != nil {
 		(&checkpointsapi.API{Hydrate: d.Hydrate, Store: d.Store, Log: d.Log.Named("checkpoints")}).

@@ -18,8 +18,9 @@ type RuntimeAssignment struct {
 	ProjectID string `gorm:"primaryKey" json:"projectId"`
 	// Driver is local, kubernetes or paired.
 	Driver string `json:"driver"`
-	// Endpoint is the agent's base URL (local, kubernetes) or empty (paired:
-	// reached through its tunnel).
+	// Endpoint is the agent's base URL (local, kubernetes); for a paired
+	// machine, the advertise URL of the API replica that holds its tunnel
+	// (empty: not connected), so any replica can relay to it.
 	Endpoint string `json:"endpoint"`
 	// Instance names the holder: the apiserver process of a local runtime,
 	// the pairing token id of a paired machine.
@@ -144,10 +145,11 @@ func (s *Store) RevokePairingToken(ctx context.Context, id string) (PairingToken
 	return t, err
 }
 
-// PairMachine records that the machine of token id connected: it stamps the
-// token and pins the token's project to that machine (the last machine to
-// connect holds the project; revoked tokens are ErrNotFound).
-func (s *Store) PairMachine(ctx context.Context, id string, at time.Time) (PairingToken, error) {
+// PairMachine records that the machine of token id connected to the API
+// replica reachable at holder: it stamps the token and pins the token's
+// project to that machine and replica (the last machine to connect holds the
+// project; revoked tokens are ErrNotFound).
+func (s *Store) PairMachine(ctx context.Context, id, holder string, at time.Time) (PairingToken, error) {
 	var t PairingToken
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		if err := tx.First(&t, "id = ? AND revoked_at IS NULL", id).Error; err != nil {
@@ -158,7 +160,18 @@ func (s *Store) PairMachine(ctx context.Context, id string, at time.Time) (Pairi
 		if err := tx.Model(&PairingToken{}).Where("id = ?", id).UpdateColumn("last_connected_at", at).Error; err != nil {
 			return err
 		}
-		return pin(tx, &RuntimeAssignment{ProjectID: t.ProjectID, Driver: DriverPaired, Instance: t.ID})
+		return pin(tx, &RuntimeAssignment{ProjectID: t.ProjectID, Driver: DriverPaired, Instance: t.ID, Endpoint: holder})
 	})
 	return t, err
+}
+
+// ReleasePairedMachine records that the tunnel of token id on the replica at
+// holder is gone: it clears the project's endpoint only while the assignment
+// still names that token and that replica (a newer connection elsewhere
+// keeps its own). It reports whether the row changed.
+func (s *Store) ReleasePairedMachine(ctx context.Context, projectID, id, holder string) (bool, error) {
+	res := s.db.WithContext(ctx).Model(&RuntimeAssignment{}).
+		Where("project_id = ? AND driver = ? AND instance = ? AND endpoint = ?", projectID, DriverPaired, id, holder).
+		Updates(map[string]any{"endpoint": "", "updated_at": time.Now().UTC()})
+	return res.RowsAffected > 0, res.Error
 }

@@ -68,9 +68,29 @@ func TestPairingTokensPinAndUnpin(t *testing.T) {
 		if err != nil || a.Driver != store.DriverPaired || a.Instance != "pair_a" || a.Endpoint != "" {
 			t.Fatalf("pairing pins the project: %+v %v", a, err)
 		}
-		got, err := s.PairMachine(ctx, "pair_a", time.Now())
+		got, err := s.PairMachine(ctx, "pair_a", "http://10.0.0.1:8080", time.Now())
 		if err != nil || got.LastConnectedAt == nil || got.TokenHash != "hash-a" {
 			t.Fatalf("pair machine: %+v %v", got, err)
+		}
+		if a, err := s.GetRuntimeAssignment(ctx, p.ID); err != nil || a.Endpoint != "http://10.0.0.1:8080" || a.Instance != "pair_a" {
+			t.Fatalf("the assignment names the replica holding the tunnel: %+v %v", a, err)
+		}
+		// The machine reconnects to another replica; the first one's late
+		// release must not clear the newer holder.
+		if _, err := s.PairMachine(ctx, "pair_a", "http://10.0.0.2:8080", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := s.ReleasePairedMachine(ctx, p.ID, "pair_a", "http://10.0.0.1:8080"); ok || err != nil {
+			t.Fatalf("release by a former holder: %v %v", ok, err)
+		}
+		if ok, err := s.ReleasePairedMachine(ctx, p.ID, "pair_other", "http://10.0.0.2:8080"); ok || err != nil {
+			t.Fatalf("release of another token: %v %v", ok, err)
+		}
+		if ok, err := s.ReleasePairedMachine(ctx, p.ID, "pair_a", "http://10.0.0.2:8080"); !ok || err != nil {
+			t.Fatalf("release by the holder: %v %v", ok, err)
+		}
+		if a, err := s.GetRuntimeAssignment(ctx, p.ID); err != nil || a.Endpoint != "" || a.Driver != store.DriverPaired || a.Instance != "pair_a" {
+			t.Fatalf("after release the project stays pinned, with no holder: %+v %v", a, err)
 		}
 		ts, err := s.ListPairingTokens(ctx, p.ID)
 		if err != nil || len(ts) != 1 || ts[0].ID != "pair_a" {
@@ -83,7 +103,7 @@ func TestPairingTokensPinAndUnpin(t *testing.T) {
 		if _, err := s.GetRuntimeAssignment(ctx, p.ID); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("revoking the pinned machine's token unpins the project: %v", err)
 		}
-		if _, err := s.PairMachine(ctx, "pair_a", time.Now()); !errors.Is(err, store.ErrNotFound) {
+		if _, err := s.PairMachine(ctx, "pair_a", "http://10.0.0.1:8080", time.Now()); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("a revoked token pairs: %v", err)
 		}
 		if _, err := s.RevokePairingToken(ctx, "pair_missing"); !errors.Is(err, store.ErrNotFound) {
