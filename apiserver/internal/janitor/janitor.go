@@ -1,0 +1,70 @@
+// Package janitor keeps the API server's bookkeeping tables bounded: rate
+// counters of minutes that are over (spec 8 rate limits) and outbox messages
+// delivered long ago (spec 4.2 outbox). Every replica runs it; the deletes
+// are idempotent, so replicas sweeping together do no harm.
+package janitor
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/svc-dev/svc/apiserver/internal/metering"
+	"github.com/svc-dev/svc/apiserver/internal/store"
+)
+
+// Defaults.
+const (
+	Interval = time.Minute
+	// OutboxRetention keeps delivered messages long enough that a pod
+	// re-sending one (after a lost answer) is recognised and not delivered
+	// twice.
+	OutboxRetention = 7 * 24 * time.Hour
+)
+
+// Janitor sweeps the store.
+type Janitor struct {
+	Store *store.Store
+	Log   *zap.Logger
+	Now   func() time.Time
+}
+
+// Sweep deletes what is no longer needed, once.
+func (j *Janitor) Sweep(ctx context.Context) error {
+	now := time.Now
+	if j.Now != nil {
+		now = j.Now
+	}
+	t := now()
+	// A counter is needed until its window ends; keep one more window for
+	// requests admitted right at the boundary.
+	rates, err := j.Store.PruneRateCounters(ctx, t.Truncate(metering.RateWindow).Add(-metering.RateWindow))
+	if err != nil {
+		return err
+	}
+	outbox, err := j.Store.PruneOutbox(ctx, t.Add(-OutboxRetention))
+	if err != nil {
+		return err
+	}
+	if rates+outbox > 0 {
+		j.Log.Debug("janitor swept", zap.Int64("rateCounters", rates), zap.Int64("outboxMessages", outbox))
+	}
+	return nil
+}
+
+// Run sweeps every interval until ctx ends.
+func (j *Janitor) Run(ctx context.Context, interval time.Duration) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		if err := j.Sweep(ctx); err != nil && ctx.Err() == nil {
+			j.Log.Warn("janitor sweep failed", zap.Error(err))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
