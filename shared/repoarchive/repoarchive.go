@@ -40,6 +40,8 @@ func Exclude(rel string, includeLFS bool) bool {
 		return true
 	case rel == "lfs" && !includeLFS:
 		return true
+	case rel == "lfs/tmp", rel == "lfs/logs", rel == "lfs/incomplete":
+		return true // git-lfs scratch space and error logs; only lfs/objects is the cache
 	case rel == "gc.log", rel == "gc.pid":
 		return true
 	}
@@ -53,7 +55,8 @@ func Create(w io.Writer, gitDir string, opts Options) (archive.Stats, error) {
 		level = DefaultLevel
 	}
 	return archive.CreateTarGz(w, gitDir, archive.CreateOptions{
-		Level:   level,
-		Exclude: func(rel string, _ fs.DirEntry) bool { return Exclude(rel, opts.IncludeLFS) },
+		Level:       level,
+		Exclude:     func(rel string, _ fs.DirEntry) bool { return Exclude(rel, opts.IncludeLFS) },
+		MemberBytes: archive.DefaultMemberBytes, // readers inflate members in parallel
 	})
 }

@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,6 +35,7 @@ import (
 	"github.com/svc-dev/svc/shared/atomicfile"
 	"github.com/svc-dev/svc/shared/gitrun"
 	"github.com/svc-dev/svc/shared/objstore"
+	"github.com/svc-dev/svc/shared/repoarchive"
 )
 
 // StateDirName is the pod's own directory inside .git; never archived.
@@ -144,10 +144,7 @@ func (p *Persister) Snapshot(ctx context.Context, includeLFS bool) (*Snapshot, e
 		return nil, err
 	}
 	snap := &Snapshot{Path: f.Name()}
-	st, err := archive.CreateTarGz(f, p.gitDir, archive.CreateOptions{
-		Level:   p.opts.GzipLevel,
-		Exclude: func(rel string, d fs.DirEntry) bool { return excludeFromRepo(rel, d, includeLFS) },
-	})
+	st, err := repoarchive.Create(f, p.gitDir, repoarchive.Options{Level: p.opts.GzipLevel, IncludeLFS: includeLFS})
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -165,21 +162,6 @@ func (p *Persister) Snapshot(ctx context.Context, includeLFS bool) (*Snapshot, e
 	}
 	snap.Size, snap.Stats = fi.Size(), st
 	return snap, nil
-}
-
-// excludeFromRepo names what never goes into repo.git.tar.gz.
-func excludeFromRepo(rel string, d fs.DirEntry, includeLFS bool) bool {
-	switch {
-	case rel == StateDirName, strings.HasSuffix(rel, ".lock"):
-		return true
-	case rel == "lfs" && !includeLFS:
-		return true
-	case rel == "lfs/tmp", rel == "lfs/logs", rel == "lfs/incomplete":
-		return true // git-lfs scratch space and error logs; only lfs/objects is the cache
-	case rel == "gc.log", rel == "gc.pid":
-		return true
-	}
-	return false
 }
 
 // Upload writes snap with the fencing condition. On success the new ETag is
