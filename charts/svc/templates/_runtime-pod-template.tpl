@@ -165,6 +165,9 @@ spec:
   volumes:
     - name: workspace
       emptyDir:
+        {{- with $r.workspace.medium }}
+        medium: {{ . }}
+        {{- end }}
         sizeLimit: {{ $r.workspace.sizeLimit }}
     - name: data
       emptyDir:
