@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,7 +80,7 @@ func TestWebhookProxyPairedAcrossReplicas(t *testing.T) {
 		{"member's API key", w.api.URL, w.project, w.acc.key, http.MethodGet, health, "invalid_runtime_token", 401},
 		{"other project's token", w.api.URL, w.project, mint(other), http.MethodPost, incoming, "invalid_runtime_token", 401},
 		{"other project, own token, no tunnel", w.api.URL, other, mint(other), http.MethodGet, health, "instance_offline", 503},
-		{"git-flush", w.api.URL, w.project, mint(w.project), http.MethodPost, "/agent/git-flush", "not_found", 404},
+		{"metrics", w.api.URL, w.project, mint(w.project), http.MethodGet, "/metrics", "not_found", 404},
 		{"B has no tunnel: no second hop", b.URL, w.project, mint(w.project), http.MethodGet, health, "instance_offline", 503},
 	} {
 		res, rb := relay(c.url, c.project, c.bearer, c.method, c.path)
@@ -89,6 +90,18 @@ func TestWebhookProxyPairedAcrossReplicas(t *testing.T) {
 	}
 	if res, rb := relay(w.api.URL, w.project, mint(w.project), http.MethodGet, health); res.StatusCode != http.StatusOK {
 		t.Errorf("relay on the holder with the project's token: %d %s", res.StatusCode, rb)
+	}
+
+	// Publish through B reaches the paired machine's git-flush via A.
+	preq, _ := http.NewRequest(http.MethodPost, b.URL+"/api/projects/"+w.project+"/publish", strings.NewReader(`{"subdomain":"paired"}`))
+	preq.Header.Set("Authorization", "Bearer "+w.acc.key)
+	preq.Header.Set("Content-Type", "application/json")
+	pres, err := http.DefaultClient.Do(preq)
+	must(t, err)
+	pb, _ := io.ReadAll(pres.Body)
+	pres.Body.Close()
+	if pres.StatusCode != 200 || !strings.Contains(string(pb), `"tag":"publish/paired/`) {
+		t.Errorf("publish through B: %d %s", pres.StatusCode, pb)
 	}
 
 	// The machine leaves: B answers instance_offline, and A clears itself

@@ -204,7 +204,7 @@ func (a *app) runtimeDeps(addr net.Addr, advertise string) (*agentproxy.Proxy, *
 	router := &runtime.Router{Store: a.store, Default: def, Paired: hub, Instance: store.NewID("api"), Log: a.log.Named("runtime")}
 	proxy := &agentproxy.Proxy{Runtime: router, Transport: transport, Timeout: a.cfg.AgentProxyTimeout,
 		Log: a.log.Named("agentproxy")}
-	relay := &agentproxy.Proxy{Runtime: hub.Local(), Relay: true, Timeout: a.cfg.AgentProxyTimeout,
+	relay := &agentproxy.Proxy{Runtime: hub.Local(), Relay: true, Prefixes: agentproxy.RelayPrefixes, Timeout: a.cfg.AgentProxyTimeout,
 		Log: a.log.Named("relay")}
 	return proxy, relay, hub, router
 }

@@ -59,6 +59,12 @@ const DefaultTimeout = 150 * time.Second
 // API's own business and are not reachable through the proxy.
 var DefaultPrefixes = []string{"/agent/channels/", "/healthz", "/readyz"}
 
+// RelayPrefixes are the paths another replica may relay: the proxied ones
+// and the pod's git-flush, which the API itself calls for publish (spec
+// 10.4). The relay route is reachable only with the project's runtime
+// token, the credential git-flush itself requires.
+var RelayPrefixes = append(append([]string(nil), DefaultPrefixes...), "/agent/git-flush")
+
 // Proxy forwards agent-proxy requests to the project's runtime.
 type Proxy struct {
 	// Runtime finds or starts the project's agent (runtime.Router).

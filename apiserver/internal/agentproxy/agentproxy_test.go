@@ -187,8 +187,8 @@ func TestRelayMode(t *testing.T) {
 	if len(ensured) != 1 || ensured[0] != "prj_1" {
 		t.Fatalf("ensured %q", ensured)
 	}
-	for _, path := range []string{"/internal/projects/prj_1/relay/agent/git-flush", "/internal/projects/prj_1/relay/metrics",
-		"/internal/projects/prj_1/relay/agent/channels/%2e%2e/git-flush"} {
+	for _, path := range []string{"/internal/projects/prj_1/relay/metrics",
+		"/internal/projects/prj_1/relay/agent/channels/%2e%2e/metrics"} {
 		if rec := do(http.MethodPost, path, strings.NewReader(`{}`), nil); rec.Code != http.StatusNotFound {
 			t.Errorf("%s: %d %s", path, rec.Code, rec.Body)
 		}
