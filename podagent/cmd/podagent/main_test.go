@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svc-dev/svc/shared/archive/archivetest"
+
 	"github.com/svc-dev/svc/shared/archive"
 	"github.com/svc-dev/svc/shared/objstore"
 	fsstore "github.com/svc-dev/svc/shared/objstore/fs"
@@ -418,7 +420,7 @@ func TestSIGTERMHealthy(t *testing.T) {
 	e.write("index.js", "v1")
 	e.write(".env", "secret")
 	sigterm(t, p)
-	src := sourceEntries(t, e.store)
+	src := archivetest.StoredEntries(t, e.store, objstore.SourceKey("p1"))
 	if src["index.js"] != "v1" || src[".env"] != "" {
 		t.Fatalf("project-src.tar.gz = %v", src)
 	}
@@ -466,31 +468,8 @@ func TestSIGTERMDegraded(t *testing.T) {
 	if !strings.Contains(logs, "final git flush failed") || !strings.Contains(logs, "S3 flush done") {
 		t.Fatalf("logs:\n%s", logs)
 	}
-	src := sourceEntries(t, e.store)
+	src := archivetest.StoredEntries(t, e.store, objstore.SourceKey("p1"))
 	if src[".env"] != "live-only" || src["index.js"] != "v3" {
 		t.Fatalf("project-src.tar.gz is not the live tree: %v", src)
 	}
-}
-
-func sourceEntries(t *testing.T, s objstore.Store) map[string]string {
-	t.Helper()
-	rc, _, err := s.Get(context.Background(), objstore.SourceKey("p1"))
-	if err != nil {
-		t.Fatalf("project-src.tar.gz: %v", err)
-	}
-	defer rc.Close()
-	dir := t.TempDir()
-	if _, err := archive.ExtractTarGz(rc, dir, archive.ExtractOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
-		if err == nil && fi.Mode().IsRegular() {
-			b, _ := os.ReadFile(p)
-			rel, _ := filepath.Rel(dir, p)
-			out[rel] = string(b)
-		}
-		return nil
-	})
-	return out
 }

@@ -28,11 +28,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svc-dev/svc/shared/archive/archivetest"
+
 	"go.uber.org/zap/zaptest"
-
-	"github.com/klauspost/compress/gzip"
-
-	"archive/tar"
 
 	"github.com/svc-dev/svc/podagent/internal/config"
 	"github.com/svc-dev/svc/podagent/internal/lfs"
@@ -275,34 +273,6 @@ func assertConfigClean(t *testing.T, name string, cfg []byte, token, apiURL stri
 	}
 }
 
-// archive returns the entries of the durable .git archive: name → content
-// (first 64 KiB).
-func archive(t *testing.T, s objstore.Store, project string) map[string]string {
-	t.Helper()
-	rc, _, err := s.Get(context.Background(), objstore.RepoKey(project))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	zr, err := gzip.NewReader(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := tar.NewReader(zr)
-	out := map[string]string{}
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(io.LimitReader(tr, 64<<10))
-		out[strings.TrimPrefix(h.Name, "./")] = string(b)
-	}
-}
-
 func lfsEntries(entries map[string]string) []string {
 	var out []string
 	for name := range entries {
@@ -349,7 +319,7 @@ func TestLargeFilesPushDedupAndColdStart(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(ws, "data/weights.bin")); !bytes.Equal(got, big) {
 		t.Fatal("the work tree lost the real bytes")
 	}
-	if e := lfsEntries(archive(t, w.store, project)); len(e) != 0 {
+	if e := lfsEntries(archivetest.StoredEntries(t, w.store, objstore.RepoKey(project))); len(e) != 0 {
 		t.Fatalf("push succeeded but the .git archive holds the large-file cache: %v", e)
 	}
 
@@ -388,7 +358,7 @@ func TestLargeFilesPushDedupAndColdStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertConfigClean(t, ".git/config", cfgBytes, token, w.apiURL)
-	entries := archive(t, w.store, project)
+	entries := archivetest.StoredEntries(t, w.store, objstore.RepoKey(project))
 	assertConfigClean(t, "config in repo.git.tar.gz", []byte(entries["config"]), token, w.apiURL)
 	for name, body := range entries {
 		if strings.Contains(body, token) {
@@ -455,7 +425,7 @@ func TestPushFailureKeepsCacheInArchive(t *testing.T) {
 		t.Fatal("object stored although the batch endpoint was down")
 	}
 	cached := "lfs/objects/" + oid[:2] + "/" + oid[2:4] + "/" + oid
-	entries := archive(t, w.store, project)
+	entries := archivetest.StoredEntries(t, w.store, objstore.RepoKey(project))
 	if body, ok := entries[cached]; !ok || len(body) == 0 {
 		t.Fatalf("push failed but the .git archive lacks %s (lfs entries: %v)", cached, lfsEntries(entries))
 	}
@@ -484,7 +454,7 @@ func TestPushFailureKeepsCacheInArchive(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertStored(t, w.store, project, big)
-	if e := lfsEntries(archive(t, w.store, project)); len(e) != 0 {
+	if e := lfsEntries(archivetest.StoredEntries(t, w.store, objstore.RepoKey(project))); len(e) != 0 {
 		t.Fatalf("push succeeded but the .git archive holds the large-file cache: %v", e)
 	}
 	_ = p

@@ -1,11 +1,8 @@
 package pod
 
 import (
-	"archive/tar"
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/klauspost/compress/gzip"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
@@ -193,33 +189,6 @@ func gitIn(t *testing.T, dir string, args ...string) string {
 		t.Fatalf("git %v: %v\n%s", args, err, out)
 	}
 	return strings.TrimSpace(string(out))
-}
-
-// archiveEntries lists the names in a stored tar.gz.
-func archiveEntries(t *testing.T, s objstore.Store, key string) map[string]string {
-	t.Helper()
-	rc, _, err := s.Get(context.Background(), key)
-	if err != nil {
-		t.Fatalf("get %s: %v", key, err)
-	}
-	defer rc.Close()
-	zr, err := gzip.NewReader(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := tar.NewReader(zr)
-	out := map[string]string{}
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(io.LimitReader(tr, 1<<20))
-		out[strings.TrimPrefix(h.Name, "./")] = string(b)
-	}
 }
 
 func sortedKeys(m map[string]string) []string {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/svc-dev/svc/podagent/internal/durable"
 	"github.com/svc-dev/svc/podagent/internal/gitsync"
+	"github.com/svc-dev/svc/shared/archive/archivetest"
 	"github.com/svc-dev/svc/shared/objstore"
 )
 
@@ -77,7 +78,7 @@ func TestTurnsCommitPersistRecordAndRestore(t *testing.T) {
 				t.Fatalf("%d records pending", p.Recorder.Len())
 			}
 			// The object holds .git only: no lock files, no pod state.
-			for name := range archiveEntries(t, store, objstore.RepoKey("p1")) {
+			for name := range archivetest.StoredEntries(t, store, objstore.RepoKey("p1")) {
 				if strings.HasSuffix(name, ".lock") || strings.HasPrefix(name, durable.StateDirName) || strings.HasPrefix(name, ".git/") {
 					t.Fatalf("unexpected entry %q in repo.git.tar.gz", name)
 				}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svc-dev/svc/shared/archive/archivetest"
 	"github.com/svc-dev/svc/shared/objstore"
 	"github.com/svc-dev/svc/shared/testenv"
 )
@@ -26,7 +27,7 @@ func TestShutdownHealthy(t *testing.T) {
 	if res.GitFlushErr != nil || !res.HealthyAtFlush || !res.ColdStartWritten {
 		t.Fatalf("result = %+v", res)
 	}
-	src := archiveEntries(t, store, objstore.SourceKey("p1"))
+	src := archivetest.StoredEntries(t, store, objstore.SourceKey("p1"))
 	if src["index.js"] != "v1 (uncommitted at SIGTERM)" {
 		t.Fatalf("project-src.tar.gz = %q", sortedKeys(src))
 	}
@@ -71,7 +72,7 @@ func TestShutdownDegraded(t *testing.T) {
 	if res.GitFlushErr == nil || res.HealthyAtFlush || res.S3FlushErr != nil || !res.ColdStartWritten {
 		t.Fatalf("result = %+v", res)
 	}
-	src := archiveEntries(t, layerStore, objstore.SourceKey("p1"))
+	src := archivetest.StoredEntries(t, layerStore, objstore.SourceKey("p1"))
 	if src[".env"] != "live-only" || src["index.js"] != "v3" {
 		t.Fatalf("project-src.tar.gz is not the live tree: %q", sortedKeys(src))
 	}

@@ -1,0 +1,56 @@
+// Package archivetest reads stored archives back in tests: the durable .git
+// (spec 2.7 repo.git.tar.gz), the cold-start source tarball and the deps layer
+// are all gzip tars in object storage.
+package archivetest
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/svc-dev/svc/shared/archive"
+	"github.com/svc-dev/svc/shared/objstore"
+)
+
+// MaxContent bounds the content kept per entry.
+const MaxContent = 1 << 20
+
+// StoredEntries reads the gzip tar stored under key and returns its entries,
+// name (without a leading "./") → content (the first MaxContent bytes;
+// empty for directories and links). A missing object or a broken archive
+// fails the test.
+func StoredEntries(t testing.TB, s objstore.Store, key string) map[string]string {
+	t.Helper()
+	rc, _, err := s.Get(context.Background(), key)
+	if err != nil {
+		t.Fatalf("get %s: %v", key, err)
+	}
+	defer rc.Close()
+	zr, err := archive.NewGzipReader(rc, 0)
+	if err != nil {
+		t.Fatalf("%s: %v", key, err)
+	}
+	defer zr.Close()
+	tr := tar.NewReader(zr)
+	out := map[string]string{}
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+		if h.Typeflag == tar.TypeXGlobalHeader {
+			continue
+		}
+		b, err := io.ReadAll(io.LimitReader(tr, MaxContent))
+		if err != nil {
+			t.Fatalf("%s: %s: %v", key, h.Name, err)
+		}
+		out[strings.TrimPrefix(h.Name, "./")] = string(b)
+	}
+}
