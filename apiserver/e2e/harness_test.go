@@ -5,7 +5,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -157,31 +156,10 @@ func (e *env) startAPI(extraEnv ...string) *api {
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	cmd := exec.Command(apiserverBin, "serve")
 	cmd.Env = append(append(e.baseEnv(), "SVC_HTTP_ADDR="+addr), extraEnv...)
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	must(e.t, cmd.Start())
+	logs := startProcess(e.t, "apiserver", cmd)
 	a := &api{URL: "http://" + addr, cmd: cmd}
-	e.t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		_ = cmd.Wait()
-		if e.t.Failed() {
-			e.t.Logf("apiserver logs:\n%s", logs.String())
-		}
-	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := http.Get(a.URL + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return a
-			}
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("apiserver did not become ready: %v\n%s", err, logs.String())
-		}
-		time.Sleep(20 * time.Millisecond) // readiness poll with a deadline
-	}
+	waitReady(e.t, "apiserver", a.URL+"/readyz", 20*time.Second, logs)
+	return a
 }
 
 // client is the official SDK pointed at base (…/api/v1 or …/v1).
@@ -194,18 +172,13 @@ func client(base, key string) *openai.Client {
 // rawPost sends a body as-is and returns status, headers and decoded error.
 func rawPost(t *testing.T, url, key, contentType string, body []byte) (*http.Response, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, url, bytes.NewReader(body))
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
+	var h http.Header
 	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
+		h = http.Header{"Content-Type": {contentType}}
 	}
-	resp, err := http.DefaultClient.Do(req)
-	must(t, err)
-	defer resp.Body.Close()
+	resp, b := do(t, http.MethodPost, url, key, body, h)
 	var m map[string]any
-	_ = json.NewDecoder(resp.Body).Decode(&m)
+	_ = json.Unmarshal(b, &m)
 	return resp, m
 }
 

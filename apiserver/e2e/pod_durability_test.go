@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -37,41 +36,15 @@ func startPod(t *testing.T, apiURL, project, token string, s3 testenv.S3Env) *po
 		"SVC_CLOUD_SYNC_MODE=git_only", "SVC_STORAGE=s3", "SVC_S3_ENDPOINT="+s3.Endpoint, "SVC_S3_BUCKET="+s3.Bucket,
 		"SVC_S3_ACCESS_KEY="+s3.AccessKey, "SVC_S3_SECRET_KEY="+s3.SecretKey, "SVC_WORKSPACE_DIR="+p.workspace,
 		"SVC_DATA_DIR="+t.TempDir(), fmt.Sprintf("SVC_HTTP_ADDR=127.0.0.1:%d", port), "SVC_LOG_LEVEL=warn")
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	must(t, cmd.Start())
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("podagent logs:\n%s", logs.String())
-		}
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(p.URL + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return p
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("podagent not ready: %v\n%s", err, logs.String())
-		}
-		time.Sleep(20 * time.Millisecond) // readiness poll with a deadline
-	}
+	logs := startProcess(t, "podagent", cmd)
+	waitReady(t, "podagent", p.URL+"/readyz", 30*time.Second, logs)
+	return p
 }
 
 func (p *pod) flush(t *testing.T) wire.GitFlushResponse {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, p.URL+"/agent/git-flush", bytes.NewReader([]byte(`{}`)))
-	req.Header.Set("Authorization", "Bearer "+p.token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	must(t, err)
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
+	resp, body := do(t, http.MethodPost, p.URL+"/agent/git-flush", p.token, []byte(`{}`),
+		http.Header{"Content-Type": {"application/json"}})
 	if resp.StatusCode != 200 {
 		t.Fatalf("git-flush: %d %s", resp.StatusCode, body)
 	}

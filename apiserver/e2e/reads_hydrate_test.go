@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -23,14 +22,7 @@ import (
 // readsGet GETs a read endpoint with a bearer key and decodes the body.
 func readsGet(t *testing.T, u, key string) (int, http.Header, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, u, nil)
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	must(t, err)
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	resp, b := do(t, http.MethodGet, u, key, nil, nil)
 	var m map[string]any
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatalf("GET %s: %d, body is not JSON: %q", u, resp.StatusCode, b)

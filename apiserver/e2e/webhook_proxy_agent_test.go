@@ -8,7 +8,6 @@ package e2e
 // /agent/channels/test/ that are not recorded.
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -123,23 +122,7 @@ func failingAgentBin(t testing.TB) string {
 // proxyDo sends one request to the agent-proxy of project.
 func proxyDo(t testing.TB, apiURL, project, key, method, path string, body []byte, header http.Header) (*http.Response, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, apiURL+"/api/projects/"+project+"/agent-proxy"+path, bytes.NewReader(body))
-	must(t, err)
-	if body == nil {
-		req.Body = nil
-	}
-	for k, vs := range header {
-		req.Header[k] = vs
-	}
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	res, err := http.DefaultClient.Do(req)
-	must(t, err)
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	must(t, err)
-	return res, b
+	return do(t, method, apiURL+"/api/projects/"+project+"/agent-proxy"+path, key, body, header)
 }
 
 func errCode(t testing.TB, body []byte) string {

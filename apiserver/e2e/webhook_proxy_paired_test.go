@@ -6,8 +6,8 @@ package e2e
 // instance_offline.
 
 import (
-	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,21 +17,11 @@ import (
 )
 
 // startPaired runs `podagent paired` for a pairing token; logs shows its output.
-func startPaired(t *testing.T, w *proxyWorld, token string) (*exec.Cmd, *bytes.Buffer) {
+func startPaired(t *testing.T, w *proxyWorld, token string) (*exec.Cmd, *logBuffer) {
 	t.Helper()
 	cmd := exec.Command(podagentBin(t), "paired", "--api", w.api.URL, "--token", token)
 	cmd.Env = append(os.Environ(), "SVC_DATA_DIR="+w.dataDir, "SVC_WORKSPACE_DIR="+t.TempDir(), "SVC_LOG_LEVEL=info")
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	must(t, cmd.Start())
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("podagent paired logs:\n%s", logs.String())
-		}
-	})
-	return cmd, &logs
+	return cmd, startProcess(t, "podagent paired", cmd)
 }
 
 // waitStatus polls a proxied GET until it answers want, accepting only the
@@ -145,15 +135,7 @@ func TestWebhookProxyPairedMachine(t *testing.T) {
 	again, logs := startPaired(t, w, token)
 	err = again.Wait()
 	var ee *exec.ExitError
-	if err == nil || !errorsAs(err, &ee) || ee.ExitCode() != 1 {
+	if err == nil || !errors.As(err, &ee) || ee.ExitCode() != 1 {
 		t.Fatalf("podagent paired with a revoked token: %v\n%s", err, logs)
 	}
-}
-
-func errorsAs(err error, target **exec.ExitError) bool {
-	e, ok := err.(*exec.ExitError)
-	if ok {
-		*target = e
-	}
-	return ok
 }

@@ -141,18 +141,5 @@ func relayDo(t *testing.T, url, bearer, method string) (*http.Response, []byte) 
 	if method == http.MethodPost {
 		h = http.Header{"Content-Type": {"application/json"}, "X-Webhook-Secret": {"hook-secret"}}
 	}
-	req, err := http.NewRequest(method, url, nil)
-	must(t, err)
-	for k, v := range h {
-		req.Header[k] = v
-	}
-	if bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+bearer)
-	}
-	res, err := http.DefaultClient.Do(req)
-	must(t, err)
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	must(t, err)
-	return res, b
+	return do(t, method, url, bearer, nil, h)
 }

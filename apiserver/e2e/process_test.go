@@ -1,0 +1,92 @@
+package e2e
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"sync"
+	"testing"
+	"time"
+)
+
+// logBuffer collects a child process's output; safe to read while the
+// process still writes.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// startProcess starts cmd with its output collected; when the test ends the
+// process gets SIGINT and is waited for, and its output is logged if the
+// test failed.
+func startProcess(t testing.TB, name string, cmd *exec.Cmd) *logBuffer {
+	t.Helper()
+	logs := &logBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	must(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("%s logs:\n%s", name, logs.String())
+		}
+	})
+	return logs
+}
+
+// waitReady polls url until it answers 200 (a readiness poll with a deadline).
+func waitReady(t testing.TB, name, url string, timeout time.Duration, logs *logBuffer) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not become ready: %v\n%s", name, err, logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// do sends one request (bearer and body optional) and returns the answer
+// with its whole body.
+func do(t testing.TB, method, url, bearer string, body []byte, header http.Header) (*http.Response, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	must(t, err)
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	res, err := http.DefaultClient.Do(req)
+	must(t, err)
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	must(t, err)
+	return res, b
+}
