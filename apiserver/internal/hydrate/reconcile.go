@@ -3,9 +3,7 @@ package hydrate
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"go.uber.org/zap"
@@ -90,7 +88,7 @@ func CommitRecords(ctx context.Context, run func(...gitrun.Arg) *gitrun.Cmd, sha
 		}
 	}
 	out, err := run("log", "--no-walk=unsorted", "--stdin", "--diff-merges=first-parent", "--numstat",
-		"--no-renames", "--no-ext-diff", "--no-textconv", "--format=%x1e%H%x00%P%x00%an <%ae>%x00%cI%x00%B%x00").
+		"--no-renames", "--no-ext-diff", "--no-textconv", "--format=%x1e"+wire.CommitFormat+"%x00").
 		Stdin(strings.NewReader(strings.Join(shas, "\n") + "\n")).Output(ctx)
 	if err != nil {
 		return nil, err
@@ -104,26 +102,8 @@ func CommitRecords(ctx context.Context, run func(...gitrun.Arg) *gitrun.Cmd, sha
 		if len(f) != 6 {
 			return nil, fmt.Errorf("hydrate: unexpected git log output")
 		}
-		rec := wire.CheckpointRecord{CommitSHA: f[0], Author: f[2], Message: truncateUTF8(strings.TrimRight(f[4], "\n"), maxReconcileMessage)}
-		if parents := strings.Fields(f[1]); len(parents) > 0 {
-			rec.ParentSHA = parents[0]
-		}
-		if t, err := time.Parse(time.RFC3339, f[3]); err == nil {
-			rec.CreatedAt = t.UTC()
-		}
-		for _, line := range strings.Split(f[5], "\n") {
-			parts := strings.SplitN(line, "\t", 3)
-			if len(parts) != 3 {
-				continue
-			}
-			rec.FilesChanged++
-			if a, err := strconv.Atoi(parts[0]); err == nil {
-				rec.Additions += a
-			}
-			if d, err := strconv.Atoi(parts[1]); err == nil {
-				rec.Deletions += d
-			}
-		}
+		rec := wire.CheckpointFromGit([5]string(f[:5]), f[5])
+		rec.Message = truncateUTF8(rec.Message, maxReconcileMessage)
 		recs = append(recs, rec)
 	}
 	return recs, nil

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/svc-dev/svc/shared/gitrun"
 	"github.com/svc-dev/svc/shared/wire"
@@ -132,7 +130,7 @@ var ErrTagExists = errors.New("gitsync: tag exists")
 
 // Checkpoint builds the record of commit sha (DESIGN.md §6).
 func (r *Repo) Checkpoint(ctx context.Context, sha string) (wire.CheckpointRecord, error) {
-	out, err := r.git("show", "-s", "--format=%H%x00%P%x00%an <%ae>%x00%cI%x00%B").AddDynamic(sha).String(ctx)
+	out, err := r.git("show", "-s", "--format="+wire.CommitFormat).AddDynamic(sha).String(ctx)
 	if err != nil {
 		return wire.CheckpointRecord{}, err
 	}
@@ -140,32 +138,14 @@ func (r *Repo) Checkpoint(ctx context.Context, sha string) (wire.CheckpointRecor
 	if len(f) != 5 {
 		return wire.CheckpointRecord{}, fmt.Errorf("gitsync: unexpected show output for %s", sha)
 	}
-	rec := wire.CheckpointRecord{CommitSHA: f[0], Author: f[2], Message: strings.TrimRight(f[4], "\n"), Branch: Branch}
-	if parents := strings.Fields(f[1]); len(parents) > 0 {
-		rec.ParentSHA = parents[0]
-	}
-	if t, err := time.Parse(time.RFC3339, f[3]); err == nil {
-		rec.CreatedAt = t.UTC()
-	}
-	if b, err := r.git("symbolic-ref", "--short", "-q", "HEAD").String(ctx); err == nil && b != "" {
-		rec.Branch = b
-	}
 	stat, err := r.git("diff-tree", "--no-commit-id", "--numstat", "-r", "--root", "--no-renames").AddDynamic(sha).String(ctx)
 	if err != nil {
-		return rec, err
+		return wire.CheckpointRecord{}, err
 	}
-	for _, line := range strings.Split(stat, "\n") {
-		parts := strings.SplitN(line, "\t", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		rec.FilesChanged++
-		if a, err := strconv.Atoi(parts[0]); err == nil {
-			rec.Additions += a
-		}
-		if d, err := strconv.Atoi(parts[1]); err == nil {
-			rec.Deletions += d
-		}
+	rec := wire.CheckpointFromGit([5]string(f), stat)
+	rec.Branch = Branch
+	if b, err := r.git("symbolic-ref", "--short", "-q", "HEAD").String(ctx); err == nil && b != "" {
+		rec.Branch = b
 	}
 	return rec, nil
 }
