@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svc-dev/svc/podagent/internal/agentloop"
 	"github.com/svc-dev/svc/podagent/internal/outbox"
 	"github.com/svc-dev/svc/shared/wire"
 )
@@ -29,14 +28,7 @@ func TestSyncTimeoutReplyGoesToTheAPIOutbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev := newEnv(t, opts{syncTimeout: 50 * time.Millisecond, outbox: relay})
-	release := make(chan struct{})
-	ev.agent.setRun(func(ctx context.Context, req agentloop.Request) (agentloop.Result, error) {
-		<-release
-		return agentloop.Result{Reply: "late: " + req.Message}, nil
-	})
-	r := ev.post(`{"message":"slow job","metadata":{"k":"v"}}`)
-	var eb wire.WebhookErrorBody
-	r.json(t, &eb)
+	release, r, eb := slowJob(t, ev)
 	if r.status != http.StatusGatewayTimeout || eb.Error.Code != "reply_timeout" {
 		t.Fatalf("got %d %s", r.status, r.body)
 	}

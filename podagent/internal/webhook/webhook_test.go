@@ -316,14 +316,7 @@ func TestSyncAgentErrorGivesClearAnswer(t *testing.T) {
 
 func TestSyncTimeoutThenOutboxLongPoll(t *testing.T) {
 	ev := newEnv(t, opts{syncTimeout: 50 * time.Millisecond})
-	release := make(chan struct{})
-	ev.agent.setRun(func(ctx context.Context, req agentloop.Request) (agentloop.Result, error) {
-		<-release
-		return agentloop.Result{Reply: "late: " + req.Message}, nil
-	})
-	r := ev.post(`{"message":"slow job","metadata":{"k":"v"}}`)
-	var eb wire.WebhookErrorBody
-	r.json(t, &eb)
+	release, r, eb := slowJob(t, ev)
 	if r.status != http.StatusGatewayTimeout || eb.Error.Code != "reply_timeout" || !strings.HasPrefix(eb.Error.CorrelationID, "cor_") ||
 		eb.Error.ChannelID != channelID {
 		t.Fatalf("got %d %s", r.status, r.body)
@@ -661,4 +654,19 @@ func (c *committer) n() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.calls
+}
+
+// slowJob posts a message whose agent answers only when release is closed,
+// and returns the (timed-out) answer and its error body.
+func slowJob(t *testing.T, ev *env) (chan struct{}, resp, wire.WebhookErrorBody) {
+	t.Helper()
+	release := make(chan struct{})
+	ev.agent.setRun(func(ctx context.Context, req agentloop.Request) (agentloop.Result, error) {
+		<-release
+		return agentloop.Result{Reply: "late: " + req.Message}, nil
+	})
+	r := ev.post(`{"message":"slow job","metadata":{"k":"v"}}`)
+	var eb wire.WebhookErrorBody
+	r.json(t, &eb)
+	return release, r, eb
 }
