@@ -12,7 +12,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
-	"github.com/svc-dev/svc/apiserver/internal/fakeupstream"
+	"github.com/svc-dev/svc/shared/testenv/fakeupstream"
 	"github.com/svc-dev/svc/shared/runtimetoken"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 
-	"github.com/svc-dev/svc/apiserver/internal/fakeupstream"
+	"github.com/svc-dev/svc/shared/testenv/fakeupstream"
 )
 
 type usageSnapshot struct {

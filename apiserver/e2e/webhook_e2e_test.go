@@ -14,7 +14,7 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
-	"github.com/svc-dev/svc/apiserver/internal/fakeupstream"
+	"github.com/svc-dev/svc/shared/testenv/fakeupstream"
 )
 
 // agentScript answers the pod's tool loop through the real gateway: the

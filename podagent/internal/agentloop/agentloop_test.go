@@ -249,7 +249,7 @@ func TestOneTurnAtATime(t *testing.T) {
 	arrived := make(chan struct{}, 1)
 	gw.Script(func(fakegateway.Request) fakegateway.Reply {
 		arrived <- struct{}{}
-		return fakegateway.Reply{Text: "first", Hold: hold}
+		return fakegateway.Reply{Text: "first", Gate: hold}
 	})
 	done := make(chan error, 1)
 	go func() {
@@ -280,7 +280,7 @@ func TestTurnTimeoutNeverHangs(t *testing.T) {
 	arrived := make(chan struct{}, 1)
 	gw.Script(func(fakegateway.Request) fakegateway.Reply {
 		arrived <- struct{}{}
-		return fakegateway.Reply{Hold: hold}
+		return fakegateway.Reply{Gate: hold}
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { <-arrived; cancel() }()

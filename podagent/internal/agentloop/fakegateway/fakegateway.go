@@ -1,7 +1,7 @@
 // Package fakegateway stands in for the API's internal routes in podagent
-// tests: POST /internal/projects/{id}/chat/completions answers like
-// apiserver/internal/fakeupstream (the same Reply/ToolCall scripting, which
-// podagent cannot import across modules) after checking the runtime token,
+// tests: POST /internal/projects/{id}/chat/completions is answered by
+// shared/testenv/fakeupstream (the same Reply/ToolCall scripting the API's
+// tests use) after checking the runtime token,
 // GET /internal/projects/{id}/channel serves a settable channel config and
 // POST /internal/projects/{id}/checkpoints/record keeps checkpoint rows.
 package fakegateway
@@ -14,54 +14,26 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
+	"github.com/svc-dev/svc/shared/testenv/fakeupstream"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
-// ToolCall is a scripted function call in a reply.
-type ToolCall struct {
-	ID        string
-	Name      string
-	Arguments string // JSON
-}
-
-// Reply is what the fake answers to one completion request.
-type Reply struct {
-	Status    int // non-200: an error envelope with this status
-	Code      string
-	Text      string
-	ToolCalls []ToolCall
-	// Hold blocks the answer until closed (or the request ends).
-	Hold chan struct{}
-}
-
-// Request is a received completion request.
-type Request struct {
-	Body   map[string]any
-	Header http.Header
-}
-
-// Messages returns the request's messages.
-func (r Request) Messages() []map[string]any {
-	var out []map[string]any
-	msgs, _ := r.Body["messages"].([]any)
-	for _, m := range msgs {
-		if mm, ok := m.(map[string]any); ok {
-			out = append(out, mm)
-		}
-	}
-	return out
-}
+// The completion scripting is shared/testenv/fakeupstream's, the fake the
+// API server's tests use as their upstream.
+type (
+	ToolCall = fakeupstream.ToolCall
+	Reply    = fakeupstream.Reply
+	Request  = fakeupstream.Request
+)
 
 // Server is a running fake gateway.
 type Server struct {
 	*httptest.Server
+	*fakeupstream.Upstream
 	ProjectID, Token string
 
 	mu          sync.Mutex
-	script      func(Request) Reply
-	requests    []Request
 	channel     wire.ChannelConfig
 	channelErr  int
 	channelHits int
@@ -70,42 +42,20 @@ type Server struct {
 
 // New starts a fake gateway for one project; it is closed with the test.
 func New(t testing.TB, projectID, token string) *Server {
-	s := &Server{ProjectID: projectID, Token: token}
-	s.script = func(r Request) Reply {
-		msgs := r.Messages()
-		last, _ := msgs[len(msgs)-1]["content"].(string)
-		return Reply{Text: "echo: " + last}
-	}
+	s := &Server{ProjectID: projectID, Token: token, Upstream: fakeupstream.NewUpstream()}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.handle))
-	t.Cleanup(s.Server.Close)
+	t.Cleanup(func() {
+		s.Upstream.Release()
+		s.Server.CloseClientConnections()
+		s.Server.Close()
+	})
 	return s
 }
 
-// Script sets how completion requests are answered.
-func (s *Server) Script(fn func(Request) Reply) {
-	s.mu.Lock()
-	s.script = fn
-	s.mu.Unlock()
-}
-
-// Sequence scripts the answers in order; past the end it repeats the last.
-func (s *Server) Sequence(replies ...Reply) {
-	var mu sync.Mutex
-	i := 0
-	s.Script(func(Request) Reply {
-		mu.Lock()
-		defer mu.Unlock()
-		r := replies[min(i, len(replies)-1)]
-		i++
-		return r
-	})
-}
-
-// Requests returns the completion requests received so far.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Request(nil), s.requests...)
+// Close releases waiting answers and stops the server.
+func (s *Server) Close() {
+	s.Upstream.Release()
+	s.Server.Close()
 }
 
 // SetChannel sets the channel config served; status != 0 answers that
@@ -164,7 +114,7 @@ func (s *Server) handle(w http.ResponseWriter, req *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(c)
 	case rest == "chat/completions" && req.Method == http.MethodPost:
-		s.completion(w, req)
+		s.Upstream.ServeCompletion(w, req)
 	case rest == "checkpoints/record" && req.Method == http.MethodPost:
 		var rec wire.CheckpointRecord
 		if err := json.NewDecoder(req.Body).Decode(&rec); err != nil || rec.CommitSHA == "" {
@@ -183,50 +133,4 @@ func (s *Server) handle(w http.ResponseWriter, req *http.Request) {
 	default:
 		writeErr(w, 404, "not_found")
 	}
-}
-
-func (s *Server) completion(w http.ResponseWriter, req *http.Request) {
-	var body map[string]any
-	if err := json.NewDecoder(req.Body).Decode(&body); err != nil {
-		writeErr(w, 400, "bad_json")
-		return
-	}
-	r := Request{Body: body, Header: req.Header.Clone()}
-	s.mu.Lock()
-	s.requests = append(s.requests, r)
-	script := s.script
-	s.mu.Unlock()
-	rep := script(r)
-	if rep.Hold != nil {
-		select {
-		case <-rep.Hold:
-		case <-req.Context().Done():
-			return
-		}
-	}
-	if rep.Status != 0 && rep.Status != 200 {
-		code := rep.Code
-		if code == "" {
-			code = "fake"
-		}
-		writeErr(w, rep.Status, code)
-		return
-	}
-	msg := map[string]any{"role": "assistant", "content": rep.Text}
-	finish := "stop"
-	if len(rep.ToolCalls) > 0 {
-		finish = "tool_calls"
-		calls := []any{}
-		for i, tc := range rep.ToolCalls {
-			calls = append(calls, map[string]any{"index": i, "id": tc.ID, "type": "function",
-				"function": map[string]any{"name": tc.Name, "arguments": tc.Arguments}})
-		}
-		msg["tool_calls"] = calls
-		msg["content"] = nil
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{"id": "chatcmpl-fake", "object": "chat.completion",
-		"created": time.Now().Unix(), "model": body["model"],
-		"usage":   map[string]any{"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-		"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}}})
 }

@@ -2,7 +2,9 @@
 // tests: the paid upstream model is the one part we cannot run here. It
 // answers plain and streamed requests, reports usage (and remembers the total
 // it reported, so metering can be checked exactly), scripts tool calls, and
-// can fail, stall, or hold a stream open until the test releases it.
+// can fail, stall, or hold a stream open until the test releases it. The API
+// server's tests run it as the upstream (Server); podagent's fake gateway
+// mounts the same Upstream on its internal completions route.
 package fakeupstream
 
 import (
@@ -27,6 +29,7 @@ type ToolCall struct {
 // Reply is what the fake answers to one request.
 type Reply struct {
 	Status           int    // non-200: an error answer with this status
+	Code             string // the error answer's code (default "fake")
 	Text             string // assistant content
 	ToolCalls        []ToolCall
 	PromptTokens     int64
@@ -49,47 +52,102 @@ type Request struct {
 	Header http.Header
 }
 
-// Server is a running fake upstream.
-type Server struct {
-	*httptest.Server
+// Messages returns the request's messages.
+func (r Request) Messages() []map[string]any {
+	var out []map[string]any
+	msgs, _ := r.Body["messages"].([]any)
+	for _, m := range msgs {
+		if mm, ok := m.(map[string]any); ok {
+			out = append(out, mm)
+		}
+	}
+	return out
+}
+
+// Upstream answers chat-completion requests by script.
+type Upstream struct {
 	mu       sync.Mutex
 	script   func(Request) Reply
 	requests []Request
 	reported Usage // total usage reported in completed answers
 	closing  chan struct{}
+	once     sync.Once
 }
 
 // Usage totals.
 type Usage struct{ Prompt, Completion, Reasoning, Answers int64 }
 
+// NewUpstream returns an Upstream that echoes the last user message.
+func NewUpstream() *Upstream {
+	u := &Upstream{closing: make(chan struct{})}
+	u.script = u.defaultReply
+	return u
+}
+
+// Release ends every answer still waiting on a gate, hold or stall.
+func (u *Upstream) Release() { u.once.Do(func() { close(u.closing) }) }
+
+// Server is a running fake upstream at /v1/chat/completions.
+type Server struct {
+	*httptest.Server
+	*Upstream
+}
+
 // New starts a fake upstream; it is closed with the test.
 func New(t testing.TB) *Server {
-	s := &Server{closing: make(chan struct{})}
-	s.script = s.defaultReply
-	s.Server = httptest.NewServer(http.HandlerFunc(s.handle))
-	t.Cleanup(func() { close(s.closing); s.Server.CloseClientConnections(); s.Server.Close() })
+	u := NewUpstream()
+	s := &Server{Upstream: u}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Path != "/v1/chat/completions" {
+			http.Error(w, `{"error":{"message":"not found","type":"invalid_request_error","code":"not_found"}}`, 404)
+			return
+		}
+		u.ServeCompletion(w, req)
+	}))
+	t.Cleanup(s.Close)
 	return s
+}
+
+// Close releases waiting answers and stops the server (the upstream is then
+// down: connections are refused).
+func (s *Server) Close() {
+	s.Upstream.Release()
+	s.Server.CloseClientConnections()
+	s.Server.Close()
 }
 
 // BaseURL is what to configure as SVC_UPSTREAM_BASE_URL.
 func (s *Server) BaseURL() string { return s.URL + "/v1" }
 
 // Script sets how requests are answered.
-func (s *Server) Script(fn func(Request) Reply) {
+func (s *Upstream) Script(fn func(Request) Reply) {
 	s.mu.Lock()
 	s.script = fn
 	s.mu.Unlock()
 }
 
+// Sequence scripts the answers in order; past the end it repeats the last.
+func (s *Upstream) Sequence(replies ...Reply) {
+	var mu sync.Mutex
+	i := 0
+	s.Script(func(Request) Reply {
+		mu.Lock()
+		defer mu.Unlock()
+		r := replies[min(i, len(replies)-1)]
+		i++
+		return r
+	})
+}
+
 // Requests returns the requests received so far.
-func (s *Server) Requests() []Request {
+func (s *Upstream) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Request(nil), s.requests...)
 }
 
 // Reported returns the usage the fake has reported in finished answers.
-func (s *Server) Reported() Usage {
+func (s *Upstream) Reported() Usage {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.reported
@@ -97,7 +155,7 @@ func (s *Server) Reported() Usage {
 
 // defaultReply echoes the last user message; usage depends on the input so
 // different requests report different numbers.
-func (s *Server) defaultReply(r Request) Reply {
+func (s *Upstream) defaultReply(r Request) Reply {
 	msgs, _ := r.Body["messages"].([]any)
 	last := ""
 	for _, m := range msgs {
@@ -109,11 +167,8 @@ func (s *Server) defaultReply(r Request) Reply {
 		CompletionTokens: int64(5 + len(strings.Fields(last))), ReasoningTokens: 2}
 }
 
-func (s *Server) handle(w http.ResponseWriter, req *http.Request) {
-	if req.URL.Path != "/v1/chat/completions" {
-		http.Error(w, `{"error":{"message":"not found","type":"invalid_request_error","code":"not_found"}}`, 404)
-		return
-	}
+// ServeCompletion answers one chat-completion request (any path).
+func (s *Upstream) ServeCompletion(w http.ResponseWriter, req *http.Request) {
 	raw, _ := io.ReadAll(req.Body)
 	var body map[string]any
 	if err := json.Unmarshal(raw, &body); err != nil {
@@ -150,7 +205,11 @@ func (s *Server) handle(w http.ResponseWriter, req *http.Request) {
 			w.Header().Set("Retry-After", "7")
 		}
 		w.WriteHeader(rep.Status)
-		fmt.Fprintf(w, `{"error":{"message":"fake upstream error %d","type":"server_error","code":"fake"}}`, rep.Status)
+		code := rep.Code
+		if code == "" {
+			code = "fake"
+		}
+		fmt.Fprintf(w, `{"error":{"message":"fake upstream error %d","type":"server_error","code":%q}}`, rep.Status, code)
 		return
 	}
 	model, _ := body["model"].(string)
@@ -180,7 +239,7 @@ func (s *Server) handle(w http.ResponseWriter, req *http.Request) {
 	s.streamReply(w, model, rep, msg, finish, usage, body)
 }
 
-func (s *Server) streamReply(w http.ResponseWriter, model string, rep Reply, msg map[string]any, finish string, usage map[string]any, body map[string]any) {
+func (s *Upstream) streamReply(w http.ResponseWriter, model string, rep Reply, msg map[string]any, finish string, usage map[string]any, body map[string]any) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(200)
 	fl := w.(http.Flusher)
@@ -230,7 +289,7 @@ func (s *Server) streamReply(w http.ResponseWriter, model string, rep Reply, msg
 	}
 }
 
-func (s *Server) addReported(r Reply) {
+func (s *Upstream) addReported(r Reply) {
 	s.mu.Lock()
 	s.reported.Prompt += r.PromptTokens
 	s.reported.Completion += r.CompletionTokens
