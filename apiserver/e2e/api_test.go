@@ -12,8 +12,8 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
-	"github.com/svc-dev/svc/shared/testenv/fakeupstream"
 	"github.com/svc-dev/svc/shared/runtimetoken"
+	"github.com/svc-dev/svc/shared/testenv/fakeupstream"
 )
 
 func TestModelsOnBothBases(t *testing.T) {
