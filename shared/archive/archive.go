@@ -267,7 +267,7 @@ func ExtractTar(r io.Reader, dst string, opts ExtractOptions) (Stats, error) {
 			if err := x.mkdirAll(name); err != nil {
 				return st, fmt.Errorf("archive: %s: %w", hdr.Name, err)
 			}
-		case tar.TypeReg, tar.TypeRegA:
+		case tar.TypeReg: // the reader reports old-style (TypeRegA) entries as TypeReg
 			if hdr.Size < 0 || hdr.Size > opts.MaxEntryBytes {
 				return st, &EntryError{Name: hdr.Name, Reason: fmt.Sprintf("entry of %d bytes exceeds the per-entry limit of %d bytes", hdr.Size, opts.MaxEntryBytes), Kind: ErrTooLarge}
 			}

@@ -130,7 +130,7 @@ func ExtractTarParallel(r io.Reader, dst string, opts archive.ExtractOptions, n 
 			if entries++; entries > maxEntries {
 				return &archive.EntryError{Name: hdr.Name, Reason: fmt.Sprintf("more than %d entries", maxEntries), Kind: archive.ErrTooLarge}
 			}
-			if hdr.Typeflag == tar.TypeReg || hdr.Typeflag == tar.TypeRegA {
+			if hdr.Typeflag == tar.TypeReg {
 				if total += hdr.Size; hdr.Size < 0 || total > maxTotal {
 					return &archive.EntryError{Name: hdr.Name, Reason: fmt.Sprintf("archive content exceeds the total limit of %d bytes", maxTotal), Kind: archive.ErrTooLarge}
 				}
