@@ -27,6 +27,7 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/gitsync"
 	"github.com/svc-dev/svc/podagent/internal/s3sync"
 	"github.com/svc-dev/svc/shared/archive"
+	"github.com/svc-dev/svc/shared/syncmode"
 )
 
 // SeedMessage is the message of the initial commit.
@@ -48,6 +49,11 @@ type LargeFiles interface {
 
 // Options are the parts cold start uses.
 type Options struct {
+	// Mode picks the procedure: git_only (empty) as above; s3 and
+	// dual_shadow in modes.go.
+	Mode    syncmode.Mode
+	Origin  *gitsync.Origin // dual_shadow
+	Assets  Assets          // s3 and dual_shadow; nil: none
 	Repo    *gitsync.Repo
 	Durable *durable.Persister
 	Sync    Persister
@@ -60,6 +66,10 @@ type Options struct {
 // Result says what cold start did.
 type Result struct {
 	Local, Restored, Seeded bool
+	// SourceRestored: the work tree came from project-src.tar.gz; Assets
+	// lists the large files downloaded from <projectId>/assets/.
+	SourceRestored bool
+	Assets         []string
 	DepsRestored            bool
 	Head                    string
 	Took                    time.Duration
@@ -85,6 +95,16 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		mark = now
 	}
 	o.Durable.Cleanup()
+	if o.Mode == syncmode.S3 || o.Mode == syncmode.DualShadow {
+		err := runS3Modes(ctx, o, &res, log)
+		res.Took = time.Since(start)
+		if err == nil {
+			log.Info("cold start done", zap.String("mode", string(o.Mode)), zap.Bool("local", res.Local),
+				zap.Bool("restored", res.Restored), zap.Bool("seeded", res.Seeded), zap.Bool("sourceRestored", res.SourceRestored),
+				zap.Int("assets", len(res.Assets)), zap.String("head", res.Head), zap.Duration("took", res.Took))
+		}
+		return res, err
+	}
 
 	// deps runs layer 1 concurrently with the rest of the cold start.
 	var deps *depsJob
@@ -145,6 +165,15 @@ func Run(ctx context.Context, o Options) (Result, error) {
 			break
 		}
 		res.Seeded = true
+		// No durable .git: seed from the S3 layers when they exist (a
+		// project that was in s3 mode), else from what is on disk.
+		if o.S3 != nil {
+			found, _, err := o.S3.RestoreProjectArchive(ctx)
+			if err != nil {
+				return res, err
+			}
+			res.SourceRestored = found
+		}
 		deps = startDeps(ctx, o, "")
 		if err := o.Repo.Init(ctx); err != nil {
 			return res, err

@@ -31,7 +31,14 @@ type Options struct {
 	// Ready returns nil when the pod can serve turns.
 	Ready   func() error
 	Flusher Flusher
-	Log     *zap.Logger
+	// Restorer serves POST /agent/restore (rollback); nil: not mounted.
+	Restorer Restorer
+	Log      *zap.Logger
+}
+
+// Restorer is what POST /agent/restore drives (gitsync.GitWorkspaceSync).
+type Restorer interface {
+	Restore(ctx context.Context, sha string) (wire.RestoreResponse, error)
 }
 
 // Error is the one error type of handlers; the error handler maps it.
@@ -68,6 +75,9 @@ func New(o Options) *echo.Echo {
 	}
 	agent := e.Group("/agent", RequireRuntimeToken(o.RuntimeToken))
 	agent.POST("/git-flush", gitFlush(o))
+	if o.Restorer != nil {
+		agent.POST("/restore", restore(o))
+	}
 	return e
 }
 
@@ -107,6 +117,32 @@ func gitFlush(o Options) echo.HandlerFunc {
 		}
 		return c.JSON(http.StatusOK, resp)
 	}
+}
+
+// restore is the rollback of docs/sync-modes.md §6: a new commit whose
+// tree is that of the given checkpoint, persisted and recorded like a turn.
+func restore(o Options) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		var req wire.RestoreRequest
+		if err := c.Bind(&req); err != nil || !validSHA(req.SHA) {
+			return &Error{Status: http.StatusBadRequest, Code: "invalid_sha", Type: "invalid_request_error", Message: "body must be JSON {sha} with a full hex commit id"}
+		}
+		resp, err := o.Restorer.Restore(c.Request().Context(), req.SHA)
+		if errors.Is(err, gitsync.ErrUnknownCommit) {
+			return &Error{Status: http.StatusNotFound, Code: "commit_not_found", Type: "invalid_request_error", Message: "the project has no commit " + req.SHA}
+		}
+		if err != nil {
+			return mapFlushError(err)
+		}
+		return c.JSON(http.StatusOK, resp)
+	}
+}
+
+func validSHA(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	return strings.Trim(s, "0123456789abcdef") == ""
 }
 
 func mapFlushError(err error) error {
