@@ -113,7 +113,7 @@ func New(d Deps) *Server {
 	if d.Hydrate != nil {
 		(&checkpointsapi.API{Hydrate: d.Hydrate, Store: d.Store, Log: d.Log.Named("checkpoints")}).
 			Register(e, httpmw.APIKey(a), httpmw.ProjectMember(d.Store, "id"))
-		(&gitserver.Server{Hydrate: d.Hydrate, Store: d.Store, Auth: a, Log: d.Log}).Register(e)
+		(&gitserver.Server{Hydrate: d.Hydrate, Objects: d.Objects, Store: d.Store, Auth: a, Log: d.Log}).Register(e)
 	}
 	// The outbox poll is served from the database, before the proxy's
 	// catch-all, so that it works while the agent is down.

@@ -64,7 +64,7 @@ func NewFixture(t testing.TB, mod func(*hydrate.Options)) *Fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(hyd.Wait)
-	srv := server.New(server.Deps{Store: db, Log: log, RuntimeSecret: []byte(RuntimeSecret), Hydrate: hyd})
+	srv := server.New(server.Deps{Store: db, Log: log, RuntimeSecret: []byte(RuntimeSecret), Hydrate: hyd, Objects: objs})
 	hs := httptest.NewServer(srv.Echo)
 	t.Cleanup(hs.Close)
 
