@@ -27,9 +27,11 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/runtime"
 	"github.com/svc-dev/svc/apiserver/internal/runtime/local"
 	"github.com/svc-dev/svc/apiserver/internal/server"
+	"github.com/svc-dev/svc/apiserver/internal/parity"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
 	"github.com/svc-dev/svc/shared/logging"
+	"github.com/svc-dev/svc/shared/objstore"
 )
 
 type app struct {
@@ -99,7 +101,11 @@ func runAdmin(ctx context.Context, args []string) error {
 
 func (a *app) adminEnv() *admin.Env {
 	return &admin.Env{Store: a.store, Catalog: a.cat, RuntimeSecret: []byte(a.cfg.RuntimeAuthSecret),
-		Out: os.Stdout, Publish: publishFunc}
+		Out: os.Stdout, Publish: publishFunc,
+		Objects: func(ctx context.Context) (objstore.Store, error) {
+			o, err := objstoreopen.Open(ctx, a.cfg, a.log)
+			return o.Store, err
+		}}
 }
 
 func serve(ctx context.Context, args []string, dev bool) error {
@@ -156,6 +162,9 @@ func serve(ctx context.Context, args []string, dev bool) error {
 		go servePprof(a.cfg.PprofAddr, a.log)
 	}
 	go (&janitor.Janitor{Store: a.store, Log: a.log.Named("janitor")}).Run(ctx, janitor.Interval)
+	// Parity of the rollout (spec 10.6.4): svc_parity_mismatches{mode}.
+	go (&parity.Checker{Store: a.store, Objects: objs.Store}).Job(ctx, parity.NewGauge(srv.Registry), parity.JobInterval,
+		parity.Window, func(err error) { a.log.Warn("parity check", zap.Error(err)) })
 	hs := &http.Server{Handler: srv.Echo, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()

@@ -30,6 +30,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/objstore"
 )
 
 // Defaults.
@@ -44,6 +45,10 @@ const (
 type API struct {
 	Hydrate *hydrate.Manager
 	Store   *store.Store
+	// Objects serves the S3 read source (docs/sync-modes.md §5).
+	Objects objstore.Store
+	// Runtime reaches the pod for a rollback; nil leaves Restore unmounted.
+	Runtime Runtime
 	Log     *zap.Logger
 	// MaxDiffBytes caps a diff body (default DefaultMaxDiffBytes).
 	MaxDiffBytes int
@@ -67,6 +72,10 @@ func (a *API) Register(e *echo.Echo, mw ...echo.MiddlewareFunc) {
 	e.GET(p+"/commits/:sha", a.Commit, mw...)
 	e.GET(p+"/diff", a.Diff, mw...)
 	e.GET(p+"/status", a.Status, mw...)
+	e.GET(p+"/files", a.Files, mw...)
+	if a.Runtime != nil {
+		e.POST(p+"/:sha/restore", a.Restore, mw...)
+	}
 }
 
 // acquire refreshes and opens the project's copy, setting the hydrate
@@ -318,6 +327,10 @@ type StatusResponse struct {
 	Head           string            `json:"head"`
 	Branch         string            `json:"branch"`
 	SyncMode       string            `json:"syncMode"`
+	// ReadSource is where the project's current files are read from: s3
+	// in s3 and dual_shadow, git in git_only (docs/sync-modes.md §5).
+	ReadSource string        `json:"readSource"`
+	Source     *SourceStatus `json:"source,omitempty"`
 	LastCheckpoint *store.Checkpoint `json:"lastCheckpoint"`
 	Durable        DurableStatus     `json:"durable"`
 	Published      *PublishedStatus  `json:"published"`
@@ -348,7 +361,15 @@ type PublishedStatus struct {
 func (a *API) Status(c echo.Context) error {
 	proj := httpmw.ProjectFrom(c)
 	ctx := c.Request().Context()
-	resp := StatusResponse{ProjectID: proj.ID, SyncMode: string(proj.CloudSyncMode)}
+	resp := StatusResponse{ProjectID: proj.ID, SyncMode: string(proj.CloudSyncMode), ReadSource: ReadSource(proj)}
+	c.Response().Header().Set(ReadSourceHeader, resp.ReadSource)
+	if a.Objects != nil {
+		src, err := SourceHead(ctx, a.Objects, proj.ID)
+		if err != nil {
+			return apierr.Unavailable(err)
+		}
+		resp.Source = &src
+	}
 	if proj.PublishedCommitSHA != "" || proj.PublishedTag != "" {
 		resp.Published = &PublishedStatus{SHA: proj.PublishedCommitSHA, Tag: proj.PublishedTag}
 	}

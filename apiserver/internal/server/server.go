@@ -111,8 +111,11 @@ func New(d Deps) *Server {
 	}
 
 	if d.Hydrate != nil {
-		(&checkpointsapi.API{Hydrate: d.Hydrate, Store: d.Store, Log: d.Log.Named("checkpoints")}).
-			Register(e, httpmw.APIKey(a), httpmw.ProjectMember(d.Store, "id"))
+		cps := &checkpointsapi.API{Hydrate: d.Hydrate, Store: d.Store, Objects: d.Objects, Log: d.Log.Named("checkpoints")}
+		if d.AgentProxy != nil {
+			cps.Runtime = d.AgentProxy.Runtime
+		}
+		cps.Register(e, httpmw.APIKey(a), httpmw.ProjectMember(d.Store, "id"))
 		(&gitserver.Server{Hydrate: d.Hydrate, Objects: d.Objects, Store: d.Store, Auth: a, Log: d.Log}).Register(e)
 	}
 	// The outbox poll is served from the database, before the proxy's
