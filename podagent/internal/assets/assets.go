@@ -46,7 +46,11 @@ type Options struct {
 	Threshold int64
 	// StateFile remembers what was uploaded (size, mtime, sha256 per path).
 	StateFile string
-	Log       *zap.Logger
+	// Untrack drops paths from git's index (kept on disk): a file that
+	// grew over the threshold, or came from a git_only history, is tracked
+	// and an exclude does not apply to tracked files.
+	Untrack func(ctx context.Context, paths []string) error
+	Log     *zap.Logger
 }
 
 type fileState struct {
@@ -137,10 +141,19 @@ func (a *Assets) TrackLarge(ctx context.Context) error {
 		return err
 	}
 	a.current = map[string]bool{}
+	rels := make([]string, 0, len(files))
 	for rel := range files {
 		a.current[rel] = true
+		rels = append(rels, rel)
 	}
-	return a.writeExcludeLocked()
+	if err := a.writeExcludeLocked(); err != nil {
+		return err
+	}
+	if a.o.Untrack != nil && len(rels) > 0 {
+		sort.Strings(rels)
+		return a.o.Untrack(ctx, rels)
+	}
+	return nil
 }
 
 // Push uploads new and changed large files and deletes the keys of files

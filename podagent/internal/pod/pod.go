@@ -133,7 +133,10 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 	p := &Pod{Config: cfg, Metrics: metrics.New(), log: log}
 	p.Repo = &gitsync.Repo{Dir: ws, Runner: runner, Author: gitsync.DefaultAuthor}
 	p.Assets = assets.New(assets.Options{Store: o.LayerStore, ProjectID: cfg.ProjectID, Workspace: ws,
-		Threshold: cfg.LargeFileBytes, StateFile: filepath.Join(ws, ".git", durable.StateDirName, "assets.json"), Log: log})
+		Threshold: cfg.LargeFileBytes, StateFile: filepath.Join(ws, ".git", durable.StateDirName, "assets.json"), Log: log,
+		Untrack: func(ctx context.Context, paths []string) error {
+			return runner.Command("rm", "--cached", "-q", "--ignore-unmatch").Dir(ws).Env("GIT_LITERAL_PATHSPECS=1").AddDashesAndList(paths...).Run(ctx)
+		}})
 	sopt := s3sync.Options{Store: o.LayerStore, ProjectID: cfg.ProjectID, Workspace: ws,
 		SuppressProjectArchive: mode == syncmode.GitOnly, Log: log,
 		Head: func(ctx context.Context) string { h, _ := p.Repo.Head(ctx); return h }}
