@@ -40,6 +40,10 @@ func smudgeTar(r io.Reader, w io.Writer, lfsDir string) error {
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
+			// git archive pads the stream after the end marker: drain it.
+			if _, err := io.Copy(io.Discard, r); err != nil {
+				return err
+			}
 			return tw.Close()
 		}
 		if err != nil {
