@@ -27,16 +27,18 @@ import (
 )
 
 // pushRefusal returns why this push is refused, or "" when it is the
-// project's pod pushing in dual_shadow (docs/sync-modes.md §2, §3). The
-// message reaches the client's terminal as "remote error: …".
+// project's pod (docs/sync-modes.md §2, §3). Only dual_shadow pods push; a
+// running pod keeps its mode until its next assignment (spec 3.1), so the
+// pod's own push is accepted whatever the row says now (every write is
+// fenced). The message reaches the client's terminal as "remote error: …".
 func (s *Server) pushRefusal(c echo.Context, proj store.Project) string {
+	if httpmw.PrincipalFrom(c).Runtime() {
+		return ""
+	}
 	if proj.CloudSyncMode != syncmode.DualShadow {
 		return fmt.Sprintf("push-back is refused: the project's pod owns its history and would not keep a pushed commit (mode=%s); clone, fetch and pull work", proj.CloudSyncMode)
 	}
-	if !httpmw.PrincipalFrom(c).Runtime() {
-		return "push-back is refused: in dual_shadow only the project's pod pushes to this repository (mode=dual_shadow); clone, fetch and pull work"
-	}
-	return ""
+	return "push-back is refused: in dual_shadow only the project's pod pushes to this repository (mode=dual_shadow); clone, fetch and pull work"
 }
 
 // projectLocks serialises pushes per project on this replica (fencing

@@ -262,7 +262,7 @@ func (s *Server) infoRefs(c echo.Context) error {
 		}
 	}
 	r, err := s.Hydrate.Acquire(c.Request().Context(), proj.ID)
-	if errors.Is(err, hydrate.ErrNotFound) && proj.CloudSyncMode == syncmode.DualShadow {
+	if errors.Is(err, hydrate.ErrNotFound) && (proj.CloudSyncMode == syncmode.DualShadow || httpmw.PrincipalFrom(c).Runtime()) {
 		// The pod's origin before its first push: an empty repository.
 		dir, cleanup, eerr := s.emptyRepo(c.Request().Context())
 		if eerr != nil {
@@ -347,7 +347,7 @@ func (s *Server) rpc(c echo.Context, service string) error {
 		return s.durableReceive(c, proj, lr, proto)
 	}
 	r, err := s.Hydrate.Acquire(req.Context(), proj.ID)
-	if errors.Is(err, hydrate.ErrNotFound) && proj.CloudSyncMode == syncmode.DualShadow {
+	if errors.Is(err, hydrate.ErrNotFound) && (proj.CloudSyncMode == syncmode.DualShadow || httpmw.PrincipalFrom(c).Runtime()) {
 		dir, cleanup, eerr := s.emptyRepo(req.Context())
 		if eerr != nil {
 			return apierr.Internal(eerr)

@@ -158,7 +158,7 @@ func TestPushBackRefused(t *testing.T) {
 		name, mode, cred, want string
 	}{
 		{"git_only member", "git_only", "key", "remote error: push-back is refused: the project's pod owns its history"},
-		{"git_only pod", "git_only", "token", "(mode=git_only)"},
+		{"git_only another member", "git_only", "key", "(mode=git_only)"},
 		{"s3 member", "s3", "key", "(mode=s3)"},
 		{"dual_shadow member", "dual_shadow", "key", "only the project's pod pushes to this repository"},
 	}

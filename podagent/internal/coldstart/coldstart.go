@@ -162,6 +162,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 				return res, fmt.Errorf("coldstart: restored repository fails fsck: %w", err)
 			}
 			phase("fsck")
+			if err := overlayNewerSource(ctx, o, &res, log); err != nil {
+				return res, err
+			}
 			break
 		}
 		res.Seeded = true

@@ -3,6 +3,9 @@ package coldstart
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"go.uber.org/zap"
 
@@ -118,5 +121,47 @@ func runS3Modes(ctx context.Context, o Options, res *Result, log *zap.Logger) er
 			log.Warn("pushing the seeded repository failed", zap.Error(err))
 		}
 	}
+	return nil
+}
+
+// overlayNewerSource is git_only's guard for a project that comes from s3
+// (or whose last turns were made in s3): when project-src.tar.gz records a
+// head the restored history does not know, S3 holds turns the durable .git
+// lacks, so the work tree becomes S3's (tracked files removed, layer 2
+// extracted) and the next turn commits the difference. A head the history
+// knows (the git_only shutdown snapshot, or older) changes nothing.
+func overlayNewerSource(ctx context.Context, o Options, res *Result, log *zap.Logger) error {
+	if o.S3 == nil {
+		return nil
+	}
+	head, err := o.S3.ProjectArchiveHead(ctx)
+	if err != nil {
+		log.Warn("reading the head of project-src.tar.gz", zap.Error(err))
+		return nil
+	}
+	if head == "" || o.Repo.Known(ctx, head) {
+		return nil
+	}
+	tracked, err := o.Repo.Runner.Command("ls-files", "-z").Dir(o.Repo.Dir).String(ctx)
+	if err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(o.Repo.Dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	for _, f := range strings.Split(tracked, "\x00") {
+		if f != "" {
+			_ = root.Remove(filepath.FromSlash(f))
+		}
+	}
+	found, _, err := o.S3.RestoreProjectArchive(ctx)
+	if err != nil {
+		return err
+	}
+	res.SourceRestored = found
+	log.Info("project-src.tar.gz is newer than the durable .git (turns made in s3): work tree taken from S3",
+		zap.String("sourceHead", head))
 	return nil
 }

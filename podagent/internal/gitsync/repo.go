@@ -50,6 +50,9 @@ func (r *Repo) Init(ctx context.Context) error {
 // repack while a snapshot may run), no hooks, no signing, stable output.
 func (r *Repo) Configure(ctx context.Context) error {
 	settings := [][2]string{
+		// A durable object written by the API (dual_shadow) comes from a
+		// bare copy: the pod's repository always has a work tree.
+		{"core.bare", "false"},
 		{"gc.auto", "0"},
 		{"gc.autoDetach", "false"},
 		{"maintenance.auto", "false"},

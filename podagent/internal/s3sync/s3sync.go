@@ -247,6 +247,24 @@ func (s *S3Sync) WriteProjectArchive(ctx context.Context) error {
 	return s.putFile(ctx, objstore.SourceKey(s.opts.ProjectID), f.Name(), objstore.PutOptions{})
 }
 
+// ProjectArchiveHead returns the head recorded in project-src.tar.gz ("" if
+// none or no object), reading only the first bytes.
+func (s *S3Sync) ProjectArchiveHead(ctx context.Context) (string, error) {
+	rc, _, err := s.opts.Store.Get(ctx, objstore.SourceKey(s.opts.ProjectID))
+	if errors.Is(err, objstore.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	defer rc.Close()
+	zr, err := gzip.NewReader(bufio.NewReaderSize(rc, 4096))
+	if err != nil {
+		return "", nil
+	}
+	return wire.SourceHead(zr.Header.Comment), nil
+}
+
 // RestoreProjectArchive extracts <projectId>/project-src.tar.gz into the
 // workspace (cold start in s3 and dual_shadow). It reports whether the
 // object existed and the head it records ("" when none).
