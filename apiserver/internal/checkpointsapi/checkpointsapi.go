@@ -323,14 +323,14 @@ func (a *API) Diff(c echo.Context) error {
 
 // StatusResponse is the body of GET …/checkpoints/status.
 type StatusResponse struct {
-	ProjectID      string            `json:"projectId"`
-	Head           string            `json:"head"`
-	Branch         string            `json:"branch"`
-	SyncMode       string            `json:"syncMode"`
+	ProjectID string `json:"projectId"`
+	Head      string `json:"head"`
+	Branch    string `json:"branch"`
+	SyncMode  string `json:"syncMode"`
 	// ReadSource is where the project's current files are read from: s3
 	// in s3 and dual_shadow, git in git_only (docs/sync-modes.md §5).
-	ReadSource string        `json:"readSource"`
-	Source     *SourceStatus `json:"source,omitempty"`
+	ReadSource     string            `json:"readSource"`
+	Source         *SourceStatus     `json:"source,omitempty"`
 	LastCheckpoint *store.Checkpoint `json:"lastCheckpoint"`
 	Durable        DurableStatus     `json:"durable"`
 	Published      *PublishedStatus  `json:"published"`

@@ -1,14 +1,9 @@
 package checkpointsapi
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -17,6 +12,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
 	"github.com/svc-dev/svc/apiserver/internal/runtime"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -65,34 +61,15 @@ func (a *API) Restore(c echo.Context) error {
 		}
 		return apierr.Internal(err)
 	}
-	body, _ := json.Marshal(wire.RestoreRequest{SHA: sha})
-	rctx, cancel := context.WithTimeout(ctx, RestoreTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(rctx, http.MethodPost, strings.TrimSuffix(ep.URL.String(), "/")+"/agent/restore", bytes.NewReader(body))
-	if err != nil {
-		return apierr.Internal(err)
+	pc := &internalapi.PodClient{BaseURL: ep.URL.String(), Token: ep.Token,
+		HTTP: &http.Client{Transport: ep.Transport}, Timeout: RestoreTimeout}
+	out, err := pc.Restore(ctx, wire.RestoreRequest{SHA: sha})
+	if se, ok := internalapi.AsStatus(err); ok && (se.Status == http.StatusNotFound || se.Status == http.StatusConflict) {
+		return &apierr.Error{Status: se.Status, Type: apierr.TypeInvalidRequest, Code: se.Body.Error.Code, Message: se.Body.Error.Message}
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+ep.Token)
-	resp, err := (&http.Client{Transport: ep.Transport}).Do(req)
 	if err != nil {
 		return &apierr.Error{Status: http.StatusBadGateway, Type: apierr.TypeServer, Code: "restore_failed",
-			Message: "The agent could not be reached for the rollback.", Cause: err}
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode != http.StatusOK {
-		var eb wire.ErrorBody
-		_ = json.Unmarshal(b, &eb)
-		if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusConflict {
-			return &apierr.Error{Status: resp.StatusCode, Type: apierr.TypeInvalidRequest, Code: eb.Error.Code, Message: eb.Error.Message}
-		}
-		return &apierr.Error{Status: http.StatusBadGateway, Type: apierr.TypeServer, Code: "restore_failed",
-			Message: "The agent could not commit the rollback.", Cause: fmt.Errorf("pod answered %d: %s", resp.StatusCode, b)}
-	}
-	var out wire.RestoreResponse
-	if err := json.Unmarshal(b, &out); err != nil {
-		return apierr.Internal(err)
+			Message: "The agent could not commit the rollback.", Cause: err}
 	}
 	return c.JSON(http.StatusOK, out)
 }

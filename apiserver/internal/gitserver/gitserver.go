@@ -416,4 +416,3 @@ func (l *limitReader) Read(p []byte) (int, error) {
 	l.n -= int64(n)
 	return n, err
 }
-

@@ -70,9 +70,9 @@ type Result struct {
 	// lists the large files downloaded from <projectId>/assets/.
 	SourceRestored bool
 	Assets         []string
-	DepsRestored            bool
-	Head                    string
-	Took                    time.Duration
+	DepsRestored   bool
+	Head           string
+	Took           time.Duration
 	// Phases is where the time went: restore, reset, fsck, lfs on the main
 	// path; deps runs concurrently with reset..lfs and is its own duration;
 	// depsWait is how long the main path waited for it at the end.

@@ -34,10 +34,11 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/testhook"
 	"github.com/svc-dev/svc/podagent/internal/webhook"
 	"github.com/svc-dev/svc/shared/gitrun"
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/objstore"
-	"github.com/svc-dev/svc/shared/syncmode"
 	fsstore "github.com/svc-dev/svc/shared/objstore/fs"
 	s3store "github.com/svc-dev/svc/shared/objstore/s3"
+	"github.com/svc-dev/svc/shared/syncmode"
 )
 
 // Options configure Start.
@@ -62,11 +63,11 @@ type Options struct {
 
 // Pod is a running pod.
 type Pod struct {
-	Config    *config.Config
-	Repo      *gitsync.Repo
-	Sync      *gitsync.GitWorkspaceSync
-	Durable   *durable.Persister
-	Recorder  *checkpoints.Recorder
+	Config   *config.Config
+	Repo     *gitsync.Repo
+	Sync     *gitsync.GitWorkspaceSync
+	Durable  *durable.Persister
+	Recorder *checkpoints.Recorder
 	// Assets offloads large files in s3 and dual_shadow (and holds the
 	// legacy offload that git_only migrates to git-lfs).
 	Assets    *assets.Assets
@@ -166,7 +167,7 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 		SetSuppressProjectArchive: setSuppress,
 	}, log.Named("degrade"))
 	p.Durable = durable.New(durable.Options{Store: o.Store, ProjectID: cfg.ProjectID, Workspace: ws, Runner: runner, Log: log})
-	client := &checkpoints.Client{BaseURL: cfg.APIURL, ProjectID: cfg.ProjectID, Token: cfg.RuntimeToken, HTTP: o.HTTPClient}
+	client := &internalapi.Client{BaseURL: cfg.APIURL, ProjectID: cfg.ProjectID, Token: cfg.RuntimeToken, HTTP: o.HTTPClient}
 	p.Recorder, err = checkpoints.Open(filepath.Join(ws, ".git", durable.StateDirName, "checkpoints.json"), client, log)
 	if err != nil {
 		return nil, err
@@ -221,7 +222,7 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 		}})
 	// Webhook channel: the agent's tool loop ends each turn with p.Turn.
 	wdeps, err := webhook.PodDeps(webhook.PodOptions{APIURL: cfg.APIURL, ProjectID: cfg.ProjectID,
-		RuntimeToken: cfg.RuntimeToken, Workspace: ws, Committer: p, Settings: o.Webhook, Log: log, HTTP: o.HTTPClient,
+		RuntimeToken: cfg.RuntimeToken, API: client, Workspace: ws, Committer: p, Settings: o.Webhook, Log: log, HTTP: o.HTTPClient,
 		Ready: func() error {
 			if p.Durable.Fenced() {
 				return durable.ErrFenced
