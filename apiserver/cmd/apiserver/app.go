@@ -22,6 +22,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/config"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/janitor"
+	"github.com/svc-dev/svc/apiserver/internal/lfsgc"
 	"github.com/svc-dev/svc/apiserver/internal/objstoreopen"
 	"github.com/svc-dev/svc/apiserver/internal/pairing"
 	"github.com/svc-dev/svc/apiserver/internal/parity"
@@ -101,7 +102,7 @@ func runAdmin(ctx context.Context, args []string) error {
 
 func (a *app) adminEnv() *admin.Env {
 	return &admin.Env{Store: a.store, Catalog: a.cat, RuntimeSecret: []byte(a.cfg.RuntimeAuthSecret),
-		Out: os.Stdout, Publish: publishFunc,
+		Out: os.Stdout, Publish: publishFunc, Log: a.log,
 		Objects: func(ctx context.Context) (objstore.Store, error) {
 			o, err := objstoreopen.Open(ctx, a.cfg, a.log)
 			return o.Store, err
@@ -162,6 +163,16 @@ func serve(ctx context.Context, args []string, dev bool) error {
 		go servePprof(a.cfg.PprofAddr, a.log)
 	}
 	go (&janitor.Janitor{Store: a.store, Log: a.log.Named("janitor")}).Run(ctx, janitor.Interval)
+	// Large-file retention (spec 10.3): unreachable objects past the grace period.
+	lgc := &lfsgc.GC{Objects: objs.Store, Log: a.log, Metrics: lfsgc.NewMetrics(srv.Registry)}
+	go lgc.Job(ctx, func(ctx context.Context) ([]string, error) {
+		ps, err := a.store.ProjectsInModes(ctx)
+		ids := make([]string, 0, len(ps))
+		for _, p := range ps {
+			ids = append(ids, p.ID)
+		}
+		return ids, err
+	}, lfsgc.DefaultInterval)
 	// Parity of the rollout (spec 10.6.4): svc_parity_mismatches{mode}.
 	go (&parity.Checker{Store: a.store, Objects: objs.Store}).Job(ctx, parity.NewGauge(srv.Registry), parity.JobInterval,
 		parity.Window, func(err error) { a.log.Warn("parity check", zap.Error(err)) })

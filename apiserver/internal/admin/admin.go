@@ -14,8 +14,11 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/svc-dev/svc/apiserver/internal/apikey"
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
+	"github.com/svc-dev/svc/apiserver/internal/lfsgc"
 	"github.com/svc-dev/svc/apiserver/internal/parity"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/shared/objstore"
@@ -35,6 +38,8 @@ type Env struct {
 	// Objects opens the object store (parity-check reads project-src
 	// heads); nil skips what needs it.
 	Objects func(ctx context.Context) (objstore.Store, error)
+	// Log receives per-object lines of lfs gc (nil: none).
+	Log *zap.Logger
 }
 
 type command struct {
@@ -271,6 +276,26 @@ func init() {
 			return nil, err
 		}
 		return ShowUsage(ctx, env, *ws)
+	})
+	register("lfs gc", "--project P [--dry-run] [--grace 168h]  (delete large-file objects no ref or tag reaches, spec 10.3)", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
+		id, dry, grace := fs.String("project", "", ""), fs.Bool("dry-run", false, ""), fs.Duration("grace", lfsgc.DefaultGrace, "")
+		if err := parse(fs, args, "project"); err != nil {
+			return nil, err
+		}
+		if *grace < time.Hour {
+			return nil, fmt.Errorf("%w: --grace must be at least 1h (an in-flight push must never be collected)", ErrUsage)
+		}
+		if _, err := env.Store.GetProject(ctx, *id); err != nil {
+			return nil, err
+		}
+		if env.Objects == nil {
+			return nil, errors.New("lfs gc needs the object store")
+		}
+		objs, err := env.Objects(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return (&lfsgc.GC{Objects: objs, Grace: *grace, Log: env.Log}).Project(ctx, *id, *dry)
 	})
 	register("parity-check", "[--project P] [--since 24h]  (one checkpoint row per turn, spec 10.6.4; exit 1 on a mismatch)", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
 		id, since := fs.String("project", "", ""), fs.Duration("since", 24*time.Hour, "")
