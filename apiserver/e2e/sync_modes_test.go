@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
@@ -16,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svc-dev/svc/shared/objstore"
+	s3store "github.com/svc-dev/svc/shared/objstore/s3"
 	"github.com/svc-dev/svc/shared/testenv"
 	"github.com/svc-dev/svc/shared/wire"
 )
@@ -37,7 +40,7 @@ type modePod struct {
 
 type modeEnv struct {
 	*env
-	t       *testing.T
+	t       testing.TB
 	s3      testenv.S3Env
 	api     *api
 	apiURL  string // what pods dial (a fault proxy in front of the API when set)
@@ -51,7 +54,7 @@ func (m *modeEnv) s3Vars() []string {
 		"SVC_S3_ACCESS_KEY=" + m.s3.AccessKey, "SVC_S3_SECRET_KEY=" + m.s3.SecretKey}
 }
 
-func newModeEnv(t *testing.T) *modeEnv {
+func newModeEnv(t testing.TB) *modeEnv {
 	e := newEnv(t)
 	m := &modeEnv{env: e, t: t, s3: testenv.MinIO(t)}
 	m.api = e.startAPI(m.s3Vars()...)
@@ -83,6 +86,17 @@ func (m *modeEnv) adminRun(args ...string) (map[string]any, int) {
 		m.t.Fatalf("admin %v: exit %d, not JSON: %s\n%s", args, code, out.String(), errb.String())
 	}
 	return res, code
+}
+
+// countObjects counts the project's objects under <projectId>/<prefix>.
+func (m *modeEnv) countObjects(prefix string) int {
+	m.t.Helper()
+	objs, err := s3store.New(context.Background(), s3store.Config{Endpoint: m.s3.Endpoint, Bucket: m.s3.Bucket,
+		AccessKey: m.s3.AccessKey, SecretKey: m.s3.SecretKey})
+	must(m.t, err)
+	n := 0
+	must(m.t, objs.List(context.Background(), m.project+"/"+prefix, func(objstore.ObjectInfo) error { n++; return nil }))
+	return n
 }
 
 func (m *modeEnv) setMode(mode string) {
@@ -157,8 +171,9 @@ func (p *modePod) turn(t testing.TB, files map[string][]byte) string {
 
 func randomBytes(t testing.TB, n int) []byte {
 	b := make([]byte, n)
-	_, err := rand.Read(b)
-	must(t, err)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand does not fail on Linux
+	}
 	return b
 }
 
@@ -389,6 +404,15 @@ func TestSyncModeTransitions(t *testing.T) {
 				if _, ok := listed[name]; !ok {
 					t.Fatalf("stage %d: %s missing from the s3 read: %v", i, name, listed)
 				}
+			}
+		}
+		if mode == "git_only" && i == 2 {
+			// dual_shadow → git_only: the offloaded asset migrated to
+			// git-lfs on pod start (spec 10.3): its asset key is gone and
+			// its bytes are a large-file object.
+			assets, lfsObjs := m.countObjects("assets/"), m.countObjects("lfs/objects/")
+			if assets != 0 || lfsObjs == 0 {
+				t.Fatalf("after the git_only start: %d asset keys, %d lfs objects; want 0 and ≥ 1", assets, lfsObjs)
 			}
 		}
 		if i+1 < len(stages) {
