@@ -436,21 +436,46 @@ func TestSyncModeTransitions(t *testing.T) {
 	}
 }
 
-// Rollback: POST …/checkpoints/{sha}/restore makes a new commit whose tree
-// is the checkpoint's, persisted and recorded like a turn.
-func TestRollbackRestoresACheckpoint(t *testing.T) {
+// Rollback through the API: POST …/checkpoints/{sha}/restore reaches the
+// project's pod (started by the API's local runtime driver with the mode
+// of the project row) and makes a new commit whose tree is the
+// checkpoint's, persisted and recorded like a turn; unknown and malformed
+// shas are refused.
+func TestRollbackThroughTheAPI(t *testing.T) {
 	for _, mode := range []string{"git_only", "dual_shadow"} {
 		t.Run(mode, func(t *testing.T) {
-			m := newModeEnv(t)
+			e := newEnv(t)
+			s3 := testenv.MinIO(t)
+			m := &modeEnv{env: e, t: t, s3: s3}
+			bin, err := podagentBinary()
+			must(t, err)
+			dataDir := t.TempDir()
+			m.api = e.startAPI(append(m.s3Vars(), "SVC_DATA_DIR="+dataDir, "SVC_PODAGENT_BIN="+bin)...)
+			acc := e.account("free")
+			m.key = acc.key
+			m.project = e.admin("project", "create", "--workspace", acc.workspace, "--name", "site")["id"].(string)
 			m.setMode(mode)
-			p := m.startPod(mode, "")
-			first := p.turn(t, map[string][]byte{"index.html": []byte("v1\n")})
-			p.turn(t, map[string][]byte{"index.html": []byte("v2\n"), "extra.txt": []byte("x\n")})
-			// The API reaches the pod through its runtime driver; here
-			// the test's pod is called directly by the restore route of
-			// the pod itself, and the API's route is checked for input.
-			resp, body := do(t, http.MethodPost, p.URL+"/agent/restore", p.token,
-				[]byte(`{"sha":"`+first+`"}`), http.Header{"Content-Type": {"application/json"}})
+			base := m.api.URL + "/api/projects/" + m.project
+			publish := func(sub string) string {
+				t.Helper()
+				resp, body := do(t, http.MethodPost, base+"/publish", m.key, []byte(`{"subdomain":"`+sub+`"}`),
+					http.Header{"Content-Type": {"application/json"}})
+				if resp.StatusCode != 200 {
+					t.Fatalf("publish: %d %s", resp.StatusCode, body)
+				}
+				var out wire.GitFlushResponse
+				must(t, json.Unmarshal(body, &out))
+				return out.SHA
+			}
+			publish("boot") // starts the pod (seed commit)
+			ws := filepath.Join(dataDir, "runtimes", m.project, "workspace")
+			must(t, os.WriteFile(filepath.Join(ws, "index.html"), []byte("v1\n"), 0o644))
+			first := publish("one")
+			must(t, os.WriteFile(filepath.Join(ws, "index.html"), []byte("v2\n"), 0o644))
+			must(t, os.WriteFile(filepath.Join(ws, "extra.txt"), []byte("x\n"), 0o644))
+			publish("two")
+
+			resp, body := do(t, http.MethodPost, base+"/checkpoints/"+first+"/restore", m.key, nil, nil)
 			if resp.StatusCode != 200 {
 				t.Fatalf("restore: %d %s", resp.StatusCode, body)
 			}
@@ -459,19 +484,20 @@ func TestRollbackRestoresACheckpoint(t *testing.T) {
 			if len(out.SHA) != 40 || out.RestoredFrom != first {
 				t.Fatalf("restore answer %+v", out)
 			}
-			checkFiles(t, p.workspace, map[string][]byte{"index.html": []byte("v1\n"), "extra.txt": nil})
+			checkFiles(t, ws, map[string][]byte{"index.html": []byte("v1\n"), "extra.txt": nil})
+			// The rollback is the durable head and has its row (turn 3).
+			if _, st := m.read("/checkpoints/status"); st["head"] != out.SHA {
+				t.Fatalf("status head %v, want the rollback commit %s", st["head"], out.SHA)
+			}
 			rep, code := m.parity()
 			if res := projectResult(t, rep); res["status"] != "ok" || res["lastTurn"].(float64) != 3 || code != 0 {
 				t.Fatalf("parity after rollback: %v (exit %d)", res, code)
 			}
-			resp, body = do(t, http.MethodPost, p.URL+"/agent/restore", p.token,
-				[]byte(`{"sha":"0123456789abcdef0123456789abcdef01234567"}`), http.Header{"Content-Type": {"application/json"}})
-			if resp.StatusCode != 404 {
-				t.Fatalf("restore of an unknown commit: %d %s", resp.StatusCode, body)
-			}
-			resp, body = do(t, http.MethodPost, m.api.URL+"/api/projects/"+m.project+"/checkpoints/not-a-sha/restore", m.key, nil, nil)
-			if resp.StatusCode != 400 {
-				t.Fatalf("API restore with a bad sha: %d %s", resp.StatusCode, body)
+			for sha, want := range map[string]int{"0123456789abcdef0123456789abcdef01234567": 404, "not-a-sha": 400} {
+				resp, body := do(t, http.MethodPost, base+"/checkpoints/"+sha+"/restore", m.key, nil, nil)
+				if resp.StatusCode != want {
+					t.Errorf("restore %s: %d %s, want %d", sha, resp.StatusCode, body, want)
+				}
 			}
 		})
 	}
