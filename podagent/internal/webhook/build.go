@@ -89,10 +89,10 @@ func PodDeps(o PodOptions) (Deps, error) {
 	return Deps{
 		Channel: &channelcfg.Client{APIURL: o.APIURL, ProjectID: o.ProjectID, Token: o.RuntimeToken, HTTP: o.HTTP,
 			TTL: s.ChannelConfigTTL},
-		Agent:        agent,
-		Callbacks:    cb,
-		Outbox:       ob,
-		Journal:      journal,
+		Agent:     agent,
+		Callbacks: cb,
+		Outbox:    ob,
+		Journal:   journal,
 
 		Activity:     act,
 		Ready:        o.Ready,
