@@ -141,7 +141,7 @@ func serve(ctx context.Context, args []string, dev bool) error {
 		Upstream:      upstream.New(upstream.Options{HeaderTimeout: a.cfg.UpstreamTimeout}),
 		RuntimeSecret: []byte(a.cfg.RuntimeAuthSecret), MaxBodyBytes: a.cfg.MaxBodyBytes,
 		Hydrate: hyd, ObjectsHandler: objs.Handler, Objects: objs.Store,
-		AgentProxy: proxy, Pairing: hub, Relay: relay,
+		AgentProxy: proxy, Pairing: hub, Relay: relay, AnswerDeadline: a.cfg.WebhookAnswerDeadline,
 	})
 	if a.cat.HasDevProvider() {
 		a.log.Warn("models are served by the built-in dev provider (no model behind replies); set SVC_UPSTREAM_BASE_URL for a real upstream")

@@ -28,7 +28,9 @@
 package agentproxy
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -47,6 +49,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
 	"github.com/svc-dev/svc/apiserver/internal/runtime"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // DefaultTimeout bounds one proxied exchange. It is above the agent's own
@@ -82,7 +85,12 @@ type Proxy struct {
 	// the project is the runtime token's, the agent path follows /relay, and
 	// the X-Forwarded-* headers of the first hop are kept.
 	Relay bool
-	Log   *zap.Logger
+	// Accepted, when set, records an async message the agent accepted (its
+	// 202 to POST .../incoming), before the 202 reaches the caller
+	// (outboxapi.API.RecordAccepted). A failure is logged: the pod's own
+	// journal still holds the message.
+	Accepted func(ctx context.Context, projectID, correlationID string) error
+	Log      *zap.Logger
 }
 
 // NewTransport returns the transport for agents reached over the network: no
@@ -178,6 +186,10 @@ func (p *Proxy) serve(c echo.Context, proj store.Project) error {
 		ModifyResponse: func(res *http.Response) error {
 			// The API's request id is the one the caller sees.
 			res.Header.Del(echo.HeaderXRequestID)
+			if res.StatusCode == http.StatusAccepted && req.Method == http.MethodPost && rest == incomingPath &&
+				p.Accepted != nil && !p.Relay {
+				p.recordAccepted(ctx, log, proj.ID, res)
+			}
 			return nil
 		},
 		ErrorHandler: func(_ http.ResponseWriter, _ *http.Request, err error) { proxyErr = err },
@@ -188,6 +200,31 @@ func (p *Proxy) serve(c echo.Context, proj store.Project) error {
 		return p.upstreamError(req.Context(), ctx, log, proxyErr)
 	}
 	return nil
+}
+
+// incomingPath is the agent path of the webhook channel's messages.
+const incomingPath = "/agent/channels/webhook/incoming"
+
+// recordAccepted reads the correlationId of an async acceptance (the body
+// is put back unchanged) and records it.
+func (p *Proxy) recordAccepted(ctx context.Context, log *zap.Logger, projectID string, res *http.Response) {
+	body, err := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+	_ = res.Body.Close()
+	res.Body = io.NopCloser(bytes.NewReader(body))
+	var acc wire.WebhookAccepted
+	if err == nil {
+		err = json.Unmarshal(body, &acc)
+	}
+	if err == nil && acc.CorrelationID == "" {
+		err = errors.New("no correlationId in the 202")
+	}
+	if err == nil {
+		err = p.Accepted(context.WithoutCancel(ctx), projectID, acc.CorrelationID)
+	}
+	if err != nil {
+		log.Error("recording an accepted async message failed; only the pod's journal holds it",
+			zap.String("correlationId", acc.CorrelationID), zap.Error(err))
+	}
 }
 
 // onceTransport makes sure the round tripper below never replays a request:

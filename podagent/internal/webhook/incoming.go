@@ -439,6 +439,10 @@ func (h *Handler) deliver(t *turn, reply string) {
 		h.d.Activity.Update(outID, func(e *wire.ActivityEvent) {
 			e.Status, e.Attempts, e.FinishedAt = wire.ActivityDelivered, res.Attempts, h.now()
 		})
+		// The API's record of the accepted message is closed by a notice
+		// (journaled by the relay before the message leaves the journal).
+		h.d.Outbox.Put(t.cfg.ChannelID, wire.OutboxMessage{ID: newID("obx_"), CorrelationID: t.corr,
+			Metadata: metadataOrEmpty(t.in.Metadata), CreatedAt: h.now(), Status: wire.OutboxStatusDelivered})
 		h.journalDone(t)
 		return
 	}
