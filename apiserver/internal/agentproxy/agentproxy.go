@@ -171,6 +171,10 @@ func (p *Proxy) serve(c echo.Context, proj store.Project) error {
 			out.URL.RawQuery = pr.In.URL.RawQuery
 			out.Host = ep.URL.Host
 			out.Header.Set("Authorization", "Bearer "+ep.Token)
+			// The caller's 100-continue was answered by this server when the
+			// body was first read; the agent must not send one of its own
+			// (see informational).
+			out.Header.Del("Expect")
 			if id := c.Response().Header().Get(echo.HeaderXRequestID); id != "" {
 				out.Header.Set(echo.HeaderXRequestID, id)
 			}
@@ -196,7 +200,7 @@ func (p *Proxy) serve(c echo.Context, proj store.Project) error {
 		ErrorHandler: func(_ http.ResponseWriter, _ *http.Request, err error) { proxyErr = err },
 		ErrorLog:     zap.NewStdLog(log),
 	}
-	rp.ServeHTTP(c.Response(), req.WithContext(ctx))
+	rp.ServeHTTP(informational{c.Response()}, req.WithContext(ctx))
 	if proxyErr != nil {
 		return p.upstreamError(req.Context(), ctx, log, proxyErr)
 	}
@@ -227,6 +231,23 @@ func (p *Proxy) recordAccepted(ctx context.Context, log *zap.Logger, projectID s
 			zap.String("correlationId", acc.CorrelationID), zap.Error(err))
 	}
 }
+
+// informational passes 1xx answers the reverse proxy relays (100 Continue,
+// 103 Early Hints) to the connection without committing echo's response:
+// echo takes any WriteHeader as final, so the agent's real status (a 400,
+// 413 or 504) would otherwise reach the caller as 200 (issue 8, item 4).
+type informational struct{ *echo.Response }
+
+func (w informational) WriteHeader(code int) {
+	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols && !w.Committed {
+		w.Response.Writer.WriteHeader(code)
+		return
+	}
+	w.Response.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach echo's writer (flushes).
+func (w informational) Unwrap() http.ResponseWriter { return w.Response }
 
 // onceTransport makes sure the round tripper below never replays a request:
 // net/http retries a request on a broken keep-alive connection when it thinks
