@@ -138,4 +138,3 @@ func (c *Console) SignOut(ec echo.Context) error {
 	c.setCookie(ec, SessionCookie, "", -1)
 	return ec.Redirect(http.StatusSeeOther, "/console/sign-in")
 }
-

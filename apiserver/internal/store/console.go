@@ -22,9 +22,9 @@ func ValidRole(r string) bool { return r == RoleOwner || r == RoleMember }
 // token, the row only its SHA-256. ExpiresAt is the absolute expiry; the idle
 // expiry is measured from LastSeenAt.
 type Session struct {
-	TokenHash  string    `gorm:"primaryKey"`
+	TokenHash  string `gorm:"primaryKey"`
 	UserID     string
-	CSRFToken  string    `gorm:"column:csrf_token"`
+	CSRFToken  string `gorm:"column:csrf_token"`
 	CreatedAt  time.Time
 	LastSeenAt time.Time
 	ExpiresAt  time.Time
