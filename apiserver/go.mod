@@ -21,7 +21,13 @@ require (
 	gorm.io/gorm v1.31.2
 )
 
-require github.com/standard-webhooks/standard-webhooks/libraries v0.0.1
+require (
+	github.com/chromedp/cdproto v0.159.0
+	github.com/chromedp/chromedp v0.23.0
+	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1
+)
+
+require github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
