@@ -143,6 +143,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS("#create-key")),
 		chromedp.WaitVisible(chromedp.CSS("#new-key")))
 	key := value(b, "new key", chromedp.Value(chromedp.CSS("#new-key")))
+	assertNoSidewaysScroll(b, "the keys page with a new key")
 	b.screenshot("02-keys-created")
 	if !strings.HasPrefix(key, "svc_sk_") {
 		t.Fatalf("new key %q", key)
@@ -236,6 +237,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if !strings.Contains(testResult, "200") || !strings.Contains(testResult, "I wrote notes/console.txt") {
 		t.Fatalf("test message result: %q", testResult)
 	}
+	assertNoSidewaysScroll(b, "the channel editor")
 	b.screenshot("04-channel-editor")
 
 	// Publish (over HTTP with the account's key), then the graph shows the
@@ -299,9 +301,16 @@ func TestConsoleInBrowser(t *testing.T) {
 	// Phone width.
 	b.run("phone width", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile), chromedp.Navigate(b.base+projPath+"/channel"),
 		chromedp.WaitVisible(chromedp.CSS("#incoming")))
-	overflow := value(b, "no horizontal scroll", chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth + 1`))
-	if overflow {
-		t.Error("the channel editor scrolls sideways at phone width")
-	}
+	assertNoSidewaysScroll(b, "the channel editor at phone width")
 	b.screenshot("10-channel-phone")
+}
+
+// assertNoSidewaysScroll fails when the page is wider than its viewport.
+func assertNoSidewaysScroll(b *browserRun, what string) {
+	b.t.Helper()
+	widths := value(b, "widths of "+what, chromedp.Evaluate[[]int](
+		`[document.documentElement.scrollWidth, document.documentElement.clientWidth]`))
+	if len(widths) != 2 || widths[0] > widths[1] {
+		b.t.Errorf("%s scrolls sideways: content %v px wide", what, widths)
+	}
 }

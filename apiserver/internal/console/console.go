@@ -191,7 +191,13 @@ func (c *Console) errorPage(ec echo.Context, status int, msg string) error {
 }
 
 var funcs = template.FuncMap{
-	"credits": func(micro int64) string { return fmt.Sprintf("%.2f", float64(micro)/1e6) },
+	"credits": credits,
+	"age": func(sec *float64) string {
+		if sec == nil {
+			return "—"
+		}
+		return time.Duration(*sec * float64(time.Second)).Round(time.Second).String()
+	},
 	"ago":     ago,
 	"when": func(t any) string {
 		switch v := t.(type) {
@@ -231,6 +237,16 @@ var funcs = template.FuncMap{
 		return ""
 	},
 	"lines": func(s string) []string { return strings.Split(strings.TrimSuffix(s, "\n"), "\n") },
+}
+
+// credits shows millionths of a credit with two decimals, or up to six
+// when the amount is smaller than a cent.
+func credits(micro int64) string {
+	v := float64(micro) / 1e6
+	if micro != 0 && micro < 10_000 && micro > -10_000 {
+		return strings.TrimRight(fmt.Sprintf("%.6f", v), "0")
+	}
+	return fmt.Sprintf("%.2f", v)
 }
 
 func ago(t time.Time) string {

@@ -2,6 +2,7 @@ package console
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"time"
 
@@ -166,10 +167,7 @@ func buildChart(rows []store.UsageDay, start time.Time, metric string) chart {
 	if ch.Max > 0 {
 		ch.Empty = false
 	}
-	scaleMax := ch.Max
-	if scaleMax == 0 {
-		scaleMax = 1
-	}
+	scaleMax := niceMax(ch.Max, metric)
 	plotH := float64(h - bottom - top)
 	slot := float64(w-left) / ChartDays
 	for i, v := range vals {
@@ -196,4 +194,17 @@ func buildChart(rows []store.UsageDay, start time.Time, metric string) chart {
 		ch.Ticks = append(ch.Ticks, chartTick{Y: float64(h-bottom) - v/scaleMax*plotH, Label: formatValue(v, metric)})
 	}
 	return ch
+}
+
+// niceMax is the top of the chart's scale: ch.Max rounded up so that the
+// four tick steps are whole numbers for counts.
+func niceMax(v float64, metric string) float64 {
+	if v <= 0 {
+		return 4
+	}
+	if metric == "credits" {
+		return v
+	}
+	step := math.Ceil(v / 4)
+	return step * 4
 }
