@@ -62,6 +62,19 @@ type testResult struct {
 	OK     bool
 }
 
+// baseURL is the server's external base URL: PublicURL, or the scheme and
+// host the request came to.
+func (c *Console) baseURL(ec echo.Context) string {
+	if c.o.PublicURL != "" {
+		return strings.TrimSuffix(c.o.PublicURL, "/")
+	}
+	scheme := "http"
+	if ec.Request().TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + ec.Request().Host
+}
+
 func (c *Console) channelData(ec echo.Context, p page, newSecret string) (channelData, error) {
 	proj := projectFrom(ec)
 	ctx := ec.Request().Context()
@@ -75,15 +88,7 @@ func (c *Console) channelData(ec echo.Context, p page, newSecret string) (channe
 		d.Headers = append(d.Headers, headerRow{k, v})
 	}
 	sort.Slice(d.Headers, func(i, j int) bool { return d.Headers[i].Name < d.Headers[j].Name })
-	base := c.o.PublicURL
-	if base == "" {
-		scheme := "http"
-		if ec.Request().TLS != nil {
-			scheme = "https"
-		}
-		base = scheme + "://" + ec.Request().Host
-	}
-	d.IncomingURL = strings.TrimSuffix(base, "/") + "/api/projects/" + proj.ID + "/agent-proxy/agent/channels/webhook/incoming"
+	d.IncomingURL = c.baseURL(ec) + "/api/projects/" + proj.ID + "/agent-proxy/agent/channels/webhook/incoming"
 	secret := "<SIGNING_SECRET>"
 	if newSecret != "" {
 		secret = newSecret

@@ -21,6 +21,7 @@ type keysData struct {
 	Created *admin.KeyCreated
 	Name    string
 	Owner   bool
+	Base    string
 }
 
 // KeysPage is GET /console/w/{ws}/keys (Settings › API keys).
@@ -39,7 +40,7 @@ func (c *Console) keysPage(ec echo.Context, status int, created *admin.KeyCreate
 		keys[i], keys[j] = keys[j], keys[i]
 	}
 	p.Flash, p.Error = flash, errMsg
-	p.Data = keysData{Keys: keys, Created: created, Owner: isOwner(p)}
+	p.Data = keysData{Keys: keys, Created: created, Owner: isOwner(p), Base: c.baseURL(ec)}
 	return c.render(ec, status, "keys", p)
 }
 
