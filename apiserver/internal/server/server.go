@@ -21,6 +21,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/auth"
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
 	"github.com/svc-dev/svc/apiserver/internal/checkpointsapi"
+	"github.com/svc-dev/svc/apiserver/internal/console"
 	"github.com/svc-dev/svc/apiserver/internal/gitserver"
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
@@ -66,6 +67,10 @@ type Deps struct {
 	// delivered by then is served by the outbox as unanswered (0: the
 	// outboxapi default).
 	AnswerDeadline time.Duration
+	// Console mounts the web console and the JSON key API with these
+	// options (issue 13; nil: not mounted). The server fills in its own
+	// store, catalog, authenticator, checkpoint reads and runtime.
+	Console *console.Options
 }
 
 // Server is the assembled HTTP server.
@@ -77,7 +82,9 @@ type Server struct {
 	// Outbox is the durable webhook outbox (the pod's POST and the
 	// integrations' long-poll).
 	Outbox *outboxapi.API
-	deps   Deps
+	// Console is the web console (nil when Deps.Console is nil).
+	Console *console.Console
+	deps    Deps
 }
 
 // New wires every route.
@@ -139,6 +146,9 @@ func New(d Deps) *Server {
 	}
 	if d.ObjectsHandler != nil {
 		e.Any(objstoreopen.FSBasePath+"/*", echo.WrapHandler(d.ObjectsHandler))
+	}
+	if d.Console != nil {
+		s.registerConsole(e, *d.Console)
 	}
 	return s
 }
