@@ -40,7 +40,7 @@ func (a *API) Restore(c echo.Context) error {
 		return apierr.Internal(errors.New("checkpointsapi: no runtime"))
 	}
 	if ReadSource(proj) == ReadSourceGit || proj.CloudSyncMode == "dual_shadow" {
-		r, err := a.acquire(c)
+		r, err := a.acquire(c.Request().Context(), httpmw.ProjectFrom(c).ID, c.Response().Header())
 		if err != nil {
 			return err
 		}

@@ -103,7 +103,7 @@ func (a *API) Files(c echo.Context) error {
 		}
 		return c.JSON(http.StatusOK, resp)
 	}
-	r, err := a.acquire(c)
+	r, err := a.acquire(c.Request().Context(), httpmw.ProjectFrom(c).ID, c.Response().Header())
 	if errors.Is(errors.Unwrap(err), hydrate.ErrNotFound) || isNotFound(err) {
 		return c.JSON(http.StatusOK, resp)
 	}

@@ -44,6 +44,9 @@ type Config struct {
 	RuntimeStartTimeout time.Duration
 	RuntimeStopGrace    time.Duration
 	AgentProxyTimeout   time.Duration
+	// WebhookAnswerDeadline: accepted async messages not answered by then
+	// show up in the outbox as unanswered (issue 8).
+	WebhookAnswerDeadline time.Duration
 }
 
 type option struct {
@@ -83,6 +86,13 @@ var options = []option{
 	{flag: "callback-allowed-nets", env: "SVC_CALLBACK_ALLOWED_NETS", usage: "CIDRs callbacks may reach despite the SSRF guard", set: str(func(c *Config) *string { return &c.CallbackAllowed })},
 	{flag: "runtime-start-timeout", env: "SVC_RUNTIME_START_TIMEOUT", def: "60s", usage: "local driver: a pod cold start, from exec to a ready /readyz", set: func(c *Config, v string) (err error) { c.RuntimeStartTimeout, err = time.ParseDuration(v); return }},
 	{flag: "runtime-stop-grace", env: "SVC_RUNTIME_STOP_GRACE", def: "25s", usage: "local driver: time between SIGTERM and SIGKILL of a pod", set: func(c *Config, v string) (err error) { c.RuntimeStopGrace, err = time.ParseDuration(v); return }},
+	{flag: "webhook-answer-deadline", env: "SVC_WEBHOOK_ANSWER_DEADLINE", def: "30m", usage: "an accepted async webhook message neither answered nor delivered by then shows up in the outbox as unanswered", set: func(c *Config, v string) (err error) {
+		c.WebhookAnswerDeadline, err = time.ParseDuration(v)
+		if err == nil && c.WebhookAnswerDeadline <= 0 {
+			err = errors.New("must be positive")
+		}
+		return
+	}},
 	{flag: "agent-proxy-timeout", env: "SVC_AGENT_PROXY_TIMEOUT", def: "150s", usage: "agent-proxy: one exchange with the agent (above the 120 s sync reply timeout)", set: func(c *Config, v string) (err error) { c.AgentProxyTimeout, err = time.ParseDuration(v); return }},
 }
 
