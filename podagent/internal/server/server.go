@@ -116,11 +116,11 @@ func restore(o Options) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		var req wire.RestoreRequest
 		if err := c.Bind(&req); err != nil || !validSHA(req.SHA) {
-			return &Error{Status: http.StatusBadRequest, Code: "invalid_sha", Type: "invalid_request_error", Message: "body must be JSON {sha} with a full hex commit id"}
+			return poderr.New("invalid_sha", "body must be JSON {sha} with a full hex commit id")
 		}
 		resp, err := o.Restorer.Restore(c.Request().Context(), req.SHA)
 		if errors.Is(err, gitsync.ErrUnknownCommit) {
-			return &Error{Status: http.StatusNotFound, Code: "commit_not_found", Type: "invalid_request_error", Message: "the project has no commit " + req.SHA}
+			return poderr.New("commit_not_found", "the project has no commit "+req.SHA)
 		}
 		if err != nil {
 			return mapFlushError(err)
