@@ -287,7 +287,12 @@ func (p *Pod) ShutdownSteps() shutdown.Steps {
 		},
 		S3Flush: func(ctx context.Context, force bool) error {
 			testhook.Reach(testhook.BeforeS3Flush)
-			return p.S3.Flush(ctx, force)
+			var assetsErr error
+			if !gitOnly {
+				// Large files are uploaded at shutdown too (spec 2.7).
+				assetsErr = p.Assets.Push(ctx)
+			}
+			return errors.Join(assetsErr, p.S3.Flush(ctx, force))
 		},
 		ForceProjectArchive: gitOnly,
 		Log:                 p.log,
