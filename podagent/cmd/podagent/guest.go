@@ -105,7 +105,8 @@ func (x *exporter) OpenRepoArchive(ctx context.Context) (io.ReadCloser, error) {
 	return rc, err
 }
 
-func (x *exporter) SnapshotHEAD(ctx context.Context) (string, error) { return x.p.Sync.SnapshotHEAD(ctx) }
+func (x *exporter) SnapshotHEAD(ctx context.Context) (string, error) {
+	return x.p.Sync.SnapshotHEAD(ctx)
+}
 
 func (x *exporter) Workspace() string { return x.p.Repo.Dir }
-

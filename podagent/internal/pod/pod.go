@@ -75,8 +75,8 @@ type Pod struct {
 
 	log       *zap.Logger
 	afterTurn func()
-	bgCancel context.CancelFunc
-	bgDone   chan struct{}
+	bgCancel  context.CancelFunc
+	bgDone    chan struct{}
 }
 
 // OpenStore opens the configured object store.

@@ -189,7 +189,10 @@ func (h *Host) rescueDisk(ctx context.Context, p *project) (bool, error) {
 	var errs []error
 	if _, err := os.Stat(filepath.Join(ws, ".git", "HEAD")); err == nil {
 		pr, pw := pipe()
-		go func() { _, err := repoarchive.Create(pw, filepath.Join(ws, ".git"), repoarchive.Options{}); pw.CloseWithError(err) }()
+		go func() {
+			_, err := repoarchive.Create(pw, filepath.Join(ws, ".git"), repoarchive.Options{})
+			pw.CloseWithError(err)
+		}()
 		if err := h.putFenced(ctx, p, objstore.RepoKey(p.id), pr); err != nil {
 			errs = append(errs, fmt.Errorf(".git: %w", err))
 		} else {
