@@ -1,6 +1,7 @@
 // Package guestimage builds what a micro-VM guest boots (spec 10.5, "Micro-VM
 // runtimes"): an uncompressed kernel taken from the host's Debian cloud kernel
-// and a gzip newc initramfs holding the static podagent (as /init), git with
+// and an uncompressed newc initramfs (the kernel would spend seconds
+// inflating a gzip one under TCG) holding the static podagent (as /init), git with
 // the shared libraries it links, and the virtio kernel modules the cloud
 // kernel ships as modules (virtio-mmio, virtio-blk, virtio-net). Both files
 // are cached under CacheDir by a hash of every input, so a host builds an
@@ -10,7 +11,6 @@ package guestimage
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"crypto/sha256"
 	"debug/elf"
 	"encoding/hex"
@@ -27,7 +27,7 @@ import (
 )
 
 // format changes whenever the layout below changes, so caches rebuild.
-const format = "svc-guest-image-1"
+const format = "svc-guest-image-2"
 
 // Modules are the kernel modules the guest loads (with their dependencies,
 // from modules.dep): the microvm machine's virtio-mmio transport, the
@@ -40,7 +40,7 @@ const ModuleList = "/etc/svc-modules"
 
 // Options name the inputs; empty fields take the host's defaults.
 type Options struct {
-	// CacheDir holds <hash>/vmlinux and <hash>/initramfs.gz.
+	// CacheDir holds <hash>/vmlinux and <hash>/initramfs.cpio.
 	CacheDir string
 	// Agent is the podagent binary for the guest; it must be static
 	// (CGO_ENABLED=0): the guest has no Go runtime libraries.
@@ -93,7 +93,7 @@ func Build(o Options) (Image, error) {
 	}
 	sum := hex.EncodeToString(h.Sum(nil))[:16]
 	dir := filepath.Join(o.CacheDir, sum)
-	img := Image{Kernel: filepath.Join(dir, "vmlinux"), Initrd: filepath.Join(dir, "initramfs.gz"),
+	img := Image{Kernel: filepath.Join(dir, "vmlinux"), Initrd: filepath.Join(dir, "initramfs.cpio"),
 		KernelVersion: filepath.Base(o.ModulesDir), Hash: sum}
 	if exists(img.Kernel) && exists(img.Initrd) {
 		return img, nil
@@ -285,11 +285,7 @@ func findLib(name string) (string, error) {
 }
 
 func writeInitramfs(w io.Writer, agent string, mods, files []string) error {
-	zw, err := gzip.NewWriterLevel(w, gzip.BestSpeed)
-	if err != nil {
-		return err
-	}
-	c := &cpioWriter{w: zw}
+	c := &cpioWriter{w: w}
 	dirs := map[string]bool{}
 	mkdir := func(d string) {
 		var parts []string
@@ -338,10 +334,7 @@ func writeInitramfs(w io.Writer, agent string, mods, files []string) error {
 	}
 	c.File("/etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/podagent\n"))
 	c.File("/etc/group", 0o644, []byte("root:x:0:\n"))
-	if err := c.Close(); err != nil {
-		return err
-	}
-	return zw.Close()
+	return c.Close()
 }
 
 func hashFile(h io.Writer, path string) error {

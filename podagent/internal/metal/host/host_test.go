@@ -54,7 +54,7 @@ func newWorld(t *testing.T, project, token string, afterDisk func(ctx context.Co
 	pipe := pipeBinary(t)
 	w := &world{store: store, gw: gw, stopped: make(chan [2]string, 16), dir: t.TempDir()}
 	w.h, err = host.New(host.Options{Store: store, Image: img, Dir: w.dir, APIURL: gw.URL, DiskMB: 128,
-		ExportInterval: time.Hour, Snapshots: true, PipeCommand: []string{pipe, "pipe"}, Registry: prometheus.NewRegistry(),
+		ExportInterval: time.Hour, Snapshots: true, StartTimeout: 5 * time.Minute, PipeCommand: []string{pipe, "pipe"}, Registry: prometheus.NewRegistry(),
 		Log: zaptest.NewLogger(t), AfterDisk: afterDisk,
 		OnStopped: func(id, state string) { w.stopped <- [2]string{id, state} }})
 	if err != nil {

@@ -151,6 +151,14 @@ func (c Config) args() ([]string, error) {
 		netdev += fmt.Sprintf(",guestfwd=tcp:%s-cmd:%s", g.Addr, cmdline)
 	}
 	kargs := "console=ttyS0 reboot=t panic=-1 quiet"
+	if c.Accel == "tcg" {
+		// Under TCG the guest's TSC is the host's, but calibrating it against
+		// the emulated PIT fails on a busy host and the boot then crawls:
+		// tell the kernel the frequency and skip the delay-loop calibration.
+		if khz := hostTSCkHz(); khz > 0 {
+			kargs += fmt.Sprintf(" tsc_early_khz=%d tsc=reliable lpj=%d", khz, khz*1000/250)
+		}
+	}
 	if c.Append != "" {
 		kargs += " " + c.Append
 	}
@@ -300,3 +308,23 @@ func (v *VM) Quit(grace time.Duration) {
 
 // ErrExited is returned when QEMU is gone.
 var ErrExited = errors.New("vm: QEMU has exited")
+
+// hostTSCkHz is the host CPU's clock in kHz from /proc/cpuinfo (0 when
+// unknown).
+func hostTSCkHz() int {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if ok && strings.TrimSpace(k) == "cpu MHz" {
+			mhz, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				return 0
+			}
+			return int(mhz * 1000)
+		}
+	}
+	return 0
+}
