@@ -1,7 +1,6 @@
 package host_test
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -176,9 +176,6 @@ func must(t testing.TB, err error) {
 	}
 }
 
-var _ = tar.TypeReg
-var _ = archivetest.StoredEntries
-var _ = testutil.ToFloat64
 
 // One guest through its life: cold boot from storage (hydrate, pre-hydrate
 // ref), a webhook turn through the relay, export, suspend with snapshot,
@@ -218,5 +215,110 @@ func TestGuestLifecycle(t *testing.T) {
 	}
 	if len(w.gw.Records()) == 0 {
 		t.Fatal("no checkpoint record reached the API through the relay")
+	}
+
+	// Suspend: everything exported (the source archive too), VM state saved.
+	st, err = w.h.Stop(ctx, project, wire.MetalStopSuspend)
+	must(t, err)
+	w.waitStopped(t, project, host.StateSuspended)
+	if src := archivetest.StoredEntries(t, w.store, objstore.SourceKey(project)); src["hello.txt"] != "hi from the guest\n" {
+		t.Fatalf("source archive at suspend: %v", src)
+	}
+	// Resume: the snapshot's archives are unchanged, so it is used.
+	st, err = w.h.Ensure(ctx, project, token)
+	must(t, err)
+	if st.BootKind != "snapshot" {
+		t.Fatalf("resume: %+v", st)
+	}
+	if n := testutil.ToFloat64(w.h.Metrics.StaleSnapshotSkipped); n != 0 {
+		t.Fatalf("stale snapshots %v", n)
+	}
+
+	// A turn, then QEMU dies before any export: the reaper rescues the
+	// disk (the guest cannot answer) and nothing is lost.
+	w.turn(t, st, token, "second.txt", "written before the crash\n")
+	must(t, syscall.Kill(st.PID, syscall.SIGKILL))
+	w.waitStopped(t, project, host.StateRescued)
+	git = repoOf(t, w.store, project)
+	if got := git("show", "HEAD:second.txt"); got != "written before the crash" {
+		t.Fatalf("second.txt at the rescued HEAD: %q", got)
+	}
+	if data := archivetest.StoredEntries(t, w.store, objstore.DataKey(project)); data["second.txt"] != "written before the crash\n" {
+		t.Fatalf("data archive after the rescue: %v", data)
+	}
+	if n := testutil.ToFloat64(w.h.Metrics.RescueFailedQuarantined); n != 0 {
+		t.Fatalf("quarantined %v after a successful rescue", n)
+	}
+
+	// Cold boot from the rescued archives, suspend with a snapshot, then
+	// another writer overwrites the data archive: the snapshot is stale.
+	st, err = w.h.Ensure(ctx, project, token)
+	must(t, err)
+	if st.BootKind != "cold" {
+		t.Fatalf("boot after the rescue: %+v", st)
+	}
+	_, err = w.h.Stop(ctx, project, wire.MetalStopSuspend)
+	must(t, err)
+	w.waitStopped(t, project, host.StateSuspended)
+	emptyData(t, w.store, project)
+	st, err = w.h.Ensure(ctx, project, token)
+	must(t, err)
+	if st.BootKind != "cold" || testutil.ToFloat64(w.h.Metrics.StaleSnapshotSkipped) != 1 {
+		t.Fatalf("after overwriting an archive: %+v, stale skipped %v", st, testutil.ToFloat64(w.h.Metrics.StaleSnapshotSkipped))
+	}
+
+	// The disk becomes unreadable while the VM is frozen, then QEMU dies:
+	// neither the guest nor the disk can be read, so the disk is
+	// quarantined with a note and the metric counts it.
+	must(t, syscall.Kill(st.PID, syscall.SIGSTOP))
+	zeroFile(t, filepath.Join(w.dir, "projects", project, "disk.ext4"))
+	must(t, syscall.Kill(st.PID, syscall.SIGKILL))
+	w.waitStopped(t, project, host.StateQuarantined)
+	if n := testutil.ToFloat64(w.h.Metrics.RescueFailedQuarantined); n != 1 {
+		t.Fatalf("metal_rescue_failed_quarantined_total = %v", n)
+	}
+	notes, _ := filepath.Glob(filepath.Join(w.dir, "quarantine", project+"-*.json"))
+	if len(notes) != 1 {
+		t.Fatalf("quarantine notes: %v", notes)
+	}
+	var note struct {
+		ProjectID, Reason, Disk string
+		Errors                  []string
+	}
+	b, err := os.ReadFile(notes[0])
+	must(t, err)
+	must(t, json.Unmarshal(b, &note))
+	if note.ProjectID != project || note.Disk == "" || len(note.Errors) == 0 {
+		t.Fatalf("note: %s", b)
+	}
+	if _, err := os.Stat(note.Disk); err != nil {
+		t.Fatalf("quarantined disk: %v", err)
+	}
+}
+
+// emptyData replaces the data archive with a valid empty one, as another
+// writer would (the overwrite that makes a snapshot stale).
+func emptyData(t *testing.T, store objstore.Store, project string) {
+	t.Helper()
+	var b bytes.Buffer
+	_, err := archive.CreateTarGz(&b, t.TempDir(), archive.CreateOptions{})
+	must(t, err)
+	_, err = store.Put(context.Background(), objstore.DataKey(project), bytes.NewReader(b.Bytes()), int64(b.Len()), objstore.PutOptions{})
+	must(t, err)
+}
+
+// zeroFile overwrites a file with zeros, keeping its size.
+func zeroFile(t *testing.T, path string) {
+	t.Helper()
+	fi, err := os.Stat(path)
+	must(t, err)
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	must(t, err)
+	defer f.Close()
+	zero := make([]byte, 1<<20)
+	for off := int64(0); off < fi.Size(); off += int64(len(zero)) {
+		if _, err := f.WriteAt(zero[:min(int64(len(zero)), fi.Size()-off)], off); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

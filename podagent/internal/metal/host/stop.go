@@ -294,6 +294,9 @@ func (h *Host) currentSnapshot(ctx context.Context, id string, log *zap.Logger) 
 			log.Warn("snapshot skipped: an archive it recorded was overwritten; cold booting from storage",
 				zap.String("key", key), zap.String("recordedETag", want), zap.String("currentETag", got), zap.Error(err))
 			h.dropSnapshot(id)
+			// Everything on the disk was exported before the snapshot was
+			// taken, and storage is newer now: the disk is spent too.
+			_ = os.Remove(h.diskPath(id))
 			return nil, false
 		}
 	}
