@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/svc-dev/svc/podagent/internal/agentloop/fakegateway"
+	"github.com/svc-dev/svc/podagent/internal/metal/disk"
 	"github.com/svc-dev/svc/podagent/internal/metal/host"
 	"github.com/svc-dev/svc/podagent/internal/metal/metaltest"
 	"github.com/svc-dev/svc/shared/archive"
@@ -176,14 +177,19 @@ func must(t testing.TB, err error) {
 	}
 }
 
-
-// One guest through its life: cold boot from storage (hydrate, pre-hydrate
-// ref), a webhook turn through the relay, export, suspend with snapshot,
-// resume, a turn then kill -9 of QEMU (rescue from the disk: nothing lost),
-// a stale snapshot skipped, and an unreadable disk quarantined.
+// One guest through its life (guests are few: TCG boots take seconds):
+// cold boot from storage (hydrate, pre-hydrate ref) into a workspace owned
+// by another user (GIT_UNUSABLE logged, remedy applied: every later turn
+// still commits), a webhook turn through the relay, export, suspend with
+// snapshot, resume, a turn then kill -9 of QEMU (rescue from the disk:
+// nothing lost), a stale snapshot skipped, and an unreadable disk
+// quarantined.
 func TestGuestLifecycle(t *testing.T) {
 	const project, token = "prj_metal", "svc_rt_prj_metal.test"
-	w := newWorld(t, project, token, nil)
+	tools := &disk.Tools{}
+	w := newWorld(t, project, token, func(ctx context.Context, _, image string) error {
+		return tools.SetOwner(ctx, image, "/workspace", 1234) // a foreign-owned workspace
+	})
 	seed(t, w.store, project)
 	ctx := context.Background()
 
@@ -191,6 +197,11 @@ func TestGuestLifecycle(t *testing.T) {
 	must(t, err)
 	if st.State != host.StateRunning || st.BootKind != "cold" || st.URL == "" {
 		t.Fatalf("status after start: %+v", st)
+	}
+	console, err := os.ReadFile(filepath.Join(w.dir, "projects", project, "run", "console.log"))
+	must(t, err)
+	if !strings.Contains(string(console), "GIT_UNUSABLE") || !strings.Contains(string(console), "safe.directory") {
+		t.Fatalf("no GIT_UNUSABLE diagnostic with its remedy on the guest console:\n%s", console)
 	}
 	w.turn(t, st, token, "hello.txt", "hi from the guest\n")
 	must(t, w.h.Export(ctx, project, false))
