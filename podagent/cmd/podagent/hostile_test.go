@@ -4,7 +4,10 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"io/fs"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +19,7 @@ import (
 
 	"github.com/svc-dev/svc/shared/archive"
 	"github.com/svc-dev/svc/shared/objstore"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // hostileGitDir builds a real repository whose .git/config would run
@@ -171,5 +175,37 @@ func TestRestoreRefusesLinksInGitArchive(t *testing.T) {
 				t.Fatal("a .git was put in place")
 			}
 		})
+	}
+}
+
+// Issue 8, item 8: /agent/git-flush had no body limit (the whole body was
+// read into memory and a tag message of any size written). Beyond 64 KiB it
+// answers 413, with or without a Content-Length, and nothing is tagged.
+func TestGitFlushBodyLimit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "fs")
+	p := e.start()
+	body := `{"tag":"publish/site/1700000001","tagMessage":"` + strings.Repeat("m", 100<<10) + `"}`
+	for _, chunked := range []bool{false, true} {
+		var r io.Reader = strings.NewReader(body)
+		if chunked {
+			r = io.MultiReader(r) // no Content-Length
+		}
+		req, _ := http.NewRequest(http.MethodPost, "http://"+p.addr+"/agent/git-flush", r)
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var eb wire.ErrorBody
+		_ = json.NewDecoder(resp.Body).Decode(&eb)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || eb.Error.Code != "request_too_large" {
+			t.Fatalf("chunked=%v: %d %+v", chunked, resp.StatusCode, eb)
+		}
+	}
+	if out, _ := exec.Command("git", "-C", e.ws, "tag", "-l").Output(); len(bytes.TrimSpace(out)) != 0 {
+		t.Fatalf("tagged: %s", out)
 	}
 }
