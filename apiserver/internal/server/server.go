@@ -33,6 +33,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/tracing"
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/objstore"
 )
 
@@ -115,11 +116,11 @@ func New(d Deps) *Server {
 		api.Register(e.Group(prefix, api.Observe, httpmw.APIKey(a)))
 	}
 
-	internal := e.Group("/internal/projects/:id", httpmw.Runtime(a, "id"))
-	internal.POST("/chat/completions", api.ChatCompletions, api.Observe)
+	internal := e.Group(internalapi.ProjectGroup, httpmw.Runtime(a, "id"))
+	internal.POST(internalapi.PathChatCompletions, api.ChatCompletions, api.Observe)
 	s.registerInternal(internal)
 	if d.Relay != nil {
-		internal.Any("/relay/*", d.Relay.Handle)
+		internal.Any(internalapi.PathRelay+"/*", d.Relay.Handle)
 	}
 
 	if d.Hydrate != nil {

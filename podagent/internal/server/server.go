@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/podagent/internal/gitsync"
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/runtimetoken"
 	"github.com/svc-dev/svc/shared/wire"
 )
@@ -54,8 +55,8 @@ func New(o Options) *echo.Echo {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(log)
 
-	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
-	e.GET("/readyz", func(c echo.Context) error {
+	e.GET(internalapi.PodHealthz, func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
+	e.GET(internalapi.PodReadyz, func(c echo.Context) error {
 		if o.Ready != nil {
 			if err := o.Ready(); err != nil {
 				return &Error{Status: http.StatusServiceUnavailable, Code: "not_ready", Type: "unavailable", Message: err.Error()}
@@ -64,10 +65,9 @@ func New(o Options) *echo.Echo {
 		return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 	})
 	if o.Registry != nil {
-		e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{})))
+		e.GET(internalapi.PodMetrics, echo.WrapHandler(promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{})))
 	}
-	agent := e.Group("/agent", RequireRuntimeToken(o.RuntimeToken))
-	agent.POST("/git-flush", gitFlush(o))
+	e.POST(internalapi.PodGitFlush, gitFlush(o), RequireRuntimeToken(o.RuntimeToken))
 	return e
 }
 
