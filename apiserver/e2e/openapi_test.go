@@ -130,9 +130,10 @@ func TestOpenAPICheckCatchesDrift(t *testing.T) {
 	}
 	req, _ := http.NewRequest(http.MethodGet, a.URL+"/v1/models/svc-2-0", nil)
 	for name, bad := range map[string]string{
-		"missing created": `{"id":"svc-2-0","object":"model","owned_by":"svc"}`,
-		"wrong object":    `{"id":"svc-2-0","object":"list","created":1,"owned_by":"svc"}`,
-		"bad error type":  `{"error":{"message":"m","type":"oops","code":"c"}}`,
+		"missing created":    `{"id":"svc-2-0","object":"model","owned_by":"svc"}`,
+		"wrong object":       `{"id":"svc-2-0","object":"list","created":1,"owned_by":"svc"}`,
+		"error without type": `{"error":{"message":"m","code":"c"}}`,
+		"bare error":         `{"error":"boom"}`,
 	} {
 		if err := checkOpenAPI(req, resp, []byte(bad)); err == nil {
 			t.Errorf("%s: accepted %s", name, bad)

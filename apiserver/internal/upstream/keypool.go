@@ -82,3 +82,17 @@ func (p *keyPool) available(now time.Time) bool {
 	}
 	return false
 }
+
+// soonest is the key whose cooldown ends first (for a model with no
+// alternative to wait for).
+func (p *keyPool) soonest() *poolKey {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var k *poolKey
+	for _, c := range p.keys {
+		if k == nil || c.coolUntil.Before(k.coolUntil) {
+			k = c
+		}
+	}
+	return k
+}

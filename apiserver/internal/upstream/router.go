@@ -152,6 +152,9 @@ type Answer struct {
 // down (its breaker open, or all its provider's keys cooling).
 var ErrNoDeployment = errors.New("upstream: every deployment of the model is cooling down")
 
+// noDone stands in for a breaker's report when the breaker is bypassed.
+func noDone(error) {}
+
 // errAttemptFailed is what a deployment's breaker counts as a failure.
 var errAttemptFailed = errors.New("upstream attempt failed")
 
@@ -199,17 +202,20 @@ func (r *Router) Send(ctx context.Context, model catalog.Model, body func(catalo
 			}
 		}
 	)
+	// Cooldowns steer traffic to an alternative; a model with one deployment
+	// has none, so its breaker and key cooldowns never refuse a request
+	// (the upstream's own answer reaches the client instead of a 503).
+	lone := len(model.Deployments) == 1
+	var timedOut []bool // deployments that already cost a full header timeout
 	for round := 0; a.Attempts < r.o.MaxAttempts; round++ {
 		if round > 0 {
-			if !r.anyAvailable(model) {
+			if !lone && !r.anyAvailable(model) {
 				break
 			}
-			wait := r.backoff(round)
 			if hint > r.o.BackoffMax {
 				break // the upstream asked for more than we wait
 			}
-			wait = max(wait, hint)
-			if err := r.sleep(ctx, wait); err != nil {
+			if err := r.sleep(ctx, max(r.backoff(round), hint)); err != nil {
 				break
 			}
 			hint = 0
@@ -220,18 +226,28 @@ func (r *Router) Send(ctx context.Context, model catalog.Model, body func(catalo
 			if dep == nil { // a catalog the router was not built from
 				return a, fmt.Errorf("%w: deployment %s unknown to the router", ErrUnavailable, d.Name())
 			}
-			for a.Attempts < r.o.MaxAttempts {
+			if timedOut != nil && timedOut[i] {
+				continue
+			}
+			for tries := 0; a.Attempts < r.o.MaxAttempts; tries++ {
 				var key *poolKey
 				if !dep.pool.empty() {
 					if key, _ = dep.pool.pick(r.now()); key == nil {
-						break // every key cooling down
+						if !lone || tries > 0 {
+							break // every key cooling down
+						}
+						key = dep.pool.soonest()
 					}
 				}
-				done, err := dep.breaker.Allow()
-				if err != nil {
-					break // open, or its one probe is out
+				done := noDone
+				if !lone {
+					var err error
+					if done, err = dep.breaker.Allow(); err != nil {
+						break // open, or its one probe is out
+					}
 				}
 				if bodies[i] == nil {
+					var err error
 					if bodies[i], err = body(d); err != nil {
 						done(nil)
 						return a, err
@@ -248,6 +264,12 @@ func (r *Router) Send(ctx context.Context, model catalog.Model, body func(catalo
 					return a, nil
 				}
 				lastErr = err
+				if errors.Is(err, ErrTimeout) {
+					if timedOut == nil {
+						timedOut = make([]bool, len(model.Deployments))
+					}
+					timedOut[i] = true
+				}
 				if resp != nil {
 					if outcomeOf(resp.StatusCode) == outcomeRejected {
 						return a, nil // the request's own fault: the caller maps it

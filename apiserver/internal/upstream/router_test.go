@@ -223,3 +223,42 @@ func TestRouterMetricsNeverShowKeys(t *testing.T) {
 		t.Fatalf("ok on a/k2 = %v (k1 cools down after its 429)", got)
 	}
 }
+
+// A model with one deployment has no alternative: its breaker and key
+// cooldowns never refuse a request, a 429 reaches the caller with its
+// Retry-After, and a stalled deployment is not waited for twice.
+func TestRouterLoneDeployment(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, RouterOptions{BreakerFailures: 1})
+	lone := catalog.Model{ID: "one", Deployments: []catalog.Deployment{{Provider: "b", UpstreamModel: "up-b"}}}
+	f.cat.Models = append(f.cat.Models, lone)
+	f.r = NewRouter(New(Options{HeaderTimeout: 300 * time.Millisecond}), f.cat, RouterOptions{BreakerFailures: 1,
+		BackoffBase: time.Millisecond, BackoffMax: 5 * time.Millisecond})
+	send := func() Answer {
+		a, err := f.r.Send(context.Background(), lone, func(d catalog.Deployment) ([]byte, error) {
+			return []byte(`{"model":"up-b","messages":[{"role":"user","content":"hi"}]}`), nil
+		})
+		if err != nil && !strings.Contains(err.Error(), "timed out") {
+			t.Fatal(err)
+		}
+		if a.Resp != nil {
+			io.Copy(io.Discard, a.Resp.Body)
+			a.Resp.Body.Close()
+		}
+		return a
+	}
+	f.b.Sequence(fakeupstream.Reply{Status: 429, RetryAfter: "7"}, fakeupstream.Reply{Status: 500}, fakeupstream.Reply{Text: "ok"})
+	if a := send(); a.Resp.StatusCode != 429 || a.Attempts != 1 || a.Resp.Header.Get("Retry-After") != "7" {
+		t.Fatalf("429: %d after %d attempts", a.Resp.StatusCode, a.Attempts)
+	}
+	// Its only key cools down, the breaker opens after the 500: both are
+	// ignored, and the retry answers.
+	if a := send(); a.Resp == nil || a.Resp.StatusCode != 200 || a.Attempts != 2 {
+		t.Fatalf("after a cooldown: %+v", a)
+	}
+	f.b.Sequence(fakeupstream.Reply{Stall: true})
+	before := len(f.b.Requests())
+	if a := send(); a.Attempts != 1 || len(f.b.Requests()) != before+1 {
+		t.Fatalf("a stall was retried: %d attempts", a.Attempts)
+	}
+}
