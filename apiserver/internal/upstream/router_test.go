@@ -262,3 +262,19 @@ func TestRouterLoneDeployment(t *testing.T) {
 		t.Fatalf("a stall was retried: %d attempts", a.Attempts)
 	}
 }
+
+func TestDevContentParts(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		content any
+		want    string
+	}{
+		{"plain", "plain"},
+		{[]any{map[string]any{"type": "text", "text": "a"}, map[string]any{"type": "image_url"}, map[string]any{"type": "text", "text": "b"}}, "a b"},
+		{nil, ""},
+	} {
+		if got := contentText(tc.content); got != tc.want {
+			t.Errorf("contentText(%v) = %q, want %q", tc.content, got, tc.want)
+		}
+	}
+}
