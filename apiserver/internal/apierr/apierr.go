@@ -48,6 +48,7 @@ var Statuses = map[string]int{
 	"upstream_error":        http.StatusBadGateway,
 	"upstream_unavailable":  http.StatusBadGateway,
 	"upstream_timeout":      http.StatusGatewayTimeout,
+	"upstream_cooling_down": http.StatusServiceUnavailable, // every deployment's breaker open (issue 12)
 	"publish_failed":        http.StatusBadGateway,
 	"agent_unavailable":     http.StatusServiceUnavailable,
 	"service_unavailable":   http.StatusServiceUnavailable,
