@@ -198,7 +198,7 @@ var funcs = template.FuncMap{
 		}
 		return time.Duration(*sec * float64(time.Second)).Round(time.Second).String()
 	},
-	"ago":     ago,
+	"ago": ago,
 	"when": func(t any) string {
 		switch v := t.(type) {
 		case time.Time:
