@@ -25,6 +25,8 @@ build:
 	@mkdir -p $(BIN)
 	cd apiserver && $(GO) build -o $(BIN)/apiserver ./cmd/apiserver
 	cd podagent && $(GO) build -o $(BIN)/podagent ./cmd/podagent
+	cd podagent && $(GO) build -o $(BIN)/metalhost ./cmd/metalhost
+	cd podagent && CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/podagent-guest ./cmd/podagent
 
 run: build
 	SVC_DATA_DIR=$(DATA_DIR) SVC_PODAGENT_BIN=$(BIN)/podagent $(BIN)/apiserver dev

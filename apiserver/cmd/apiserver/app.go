@@ -27,6 +27,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/pairing"
 	"github.com/svc-dev/svc/apiserver/internal/runtime"
 	"github.com/svc-dev/svc/apiserver/internal/runtime/local"
+	"github.com/svc-dev/svc/apiserver/internal/runtime/metal"
 	"github.com/svc-dev/svc/apiserver/internal/server"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
@@ -142,7 +143,7 @@ func serve(ctx context.Context, args []string, dev bool) error {
 		Upstream:      upstream.New(upstream.Options{HeaderTimeout: a.cfg.UpstreamTimeout}),
 		RuntimeSecret: []byte(a.cfg.RuntimeAuthSecret), MaxBodyBytes: a.cfg.MaxBodyBytes,
 		Hydrate: hyd, ObjectsHandler: objs.Handler, Objects: objs.Store,
-		AgentProxy: proxy, Pairing: hub, Relay: relay,
+		AgentProxy: proxy, Pairing: hub, Relay: relay, AnswerDeadline: a.cfg.WebhookAnswerDeadline,
 		Console: &console.Options{PublicURL: objstoreopen.PublicURL(a.cfg),
 			SecureCookies: strings.HasPrefix(objstoreopen.PublicURL(a.cfg), "https://")},
 	})
@@ -196,6 +197,15 @@ func (a *app) runtimeDeps(addr net.Addr, advertise string) (*agentproxy.Proxy, *
 			DataDir: c.DataDir, RuntimeSecret: secret, StartTimeout: c.RuntimeStartTimeout, StopGrace: c.RuntimeStopGrace,
 			Env: local.PodEnv(c.Storage, c.S3Endpoint, c.S3Bucket, c.S3AccessKey, c.S3SecretKey, c.S3UseSSL, c.CallbackAllowed),
 			Log: a.log})
+	case metal.Name:
+		d, err := metal.New(metal.Options{HostURL: a.cfg.MetalHostURL, HostToken: a.cfg.MetalHostToken, RuntimeSecret: secret,
+			StartTimeout: a.cfg.RuntimeStartTimeout, Log: a.log})
+		if err != nil {
+			a.log.Error("runtime driver metal is misconfigured; webhook requests of unpaired projects fail with agent_start_failed", zap.Error(err))
+			def = runtime.Unavailable{DriverName: metal.Name, Err: err}
+		} else {
+			def = d
+		}
 	default:
 		a.log.Warn("runtime driver not available in this build; webhook requests of unpaired projects fail with agent_start_failed",
 			zap.String("driver", a.cfg.RuntimeDriver))

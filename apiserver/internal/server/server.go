@@ -7,6 +7,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
@@ -62,6 +63,10 @@ type Deps struct {
 	// replica (an agentproxy.Proxy with Relay set over Pairing.Local(); nil:
 	// not mounted).
 	Relay *agentproxy.Proxy
+	// AnswerDeadline: an accepted async message neither answered nor
+	// delivered by then is served by the outbox as unanswered (0: the
+	// outboxapi default).
+	AnswerDeadline time.Duration
 	// Console mounts the web console and the JSON key API with these
 	// options (issue 13; nil: not mounted). The server fills in its own
 	// store, catalog, authenticator, checkpoint reads and runtime.
@@ -99,6 +104,10 @@ func New(d Deps) *Server {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a := auth.New(d.Store, d.RuntimeSecret, d.Log.Named("auth"))
 	s := &Server{Echo: e, Auth: a, Registry: reg, deps: d, Outbox: outboxapi.New(d.Store, d.Log.Named("outbox"))}
+	s.Outbox.AnswerDeadline = d.AnswerDeadline
+	if d.AgentProxy != nil && d.AgentProxy.Accepted == nil {
+		d.AgentProxy.Accepted = s.Outbox.RecordAccepted
+	}
 
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.ready)
