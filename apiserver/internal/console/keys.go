@@ -19,7 +19,6 @@ const MaxKeyNameLen = 100
 type keysData struct {
 	Keys    []store.APIKey
 	Created *admin.KeyCreated
-	Name    string
 	Owner   bool
 	Base    string
 }
@@ -143,9 +142,6 @@ func (c *Console) KeysAPIAuth(next echo.HandlerFunc) echo.HandlerFunc {
 		return next(ec)
 	}
 }
-
-// KeyJSON is a key in the JSON API (never its secret).
-type KeyJSON = store.APIKey
 
 // ListKeysJSON is GET /api/workspaces/{ws}/keys.
 func (c *Console) ListKeysJSON(ec echo.Context) error {
