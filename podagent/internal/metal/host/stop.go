@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/podagent/internal/metal/guest"
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/objstore"
 	"github.com/svc-dev/svc/shared/repoarchive"
 	"github.com/svc-dev/svc/shared/wire"
@@ -66,7 +67,7 @@ func (h *Host) Stop(ctx context.Context, id, mode string) (wire.MetalProject, er
 // powerOff asks the guest to flush and end, then makes sure QEMU is gone.
 func (h *Host) powerOff(p *project) {
 	if p.vm.Alive() {
-		req, _ := http.NewRequest(http.MethodPost, p.url.JoinPath(wire.MetalPoweroffPath).String(), nil)
+		req, _ := http.NewRequest(http.MethodPost, p.url.JoinPath(internalapi.PodMetalPoweroff).String(), nil)
 		req.Header.Set("Authorization", "Bearer "+p.token)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if resp, err := h.client.Do(req.WithContext(ctx)); err == nil {
