@@ -20,6 +20,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/agentproxy"
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
 	"github.com/svc-dev/svc/apiserver/internal/config"
+	"github.com/svc-dev/svc/apiserver/internal/console"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/janitor"
 	"github.com/svc-dev/svc/apiserver/internal/objstoreopen"
@@ -100,7 +101,7 @@ func runAdmin(ctx context.Context, args []string) error {
 
 func (a *app) adminEnv() *admin.Env {
 	return &admin.Env{Store: a.store, Catalog: a.cat, RuntimeSecret: []byte(a.cfg.RuntimeAuthSecret),
-		Out: os.Stdout, Publish: publishFunc}
+		Out: os.Stdout, In: os.Stdin, PublicURL: objstoreopen.PublicURL(a.cfg), Publish: publishFunc}
 }
 
 func serve(ctx context.Context, args []string, dev bool) error {
@@ -142,7 +143,9 @@ func serve(ctx context.Context, args []string, dev bool) error {
 		Upstream:      upstream.New(upstream.Options{HeaderTimeout: a.cfg.UpstreamTimeout}),
 		RuntimeSecret: []byte(a.cfg.RuntimeAuthSecret), MaxBodyBytes: a.cfg.MaxBodyBytes,
 		Hydrate: hyd, ObjectsHandler: objs.Handler, Objects: objs.Store,
-		AgentProxy: proxy, Pairing: hub, Relay: relay,
+		AgentProxy: proxy, Pairing: hub, Relay: relay, AnswerDeadline: a.cfg.WebhookAnswerDeadline,
+		Console: &console.Options{PublicURL: objstoreopen.PublicURL(a.cfg),
+			SecureCookies: strings.HasPrefix(objstoreopen.PublicURL(a.cfg), "https://")},
 	})
 	if a.cat.HasDevProvider() {
 		a.log.Warn("models are served by the built-in dev provider (no model behind replies); set SVC_UPSTREAM_BASE_URL for a real upstream")

@@ -44,6 +44,9 @@ type Config struct {
 	RuntimeStartTimeout time.Duration
 	RuntimeStopGrace    time.Duration
 	AgentProxyTimeout   time.Duration
+	// WebhookAnswerDeadline: accepted async messages not answered by then
+	// show up in the outbox as unanswered (issue 8).
+	WebhookAnswerDeadline time.Duration
 	// Metal runtime driver (issue 15): the metal host's API.
 	MetalHostURL   string
 	MetalHostToken string
@@ -88,6 +91,13 @@ var options = []option{
 	{flag: "metal-host-url", env: "SVC_METAL_HOST_URL", usage: "metal driver: the metal host's API (podagent/cmd/metalhost)", set: str(func(c *Config) *string { return &c.MetalHostURL })},
 	{flag: "metal-host-token", env: "SVC_METAL_HOST_TOKEN", usage: "metal driver: bearer token of the metal host's API", secret: true, set: str(func(c *Config) *string { return &c.MetalHostToken })},
 	{flag: "runtime-stop-grace", env: "SVC_RUNTIME_STOP_GRACE", def: "25s", usage: "local driver: time between SIGTERM and SIGKILL of a pod", set: func(c *Config, v string) (err error) { c.RuntimeStopGrace, err = time.ParseDuration(v); return }},
+	{flag: "webhook-answer-deadline", env: "SVC_WEBHOOK_ANSWER_DEADLINE", def: "30m", usage: "an accepted async webhook message neither answered nor delivered by then shows up in the outbox as unanswered", set: func(c *Config, v string) (err error) {
+		c.WebhookAnswerDeadline, err = time.ParseDuration(v)
+		if err == nil && c.WebhookAnswerDeadline <= 0 {
+			err = errors.New("must be positive")
+		}
+		return
+	}},
 	{flag: "agent-proxy-timeout", env: "SVC_AGENT_PROXY_TIMEOUT", def: "150s", usage: "agent-proxy: one exchange with the agent (above the 120 s sync reply timeout)", set: func(c *Config, v string) (err error) { c.AgentProxyTimeout, err = time.ParseDuration(v); return }},
 }
 

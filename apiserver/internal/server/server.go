@@ -7,6 +7,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
@@ -20,6 +21,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/auth"
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
 	"github.com/svc-dev/svc/apiserver/internal/checkpointsapi"
+	"github.com/svc-dev/svc/apiserver/internal/console"
 	"github.com/svc-dev/svc/apiserver/internal/gitserver"
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
@@ -61,6 +63,14 @@ type Deps struct {
 	// replica (an agentproxy.Proxy with Relay set over Pairing.Local(); nil:
 	// not mounted).
 	Relay *agentproxy.Proxy
+	// AnswerDeadline: an accepted async message neither answered nor
+	// delivered by then is served by the outbox as unanswered (0: the
+	// outboxapi default).
+	AnswerDeadline time.Duration
+	// Console mounts the web console and the JSON key API with these
+	// options (issue 13; nil: not mounted). The server fills in its own
+	// store, catalog, authenticator, checkpoint reads and runtime.
+	Console *console.Options
 }
 
 // Server is the assembled HTTP server.
@@ -72,7 +82,9 @@ type Server struct {
 	// Outbox is the durable webhook outbox (the pod's POST and the
 	// integrations' long-poll).
 	Outbox *outboxapi.API
-	deps   Deps
+	// Console is the web console (nil when Deps.Console is nil).
+	Console *console.Console
+	deps    Deps
 }
 
 // New wires every route.
@@ -92,6 +104,10 @@ func New(d Deps) *Server {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a := auth.New(d.Store, d.RuntimeSecret, d.Log.Named("auth"))
 	s := &Server{Echo: e, Auth: a, Registry: reg, deps: d, Outbox: outboxapi.New(d.Store, d.Log.Named("outbox"))}
+	s.Outbox.AnswerDeadline = d.AnswerDeadline
+	if d.AgentProxy != nil && d.AgentProxy.Accepted == nil {
+		d.AgentProxy.Accepted = s.Outbox.RecordAccepted
+	}
 
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.ready)
@@ -130,6 +146,9 @@ func New(d Deps) *Server {
 	}
 	if d.ObjectsHandler != nil {
 		e.Any(objstoreopen.FSBasePath+"/*", echo.WrapHandler(d.ObjectsHandler))
+	}
+	if d.Console != nil {
+		s.registerConsole(e, *d.Console)
 	}
 	return s
 }

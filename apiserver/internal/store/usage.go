@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/svc-dev/svc/migrations"
 )
 
 // WindowSpec is one plan window (DESIGN.md, plans file): a rolling window of
@@ -111,4 +113,30 @@ func (s *Store) SumUsage(ctx context.Context, workspaceID string) (UsageTotals, 
 COALESCE(SUM(completion_tokens),0) AS completion_tokens, COALESCE(SUM(reasoning_tokens),0) AS reasoning_tokens,
 COALESCE(SUM(credits_micro),0) AS credits_micro`).Scan(&t).Error
 	return t, err
+}
+
+// UsageDay is one model's usage on one UTC day.
+type UsageDay struct {
+	Day              string `json:"day"` // YYYY-MM-DD
+	Model            string `json:"model"`
+	Requests         int64  `json:"requests"`
+	PromptTokens     int64  `json:"promptTokens"`
+	CompletionTokens int64  `json:"completionTokens"`
+	CreditsMicro     int64  `json:"creditsMicro"`
+}
+
+// UsageByDay sums a workspace's usage records per UTC day and model from
+// since on (the console's usage chart), ordered by day and model.
+func (s *Store) UsageByDay(ctx context.Context, workspaceID string, since time.Time) ([]UsageDay, error) {
+	day := "substr(created_at, 1, 10)" // SQLite keeps UTC times as text, date first
+	if s.dialect == migrations.Postgres {
+		day = "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
+	}
+	var out []UsageDay
+	err := s.db.WithContext(ctx).Model(&UsageRecord{}).
+		Select(day+` AS day, model, COUNT(*) AS requests, COALESCE(SUM(prompt_tokens),0) AS prompt_tokens,
+COALESCE(SUM(completion_tokens),0) AS completion_tokens, COALESCE(SUM(credits_micro),0) AS credits_micro`).
+		Where("workspace_id = ? AND created_at >= ?", workspaceID, since.UTC()).
+		Group(day + ", model").Order("day, model").Scan(&out).Error
+	return out, err
 }
