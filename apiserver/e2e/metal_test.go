@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/shared/archive/archivetest"
-	"github.com/svc-dev/svc/shared/metalapi"
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/objstore"
 	s3store "github.com/svc-dev/svc/shared/objstore/s3"
 	"github.com/svc-dev/svc/shared/testenv"
@@ -89,7 +89,7 @@ func TestMetalWebhookTurnExportsToMinIO(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	host := &metalapi.Client{BaseURL: hostURL, Token: hostToken}
+	host := &internalapi.MetalHostClient{BaseURL: hostURL, Token: hostToken}
 	if _, err := host.Export(ctx, w.project, false); err != nil {
 		t.Fatalf("export: %v", err)
 	}
@@ -107,7 +107,7 @@ func TestMetalWebhookTurnExportsToMinIO(t *testing.T) {
 		t.Fatal("export of a project without a VM succeeded")
 	}
 	// A wrong host token is refused.
-	bad := &metalapi.Client{BaseURL: hostURL, Token: "wrong"}
+	bad := &internalapi.MetalHostClient{BaseURL: hostURL, Token: "wrong"}
 	if _, err := bad.Status(ctx, w.project); err == nil || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("status with a wrong token: %v", err)
 	}

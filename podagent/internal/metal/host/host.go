@@ -170,20 +170,21 @@ type project struct {
 	id, token string
 	dir       string
 
-	mu         sync.Mutex // one export, stop or discard at a time
-	vm         *vm.VM
-	url        *url.URL
-	relay      *relay
-	bootKind   string
-	startedAt  time.Time
-	etags      map[string]string // fencing: the ETag this host last saw per key ("" = absent)
-	lastExport time.Time
-	state      string
-	lastErr    string
-	stopping   bool
-	discarding bool
-	loopStop   chan struct{}
-	loopDone   chan struct{}
+	mu          sync.Mutex // one export, stop or discard at a time
+	vm          *vm.VM
+	url         *url.URL
+	relay       *relay
+	bootKind    string
+	startedAt   time.Time
+	etags       map[string]string // fencing: the ETag this host last saw per key ("" = absent)
+	lastExport  time.Time
+	state       string
+	lastErr     string
+	stopping    bool
+	discardOnce sync.Once
+	discarded   chan struct{} // closed when the discard is done
+	loopStop    chan struct{}
+	loopDone    chan struct{}
 }
 
 func (h *Host) projectDir(id string) string { return filepath.Join(h.o.Dir, "projects", id) }
@@ -279,7 +280,16 @@ func (h *Host) setState(p *project, state, lastErr string) {
 // start boots the project's guest: from its snapshot when still current,
 // else cold.
 func (h *Host) start(ctx context.Context, id, token string) (*project, error) {
-	p := &project{id: id, token: token, dir: h.projectDir(id)}
+	h.mu.Lock()
+	old := h.projects[id]
+	oldRunning := old != nil && old.state == StateRunning
+	h.mu.Unlock()
+	if oldRunning {
+		// Its VM died (running() said so): rescue its disk before a new VM
+		// may take the place (or wait for the reaper doing it).
+		_ = h.discard(ctx, old, "the VM exited before the next start")
+	}
+	p := &project{id: id, token: token, dir: h.projectDir(id), discarded: make(chan struct{})}
 	if err := os.MkdirAll(p.dir, 0o700); err != nil {
 		return nil, err
 	}

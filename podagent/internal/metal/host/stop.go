@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/podagent/internal/metal/guest"
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/objstore"
 	"github.com/svc-dev/svc/shared/repoarchive"
 	"github.com/svc-dev/svc/shared/wire"
@@ -42,6 +43,10 @@ func (h *Host) Stop(ctx context.Context, id, mode string) (wire.MetalProject, er
 	p.mu.Unlock()
 	p.stopLoop()
 	p.mu.Lock()
+	if h.stateOf(p) != StateRunning {
+		p.mu.Unlock()
+		return h.Status(id), nil // discarded while we waited
+	}
 	err := h.exportLocked(ctx, p, true)
 	if err != nil {
 		p.mu.Unlock()
@@ -66,7 +71,7 @@ func (h *Host) Stop(ctx context.Context, id, mode string) (wire.MetalProject, er
 // powerOff asks the guest to flush and end, then makes sure QEMU is gone.
 func (h *Host) powerOff(p *project) {
 	if p.vm.Alive() {
-		req, _ := http.NewRequest(http.MethodPost, p.url.JoinPath(wire.MetalPoweroffPath).String(), nil)
+		req, _ := http.NewRequest(http.MethodPost, p.url.JoinPath(internalapi.PodMetalPoweroff).String(), nil)
 		req.Header.Set("Authorization", "Bearer "+p.token)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if resp, err := h.client.Do(req.WithContext(ctx)); err == nil {
@@ -125,19 +130,32 @@ func (h *Host) Discard(ctx context.Context, id, reason string) error {
 }
 
 func (h *Host) discard(ctx context.Context, p *project, reason string) error {
-	p.mu.Lock()
-	h.mu.Lock()
-	running := p.state == StateRunning
-	h.mu.Unlock()
-	if !running || p.discarding {
-		p.mu.Unlock()
-		return nil // already discarded (the reaper and a caller raced)
+	first := false
+	var err error
+	p.discardOnce.Do(func() {
+		first = true
+		err = h.doDiscard(ctx, p, reason)
+		close(p.discarded)
+	})
+	if !first {
+		<-p.discarded // the reaper and a caller raced: wait for the one discard
 	}
-	p.stopping, p.discarding = true, true
+	return err
+}
+
+func (h *Host) doDiscard(ctx context.Context, p *project, reason string) error {
+	if h.stateOf(p) != StateRunning {
+		return nil
+	}
+	p.mu.Lock()
+	p.stopping = true
 	p.mu.Unlock()
 	p.stopLoop()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if h.stateOf(p) != StateRunning {
+		return nil // a suspend finished while we waited
+	}
 	log := h.log.With(zap.String("projectId", p.id), zap.String("reason", reason))
 	var errs []error
 	if p.vm.Alive() {
@@ -355,4 +373,10 @@ func (h *Host) rescueLeftover(ctx context.Context, p *project, log *zap.Logger) 
 	h.Metrics.RescueFailedQuarantined.Inc()
 	log.Error("a disk left by an earlier host process could not be read; quarantined", zap.String("note", note),
 		zap.Error(err), zap.NamedError("quarantine", qerr))
+}
+
+func (h *Host) stateOf(p *project) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return p.state
 }
