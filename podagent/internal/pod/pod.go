@@ -59,6 +59,9 @@ type Options struct {
 	// Webhook tunes the webhook channel (zero value: the defaults; see
 	// webhook.SettingsFromEnv).
 	Webhook webhook.Settings
+	// AfterTurn runs after every turn (the micro-VM guest flushes its disk,
+	// so a host that finds the VM dead reads the last commit).
+	AfterTurn func()
 }
 
 // Pod is a running pod.
@@ -79,9 +82,10 @@ type Pod struct {
 	// Webhook serves /agent/channels/webhook/* (issue 5).
 	Webhook *webhook.Handler
 
-	log      *zap.Logger
-	bgCancel context.CancelFunc
-	bgDone   chan struct{}
+	log       *zap.Logger
+	afterTurn func()
+	bgCancel  context.CancelFunc
+	bgDone    chan struct{}
 }
 
 // OpenStore opens the configured object store.
@@ -131,7 +135,7 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 	if mode == "" {
 		mode = syncmode.GitOnly
 	}
-	p := &Pod{Config: cfg, Metrics: metrics.New(), log: log}
+	p := &Pod{Config: cfg, Metrics: metrics.New(), log: log, afterTurn: o.AfterTurn}
 	p.Repo = &gitsync.Repo{Dir: ws, Runner: runner, Author: gitsync.DefaultAuthor}
 	p.Assets = assets.New(assets.Options{Store: o.LayerStore, ProjectID: cfg.ProjectID, Workspace: ws,
 		Threshold: cfg.LargeFileBytes, StateFile: filepath.Join(ws, ".git", durable.StateDirName, "assets.json"), Log: log,
@@ -199,6 +203,11 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 		origin := &gitsync.Origin{APIURL: cfg.APIURL, ProjectID: cfg.ProjectID, Token: cfg.RuntimeToken}
 		sopts.Origin, copts.Origin = origin, origin
 	}
+	// The pod is the sole writer: a lock a killed git left blocks every
+	// later write, so it goes before anything runs git (issue 8, item 2).
+	if removed, err := p.Repo.RemoveStaleLocks(); len(removed) > 0 || err != nil {
+		log.Warn("removed stale git lock files at start", zap.Strings("files", removed), zap.Error(err))
+	}
 	p.Sync = gitsync.New(sopts)
 	copts.Sync = p.Sync
 	p.ColdStart, err = coldstart.Run(ctx, copts)
@@ -246,7 +255,11 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 
 // Turn is one agent turn (see gitsync.GitWorkspaceSync.Turn).
 func (p *Pod) Turn(ctx context.Context, message string) (string, error) {
-	return p.Sync.Turn(ctx, message)
+	sha, err := p.Sync.Turn(ctx, message)
+	if p.afterTurn != nil {
+		p.afterTurn()
+	}
+	return sha, err
 }
 
 // Shutdown runs the spec 10.2 sequence and stops the background loop.
