@@ -50,9 +50,10 @@ type API struct {
 	Now          func() time.Time
 }
 
-// Register mounts the routes; mw authenticates and authorises (APIKey,
-// then ProjectMember on the "id" parameter).
-func (a *API) Register(e *echo.Echo, mw ...echo.MiddlewareFunc) {
+// WithDefaults fills the zero options and returns a; the server's route
+// table mounts Graph, Commit, Diff and Status behind APIKey and
+// ProjectMember on the "id" parameter.
+func (a *API) WithDefaults() *API {
 	if a.Log == nil {
 		a.Log = zap.NewNop()
 	}
@@ -62,11 +63,7 @@ func (a *API) Register(e *echo.Echo, mw ...echo.MiddlewareFunc) {
 	if a.MaxDiffBytes <= 0 {
 		a.MaxDiffBytes = DefaultMaxDiffBytes
 	}
-	const p = "/api/projects/:id/checkpoints"
-	e.GET(p+"/graph", a.Graph, mw...)
-	e.GET(p+"/commits/:sha", a.Commit, mw...)
-	e.GET(p+"/diff", a.Diff, mw...)
-	e.GET(p+"/status", a.Status, mw...)
+	return a
 }
 
 // acquire refreshes and opens the project's copy, setting the hydrate

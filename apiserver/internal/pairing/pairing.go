@@ -137,17 +137,10 @@ func NewHub(o Options) *Hub {
 			ReadIdleTimeout: 30 * time.Second, PingTimeout: 15 * time.Second}}
 }
 
-// Register mounts the session and tunnel routes on e.
-func (h *Hub) Register(e *echo.Echo) {
-	g := e.Group("/api/pairing", h.authenticate)
-	g.GET("/session", h.session)
-	g.GET("/tunnel", h.tunnel)
-}
-
 const tokenKey = "svc.pairing"
 
 // authenticate requires a valid, unrevoked pairing token as a bearer.
-func (h *Hub) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+func (h *Hub) Authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		invalid := apierr.New(http.StatusUnauthorized, apierr.TypeAuthentication, "invalid_pairing_token",
 			"Invalid pairing token. Pass the token of `apiserver admin pairing create` as 'Authorization: Bearer <token>'.")
@@ -170,7 +163,7 @@ func (h *Hub) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-func (h *Hub) session(c echo.Context) error {
+func (h *Hub) Session(c echo.Context) error {
 	t := c.Get(tokenKey).(store.PairingToken)
 	p, err := h.store.GetProject(c.Request().Context(), t.ProjectID)
 	if err != nil {
@@ -186,7 +179,7 @@ func (h *Hub) session(c echo.Context) error {
 
 // tunnel upgrades to a websocket, speaks HTTP/2 over it as the client, and
 // keeps the tunnel registered until the connection ends.
-func (h *Hub) tunnel(c echo.Context) error {
+func (h *Hub) Tunnel(c echo.Context) error {
 	tok := c.Get(tokenKey).(store.PairingToken)
 	h.mu.Lock()
 	closed := h.closed

@@ -31,12 +31,6 @@ type API struct {
 	Metrics  *Metrics
 }
 
-// Register mounts the public routes on g (already behind API-key auth).
-func (a *API) Register(g *echo.Group) {
-	g.GET("/models", a.ListModels)
-	g.POST("/chat/completions", a.ChatCompletions)
-}
-
 type modelJSON struct {
 	ID          string `json:"id"`
 	Object      string `json:"object"`
