@@ -14,8 +14,10 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/lfsbatch"
 	"github.com/svc-dev/svc/apiserver/internal/metering"
 	"github.com/svc-dev/svc/apiserver/internal/objstoreopen"
+	"github.com/svc-dev/svc/apiserver/internal/openapi"
 	"github.com/svc-dev/svc/apiserver/internal/publicapi"
 	"github.com/svc-dev/svc/apiserver/internal/publish"
+	"github.com/svc-dev/svc/apiserver/internal/upstream"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/wire"
 )
@@ -34,18 +36,24 @@ func (s *Server) routes(e *echo.Echo) {
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{})))
 
 	// Public API (spec 4.1) under /api/v1 and, identically, /v1.
-	api := &publicapi.API{Catalog: d.Catalog, Meter: metering.New(d.Store, s.Usage), Upstream: d.Upstream,
+	routing := d.Routing
+	routing.Registerer, routing.Tracer, routing.Log = s.Registry, d.Tracer, d.Log.Named("upstream")
+	api := &publicapi.API{Catalog: d.Catalog, Meter: metering.New(d.Store, s.Usage),
+		Router: upstream.NewRouter(d.Upstream, d.Catalog, routing), Tracer: d.Tracer,
 		Log: d.Log.Named("publicapi"), MaxBody: d.MaxBodyBytes, Metrics: publicapi.NewMetrics(s.Registry)}
 	for _, prefix := range []string{"/api/v1", "/v1"} {
-		g := e.Group(prefix, apiKey)
+		// The OpenAPI document is public (no key), like the SDKs' own specs.
+		e.GET(prefix+"/openapi.json", openapi.Handler)
+		g := e.Group(prefix, api.Observe, apiKey)
 		g.GET("/models", api.ListModels)
+		g.GET("/models/:id", api.RetrieveModel)
 		g.POST("/chat/completions", api.ChatCompletions)
 	}
 
 	// Internal routes pods call with their project's runtime token (spec
 	// 4.3, 5.3, 10.3); the paths are shared/internalapi's.
 	internal := e.Group(internalapi.ProjectGroup, httpmw.Runtime(s.Auth, "id"))
-	internal.POST(internalapi.PathChatCompletions, api.ChatCompletions)
+	internal.POST(internalapi.PathChatCompletions, api.ChatCompletions, api.Observe)
 	internal.POST(internalapi.PathCheckpointRecord, checkpoint.Handler(d.Store))
 	internal.GET(internalapi.PathChannel, channelapi.Handler(d.Store))
 	internal.POST(internalapi.PathOutbox, s.Outbox.Put) // durable webhook outbox
@@ -97,5 +105,10 @@ func (s *Server) routes(e *echo.Echo) {
 	// The fs object store's presigned URLs.
 	if d.ObjectsHandler != nil {
 		e.Any(objstoreopen.FSBasePath+"/*", echo.WrapHandler(d.ObjectsHandler))
+	}
+
+	// The web console and its JSON key API (console.go).
+	if d.Console != nil {
+		s.registerConsole(e, *d.Console)
 	}
 }

@@ -7,6 +7,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
@@ -18,20 +19,27 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/auth"
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
+	"github.com/svc-dev/svc/apiserver/internal/console"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/metering"
 	"github.com/svc-dev/svc/apiserver/internal/outboxapi"
 	"github.com/svc-dev/svc/apiserver/internal/pairing"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/apiserver/internal/tracing"
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
 	"github.com/svc-dev/svc/shared/objstore"
 )
 
 // Deps are what the server is built from.
 type Deps struct {
-	Store         *store.Store
-	Catalog       *catalog.Catalog
-	Upstream      *upstream.Client
+	Store    *store.Store
+	Catalog  *catalog.Catalog
+	Upstream *upstream.Client
+	// Routing tunes fallbacks, retries, breakers and key pools (its
+	// Registerer, Tracer and Log are filled in here).
+	Routing upstream.RouterOptions
+	// Tracer records spans; nil: tracing off.
+	Tracer        *tracing.Tracer
 	Log           *zap.Logger
 	RuntimeSecret []byte
 	MaxBodyBytes  int64
@@ -53,6 +61,14 @@ type Deps struct {
 	// replica (an agentproxy.Proxy with Relay set over Pairing.Local(); nil:
 	// not mounted).
 	Relay *agentproxy.Proxy
+	// AnswerDeadline: an accepted async message neither answered nor
+	// delivered by then is served by the outbox as unanswered (0: the
+	// outboxapi default).
+	AnswerDeadline time.Duration
+	// Console mounts the web console and the JSON key API with these
+	// options (issue 13; nil: not mounted). The server fills in its own
+	// store, catalog, authenticator, checkpoint reads and runtime.
+	Console *console.Options
 }
 
 // Server is the assembled HTTP server.
@@ -64,7 +80,9 @@ type Server struct {
 	// Outbox is the durable webhook outbox (the pod's POST and the
 	// integrations' long-poll).
 	Outbox *outboxapi.API
-	deps   Deps
+	// Console is the web console (nil when Deps.Console is nil).
+	Console *console.Console
+	deps    Deps
 }
 
 // New wires every route.
@@ -84,6 +102,10 @@ func New(d Deps) *Server {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a := auth.New(d.Store, d.RuntimeSecret, d.Log.Named("auth"))
 	s := &Server{Echo: e, Auth: a, Registry: reg, deps: d, Outbox: outboxapi.New(d.Store, d.Log.Named("outbox"))}
+	s.Outbox.AnswerDeadline = d.AnswerDeadline
+	if d.AgentProxy != nil && d.AgentProxy.Accepted == nil {
+		d.AgentProxy.Accepted = s.Outbox.RecordAccepted
+	}
 
 	s.Usage = metering.NewRecorder(d.Store, d.Log.Named("metering"))
 	s.routes(e)

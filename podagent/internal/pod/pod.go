@@ -54,6 +54,9 @@ type Options struct {
 	// Webhook tunes the webhook channel (zero value: the defaults; see
 	// webhook.SettingsFromEnv).
 	Webhook webhook.Settings
+	// AfterTurn runs after every turn (the micro-VM guest flushes its disk,
+	// so a host that finds the VM dead reads the last commit).
+	AfterTurn func()
 }
 
 // Pod is a running pod.
@@ -71,9 +74,10 @@ type Pod struct {
 	// Webhook serves /agent/channels/webhook/* (issue 5).
 	Webhook *webhook.Handler
 
-	log      *zap.Logger
-	bgCancel context.CancelFunc
-	bgDone   chan struct{}
+	log       *zap.Logger
+	afterTurn func()
+	bgCancel  context.CancelFunc
+	bgDone    chan struct{}
 }
 
 // OpenStore opens the configured object store.
@@ -119,7 +123,7 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 		o.LayerStore = o.Store
 	}
 	runner := NewRunner(ws)
-	p := &Pod{Config: cfg, Metrics: metrics.New(), log: log}
+	p := &Pod{Config: cfg, Metrics: metrics.New(), log: log, afterTurn: o.AfterTurn}
 	p.Repo = &gitsync.Repo{Dir: ws, Runner: runner, Author: gitsync.DefaultAuthor}
 	p.S3 = s3sync.New(s3sync.Options{Store: o.LayerStore, ProjectID: cfg.ProjectID, Workspace: ws,
 		SuppressProjectArchive: true, Log: log})
@@ -162,6 +166,11 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 	if large != nil {
 		sopts.LFS, copts.LFS = large, large
 	}
+	// The pod is the sole writer: a lock a killed git left blocks every
+	// later write, so it goes before anything runs git (issue 8, item 2).
+	if removed, err := p.Repo.RemoveStaleLocks(); len(removed) > 0 || err != nil {
+		log.Warn("removed stale git lock files at start", zap.Strings("files", removed), zap.Error(err))
+	}
 	p.Sync = gitsync.New(sopts)
 	copts.Sync = p.Sync
 	p.ColdStart, err = coldstart.Run(ctx, copts)
@@ -189,6 +198,7 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 	p.Webhook = webhook.New(wdeps)
 	p.Echo = server.New(server.Options{RuntimeToken: cfg.RuntimeToken, Registry: p.Metrics.Registry, Flusher: p.Sync,
 		Webhook: p.Webhook, Log: log, Ready: ready})
+	p.Webhook.Resume() // accepted async messages an earlier run did not finish
 
 	bgCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	p.bgCancel, p.bgDone = cancel, make(chan struct{})
@@ -201,7 +211,11 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 
 // Turn is one agent turn (see gitsync.GitWorkspaceSync.Turn).
 func (p *Pod) Turn(ctx context.Context, message string) (string, error) {
-	return p.Sync.Turn(ctx, message)
+	sha, err := p.Sync.Turn(ctx, message)
+	if p.afterTurn != nil {
+		p.afterTurn()
+	}
+	return sha, err
 }
 
 // Shutdown runs the spec 10.2 sequence and stops the background loop.
