@@ -19,7 +19,7 @@ BENCH_FLAGS  ?= -run '^$$' -bench . -benchmem -count=1 -timeout 30m
 export SVC_MINIO_BIN := $(MINIO_BIN)
 export SVC_HELM_BIN := $(HELM_BIN)
 
-.PHONY: build run test test-modules bench lint tools clean
+.PHONY: build run test test-modules bench bench-gateway lint tools clean
 
 build:
 	@mkdir -p $(BIN)
@@ -51,6 +51,14 @@ bench-modules:
 		echo "== go test -bench $$m"; \
 		(cd $$m && GOWORK=off SVC_BIN_DIR=$(BIN) $(GO) test $(BENCH_FLAGS) ./...); \
 	done
+
+# The gateway's added latency and throughput only (issue 12): two deployments
+# with tracing off, and tracing on (PostgreSQL only, started by the test
+# harness unless SVC_TEST_DATABASE_URL is set). BENCH_COUNT repeats each.
+BENCH_COUNT ?= 3
+bench-gateway: build
+	cd apiserver && GOWORK=off SVC_BIN_DIR=$(BIN) $(GO) test -run '^$$' -bench 'BenchmarkGatewayAddedLatency' \
+		-benchmem -count=$(BENCH_COUNT) -timeout 30m ./e2e/
 
 lint:
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi

@@ -30,6 +30,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/runtime/metal"
 	"github.com/svc-dev/svc/apiserver/internal/server"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/apiserver/internal/tracing"
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
 	"github.com/svc-dev/svc/shared/logging"
 )
@@ -138,9 +139,31 @@ func serve(ctx context.Context, args []string, dev bool) error {
 		return err
 	}
 	proxy, relay, hub, router := a.runtimeDeps(ln.Addr(), advertise)
+	endpoint := a.cfg.OTLPEndpoint
+	if endpoint == "" {
+		endpoint = tracing.Endpoint(os.Getenv)
+	}
+	tracer, stopTracing, err := tracing.Setup(ctx, endpoint, "svc-apiserver")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		tctx, tcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer tcancel()
+		if err := stopTracing(tctx); err != nil {
+			a.log.Warn("flushing traces failed", zap.Error(err))
+		}
+	}()
+	if tracer.On() {
+		a.log.Info("tracing on: spans exported over OTLP/HTTP", zap.String("endpoint", endpoint))
+	}
+	c := a.cfg
 	srv := server.New(server.Deps{
-		Store: a.store, Catalog: a.cat, Log: a.log,
-		Upstream:      upstream.New(upstream.Options{HeaderTimeout: a.cfg.UpstreamTimeout}),
+		Store: a.store, Catalog: a.cat, Log: a.log, Tracer: tracer,
+		Upstream: upstream.New(upstream.Options{HeaderTimeout: c.UpstreamTimeout, Propagator: tracer.Propagator()}),
+		Routing: upstream.RouterOptions{MaxAttempts: c.UpstreamMaxAttempts, BreakerFailures: c.UpstreamBreakerFailures,
+			BreakerCooldown: c.UpstreamCooldown, KeyCooldown: c.UpstreamKeyCooldown,
+			BackoffBase: c.UpstreamBackoffBase, BackoffMax: c.UpstreamBackoffMax},
 		RuntimeSecret: []byte(a.cfg.RuntimeAuthSecret), MaxBodyBytes: a.cfg.MaxBodyBytes,
 		Hydrate: hyd, ObjectsHandler: objs.Handler, Objects: objs.Store,
 		AgentProxy: proxy, Pairing: hub, Relay: relay, AnswerDeadline: a.cfg.WebhookAnswerDeadline,

@@ -320,6 +320,10 @@ func ShowUsage(ctx context.Context, env *Env, workspaceID string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	byDeployment, err := env.Store.SumUsageByDeployment(ctx, workspaceID)
+	if err != nil {
+		return nil, err
+	}
 	counters, err := env.Store.UsageWindows(ctx, workspaceID)
 	if err != nil {
 		return nil, err
@@ -337,5 +341,5 @@ func ShowUsage(ctx context.Context, env *Env, workspaceID string) (any, error) {
 		}
 		windows = append(windows, entry)
 	}
-	return map[string]any{"workspace": w, "totals": totals, "windows": windows}, nil
+	return map[string]any{"workspace": w, "totals": totals, "byDeployment": byDeployment, "windows": windows}, nil
 }

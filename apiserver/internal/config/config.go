@@ -50,6 +50,29 @@ type Config struct {
 	// Metal runtime driver (issue 15): the metal host's API.
 	MetalHostURL   string
 	MetalHostToken string
+	// Fallbacks, retries, circuit breakers, key pools and tracing (issue 12).
+	UpstreamMaxAttempts     int
+	UpstreamBreakerFailures int
+	UpstreamCooldown        time.Duration
+	UpstreamKeyCooldown     time.Duration
+	UpstreamBackoffBase     time.Duration
+	UpstreamBackoffMax      time.Duration
+	OTLPEndpoint            string
+}
+
+func dur(p func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) (err error) { *p(c), err = time.ParseDuration(v); return }
+}
+
+func posInt(p func(*Config) *int) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err == nil && n < 1 {
+			err = errors.New("must be at least 1")
+		}
+		*p(c) = n
+		return err
+	}
 }
 
 type option struct {
@@ -91,6 +114,13 @@ var options = []option{
 	{flag: "metal-host-url", env: "SVC_METAL_HOST_URL", usage: "metal driver: the metal host's API (podagent/cmd/metalhost)", set: str(func(c *Config) *string { return &c.MetalHostURL })},
 	{flag: "metal-host-token", env: "SVC_METAL_HOST_TOKEN", usage: "metal driver: bearer token of the metal host's API", secret: true, set: str(func(c *Config) *string { return &c.MetalHostToken })},
 	{flag: "runtime-stop-grace", env: "SVC_RUNTIME_STOP_GRACE", def: "25s", usage: "local driver: time between SIGTERM and SIGKILL of a pod", set: func(c *Config, v string) (err error) { c.RuntimeStopGrace, err = time.ParseDuration(v); return }},
+	{flag: "upstream-max-attempts", env: "SVC_UPSTREAM_MAX_ATTEMPTS", def: "3", usage: "upstream requests per completion over all deployments and keys", set: posInt(func(c *Config) *int { return &c.UpstreamMaxAttempts })},
+	{flag: "upstream-breaker-failures", env: "SVC_UPSTREAM_BREAKER_FAILURES", def: "5", usage: "consecutive failures (connect errors, timeouts, 5xx) that cool a deployment down", set: posInt(func(c *Config) *int { return &c.UpstreamBreakerFailures })},
+	{flag: "upstream-cooldown", env: "SVC_UPSTREAM_COOLDOWN", def: "30s", usage: "how long a failing deployment is skipped before one probe", set: dur(func(c *Config) *time.Duration { return &c.UpstreamCooldown })},
+	{flag: "upstream-key-cooldown", env: "SVC_UPSTREAM_KEY_COOLDOWN", def: "60s", usage: "how long an upstream key answering 401/403 (or 429 without Retry-After) is skipped", set: dur(func(c *Config) *time.Duration { return &c.UpstreamKeyCooldown })},
+	{flag: "upstream-backoff-base", env: "SVC_UPSTREAM_BACKOFF_BASE", def: "100ms", usage: "first wait before a deployment is retried (doubles, with jitter)", set: dur(func(c *Config) *time.Duration { return &c.UpstreamBackoffBase })},
+	{flag: "upstream-backoff-max", env: "SVC_UPSTREAM_BACKOFF_MAX", def: "2s", usage: "longest wait between attempts; a longer Retry-After ends the retries", set: dur(func(c *Config) *time.Duration { return &c.UpstreamBackoffMax })},
+	{flag: "otel-exporter-otlp-endpoint", env: "SVC_OTEL_EXPORTER_OTLP_ENDPOINT", usage: "OTLP/HTTP base URL for traces (else OTEL_EXPORTER_OTLP_ENDPOINT); empty: tracing off", set: str(func(c *Config) *string { return &c.OTLPEndpoint })},
 	{flag: "webhook-answer-deadline", env: "SVC_WEBHOOK_ANSWER_DEADLINE", def: "30m", usage: "an accepted async webhook message neither answered nor delivered by then shows up in the outbox as unanswered", set: func(c *Config, v string) (err error) {
 		c.WebhookAnswerDeadline, err = time.ParseDuration(v)
 		if err == nil && c.WebhookAnswerDeadline <= 0 {

@@ -55,6 +55,7 @@ type UsageRecord struct {
 	APIKeyID         *string   `json:"apiKeyId,omitempty"`
 	ProjectID        *string   `json:"projectId,omitempty"`
 	Model            string    `json:"model"`
+	Deployment       string    `json:"deployment"` // provider/upstream_model that answered
 	PromptTokens     int64     `json:"promptTokens"`
 	CompletionTokens int64     `json:"completionTokens"`
 	ReasoningTokens  int64     `json:"reasoningTokens"`

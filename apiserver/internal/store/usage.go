@@ -105,6 +105,24 @@ type UsageTotals struct {
 	CreditsMicro     int64 `json:"creditsMicro"`
 }
 
+// SumUsageByDeployment totals a workspace's usage records per deployment
+// that answered ("" for records from before deployments were recorded).
+func (s *Store) SumUsageByDeployment(ctx context.Context, workspaceID string) (map[string]UsageTotals, error) {
+	var rows []struct {
+		Deployment string
+		UsageTotals
+	}
+	err := s.db.WithContext(ctx).Model(&UsageRecord{}).Where("workspace_id = ?", workspaceID).
+		Select(`deployment, COUNT(*) AS requests, COALESCE(SUM(prompt_tokens),0) AS prompt_tokens,
+COALESCE(SUM(completion_tokens),0) AS completion_tokens, COALESCE(SUM(reasoning_tokens),0) AS reasoning_tokens,
+COALESCE(SUM(credits_micro),0) AS credits_micro`).Group("deployment").Scan(&rows).Error
+	out := make(map[string]UsageTotals, len(rows))
+	for _, r := range rows {
+		out[r.Deployment] = r.UsageTotals
+	}
+	return out, err
+}
+
 // SumUsage totals every usage record of a workspace.
 func (s *Store) SumUsage(ctx context.Context, workspaceID string) (UsageTotals, error) {
 	var t UsageTotals

@@ -166,6 +166,11 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 	if large != nil {
 		sopts.LFS, copts.LFS = large, large
 	}
+	// The pod is the sole writer: a lock a killed git left blocks every
+	// later write, so it goes before anything runs git (issue 8, item 2).
+	if removed, err := p.Repo.RemoveStaleLocks(); len(removed) > 0 || err != nil {
+		log.Warn("removed stale git lock files at start", zap.Strings("files", removed), zap.Error(err))
+	}
 	p.Sync = gitsync.New(sopts)
 	copts.Sync = p.Sync
 	p.ColdStart, err = coldstart.Run(ctx, copts)
