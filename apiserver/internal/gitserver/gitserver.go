@@ -88,8 +88,10 @@ type Server struct {
 	MaxReceiveBytes int64
 }
 
-// Register mounts the routes.
-func (s *Server) Register(e *echo.Echo) {
+// WithDefaults fills the zero options and returns s; the server's route
+// table mounts InfoRefs, UploadPack and ReceivePack behind Authenticate and
+// ProjectMember.
+func (s *Server) WithDefaults() *Server {
 	if s.Log == nil {
 		s.Log = zap.NewNop()
 	}
@@ -106,28 +108,35 @@ func (s *Server) Register(e *echo.Echo) {
 	if s.MaxReceiveBytes <= 0 {
 		s.MaxReceiveBytes = DefaultMaxReceiveBytes
 	}
-	member := httpmw.ProjectMember(s.Store, "id")
-	memberOrPod := func(next echo.HandlerFunc) echo.HandlerFunc {
+	return s
+}
+
+// MemberOrPod is the authorisation after Authenticate: the project's own
+// pod (its runtime token, for which Authenticate already set the project)
+// passes; anyone else must pass member (ProjectMember on "id").
+func MemberOrPod(member echo.MiddlewareFunc) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		viaMember := member(next)
 		return func(c echo.Context) error {
 			if httpmw.PrincipalFrom(c).Runtime() {
-				return next(c) // authenticate set the project
+				return next(c)
 			}
 			return viaMember(c)
 		}
 	}
-	mw := []echo.MiddlewareFunc{s.authenticate, memberOrPod}
-	const p = "/api/projects/:id/git"
-	e.GET(p+"/info/refs", s.infoRefs, mw...)
-	e.POST(p+"/git-upload-pack", func(c echo.Context) error { return s.rpc(c, "upload-pack") }, mw...)
-	e.POST(p+"/git-receive-pack", func(c echo.Context) error { return s.rpc(c, "receive-pack") }, mw...)
 }
+
+// UploadPack is POST …/git/git-upload-pack (clone and fetch).
+func (s *Server) UploadPack(c echo.Context) error { return s.rpc(c, "upload-pack") }
+
+// ReceivePack is POST …/git/git-receive-pack (push-back).
+func (s *Server) ReceivePack(c echo.Context) error { return s.rpc(c, "receive-pack") }
 
 // wwwAuthenticate makes git clients retry with credentials.
 const wwwAuthenticate = `Basic realm="svc git", charset="UTF-8"`
 
 // authenticate accepts the API key as HTTP Basic password or as a bearer.
-func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+func (s *Server) Authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		key := credential(c.Request().Header.Get("Authorization"))
 		unauthorized := func() error {
@@ -240,7 +249,7 @@ func (s *Server) command(r *hydrate.Repo, service string, env string) *gitrun.Cm
 	return cmd
 }
 
-func (s *Server) infoRefs(c echo.Context) error {
+func (s *Server) InfoRefs(c echo.Context) error {
 	service, ok := serviceName(c.QueryParam("service"))
 	if !ok {
 		return apierr.BadRequest("invalid_service",
