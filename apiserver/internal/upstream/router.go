@@ -76,15 +76,15 @@ func (o *RouterOptions) defaults() {
 // key or deployment, within MaxAttempts; nothing is retried once an answer
 // is handed to the caller. Breakers and key pools are per replica.
 type Router struct {
-	c     *Client
-	o     RouterOptions
-	deps  map[string]*deployment
+	c    *Client
+	o    RouterOptions
+	deps map[string]*deployment
 	// byModel holds each model's deployments in order (one lookup per
 	// request, no name built).
 	byModel map[string][]*deployment
-	m     *routerMetrics
-	now   func() time.Time
-	sleep func(context.Context, time.Duration) error
+	m       *routerMetrics
+	now     func() time.Time
+	sleep   func(context.Context, time.Duration) error
 }
 
 type deployment struct {
@@ -149,7 +149,7 @@ func NewRouter(c *Client, cat *catalog.Catalog, o RouterOptions) *Router {
 type Answer struct {
 	Resp       *http.Response
 	Deployment catalog.Deployment
-	Name       string // Deployment.Name(), without an allocation per request
+	Name       string        // Deployment.Name(), without an allocation per request
 	Key        string        // the key's name ("" without a key)
 	Attempts   int           // upstream requests sent
 	Wait       time.Duration // spent in upstream exchanges (not in backoff)
