@@ -2,27 +2,15 @@ package wire
 
 import "time"
 
-// Micro-VM runtime (spec 10.5): the guest's export routes the metal host
-// pulls from (runtime-token bearer, like every /agent/* route) and the metal
-// host's own API the apiserver's metal driver calls (host token bearer).
+// Micro-VM runtime (spec 10.5): the archives the metal host pulls from a
+// guest (internalapi.PodMetalExport + part).
 const (
-	// MetalExportPrefix + MetalPart* streams one archive from the guest:
-	// git commits the live tree first and returns the .git layout of
-	// repoarchive; data is the work tree without .git; src is HEAD's content.
-	MetalExportPrefix = "/agent/metal/export/"
-	MetalPartGit      = "git"
-	MetalPartData     = "data"
-	MetalPartSrc      = "src"
-	// MetalPoweroffPath flushes the guest's disk and ends the VM.
-	MetalPoweroffPath = "/agent/metal/poweroff"
-
-	// MetalHostProjectsPath + "/{projectId}" is a project's VM on the host:
-	// PUT ensures it runs (MetalStartRequest → MetalProject), GET reports
-	// it, DELETE stops it (?mode=suspend|discard).
-	MetalHostProjectsPath = "/v1/projects"
+	MetalPartGit  = "git"
+	MetalPartData = "data"
+	MetalPartSrc  = "src"
 )
 
-// Stop modes of DELETE {MetalHostProjectsPath}/{id}.
+// Stop modes of DELETE internalapi.MetalHostProjects/{id}.
 const (
 	// MetalStopSuspend exports everything (source archive included) and, when
 	// snapshots are on, saves the VM state for a fast resume.
@@ -32,7 +20,7 @@ const (
 	MetalStopDiscard = "discard"
 )
 
-// MetalStartRequest is the body of PUT {MetalHostProjectsPath}/{id}.
+// MetalStartRequest is the body of PUT internalapi.MetalHostProjects/{id}.
 type MetalStartRequest struct {
 	// RuntimeToken is the project's runtime token: the guest's pod checks it
 	// on /agent/* and sends it to the API; the host sends it to the guest.

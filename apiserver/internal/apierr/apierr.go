@@ -54,6 +54,14 @@ var Statuses = map[string]int{
 	"service_unavailable":   http.StatusServiceUnavailable,
 	"database_unavailable":  http.StatusServiceUnavailable,
 	"internal_error":        http.StatusInternalServerError,
+	// The console's JSON key API (issue 13).
+	"unauthenticated":     http.StatusUnauthorized,
+	"csrf_failed":         http.StatusForbidden,
+	"owner_required":      http.StatusForbidden,
+	"workspace_not_found": http.StatusNotFound,
+	"key_not_found":       http.StatusNotFound,
+	"invalid_body":        http.StatusBadRequest,
+	"invalid_name":        http.StatusBadRequest,
 }
 
 // Coded is an error whose status comes from Statuses.

@@ -1,12 +1,10 @@
 package console
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"sort"
 	"strings"
@@ -17,6 +15,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/channelapi"
 	"github.com/svc-dev/svc/apiserver/internal/runtime"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -25,7 +24,6 @@ const (
 	agentReadTimeout = 10 * time.Second
 	// testMessageTimeout is the sync reply window of spec 8 and a margin.
 	testMessageTimeout = 125 * time.Second
-	maxAgentBody       = 1 << 20
 )
 
 type headerRow struct{ Name, Value string }
@@ -218,19 +216,18 @@ func (c *Console) TestMessage(ec echo.Context) error {
 	if msg == "" {
 		msg = "Test message from the console"
 	}
-	body, _ := json.Marshal(map[string]any{"message": msg, "senderId": "console:" + p.User.ID, "senderName": p.User.Email,
-		"metadata": map[string]any{"source": "console-test"}})
 	res := &testResult{}
-	status, out, err := c.agentCall(ctx, proj, http.MethodPost, "/agent/channels/webhook/incoming", ch.Secret, body, testMessageTimeout)
+	pod, err := c.pod(ctx, proj, testMessageTimeout)
+	if err == nil {
+		var reply wire.WebhookReply
+		reply, err = pod.WebhookSend(ctx, ch.Secret, wire.WebhookIncoming{Message: msg, SenderID: "console:" + p.User.ID,
+			SenderName: p.User.Email, Metadata: json.RawMessage(`{"source":"console-test"}`)})
+		res.Status, res.OK, res.Reply = http.StatusOK, err == nil, reply.Reply
+	}
 	if err != nil {
-		res.Body = err.Error()
-	} else {
-		res.Status, res.OK, res.Body = status, status == http.StatusOK, string(out)
-		var r struct {
-			Reply string `json:"reply"`
-		}
-		if json.Unmarshal(out, &r) == nil {
-			res.Reply = r.Reply
+		res.OK, res.Body = false, agentError(err)
+		if se, ok := internalapi.AsStatus(err); ok {
+			res.Status = se.Status
 		}
 	}
 	live := c.live(ctx, proj, p.WS.ID, ch.Secret)
@@ -252,81 +249,50 @@ func (c *Console) live(ctx context.Context, proj store.Project, wsID, secret str
 	if !d.Running {
 		return d
 	}
-	status, body, err := c.agentCall(ctx, proj, http.MethodGet, "/agent/channels/webhook/health", "", nil, agentReadTimeout)
-	if err != nil || status != http.StatusOK {
-		d.Error = agentError(status, body, err)
+	pod, err := c.pod(ctx, proj, agentReadTimeout)
+	if err != nil {
+		d.Error = agentError(err)
 		return d
 	}
-	var h wire.WebhookHealth
-	if err := json.Unmarshal(body, &h); err == nil {
-		d.Health = &h
+	h, err := pod.WebhookHealth(ctx)
+	if err != nil {
+		d.Error = agentError(err)
+		return d
 	}
+	d.Health = &h
 	if secret == "" {
 		return d // activity needs the channel secret, and there is none
 	}
-	status, body, err = c.agentCall(ctx, proj, http.MethodGet, "/agent/channels/webhook/activity", secret, nil, agentReadTimeout)
-	if err != nil || status != http.StatusOK {
-		d.Error = agentError(status, body, err)
+	a, err := pod.WebhookActivity(ctx, secret)
+	if err != nil {
+		d.Error = agentError(err)
 		return d
 	}
-	var a wire.WebhookActivity
-	if err := json.Unmarshal(body, &a); err == nil {
-		d.Events = a.Events
-	}
+	d.Events = a.Events
 	return d
 }
 
-func agentError(status int, body []byte, err error) string {
-	if err != nil {
-		return err.Error()
+func agentError(err error) string {
+	if se, ok := internalapi.AsStatus(err); ok && se.Body.Error.Message != "" {
+		return fmt.Sprintf("%d: %s", se.Status, se.Body.Error.Message)
 	}
-	var env struct {
-		Error struct{ Message string } `json:"error"`
-	}
-	if json.Unmarshal(body, &env) == nil && env.Error.Message != "" {
-		return fmt.Sprintf("%d: %s", status, env.Error.Message)
-	}
-	return fmt.Sprintf("the agent answered %d", status)
+	return err.Error()
 }
 
-// agentCall sends one request to the project's agent with its runtime
-// token (and the channel secret when given), as the agent-proxy does.
-func (c *Console) agentCall(ctx context.Context, proj store.Project, method, path, secret string, body []byte, timeout time.Duration) (int, []byte, error) {
+// pod returns the typed client of the project's agent (its runtime token,
+// and the tunnel's transport for a paired machine), as the agent-proxy
+// reaches it.
+func (c *Console) pod(ctx context.Context, proj store.Project, timeout time.Duration) (*internalapi.PodClient, error) {
 	if c.o.Runtime == nil {
-		return 0, nil, errors.New("no runtime is configured on this server")
+		return nil, errors.New("no runtime is configured on this server")
 	}
 	ep, err := c.o.Runtime.Ensure(ctx, proj)
 	if err != nil {
-		return 0, nil, fmt.Errorf("the agent is not reachable: %w", err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	u := *ep.URL
-	u.Path = strings.TrimSuffix(u.Path, "/") + path
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+ep.Token)
-	if secret != "" {
-		req.Header.Set(wire.HeaderWebhookSecret, secret)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		return nil, fmt.Errorf("the agent is not reachable: %w", err)
 	}
 	tr := ep.Transport
 	if tr == nil {
 		tr = c.o.Transport
 	}
-	res, err := (&http.Client{Transport: tr}).Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(res.Body, maxAgentBody))
-	return res.StatusCode, b, err
+	return &internalapi.PodClient{BaseURL: ep.URL.String(), Token: ep.Token, HTTP: &http.Client{Transport: tr}, Timeout: timeout}, nil
 }

@@ -198,7 +198,6 @@ var funcs = template.FuncMap{
 		}
 		return time.Duration(*sec * float64(time.Second)).Round(time.Second).String()
 	},
-	"ago":     ago,
 	"when": func(t any) string {
 		switch v := t.(type) {
 		case time.Time:
@@ -221,7 +220,6 @@ var funcs = template.FuncMap{
 		}
 		return sha
 	},
-	"hasPrefix": strings.HasPrefix,
 	"diffClass": func(line string) string {
 		switch {
 		case strings.HasPrefix(line, "+++"), strings.HasPrefix(line, "---"), strings.HasPrefix(line, "diff "),
@@ -236,7 +234,6 @@ var funcs = template.FuncMap{
 		}
 		return ""
 	},
-	"lines": func(s string) []string { return strings.Split(strings.TrimSuffix(s, "\n"), "\n") },
 }
 
 // credits shows millionths of a credit with two decimals, or up to six
@@ -247,20 +244,4 @@ func credits(micro int64) string {
 		return strings.TrimRight(fmt.Sprintf("%.6f", v), "0")
 	}
 	return fmt.Sprintf("%.2f", v)
-}
-
-func ago(t time.Time) string {
-	if t.IsZero() {
-		return "never"
-	}
-	d := time.Since(t)
-	switch {
-	case d < time.Minute:
-		return "just now"
-	case d < time.Hour:
-		return fmt.Sprintf("%d min ago", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%d h ago", int(d.Hours()))
-	}
-	return fmt.Sprintf("%d days ago", int(d.Hours()/24))
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/svc-dev/svc/apiserver/internal/admin"
@@ -55,7 +56,9 @@ type world struct {
 	projA, projB         store.Project
 }
 
-func newWorld(t *testing.T, st *store.Store) *world {
+func newWorld(t *testing.T, st *store.Store) *world { return newWorldTB(t, st) }
+
+func newWorldTB(t testing.TB, st *store.Store) *world {
 	t.Helper()
 	ctx := context.Background()
 	cat, err := catalog.Load(catalog.Options{})
@@ -63,7 +66,7 @@ func newWorld(t *testing.T, st *store.Store) *world {
 		t.Fatal(err)
 	}
 	w := &world{st: st, clock: &clock{t: time.Now()}}
-	srv := server.New(server.Deps{Store: st, Catalog: cat, Log: zaptest.NewLogger(t),
+	srv := server.New(server.Deps{Store: st, Catalog: cat, Log: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
 		Console: &console.Options{Now: w.clock.now, IdleTimeout: time.Hour, AbsoluteTimeout: 24 * time.Hour}})
 	hs := httptest.NewServer(srv.Echo)
 	t.Cleanup(hs.Close)
@@ -98,12 +101,12 @@ func newWorld(t *testing.T, st *store.Store) *world {
 
 // browser is an HTTP client with cookies that does not follow redirects.
 type browser struct {
-	t    *testing.T
+	t    testing.TB
 	base string
 	c    *http.Client
 }
 
-func (w *world) browser(t *testing.T) *browser {
+func (w *world) browser(t testing.TB) *browser {
 	jar, _ := cookiejar.New(nil)
 	return &browser{t: t, base: w.url, c: &http.Client{Jar: jar,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}

@@ -19,7 +19,6 @@ const MaxKeyNameLen = 100
 type keysData struct {
 	Keys    []store.APIKey
 	Created *admin.KeyCreated
-	Name    string
 	Owner   bool
 	Base    string
 }
@@ -110,7 +109,7 @@ func (c *Console) KeysAPIAuth(next echo.HandlerFunc) echo.HandlerFunc {
 				return err
 			}
 			if pr.WorkspaceID != ws {
-				return apierr.NotFound("workspace_not_found", "No such workspace.")
+				return apierr.Coded("workspace_not_found", "No such workspace.")
 			}
 			userID = pr.UserID
 		} else {
@@ -119,17 +118,17 @@ func (c *Console) KeysAPIAuth(next echo.HandlerFunc) echo.HandlerFunc {
 				return apierr.Unavailable(err)
 			}
 			if !ok {
-				return apierr.New(http.StatusUnauthorized, apierr.TypeAuthentication, "unauthenticated",
+				return apierr.Coded("unauthenticated",
 					"Sign in to the console or pass an owner's API key as 'Authorization: Bearer <key>'.")
 			}
 			if unsafeMethod(ec.Request().Method) && !c.csrfOK(ec, s.row.CSRFToken) {
-				return apierr.Forbidden("csrf_failed", "Missing or wrong X-CSRF-Token header.")
+				return apierr.Coded("csrf_failed", "Missing or wrong X-CSRF-Token header.")
 			}
 			userID = s.user.ID
 		}
 		m, err := c.o.Store.GetMembership(ctx, ws, userID)
 		if errors.Is(err, store.ErrNotFound) {
-			return apierr.NotFound("workspace_not_found", "No such workspace.")
+			return apierr.Coded("workspace_not_found", "No such workspace.")
 		}
 		if err != nil {
 			return apierr.Unavailable(err)
@@ -137,15 +136,12 @@ func (c *Console) KeysAPIAuth(next echo.HandlerFunc) echo.HandlerFunc {
 		// Reading the list is open to members signed in to the console;
 		// keys act for automation, so a key must be an owner's for any call.
 		if m.Role != store.RoleOwner && (unsafeMethod(ec.Request().Method) || ec.Request().Header.Get("Authorization") != "") {
-			return apierr.Forbidden("owner_required", "Only owners of the workspace manage its API keys.")
+			return apierr.Coded("owner_required", "Only owners of the workspace manage its API keys.")
 		}
 		ec.Set(keysCallerKey, userID)
 		return next(ec)
 	}
 }
-
-// KeyJSON is a key in the JSON API (never its secret).
-type KeyJSON = store.APIKey
 
 // ListKeysJSON is GET /api/workspaces/{ws}/keys.
 func (c *Console) ListKeysJSON(ec echo.Context) error {
@@ -167,12 +163,12 @@ func (c *Console) CreateKeyJSON(ec echo.Context) error {
 	}
 	if ec.Request().ContentLength != 0 {
 		if err := ec.Bind(&body); err != nil {
-			return apierr.BadRequest("invalid_body", "The body must be a JSON object like {\"name\": \"ci\"}.")
+			return apierr.Coded("invalid_body", "The body must be a JSON object like {\"name\": \"ci\"}.")
 		}
 	}
 	body.Name = strings.TrimSpace(body.Name)
 	if len(body.Name) > MaxKeyNameLen {
-		return apierr.BadRequest("invalid_name", "name must have at most 100 characters.")
+		return apierr.Coded("invalid_name", "name must have at most 100 characters.")
 	}
 	k, err := admin.CreateKey(ec.Request().Context(), c.o.Store, ec.Param("ws"), ec.Get(keysCallerKey).(string), body.Name)
 	if err != nil {
@@ -186,7 +182,7 @@ func (c *Console) CreateKeyJSON(ec echo.Context) error {
 func (c *Console) RevokeKeyJSON(ec echo.Context) error {
 	k, err := c.revoke(ec, ec.Param("ws"), ec.Param("key"))
 	if errors.Is(err, store.ErrNotFound) {
-		return apierr.NotFound("key_not_found", "No such key in this workspace.")
+		return apierr.Coded("key_not_found", "No such key in this workspace.")
 	}
 	if err != nil {
 		return apierr.Internal(err)

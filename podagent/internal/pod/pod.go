@@ -166,6 +166,11 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 	if large != nil {
 		sopts.LFS, copts.LFS = large, large
 	}
+	// The pod is the sole writer: a lock a killed git left blocks every
+	// later write, so it goes before anything runs git (issue 8, item 2).
+	if removed, err := p.Repo.RemoveStaleLocks(); len(removed) > 0 || err != nil {
+		log.Warn("removed stale git lock files at start", zap.Strings("files", removed), zap.Error(err))
+	}
 	p.Sync = gitsync.New(sopts)
 	copts.Sync = p.Sync
 	p.ColdStart, err = coldstart.Run(ctx, copts)
@@ -177,26 +182,22 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 	}
 	p.Sync.Resume(ctx)
 
-	p.Echo = server.New(server.Options{RuntimeToken: cfg.RuntimeToken, Registry: p.Metrics.Registry, Flusher: p.Sync, Log: log,
-		Ready: func() error {
-			if p.Durable.Fenced() {
-				return durable.ErrFenced
-			}
-			return nil
-		}})
+	ready := func() error {
+		if p.Durable.Fenced() {
+			return durable.ErrFenced
+		}
+		return nil
+	}
 	// Webhook channel: the agent's tool loop ends each turn with p.Turn.
 	wdeps, err := webhook.PodDeps(webhook.PodOptions{APIURL: cfg.APIURL, ProjectID: cfg.ProjectID,
 		RuntimeToken: cfg.RuntimeToken, API: client, Workspace: ws, Committer: p, Settings: o.Webhook, Log: log, HTTP: o.HTTPClient,
-		Ready: func() error {
-			if p.Durable.Fenced() {
-				return durable.ErrFenced
-			}
-			return nil
-		}})
+		Ready: ready})
 	if err != nil {
 		return nil, err
 	}
-	p.Webhook = webhook.Register(p.Echo.Group(webhook.Prefix, server.RequireRuntimeToken(cfg.RuntimeToken)), wdeps)
+	p.Webhook = webhook.New(wdeps)
+	p.Echo = server.New(server.Options{RuntimeToken: cfg.RuntimeToken, Registry: p.Metrics.Registry, Flusher: p.Sync,
+		Webhook: p.Webhook, Log: log, Ready: ready})
 	p.Webhook.Resume() // accepted async messages an earlier run did not finish
 
 	bgCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))

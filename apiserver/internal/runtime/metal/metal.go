@@ -18,7 +18,7 @@ import (
 
 	"github.com/svc-dev/svc/apiserver/internal/runtime"
 	"github.com/svc-dev/svc/apiserver/internal/store"
-	"github.com/svc-dev/svc/shared/metalapi"
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/runtimetoken"
 	"github.com/svc-dev/svc/shared/syncmode"
 	"github.com/svc-dev/svc/shared/wire"
@@ -46,7 +46,7 @@ type Options struct {
 // Driver is the metal runtime driver.
 type Driver struct {
 	o      Options
-	client *metalapi.Client
+	client *internalapi.MetalHostClient
 	log    *zap.Logger
 }
 
@@ -68,7 +68,7 @@ func New(o Options) (*Driver, error) {
 		o.Log = zap.NewNop()
 	}
 	return &Driver{o: o, log: o.Log.Named("runtime.metal"),
-		client: &metalapi.Client{BaseURL: o.HostURL, Token: o.HostToken, HTTP: &http.Client{Timeout: o.StartTimeout}}}, nil
+		client: &internalapi.MetalHostClient{BaseURL: o.HostURL, Token: o.HostToken, HTTP: &http.Client{Timeout: o.StartTimeout}}}, nil
 }
 
 // Name implements runtime.Driver.

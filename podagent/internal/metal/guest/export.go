@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/svc-dev/svc/shared/archive"
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -31,7 +32,7 @@ type Exporter interface {
 // RegisterExport adds the export and poweroff routes to g (the runtime-token
 // group). powerOff ends the VM after the answer is sent.
 func RegisterExport(g *echo.Group, x Exporter, powerOff func()) {
-	g.GET(wire.MetalExportPrefix+wire.MetalPartGit, func(c echo.Context) error {
+	g.GET(internalapi.PodMetalExport+wire.MetalPartGit, func(c echo.Context) error {
 		ctx := c.Request().Context()
 		if err := x.CommitAndPersist(ctx); err != nil {
 			return err
@@ -43,13 +44,13 @@ func RegisterExport(g *echo.Group, x Exporter, powerOff func()) {
 		defer rc.Close()
 		return c.Stream(http.StatusOK, "application/gzip", rc)
 	})
-	g.GET(wire.MetalExportPrefix+wire.MetalPartData, func(c echo.Context) error {
+	g.GET(internalapi.PodMetalExport+wire.MetalPartData, func(c echo.Context) error {
 		c.Response().Header().Set(echo.HeaderContentType, "application/gzip")
 		c.Response().WriteHeader(http.StatusOK)
 		_, err := WriteData(c.Response(), x.Workspace())
 		return err
 	})
-	g.GET(wire.MetalExportPrefix+wire.MetalPartSrc, func(c echo.Context) error {
+	g.GET(internalapi.PodMetalExport+wire.MetalPartSrc, func(c echo.Context) error {
 		path, err := x.SnapshotHEAD(c.Request().Context())
 		if err != nil {
 			return err
@@ -62,7 +63,7 @@ func RegisterExport(g *echo.Group, x Exporter, powerOff func()) {
 		defer f.Close()
 		return c.Stream(http.StatusOK, "application/gzip", f)
 	})
-	g.POST(wire.MetalPoweroffPath, func(c echo.Context) error {
+	g.POST(internalapi.PodMetalPoweroff, func(c echo.Context) error {
 		Sync()
 		go func() {
 			time.Sleep(50 * time.Millisecond) // let the answer leave before the VM ends

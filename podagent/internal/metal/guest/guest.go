@@ -189,16 +189,28 @@ func Hydrate(ctx context.Context, r *gitrun.Runner, root string, log *zap.Logger
 			return "", err
 		}
 	}
-	sha, err := git("stash", "create", "pre-hydrate: tracked changes dropped by the reset to HEAD").String(ctx)
-	if err != nil {
-		return "", err
-	}
+	_ = git("update-index", "-q", "--refresh").Run(ctx) // exits 1 when files differ; diff says how
 	ref := ""
-	if sha = strings.TrimSpace(sha); sha != "" {
+	err := git("diff", "--quiet", "HEAD").Run(ctx)
+	switch gitrun.ExitCode(err) {
+	case 0:
+		err = nil
+	case 1:
+		err = nil
+		sha, serr := git("stash", "create", "pre-hydrate: tracked changes dropped by the reset to HEAD").String(ctx)
+		if serr != nil {
+			return "", serr
+		}
+		if sha = strings.TrimSpace(sha); sha == "" {
+			break
+		}
 		ref = PreHydrateRefPrefix + strconv.FormatInt(time.Now().UnixNano(), 10)
 		if err := git("update-ref").AddDynamic(ref, sha).Run(ctx); err != nil {
 			return "", err
 		}
+	}
+	if err != nil {
+		return "", err
 	}
 	if err := git("reset", "-q", "--hard", "HEAD").Run(ctx); err != nil {
 		return ref, err

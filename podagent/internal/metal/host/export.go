@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/objstore"
 	"github.com/svc-dev/svc/shared/wire"
 )
@@ -98,7 +99,7 @@ func (h *Host) exportPart(ctx context.Context, p *project, part string) error {
 	if p.vm == nil || !p.vm.Alive() {
 		return errors.New("the VM is not running")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url.JoinPath(wire.MetalExportPrefix+part).String(), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url.JoinPath(internalapi.PodMetalExport+part).String(), nil)
 	if err != nil {
 		return err
 	}

@@ -41,7 +41,7 @@ type world struct {
 	dir     string
 }
 
-func newWorld(t *testing.T, project, token string, afterDisk func(ctx context.Context, projectID, image string) error) *world {
+func newWorld(t testing.TB, project, token string, snapshots bool, afterDisk func(ctx context.Context, projectID, image string) error) *world {
 	t.Helper()
 	img, bin := metaltest.Image(t)
 	env := testenv.MinIO(t)
@@ -55,7 +55,7 @@ func newWorld(t *testing.T, project, token string, afterDisk func(ctx context.Co
 	pipe := pipeBinary(t)
 	w := &world{store: store, gw: gw, stopped: make(chan [2]string, 16), dir: t.TempDir()}
 	w.h, err = host.New(host.Options{Store: store, Image: img, Dir: w.dir, APIURL: gw.URL, DiskMB: 128,
-		ExportInterval: time.Hour, Snapshots: true, StartTimeout: 5 * time.Minute, PipeCommand: []string{pipe, "pipe"}, Registry: prometheus.NewRegistry(),
+		ExportInterval: time.Hour, Snapshots: snapshots, HealthInterval: time.Second, StartTimeout: 5 * time.Minute, PipeCommand: []string{pipe, "pipe"}, Registry: prometheus.NewRegistry(),
 		Log: zaptest.NewLogger(t), AfterDisk: afterDisk,
 		OnStopped: func(id, state string) { w.stopped <- [2]string{id, state} }})
 	if err != nil {
@@ -71,7 +71,7 @@ func newWorld(t *testing.T, project, token string, afterDisk func(ctx context.Co
 }
 
 // pipeBinary builds metalhost (its pipe subcommand is QEMU's guestfwd).
-func pipeBinary(t *testing.T) string {
+func pipeBinary(t testing.TB) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "metalhost")
 	cmd := exec.Command("go", "build", "-o", out, "../../../cmd/metalhost")
@@ -82,7 +82,7 @@ func pipeBinary(t *testing.T) string {
 	return out
 }
 
-func (w *world) waitStopped(t *testing.T, project, want string) {
+func (w *world) waitStopped(t testing.TB, project, want string) {
 	t.Helper()
 	select {
 	case got := <-w.stopped:
@@ -95,7 +95,7 @@ func (w *world) waitStopped(t *testing.T, project, want string) {
 }
 
 // turn sends a sync webhook turn to the guest whose tool loop writes path.
-func (w *world) turn(t *testing.T, st wire.MetalProject, token, path, content string) {
+func (w *world) turn(t testing.TB, st wire.MetalProject, token, path, content string) {
 	t.Helper()
 	args, _ := json.Marshal(map[string]string{"path": path, "content": content})
 	w.gw.Sequence(
@@ -120,7 +120,7 @@ func (w *world) turn(t *testing.T, st wire.MetalProject, token, path, content st
 
 // seed stores a project whose HEAD has a.txt=v1, a source archive of it,
 // and a data archive where a.txt was edited and notes/local.txt is new.
-func seed(t *testing.T, store objstore.Store, project string) {
+func seed(t testing.TB, store objstore.Store, project string) {
 	t.Helper()
 	ws := t.TempDir()
 	git := func(args ...string) {
@@ -187,7 +187,7 @@ func must(t testing.TB, err error) {
 func TestGuestLifecycle(t *testing.T) {
 	const project, token = "prj_metal", "svc_rt_prj_metal.test"
 	tools := &disk.Tools{}
-	w := newWorld(t, project, token, func(ctx context.Context, _, image string) error {
+	w := newWorld(t, project, token, true, func(ctx context.Context, _, image string) error {
 		return tools.SetOwner(ctx, image, "/workspace", 1234) // a foreign-owned workspace
 	})
 	seed(t, w.store, project)
@@ -278,12 +278,11 @@ func TestGuestLifecycle(t *testing.T) {
 		t.Fatalf("after overwriting an archive: %+v, stale skipped %v", st, testutil.ToFloat64(w.h.Metrics.StaleSnapshotSkipped))
 	}
 
-	// The disk becomes unreadable while the VM is frozen, then QEMU dies:
-	// neither the guest nor the disk can be read, so the disk is
-	// quarantined with a note and the metric counts it.
+	// The VM freezes and its disk becomes unreadable: the health gate
+	// discards it, neither the guest nor the disk can be read, so the disk
+	// is quarantined with a note and the metric counts it.
 	must(t, syscall.Kill(st.PID, syscall.SIGSTOP))
 	zeroFile(t, filepath.Join(w.dir, "projects", project, "disk.ext4"))
-	must(t, syscall.Kill(st.PID, syscall.SIGKILL))
 	w.waitStopped(t, project, host.StateQuarantined)
 	if n := testutil.ToFloat64(w.h.Metrics.RescueFailedQuarantined); n != 1 {
 		t.Fatalf("metal_rescue_failed_quarantined_total = %v", n)
@@ -299,7 +298,7 @@ func TestGuestLifecycle(t *testing.T) {
 	b, err := os.ReadFile(notes[0])
 	must(t, err)
 	must(t, json.Unmarshal(b, &note))
-	if note.ProjectID != project || note.Disk == "" || len(note.Errors) == 0 {
+	if note.ProjectID != project || note.Disk == "" || len(note.Errors) == 0 || !strings.HasPrefix(note.Reason, "health gate") {
 		t.Fatalf("note: %s", b)
 	}
 	if _, err := os.Stat(note.Disk); err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -20,7 +21,7 @@ func (h *Host) Handler(token string, gatherer prometheus.Gatherer) http.Handler 
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
-	p := wire.MetalHostProjectsPath + "/{id}"
+	p := internalapi.MetalHostProjects + "/{id}"
 	mux.Handle("PUT "+p, h.auth(token, h.handleEnsure))
 	mux.Handle("GET "+p, h.auth(token, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, h.Status(r.PathValue("id")))
@@ -80,5 +81,5 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, wire.ErrorBody{Error: wire.ErrorDetail{Code: code, Message: msg}})
+	writeJSON(w, status, wire.ErrorBody{Error: wire.ErrorDetail{Type: wire.TypeFor(status), Code: code, Message: msg}})
 }

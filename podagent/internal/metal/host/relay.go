@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/svc-dev/svc/shared/internalapi"
 )
 
 // relay is the guest's only way out: a loopback HTTP proxy that QEMU's
@@ -33,7 +35,7 @@ func newRelay(apiURL, projectID string, log *zap.Logger) (*relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	prefix := "/internal/projects/" + projectID + "/"
+	prefix := internalapi.ProjectURL("", projectID, "/")
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(target)
@@ -45,7 +47,7 @@ func newRelay(apiURL, projectID string, log *zap.Logger) (*relay, error) {
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if !strings.HasPrefix(r.URL.Path, prefix) || strings.Contains(r.URL.Path, "..") {
 				log.Warn("guest relay refused a request", zap.String("projectId", projectID), zap.String("path", r.URL.Path))
-				http.Error(w, `{"error":{"code":"forbidden","message":"the guest may only call its project's internal routes"}}`, http.StatusForbidden)
+				writeError(w, http.StatusForbidden, "forbidden", "the guest may only call its project's internal routes")
 				return
 			}
 			proxy.ServeHTTP(w, r)

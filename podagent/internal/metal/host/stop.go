@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/podagent/internal/metal/guest"
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/objstore"
 	"github.com/svc-dev/svc/shared/repoarchive"
 	"github.com/svc-dev/svc/shared/wire"
@@ -42,6 +43,10 @@ func (h *Host) Stop(ctx context.Context, id, mode string) (wire.MetalProject, er
 	p.mu.Unlock()
 	p.stopLoop()
 	p.mu.Lock()
+	if h.stateOf(p) != StateRunning {
+		p.mu.Unlock()
+		return h.Status(id), nil // discarded while we waited
+	}
 	err := h.exportLocked(ctx, p, true)
 	if err != nil {
 		p.mu.Unlock()
@@ -66,7 +71,7 @@ func (h *Host) Stop(ctx context.Context, id, mode string) (wire.MetalProject, er
 // powerOff asks the guest to flush and end, then makes sure QEMU is gone.
 func (h *Host) powerOff(p *project) {
 	if p.vm.Alive() {
-		req, _ := http.NewRequest(http.MethodPost, p.url.JoinPath(wire.MetalPoweroffPath).String(), nil)
+		req, _ := http.NewRequest(http.MethodPost, p.url.JoinPath(internalapi.PodMetalPoweroff).String(), nil)
 		req.Header.Set("Authorization", "Bearer "+p.token)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if resp, err := h.client.Do(req.WithContext(ctx)); err == nil {
@@ -91,6 +96,58 @@ func (h *Host) finish(p *project, state, lastErr string) {
 	if h.o.OnStopped != nil {
 		h.o.OnStopped(p.id, state)
 	}
+}
+
+// healthGate probes the guest's /healthz every HealthInterval; after
+// HealthFailures failures in a row the VM is discarded (rescued first).
+func (h *Host) healthGate(p *project) {
+	t := time.NewTicker(h.o.HealthInterval)
+	defer t.Stop()
+	failures := 0
+	for {
+		select {
+		case <-p.vm.Done():
+			return
+		case <-t.C:
+		}
+		p.mu.Lock()
+		stopping := p.stopping
+		p.mu.Unlock()
+		if stopping {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), h.o.HealthTimeout)
+		err := h.probe(ctx, p)
+		cancel()
+		if err == nil {
+			failures = 0
+			continue
+		}
+		failures++
+		h.log.Warn("guest health probe failed", zap.String("projectId", p.id), zap.Int("failures", failures), zap.Error(err))
+		if failures >= h.o.HealthFailures {
+			dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			_ = h.discard(dctx, p, fmt.Sprintf("health gate: %d failed probes: %v", failures, err))
+			dcancel()
+			return
+		}
+	}
+}
+
+func (h *Host) probe(ctx context.Context, p *project) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url.JoinPath(internalapi.PodHealthz).String(), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("/healthz answered %d", resp.StatusCode)
+	}
+	return nil
 }
 
 // reap is the dead-VM reaper: a VM that exits while nobody stops it is
@@ -125,25 +182,43 @@ func (h *Host) Discard(ctx context.Context, id, reason string) error {
 }
 
 func (h *Host) discard(ctx context.Context, p *project, reason string) error {
-	p.mu.Lock()
-	h.mu.Lock()
-	running := p.state == StateRunning
-	h.mu.Unlock()
-	if !running || p.discarding {
-		p.mu.Unlock()
-		return nil // already discarded (the reaper and a caller raced)
+	first := false
+	var err error
+	p.discardOnce.Do(func() {
+		first = true
+		err = h.doDiscard(ctx, p, reason)
+		close(p.discarded)
+	})
+	if !first {
+		<-p.discarded // the reaper and a caller raced: wait for the one discard
 	}
-	p.stopping, p.discarding = true, true
+	return err
+}
+
+func (h *Host) doDiscard(ctx context.Context, p *project, reason string) error {
+	if h.stateOf(p) != StateRunning {
+		return nil
+	}
+	p.mu.Lock()
+	p.stopping = true
 	p.mu.Unlock()
 	p.stopLoop()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if h.stateOf(p) != StateRunning {
+		return nil // a suspend finished while we waited
+	}
 	log := h.log.With(zap.String("projectId", p.id), zap.String("reason", reason))
 	var errs []error
 	if p.vm.Alive() {
-		ectx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		err := h.exportLocked(ectx, p, false)
-		cancel()
+		pctx, pcancel := context.WithTimeout(ctx, h.o.HealthTimeout)
+		err := h.probe(pctx, p) // export only from a guest that answers
+		pcancel()
+		if err == nil {
+			ectx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			err = h.exportLocked(ectx, p, false)
+			cancel()
+		}
 		if err == nil {
 			log.Info("rescued the workspace through the guest's export")
 			p.vm.Quit(5 * time.Second)
@@ -355,4 +430,10 @@ func (h *Host) rescueLeftover(ctx context.Context, p *project, log *zap.Logger) 
 	h.Metrics.RescueFailedQuarantined.Inc()
 	log.Error("a disk left by an earlier host process could not be read; quarantined", zap.String("note", note),
 		zap.Error(err), zap.NamedError("quarantine", qerr))
+}
+
+func (h *Host) stateOf(p *project) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return p.state
 }
