@@ -24,6 +24,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/klauspost/compress/gzip"
 )
@@ -80,6 +81,16 @@ type CreateOptions struct {
 	// (multigz.go) with members of this many uncompressed bytes, so that
 	// NewGzipReader can inflate it on all cores.
 	MemberBytes int
+	// Leading entries are written first, before the walk of root, as
+	// regular files (mode 0644): a small manifest a reader can act on
+	// before the rest of the archive has arrived.
+	Leading []LeadingFile
+}
+
+// LeadingFile is an in-memory file written at the start of an archive.
+type LeadingFile struct {
+	Name string
+	Data []byte
 }
 
 // CreateTarGz writes a gzip-compressed tar of root to w.
@@ -109,6 +120,17 @@ func CreateTarGz(w io.Writer, root string, opts CreateOptions) (Stats, error) {
 func CreateTar(w io.Writer, root string, opts CreateOptions) (Stats, error) {
 	var st Stats
 	tw := tar.NewWriter(w)
+	for _, lf := range opts.Leading {
+		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: lf.Name, Mode: 0o644, Size: int64(len(lf.Data)), ModTime: time.Now().Truncate(time.Second)}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return st, err
+		}
+		if _, err := tw.Write(lf.Data); err != nil {
+			return st, err
+		}
+		st.Entries++
+		st.Bytes += int64(len(lf.Data))
+	}
 	prefix := strings.TrimSuffix(opts.Prefix, "/")
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {

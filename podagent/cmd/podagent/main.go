@@ -63,6 +63,15 @@ func run(args []string) int {
 func serve(cfg *config.Config, log *zap.Logger, ln net.Listener) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	if cfg.PprofAddr != "" {
+		// Before cold start, so the restore itself can be profiled.
+		pl, err := net.Listen("tcp", cfg.PprofAddr)
+		if err != nil {
+			return fmt.Errorf("pprof listener: %w", err)
+		}
+		ps := servePprof(pl, log)
+		defer ps.Close()
+	}
 
 	store, err := pod.OpenStore(ctx, cfg, log)
 	if err != nil {
