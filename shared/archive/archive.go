@@ -23,10 +23,12 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
 	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
 )
 
 // Defaults of ExtractOptions (zero fields take these).
@@ -114,6 +116,31 @@ func CreateTarGz(w io.Writer, root string, opts CreateOptions) (Stats, error) {
 		return st, err
 	}
 	return st, zw.Close()
+}
+
+// CreateTarZstd writes a zstd-compressed tar of root to w (the deps
+// layer; opts.Level and opts.MemberBytes do not apply).
+func CreateTarZstd(w io.Writer, root string, opts CreateOptions) (Stats, error) {
+	zw, err := zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)))
+	if err != nil {
+		return Stats{}, err
+	}
+	st, err := CreateTar(zw, root, opts)
+	if err != nil {
+		zw.Close()
+		return st, err
+	}
+	return st, zw.Close()
+}
+
+// NewZstdReader returns a zstd decompressor bounded for untrusted input
+// (window and memory limits); the caller closes it.
+func NewZstdReader(r io.Reader) (io.ReadCloser, error) {
+	zr, err := zstd.NewReader(r, zstd.WithDecoderMaxWindow(64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("archive: not a zstd stream: %w", err)
+	}
+	return zr.IOReadCloser(), nil
 }
 
 // CreateTar writes an uncompressed tar of root to w, in lexical order.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/svc-dev/svc/podagent/internal/gitsync"
 	"github.com/svc-dev/svc/podagent/internal/s3sync"
+	"github.com/svc-dev/svc/shared/archive"
 	"github.com/svc-dev/svc/shared/archive/archivetest"
 	"github.com/svc-dev/svc/shared/objstore"
 	"github.com/svc-dev/svc/shared/repoarchive"
@@ -231,14 +232,18 @@ func TestDepsLayerAfterLockfileChange(t *testing.T) {
 	if _, err := p.Sync.Flush(context.Background(), gitsync.FlushOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	key := objstore.DepsKey(sha256Hex(`{"v":2}`))
-	if _, err := store.Head(context.Background(), key); err != nil {
+	key := objstore.DepsKeyZstd(sha256Hex(`{"v":2}`))
+	rc, _, err := store.Get(context.Background(), key)
+	if err != nil {
 		t.Fatalf("after git-flush, %s: %v", key, err)
 	}
-	entries := archivetest.StoredEntries(t, store, key)
-	if entries["node_modules/added/index.js"] != "added\n" {
-		t.Fatalf("deps layer lacks the installed package: %d entries", len(entries))
+	dst := t.TempDir()
+	_, err = s3sync.ExtractTarZstd(rc, dst, archive.ExtractOptions{})
+	rc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dst, "node_modules/added/index.js")); err != nil || string(b) != "added\n" {
+		t.Fatalf("deps layer lacks the installed package: %q %v", b, err)
 	}
 }
-
-var _ = s3sync.DepsDir

@@ -56,7 +56,7 @@ func TestDepsUploadInBackground(t *testing.T) {
 		t.Fatal(err)
 	}
 	h1, _ := s.LockfileHash()
-	if _, err := store.Head(ctx, objstore.DepsKey(h1)); err != nil {
+	if _, err := store.Head(ctx, objstore.DepsKeyZstd(h1)); err != nil {
 		t.Fatalf("deps layer of the first lockfile: %v", err)
 	}
 
@@ -67,12 +67,12 @@ func TestDepsUploadInBackground(t *testing.T) {
 		t.Fatal(err)
 	}
 	h2, _ := s.LockfileHash()
-	rc, _, err := store.Get(ctx, objstore.DepsKey(h2))
+	rc, _, err := store.Get(ctx, objstore.DepsKeyZstd(h2))
 	if err != nil {
 		t.Fatalf("deps layer of the second lockfile: %v", err)
 	}
 	dst := t.TempDir()
-	_, err = ExtractTarGz(rc, dst, archive.ExtractOptions{})
+	_, err = ExtractTarZstd(rc, dst, archive.ExtractOptions{})
 	rc.Close()
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +90,7 @@ func TestDepsUploadInBackground(t *testing.T) {
 		t.Fatal(err)
 	}
 	h3, _ := s.LockfileHash()
-	if _, err := store.Head(ctx, objstore.DepsKey(h3)); !errors.Is(err, objstore.ErrNotExist) {
+	if _, err := store.Head(ctx, objstore.DepsKeyZstd(h3)); !errors.Is(err, objstore.ErrNotExist) {
 		t.Fatalf("a fenced pod uploaded a deps layer: %v", err)
 	}
 }
@@ -104,7 +104,7 @@ func TestDepsNotUploadedWhenLockfileChangesMidArchive(t *testing.T) {
 	write(t, ws, "package-lock.json", `{"v":1}`)
 	write(t, ws, "node_modules/a/index.js", "a")
 	h1, _ := s.LockfileHash()
-	key := objstore.DepsKey(h1)
+	key := objstore.DepsKeyZstd(h1)
 	err := s.uploadIf(context.Background(), key, filepath.Join(ws, DepsDir), archive.CreateOptions{Prefix: DepsDir + "/"},
 		objstore.PutOptions{IfNoneMatch: "*"}, func() error {
 			write(t, ws, "package-lock.json", `{"v":2}`) // an install finished meanwhile
@@ -150,5 +150,39 @@ func TestExtractTap(t *testing.T) {
 	_, err = ExtractTarGzTap(bytes.NewReader(big), t.TempDir(), archive.ExtractOptions{}, &Tap{Name: "manifest.json", Fn: func([]byte) {}})
 	if !errors.Is(err, archive.ErrUnsafeEntry) {
 		t.Fatalf("oversized tap entry: %v", err)
+	}
+}
+
+// TestDepsGzipLayerStillRead: a layer written before zstd (deps-<hash>.tar.gz)
+// is restored, and counts as present (no zstd copy is uploaded).
+func TestDepsGzipLayerStillRead(t *testing.T) {
+	t.Parallel()
+	var fenced atomic.Bool
+	s, store, ws := newSync(t, &fenced)
+	ctx := context.Background()
+	src := t.TempDir()
+	write(t, src, "node_modules/old/index.js", "old layer")
+	var buf bytes.Buffer
+	if _, err := archive.CreateTarGz(&buf, filepath.Join(src, DepsDir), archive.CreateOptions{Prefix: DepsDir + "/"}); err != nil {
+		t.Fatal(err)
+	}
+	write(t, ws, "package-lock.json", `{"old":true}`)
+	hash, _ := s.LockfileHash()
+	if _, err := store.Put(ctx, objstore.DepsKey(hash), &buf, int64(buf.Len()), objstore.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ok, err := s.RestoreDeps(ctx)
+	if err != nil || !ok {
+		t.Fatalf("RestoreDeps from the gzip layer = %v, %v", ok, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "node_modules/old/index.js")); err != nil || string(b) != "old layer" {
+		t.Fatalf("restored: %q %v", b, err)
+	}
+	s.setLastHash("") // as a fresh pod would
+	if err := s.EnsureDeps(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Head(ctx, objstore.DepsKeyZstd(hash)); !errors.Is(err, objstore.ErrNotExist) {
+		t.Fatalf("a zstd copy was uploaded although the gzip layer exists: %v", err)
 	}
 }

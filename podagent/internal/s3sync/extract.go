@@ -51,6 +51,27 @@ func ExtractTarGz(r io.Reader, dst string, opts archive.ExtractOptions) (archive
 	return ExtractTarGzTap(r, dst, opts, nil)
 }
 
+// ExtractTarZstd is ExtractTarGz for a zstd-compressed tar (the deps
+// layer's current form): the same read-ahead, writers and limits.
+func ExtractTarZstd(r io.Reader, dst string, opts archive.ExtractOptions) (archive.Stats, error) {
+	src, err := readahead.NewReaderSize(r, readaheadBuffers, readaheadBufferBytes)
+	if err != nil {
+		return archive.Stats{}, err
+	}
+	defer src.Close()
+	zr, err := archive.NewZstdReader(src)
+	if err != nil {
+		return archive.Stats{}, err
+	}
+	defer zr.Close()
+	plain, err := readahead.NewReaderSize(zr, readaheadBuffers, readaheadBufferBytes)
+	if err != nil {
+		return archive.Stats{}, err
+	}
+	defer plain.Close()
+	return extractTarParallel(plain, dst, opts, ExtractWorkers, nil)
+}
+
 // Tap takes one small regular entry out of an archive being extracted: Fn
 // gets its content as soon as the feed reaches it (before the rest of the
 // archive is read), and the entry is not written to dst. Fn runs on the

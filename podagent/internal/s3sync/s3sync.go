@@ -20,6 +20,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -241,23 +242,27 @@ func (s *S3Sync) SyncDeps(ctx context.Context) error {
 	if fi, err := os.Stat(depsDir); err != nil || !fi.IsDir() {
 		return nil // lockfile without installed deps: nothing to upload yet
 	}
-	key := objstore.DepsKey(hash)
-	if _, err := s.opts.Store.Head(ctx, key); err == nil {
-		s.setLastHash(hash)
-		return nil
-	} else if !errors.Is(err, objstore.ErrNotExist) {
-		return fmt.Errorf("s3sync: head %s: %w", key, err)
+	// Either form of the layer will do (content-addressed); pods write
+	// zstd (docs/performance.md) and still read the gzip form.
+	key := objstore.DepsKeyZstd(hash)
+	for _, k := range []string{key, objstore.DepsKey(hash)} {
+		if _, err := s.opts.Store.Head(ctx, k); err == nil {
+			s.setLastHash(hash)
+			return nil
+		} else if !errors.Is(err, objstore.ErrNotExist) {
+			return fmt.Errorf("s3sync: head %s: %w", k, err)
+		}
 	}
 	// The layer is keyed by the lockfile: if the lockfile changed while
 	// node_modules was being archived (an install running), the archive may
 	// mix two installs and is not uploaded under either key.
-	err = s.uploadIf(ctx, key, depsDir, archive.CreateOptions{Prefix: DepsDir + "/", SkipVanished: true,
-		MemberBytes: archive.DefaultMemberBytes, Level: 1}, objstore.PutOptions{IfNoneMatch: "*"}, func() error {
-		if now, err := s.LockfileHash(); err != nil || now != hash {
-			return fmt.Errorf("%w (lockfile changed while node_modules was archived)", errDepsChanged)
-		}
-		return nil
-	})
+	err = s.uploadIf(ctx, key, depsDir, archive.CreateOptions{Prefix: DepsDir + "/", SkipVanished: true},
+		objstore.PutOptions{IfNoneMatch: "*"}, func() error {
+			if now, err := s.LockfileHash(); err != nil || now != hash {
+				return fmt.Errorf("%w (lockfile changed while node_modules was archived)", errDepsChanged)
+			}
+			return nil
+		})
 	if errors.Is(err, errDepsChanged) {
 		s.log.Info("deps layer not uploaded: the lockfile changed meanwhile", zap.String("key", key))
 		return nil // the next turn (or flush) handles the new lockfile
@@ -294,8 +299,12 @@ func (s *S3Sync) RestoreDepsHash(ctx context.Context, hash string) (bool, error)
 	if _, err := os.Lstat(target); err == nil {
 		return false, nil // installed locally; SyncDeps uploads it if the layer is missing
 	}
-	key := objstore.DepsKey(hash)
+	key, extract := objstore.DepsKeyZstd(hash), ExtractTarZstd
 	rc, _, err := s.opts.Store.Get(ctx, key)
+	if errors.Is(err, objstore.ErrNotExist) { // a layer written before zstd
+		key, extract = objstore.DepsKey(hash), ExtractTarGz
+		rc, _, err = s.opts.Store.Get(ctx, key)
+	}
 	if errors.Is(err, objstore.ErrNotExist) {
 		return false, nil
 	}
@@ -308,7 +317,7 @@ func (s *S3Sync) RestoreDepsHash(ctx context.Context, hash string) (bool, error)
 		return false, err
 	}
 	defer os.RemoveAll(staging)
-	if _, err := ExtractTarGz(rc, staging, archive.ExtractOptions{}); err != nil {
+	if _, err := extract(rc, staging, archive.ExtractOptions{}); err != nil {
 		return false, fmt.Errorf("s3sync: extract %s: %w", key, err)
 	}
 	if err := os.Rename(filepath.Join(staging, DepsDir), target); err != nil {
@@ -356,7 +365,12 @@ func (s *S3Sync) uploadIf(ctx context.Context, key, dir string, copts archive.Cr
 		return err
 	}
 	defer os.Remove(f.Name())
-	_, err = archive.CreateTarGz(f, dir, copts)
+	create, ctype := archive.CreateTarGz, "application/gzip"
+	if strings.HasSuffix(key, ".zst") {
+		create, ctype = archive.CreateTarZstd, "application/zstd"
+	}
+	popts.ContentType = ctype
+	_, err = create(f, dir, copts)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -381,7 +395,9 @@ func (s *S3Sync) putFile(ctx context.Context, key, path string, popts objstore.P
 	if err != nil {
 		return err
 	}
-	popts.ContentType = "application/gzip"
+	if popts.ContentType == "" {
+		popts.ContentType = "application/gzip"
+	}
 	if _, err := s.opts.Store.Put(ctx, key, f, fi.Size(), popts); err != nil {
 		return fmt.Errorf("s3sync: put %s: %w", key, err)
 	}
