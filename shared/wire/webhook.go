@@ -169,17 +169,10 @@ type OutboxPutResponse struct {
 	Created bool   `json:"created"`
 }
 
-// WebhookErrorBody is the error body of the webhook routes: the envelope of
-// spec 2.3 with the correlationId when a request has one (504 reply_timeout).
-type WebhookErrorBody struct {
-	Error WebhookErrorDetail `json:"error"`
-}
+// WebhookErrorBody is the error body of the webhook routes: the one
+// envelope, with the correlationId when a request has one (504
+// reply_timeout).
+type WebhookErrorBody = ErrorBody
 
 // WebhookErrorDetail is the inside of WebhookErrorBody.
-type WebhookErrorDetail struct {
-	Message       string `json:"message"`
-	Type          string `json:"type"`
-	Code          string `json:"code"`
-	CorrelationID string `json:"correlationId,omitempty"`
-	ChannelID     string `json:"channelId,omitempty"`
-}
+type WebhookErrorDetail = ErrorDetail

@@ -47,6 +47,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
 	"github.com/svc-dev/svc/apiserver/internal/runtime"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/internalapi"
 )
 
 // DefaultTimeout bounds one proxied exchange. It is above the agent's own
@@ -57,13 +58,13 @@ const DefaultTimeout = 150 * time.Second
 // DefaultPrefixes are the agent paths the proxy forwards: the channel routes
 // and the pod's health probes. Other /agent/* routes (git-flush) are the
 // API's own business and are not reachable through the proxy.
-var DefaultPrefixes = []string{"/agent/channels/", "/healthz", "/readyz"}
+var DefaultPrefixes = []string{internalapi.PodChannels, internalapi.PodHealthz, internalapi.PodReadyz}
 
 // RelayPrefixes are the paths another replica may relay: the proxied ones
 // and the pod's git-flush, which the API itself calls for publish (spec
 // 10.4). The relay route is reachable only with the project's runtime
 // token, the credential git-flush itself requires.
-var RelayPrefixes = append(append([]string(nil), DefaultPrefixes...), "/agent/git-flush")
+var RelayPrefixes = append(append([]string(nil), DefaultPrefixes...), internalapi.PodGitFlush)
 
 // Proxy forwards agent-proxy requests to the project's runtime.
 type Proxy struct {

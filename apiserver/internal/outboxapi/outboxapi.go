@@ -35,6 +35,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -90,7 +91,7 @@ func (a *API) RegisterPublic(g *echo.Group) {
 // RegisterInternal mounts the pod's POST on g, the /internal/projects/:id
 // group guarded by the runtime token of that project.
 func (a *API) RegisterInternal(g *echo.Group) {
-	g.POST("/outbox", a.Put)
+	g.POST(internalapi.PathOutbox, a.Put)
 }
 
 func key(projectID, channelID string) string { return projectID + "\x00" + channelID }

@@ -76,10 +76,10 @@ func (a *API) ChatCompletions(c echo.Context) error {
 	if err != nil {
 		a.Metrics.upstreamError(model.ID)
 		if errors.Is(err, upstream.ErrTimeout) {
-			return &apierr.Error{Status: http.StatusGatewayTimeout, Type: apierr.TypeServer, Code: "upstream_timeout",
+			return &apierr.Error{Code: "upstream_timeout",
 				Message: "The model provider did not answer in time.", Cause: err}
 		}
-		return &apierr.Error{Status: http.StatusBadGateway, Type: apierr.TypeServer, Code: "upstream_unavailable",
+		return &apierr.Error{Code: "upstream_unavailable",
 			Message: "The model provider could not be reached.", Cause: err}
 	}
 	defer resp.Body.Close()
@@ -116,11 +116,11 @@ func (a *API) ChatCompletions(c echo.Context) error {
 func (a *API) plain(c echo.Context, resp *http.Response, model catalog.Model, done func(), meter func(*metering.Usage, bool)) error {
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
 	if err != nil {
-		return &apierr.Error{Status: http.StatusBadGateway, Type: apierr.TypeServer, Code: "upstream_error",
+		return &apierr.Error{Code: "upstream_error",
 			Message: "The model provider's answer was cut off.", Cause: err}
 	}
 	if !gjson.ValidBytes(raw) || !gjson.ParseBytes(raw).IsObject() {
-		return &apierr.Error{Status: http.StatusBadGateway, Type: apierr.TypeServer, Code: "upstream_error",
+		return &apierr.Error{Code: "upstream_error",
 			Message: "The model provider answered with invalid JSON."}
 	}
 	out, err := sjson.SetBytes(raw, "model", model.ID)
@@ -168,7 +168,7 @@ func upstreamStatusError(resp *http.Response) error {
 	case resp.StatusCode >= 400 && resp.StatusCode < 500:
 		return apierr.New(resp.StatusCode, apierr.TypeInvalidRequest, "upstream_rejected", msg)
 	default:
-		return &apierr.Error{Status: http.StatusBadGateway, Type: apierr.TypeServer, Code: "upstream_error",
+		return &apierr.Error{Code: "upstream_error",
 			Message: "The model provider failed to answer.", Cause: fmt.Errorf("upstream status %d: %s", resp.StatusCode, msg)}
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/publish"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/objstore"
 )
 
@@ -103,11 +104,11 @@ func New(d Deps) *Server {
 		api.Register(e.Group(prefix, httpmw.APIKey(a)))
 	}
 
-	internal := e.Group("/internal/projects/:id", httpmw.Runtime(a, "id"))
-	internal.POST("/chat/completions", api.ChatCompletions)
+	internal := e.Group(internalapi.ProjectGroup, httpmw.Runtime(a, "id"))
+	internal.POST(internalapi.PathChatCompletions, api.ChatCompletions)
 	s.registerInternal(internal)
 	if d.Relay != nil {
-		internal.Any("/relay/*", d.Relay.Handle)
+		internal.Any(internalapi.PathRelay+"/*", d.Relay.Handle)
 	}
 
 	if d.Hydrate != nil {

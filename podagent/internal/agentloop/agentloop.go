@@ -16,12 +16,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"go.uber.org/zap"
+
+	"github.com/svc-dev/svc/shared/internalapi"
 )
 
 // Defaults of Options.
@@ -319,7 +320,7 @@ func (a *Agent) complete(ctx context.Context, msgs []message) (*chatResponse, er
 	}
 	cctx, cancel := context.WithTimeout(ctx, a.o.CallTimeout)
 	defer cancel()
-	u := strings.TrimRight(a.o.APIURL, "/") + "/internal/projects/" + url.PathEscape(a.o.ProjectID) + "/chat/completions"
+	u := internalapi.ProjectURL(a.o.APIURL, a.o.ProjectID, internalapi.PathChatCompletions)
 	hreq, err := http.NewRequestWithContext(cctx, http.MethodPost, u, bytes.NewReader(body))
 	if err != nil {
 		return nil, &Error{Code: "gateway_unreachable", Message: "invalid SVC_API_URL", Cause: err}

@@ -20,9 +20,10 @@ import (
 	"github.com/svc-dev/svc/shared/wire"
 )
 
-// Poster hands one message to the API (Client; tests substitute it).
+// Poster hands one message to the API (*internalapi.Client; tests
+// substitute it).
 type Poster interface {
-	Put(ctx context.Context, m wire.OutboxPut) (wire.OutboxPutResponse, error)
+	PutOutbox(ctx context.Context, m wire.OutboxPut) (wire.OutboxPutResponse, error)
 }
 
 // Relay defaults.
@@ -216,7 +217,7 @@ func (r *Relay) flush(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		resp, err := r.o.Poster.Put(ctx, e.put)
+		resp, err := r.o.Poster.PutOutbox(ctx, e.put)
 		var se *StatusError
 		switch {
 		case err == nil:

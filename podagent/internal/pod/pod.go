@@ -30,6 +30,7 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/testhook"
 	"github.com/svc-dev/svc/podagent/internal/webhook"
 	"github.com/svc-dev/svc/shared/gitrun"
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/objstore"
 	fsstore "github.com/svc-dev/svc/shared/objstore/fs"
 	s3store "github.com/svc-dev/svc/shared/objstore/s3"
@@ -146,7 +147,7 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 			hash, err := p.Repo.LockfileHash(ctx)
 			return repoarchive.Manifest{DepsHash: hash}, err
 		}})
-	client := &checkpoints.Client{BaseURL: cfg.APIURL, ProjectID: cfg.ProjectID, Token: cfg.RuntimeToken, HTTP: o.HTTPClient}
+	client := &internalapi.Client{BaseURL: cfg.APIURL, ProjectID: cfg.ProjectID, Token: cfg.RuntimeToken, HTTP: o.HTTPClient}
 	p.Recorder, err = checkpoints.Open(filepath.Join(ws, ".git", durable.StateDirName, "checkpoints.json"), client, log)
 	if err != nil {
 		return nil, err
@@ -189,7 +190,7 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 		}})
 	// Webhook channel: the agent's tool loop ends each turn with p.Turn.
 	wdeps, err := webhook.PodDeps(webhook.PodOptions{APIURL: cfg.APIURL, ProjectID: cfg.ProjectID,
-		RuntimeToken: cfg.RuntimeToken, Workspace: ws, Committer: p, Settings: o.Webhook, Log: log, HTTP: o.HTTPClient,
+		RuntimeToken: cfg.RuntimeToken, API: client, Workspace: ws, Committer: p, Settings: o.Webhook, Log: log, HTTP: o.HTTPClient,
 		Ready: func() error {
 			if p.Durable.Fenced() {
 				return durable.ErrFenced

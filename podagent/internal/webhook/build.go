@@ -12,6 +12,7 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/channelcfg"
 	"github.com/svc-dev/svc/podagent/internal/durable"
 	"github.com/svc-dev/svc/podagent/internal/outbox"
+	"github.com/svc-dev/svc/shared/internalapi"
 )
 
 // PodOptions are what a pod knows when it wires the channel.
@@ -27,6 +28,9 @@ type PodOptions struct {
 	Log       *zap.Logger
 	// HTTP is used for the API (channel config, completions, outbox); nil: default.
 	HTTP *http.Client
+	// API is the pod's one internal client (nil: one is built from APIURL,
+	// ProjectID, RuntimeToken and HTTP).
+	API *internalapi.Client
 	// OutboxDir is the journal of outbox messages not yet accepted by the
 	// API (default <Workspace>/.git/svc-agent/outbox, next to the checkpoint
 	// journal).
@@ -49,6 +53,10 @@ func PodDeps(o PodOptions) (Deps, error) {
 	if err != nil {
 		return Deps{}, fmt.Errorf("webhook: %w", err)
 	}
+	api := o.API
+	if api == nil {
+		api = &internalapi.Client{BaseURL: o.APIURL, ProjectID: o.ProjectID, Token: o.RuntimeToken, HTTP: o.HTTP}
+	}
 	var ob Outbox
 	if o.APIURL != "" {
 		dir := o.OutboxDir
@@ -56,7 +64,7 @@ func PodDeps(o PodOptions) (Deps, error) {
 			dir = filepath.Join(o.Workspace, ".git", durable.StateDirName, "outbox")
 		}
 		relay, err := outbox.OpenRelay(outbox.RelayOptions{Dir: dir, Log: o.Log,
-			Poster: &outbox.Client{APIURL: o.APIURL, ProjectID: o.ProjectID, Token: o.RuntimeToken, HTTP: o.HTTP}})
+			Poster: api})
 		if err != nil {
 			_ = agent.Close()
 			return Deps{}, fmt.Errorf("webhook: outbox journal: %w", err)
@@ -66,8 +74,7 @@ func PodDeps(o PodOptions) (Deps, error) {
 	cb := callback.New(callback.Options{Guard: callback.NewGuard(s.AllowedNets), Attempts: s.CallbackAttempts,
 		RetryBase: s.CallbackBase, RetryMax: s.CallbackMax, AttemptTimeout: s.CallbackTimeout, Log: o.Log})
 	return Deps{
-		Channel: &channelcfg.Client{APIURL: o.APIURL, ProjectID: o.ProjectID, Token: o.RuntimeToken, HTTP: o.HTTP,
-			TTL: s.ChannelConfigTTL},
+		Channel:      &channelcfg.Client{API: api, TTL: s.ChannelConfigTTL},
 		Agent:        agent,
 		Callbacks:    cb,
 		Outbox:       ob,

@@ -31,7 +31,7 @@ type Incoming struct {
 }
 
 func badRequest(code, msg string) *Error {
-	return &Error{Status: http.StatusBadRequest, Code: code, Type: "invalid_request_error", Message: msg}
+	return &Error{Status: http.StatusBadRequest, Code: code, Message: msg}
 }
 
 // ParseIncoming validates a body: a JSON object whose message is a
@@ -98,7 +98,7 @@ func ParseIncoming(body []byte) (Incoming, error) {
 
 func (h *Handler) readBody(c echo.Context) ([]byte, error) {
 	r := c.Request()
-	tooLarge := &Error{Status: http.StatusRequestEntityTooLarge, Code: "request_too_large", Type: "invalid_request_error",
+	tooLarge := &Error{Code: "request_too_large",
 		Message: fmt.Sprintf("The body is larger than the limit of %d bytes.", h.d.MaxBodyBytes)}
 	if r.ContentLength > h.d.MaxBodyBytes {
 		return nil, tooLarge
@@ -124,7 +124,7 @@ func (h *Handler) incoming(c echo.Context) error {
 	}
 	if h.d.Ready != nil {
 		if err := h.d.Ready(); err != nil {
-			return &Error{Status: http.StatusServiceUnavailable, Code: "agent_not_ready", Type: "unavailable",
+			return &Error{Code: "agent_not_ready",
 				Message: "The agent is not ready to take messages; retry shortly.", Cause: err}
 		}
 	}
@@ -185,7 +185,7 @@ type turn struct {
 	done      chan struct{} // closed when finished (under mu)
 }
 
-var errShuttingDown = &Error{Status: http.StatusServiceUnavailable, Code: "shutting_down", Type: "unavailable",
+var errShuttingDown = &Error{Code: "shutting_down",
 	Message: "The agent is shutting down; retry shortly."}
 
 // start runs the turn in the background, detached from the request: a sync
@@ -244,7 +244,7 @@ func (h *Handler) waitSync(c echo.Context, t *turn) error {
 		if c.Request().Context().Err() != nil {
 			return nil // nobody to answer; the reply goes to the outbox
 		}
-		return &Error{Status: http.StatusGatewayTimeout, Code: "reply_timeout", Type: "timeout_error",
+		return &Error{Code: "reply_timeout",
 			CorrelationID: t.corr, ChannelID: t.cfg.ChannelID,
 			Message: fmt.Sprintf("The agent did not reply within %s. The reply will be put in the channel outbox "+
 				"(GET …/agent/channels/webhook/outbox/%s) with this correlationId.", h.d.SyncTimeout, t.cfg.ChannelID)}
@@ -258,7 +258,7 @@ func (h *Handler) waitSync(c echo.Context, t *turn) error {
 		if errors.As(err, &ae) {
 			code = ae.Code
 		}
-		return &Error{Status: http.StatusBadGateway, Code: code, Type: "agent_error", Message: res.Reply, CorrelationID: t.corr}
+		return &Error{Status: http.StatusBadGateway, Code: code, Message: res.Reply, CorrelationID: t.corr}
 	}
 	h.d.Activity.Finish(t.actID, wire.ActivityReplied, "")
 	h.d.Activity.Add(wire.ActivityEvent{Direction: wire.DirectionOutbound, CorrelationID: t.corr, SenderID: t.in.SenderID,

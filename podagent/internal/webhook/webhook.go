@@ -24,7 +24,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"sync"
@@ -39,6 +38,7 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/callback"
 	"github.com/svc-dev/svc/podagent/internal/channelcfg"
 	"github.com/svc-dev/svc/podagent/internal/outbox"
+	"github.com/svc-dev/svc/podagent/internal/poderr"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -200,18 +200,9 @@ func (h *Handler) begin() bool {
 	return true
 }
 
-// Error is a handler error, written as wire.WebhookErrorBody.
-type Error struct {
-	Status        int
-	Code          string
-	Type          string
-	Message       string
-	CorrelationID string
-	ChannelID     string
-	Cause         error // logged for 5xx, never sent
-}
-
-func (e *Error) Error() string { return e.Code + ": " + e.Message }
+// Error is a handler error: the coded error of shared/wire, written by
+// poderr (the pod's one code → status table).
+type Error = poderr.Error
 
 func (h *Handler) wrap(fn func(c echo.Context) error) echo.HandlerFunc {
 	return func(c echo.Context) error {
@@ -219,16 +210,8 @@ func (h *Handler) wrap(fn func(c echo.Context) error) echo.HandlerFunc {
 		if err == nil || c.Response().Committed {
 			return nil
 		}
-		var e *Error
-		if !errors.As(err, &e) {
-			e = &Error{Status: http.StatusInternalServerError, Code: "internal_error", Type: "api_error", Message: "Internal error.", Cause: err}
-		}
-		if e.Status >= 500 {
-			h.log.Error("webhook request failed", zap.String("path", c.Path()), zap.Int("status", e.Status),
-				zap.String("code", e.Code), zap.NamedError("cause", e.Cause))
-		}
-		return c.JSON(e.Status, wire.WebhookErrorBody{Error: wire.WebhookErrorDetail{
-			Message: e.Message, Type: e.Type, Code: e.Code, CorrelationID: e.CorrelationID, ChannelID: e.ChannelID}})
+		poderr.Write(c, err, h.log)
+		return nil
 	}
 }
 
@@ -236,7 +219,7 @@ func (h *Handler) wrap(fn func(c echo.Context) error) echo.HandlerFunc {
 func (h *Handler) config(c echo.Context) (wire.ChannelConfig, error) {
 	cfg, err := h.d.Channel.Channel(c.Request().Context())
 	if err != nil {
-		return cfg, &Error{Status: http.StatusServiceUnavailable, Code: "channel_config_unavailable", Type: "unavailable",
+		return cfg, &Error{Code: "channel_config_unavailable",
 			Message: "The channel configuration could not be loaded from the API; retry shortly.", Cause: err}
 	}
 	return cfg, nil
@@ -250,13 +233,13 @@ func (h *Handler) authenticate(c echo.Context) (wire.ChannelConfig, error) {
 		return cfg, err
 	}
 	if cfg.Secret == "" {
-		return cfg, &Error{Status: http.StatusUnauthorized, Code: "channel_secret_not_set", Type: "authentication_error",
+		return cfg, &Error{Code: "channel_secret_not_set",
 			Message: "This channel has no secret configured, so it rejects every request. Set one in the channel settings."}
 	}
 	got := sha256.Sum256([]byte(c.Request().Header.Get(wire.HeaderWebhookSecret)))
 	want := sha256.Sum256([]byte(cfg.Secret))
 	if !hmac.Equal(got[:], want[:]) {
-		return cfg, &Error{Status: http.StatusUnauthorized, Code: "invalid_webhook_secret", Type: "authentication_error",
+		return cfg, &Error{Code: "invalid_webhook_secret",
 			Message: "Missing or invalid X-Webhook-Secret header."}
 	}
 	return cfg, nil

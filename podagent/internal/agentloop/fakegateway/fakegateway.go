@@ -15,6 +15,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/testenv/fakeupstream"
 	"github.com/svc-dev/svc/shared/wire"
 )
@@ -91,7 +92,7 @@ func writeErr(w http.ResponseWriter, status int, code string) {
 }
 
 func (s *Server) handle(w http.ResponseWriter, req *http.Request) {
-	prefix := "/internal/projects/" + s.ProjectID + "/"
+	prefix := internalapi.ProjectURL("", s.ProjectID, "/")
 	rest, ok := strings.CutPrefix(req.URL.Path, prefix)
 	if !ok {
 		writeErr(w, 404, "not_found")
