@@ -28,7 +28,9 @@
 package agentproxy
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -48,6 +50,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/runtime"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/shared/internalapi"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // DefaultTimeout bounds one proxied exchange. It is above the agent's own
@@ -83,7 +86,12 @@ type Proxy struct {
 	// the project is the runtime token's, the agent path follows /relay, and
 	// the X-Forwarded-* headers of the first hop are kept.
 	Relay bool
-	Log   *zap.Logger
+	// Accepted, when set, records an async message the agent accepted (its
+	// 202 to POST .../incoming), before the 202 reaches the caller
+	// (outboxapi.API.RecordAccepted). A failure is logged: the pod's own
+	// journal still holds the message.
+	Accepted func(ctx context.Context, projectID, correlationID string) error
+	Log      *zap.Logger
 }
 
 // NewTransport returns the transport for agents reached over the network: no
@@ -163,6 +171,10 @@ func (p *Proxy) serve(c echo.Context, proj store.Project) error {
 			out.URL.RawQuery = pr.In.URL.RawQuery
 			out.Host = ep.URL.Host
 			out.Header.Set("Authorization", "Bearer "+ep.Token)
+			// The caller's 100-continue was answered by this server when the
+			// body was first read; the agent must not send one of its own
+			// (see informational).
+			out.Header.Del("Expect")
 			if id := c.Response().Header().Get(echo.HeaderXRequestID); id != "" {
 				out.Header.Set(echo.HeaderXRequestID, id)
 			}
@@ -179,17 +191,63 @@ func (p *Proxy) serve(c echo.Context, proj store.Project) error {
 		ModifyResponse: func(res *http.Response) error {
 			// The API's request id is the one the caller sees.
 			res.Header.Del(echo.HeaderXRequestID)
+			if res.StatusCode == http.StatusAccepted && req.Method == http.MethodPost && rest == incomingPath &&
+				p.Accepted != nil && !p.Relay {
+				p.recordAccepted(ctx, log, proj.ID, res)
+			}
 			return nil
 		},
 		ErrorHandler: func(_ http.ResponseWriter, _ *http.Request, err error) { proxyErr = err },
 		ErrorLog:     zap.NewStdLog(log),
 	}
-	rp.ServeHTTP(c.Response(), req.WithContext(ctx))
+	rp.ServeHTTP(informational{c.Response()}, req.WithContext(ctx))
 	if proxyErr != nil {
 		return p.upstreamError(req.Context(), ctx, log, proxyErr)
 	}
 	return nil
 }
+
+// incomingPath is the agent path of the webhook channel's messages.
+const incomingPath = "/agent/channels/webhook/incoming"
+
+// recordAccepted reads the correlationId of an async acceptance (the body
+// is put back unchanged) and records it.
+func (p *Proxy) recordAccepted(ctx context.Context, log *zap.Logger, projectID string, res *http.Response) {
+	body, err := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+	_ = res.Body.Close()
+	res.Body = io.NopCloser(bytes.NewReader(body))
+	var acc wire.WebhookAccepted
+	if err == nil {
+		err = json.Unmarshal(body, &acc)
+	}
+	if err == nil && acc.CorrelationID == "" {
+		err = errors.New("no correlationId in the 202")
+	}
+	if err == nil {
+		err = p.Accepted(context.WithoutCancel(ctx), projectID, acc.CorrelationID)
+	}
+	if err != nil {
+		log.Error("recording an accepted async message failed; only the pod's journal holds it",
+			zap.String("correlationId", acc.CorrelationID), zap.Error(err))
+	}
+}
+
+// informational passes 1xx answers the reverse proxy relays (100 Continue,
+// 103 Early Hints) to the connection without committing echo's response:
+// echo takes any WriteHeader as final, so the agent's real status (a 400,
+// 413 or 504) would otherwise reach the caller as 200 (issue 8, item 4).
+type informational struct{ *echo.Response }
+
+func (w informational) WriteHeader(code int) {
+	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols && !w.Committed {
+		w.Response.Writer.WriteHeader(code)
+		return
+	}
+	w.Response.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach echo's writer (flushes).
+func (w informational) Unwrap() http.ResponseWriter { return w.Response }
 
 // onceTransport makes sure the round tripper below never replays a request:
 // net/http retries a request on a broken keep-alive connection when it thinks

@@ -75,6 +75,11 @@ type Request struct {
 	CorrelationID string
 	// Metadata is the caller's metadata object, forwarded unchanged.
 	Metadata json.RawMessage
+	// BeforeCommit, when set, is called once the turn's reply is known and
+	// before its changes are committed (with the reply Run would return for
+	// the loop's outcome), so that a caller can journal the reply: a turn
+	// that committed is then never run again.
+	BeforeCommit func(res Result, err error)
 }
 
 // Result is the outcome of a turn. Reply is always set, also with an error
@@ -163,6 +168,13 @@ func (a *Agent) Run(ctx context.Context, req Request) (Result, error) {
 	defer func() { <-a.turn }()
 
 	res, loopErr := a.loop(ctx, req)
+	if req.BeforeCommit != nil {
+		if loopErr != nil {
+			req.BeforeCommit(failed(res, loopErr))
+		} else {
+			req.BeforeCommit(res, nil)
+		}
+	}
 	if res.Changed {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.o.CommitTimeout)
 		sha, err := a.o.Committer.Turn(cctx, commitMessage(req))

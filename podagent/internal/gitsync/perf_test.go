@@ -117,3 +117,27 @@ func TestRepackKeepsHistory(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigureKeepsSHA256: the object format of a sha256 repository
+// survives the one-write config.
+func TestConfigureKeepsSHA256(t *testing.T) {
+	t.Parallel()
+	r := &Repo{Dir: t.TempDir(), Runner: newRepo(t).Runner, Author: DefaultAuthor}
+	ctx := context.Background()
+	if err := r.git("init", "-q", "--object-format=sha256", "-b", "main").Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Configure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(r.Dir, "a.txt"), []byte("a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.StageAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sha, err := r.Commit(ctx, "one", false)
+	if err != nil || len(sha) != 64 {
+		t.Fatalf("commit in a sha256 repository after Configure: %q %v", sha, err)
+	}
+}

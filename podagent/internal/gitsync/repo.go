@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 
@@ -59,20 +60,40 @@ func (r *Repo) Init(ctx context.Context) error {
 // repack while a snapshot may run; the pod packs itself, see Repack), no
 // hooks, no signing, stable output. The whole .git/config is written in one
 // atomic write (issue 14: ten `git config` processes took 50-65 ms of every
-// cold start); whatever a restored config held is dropped, so nothing from
-// it can run a command. Settings added later (the large-file filter) are
+// cold start); whatever a restored config held is dropped (only its object
+// format is kept), so nothing from it can run a command. Settings added later (the large-file filter) are
 // written after this.
 func (r *Repo) Configure(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return atomicfile.Write(filepath.Join(r.GitDir(), "config"), []byte(r.configText()), 0o644)
+	path := filepath.Join(r.GitDir(), "config")
+	sha256 := false // the object format is the one thing carried over
+	if b, err := os.ReadFile(path); err == nil {
+		if m := objectFormatRE.FindSubmatch(b); m != nil {
+			switch f := strings.ToLower(string(m[1])); f {
+			case "sha1":
+			case "sha256":
+				sha256 = true
+			default:
+				return fmt.Errorf("gitsync: unsupported object format %q", f)
+			}
+		}
+	}
+	return atomicfile.Write(path, []byte(r.configText(sha256)), 0o644)
 }
 
+// objectFormatRE reads extensions.objectformat from a config as text.
+var objectFormatRE = regexp.MustCompile(`(?im)^\s*objectformat\s*=\s*"?([a-z0-9]+)"?\s*$`)
+
 // configText is the pod's .git/config (git init's core settings plus ours).
-func (r *Repo) configText() string {
+func (r *Repo) configText(sha256 bool) string {
 	var b strings.Builder
-	b.WriteString("[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n" +
+	version := "0"
+	if sha256 {
+		version = "1"
+	}
+	b.WriteString("[core]\n\trepositoryformatversion = " + version + "\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n" +
 		"\thooksPath = /dev/null\n\tautocrlf = false\n\tquotePath = false\n" +
 		"[gc]\n\tauto = 0\n\tautoDetach = false\n" +
 		"[maintenance]\n\tauto = false\n" +
@@ -80,6 +101,9 @@ func (r *Repo) configText() string {
 		"[tag]\n\tgpgSign = false\n" +
 		"[user]\n")
 	fmt.Fprintf(&b, "\tname = %s\n\temail = %s\n", configQuote(r.Author.Name), configQuote(r.Author.Email))
+	if sha256 {
+		b.WriteString("[extensions]\n\tobjectformat = sha256\n")
+	}
 	return b.String()
 }
 

@@ -57,6 +57,9 @@ type Options struct {
 	Webhook webhook.Settings
 	// RepackLooseObjects is gitsync.Options.RepackLooseObjects (0: default).
 	RepackLooseObjects int
+	// AfterTurn runs after every turn (the micro-VM guest flushes its disk,
+	// so a host that finds the VM dead reads the last commit).
+	AfterTurn func()
 }
 
 // Pod is a running pod.
@@ -74,9 +77,10 @@ type Pod struct {
 	// Webhook serves /agent/channels/webhook/* (issue 5).
 	Webhook *webhook.Handler
 
-	log      *zap.Logger
-	bgCancel context.CancelFunc
-	bgDone   chan struct{}
+	log       *zap.Logger
+	afterTurn func()
+	bgCancel  context.CancelFunc
+	bgDone    chan struct{}
 }
 
 // OpenStore opens the configured object store.
@@ -122,7 +126,7 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 		o.LayerStore = o.Store
 	}
 	runner := NewRunner(ws)
-	p := &Pod{Config: cfg, Metrics: metrics.New(), log: log}
+	p := &Pod{Config: cfg, Metrics: metrics.New(), log: log, afterTurn: o.AfterTurn}
 	p.Repo = &gitsync.Repo{Dir: ws, Runner: runner, Author: gitsync.DefaultAuthor}
 	p.S3 = s3sync.New(s3sync.Options{Store: o.LayerStore, ProjectID: cfg.ProjectID, Workspace: ws,
 		SuppressProjectArchive: true, Log: log,
@@ -170,6 +174,11 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 	if large != nil {
 		sopts.LFS, copts.LFS = large, large
 	}
+	// The pod is the sole writer: a lock a killed git left blocks every
+	// later write, so it goes before anything runs git (issue 8, item 2).
+	if removed, err := p.Repo.RemoveStaleLocks(); len(removed) > 0 || err != nil {
+		log.Warn("removed stale git lock files at start", zap.Strings("files", removed), zap.Error(err))
+	}
 	p.Sync = gitsync.New(sopts)
 	copts.Sync = p.Sync
 	p.ColdStart, err = coldstart.Run(ctx, copts)
@@ -201,6 +210,7 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 		return nil, err
 	}
 	p.Webhook = webhook.Register(p.Echo.Group(webhook.Prefix, server.RequireRuntimeToken(cfg.RuntimeToken)), wdeps)
+	p.Webhook.Resume() // accepted async messages an earlier run did not finish
 
 	bgCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	p.bgCancel, p.bgDone = cancel, make(chan struct{})
@@ -213,7 +223,11 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 
 // Turn is one agent turn (see gitsync.GitWorkspaceSync.Turn).
 func (p *Pod) Turn(ctx context.Context, message string) (string, error) {
-	return p.Sync.Turn(ctx, message)
+	sha, err := p.Sync.Turn(ctx, message)
+	if p.afterTurn != nil {
+		p.afterTurn()
+	}
+	return sha, err
 }
 
 // Shutdown runs the spec 10.2 sequence and stops the background loop.

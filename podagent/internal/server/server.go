@@ -6,6 +6,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -76,11 +77,23 @@ func RequireRuntimeToken(token string) echo.MiddlewareFunc {
 	}
 }
 
+// MaxFlushBodyBytes bounds POST /agent/git-flush ({tag, tagMessage}).
+const MaxFlushBodyBytes = 64 << 10
+
 func gitFlush(o Options) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		var req wire.GitFlushRequest
-		if c.Request().ContentLength != 0 {
+		r := c.Request()
+		if r.ContentLength > MaxFlushBodyBytes {
+			return poderr.New("request_too_large", fmt.Sprintf("the body is larger than %d bytes", MaxFlushBodyBytes))
+		}
+		if r.ContentLength != 0 {
+			r.Body = http.MaxBytesReader(c.Response(), r.Body, MaxFlushBodyBytes)
 			if err := c.Bind(&req); err != nil {
+				var mbe *http.MaxBytesError
+				if errors.As(err, &mbe) {
+					return poderr.New("request_too_large", fmt.Sprintf("the body is larger than %d bytes", MaxFlushBodyBytes))
+				}
 				return poderr.New("invalid_body", "body must be JSON {tag, tagMessage}")
 			}
 		}

@@ -7,10 +7,12 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/svc-dev/svc/podagent/internal/activity"
 	"github.com/svc-dev/svc/podagent/internal/agentloop"
 	"github.com/svc-dev/svc/podagent/internal/callback"
 	"github.com/svc-dev/svc/podagent/internal/channelcfg"
 	"github.com/svc-dev/svc/podagent/internal/durable"
+	"github.com/svc-dev/svc/podagent/internal/inbox"
 	"github.com/svc-dev/svc/podagent/internal/outbox"
 	"github.com/svc-dev/svc/shared/internalapi"
 )
@@ -35,6 +37,9 @@ type PodOptions struct {
 	// API (default <Workspace>/.git/svc-agent/outbox, next to the checkpoint
 	// journal).
 	OutboxDir string
+	// InboxDir is the journal of accepted async messages, messageCount and
+	// the activity window (default <Workspace>/.git/svc-agent/inbox).
+	InboxDir string
 }
 
 // PodDeps assembles the production Deps of a pod: channel config from the
@@ -52,6 +57,22 @@ func PodDeps(o PodOptions) (Deps, error) {
 		MaxIterations: s.MaxIterations, Log: o.Log})
 	if err != nil {
 		return Deps{}, fmt.Errorf("webhook: %w", err)
+	}
+	inboxDir := o.InboxDir
+	if inboxDir == "" {
+		inboxDir = filepath.Join(o.Workspace, ".git", durable.StateDirName, "inbox")
+	}
+	journal, bad, err := inbox.Open(inboxDir)
+	if err != nil {
+		_ = agent.Close()
+		return Deps{}, fmt.Errorf("webhook: message journal: %w", err)
+	}
+	for _, f := range bad {
+		o.Log.Error("unreadable message journal entry; set aside as *.bad", zap.String("file", f))
+	}
+	act := activity.New(nil)
+	if err := act.Persist(filepath.Join(inboxDir, "activity.state")); err != nil {
+		o.Log.Warn("the activity window of an earlier run could not be read", zap.Error(err))
 	}
 	api := o.API
 	if api == nil {
@@ -78,6 +99,8 @@ func PodDeps(o PodOptions) (Deps, error) {
 		Agent:        agent,
 		Callbacks:    cb,
 		Outbox:       ob,
+		Journal:      journal,
+		Activity:     act,
 		Ready:        o.Ready,
 		Log:          o.Log,
 		SyncTimeout:  s.SyncTimeout,

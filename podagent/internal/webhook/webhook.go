@@ -37,6 +37,7 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/agentloop"
 	"github.com/svc-dev/svc/podagent/internal/callback"
 	"github.com/svc-dev/svc/podagent/internal/channelcfg"
+	"github.com/svc-dev/svc/podagent/internal/inbox"
 	"github.com/svc-dev/svc/podagent/internal/outbox"
 	"github.com/svc-dev/svc/podagent/internal/poderr"
 	"github.com/svc-dev/svc/shared/wire"
@@ -88,6 +89,11 @@ type Deps struct {
 	MaxBodyBytes int64
 	// Closer, when set, is closed by Shutdown once running turns ended.
 	Closer io.Closer
+	// Journal, when set, keeps accepted async messages on disk until their
+	// reply is delivered or in the outbox (the 202 is answered only once the
+	// message is journaled), and the channel's messageCount; Resume picks up
+	// what an earlier run left. nil: memory only (tests, no workspace).
+	Journal *inbox.Journal
 }
 
 // outboxCloseGrace bounds the last hand-over of the outbox at Shutdown.
@@ -251,10 +257,14 @@ func (h *Handler) health(c echo.Context) error {
 	if connected && h.d.Ready != nil && h.d.Ready() != nil {
 		connected = false
 	}
+	count := h.messages.Load()
+	if h.d.Journal != nil {
+		count = h.d.Journal.Counters().MessageCount
+	}
 	return c.JSON(http.StatusOK, wire.WebhookHealth{
 		Connected:     connected,
 		HasSecret:     cfgErr == nil && cfg.Secret != "",
-		MessageCount:  h.messages.Load(),
+		MessageCount:  count,
 		OutboxPending: h.d.Outbox.Len(cfg.ChannelID),
 	})
 }
