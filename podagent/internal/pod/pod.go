@@ -20,7 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/podagent/internal/assets"
-	"github.com/svc-dev/svc/podagent/internal/checkpoints"
+	"github.com/svc-dev/svc/podagent/internal/checkpointjournal"
 	"github.com/svc-dev/svc/podagent/internal/coldstart"
 	"github.com/svc-dev/svc/podagent/internal/config"
 	"github.com/svc-dev/svc/podagent/internal/degrade"
@@ -38,6 +38,7 @@ import (
 	"github.com/svc-dev/svc/shared/objstore"
 	fsstore "github.com/svc-dev/svc/shared/objstore/fs"
 	s3store "github.com/svc-dev/svc/shared/objstore/s3"
+	"github.com/svc-dev/svc/shared/repoarchive"
 	"github.com/svc-dev/svc/shared/syncmode"
 )
 
@@ -59,6 +60,8 @@ type Options struct {
 	// Webhook tunes the webhook channel (zero value: the defaults; see
 	// webhook.SettingsFromEnv).
 	Webhook webhook.Settings
+	// RepackLooseObjects is gitsync.Options.RepackLooseObjects (0: default).
+	RepackLooseObjects int
 	// AfterTurn runs after every turn (the micro-VM guest flushes its disk,
 	// so a host that finds the VM dead reads the last commit).
 	AfterTurn func()
@@ -144,7 +147,8 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 		}})
 	sopt := s3sync.Options{Store: o.LayerStore, ProjectID: cfg.ProjectID, Workspace: ws,
 		SuppressProjectArchive: mode == syncmode.GitOnly, Log: log,
-		Head: func(ctx context.Context) string { h, _ := p.Repo.Head(ctx); return h }}
+		Fenced: func() bool { return p.Durable != nil && p.Durable.Fenced() },
+		Head:   func(ctx context.Context) string { h, _ := p.Repo.Head(ctx); return h }}
 	if mode != syncmode.GitOnly {
 		sopt.Exclude = p.Assets.IsOffloaded
 	}
@@ -170,7 +174,11 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 		},
 		SetSuppressProjectArchive: setSuppress,
 	}, log.Named("degrade"))
-	p.Durable = durable.New(durable.Options{Store: o.Store, ProjectID: cfg.ProjectID, Workspace: ws, Runner: runner, Log: log})
+	p.Durable = durable.New(durable.Options{Store: o.Store, ProjectID: cfg.ProjectID, Workspace: ws, Runner: runner, Log: log,
+		Manifest: func(ctx context.Context) (repoarchive.Manifest, error) {
+			hash, err := p.Repo.LockfileHash(ctx)
+			return repoarchive.Manifest{DepsHash: hash}, err
+		}})
 	client := &internalapi.Client{BaseURL: cfg.APIURL, ProjectID: cfg.ProjectID, Token: cfg.RuntimeToken, HTTP: o.HTTPClient}
 	p.Recorder, err = checkpoints.Open(filepath.Join(ws, ".git", durable.StateDirName, "checkpoints.json"), client, log)
 	if err != nil {
@@ -191,7 +199,7 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 	}
 	sopts := gitsync.Options{Mode: mode, Repo: p.Repo, Persister: p.Durable, Recorder: p.Recorder, Machine: p.Machine,
 		S3: p.S3, Metrics: p.Metrics, Log: log, RetryMin: cfg.PersistRetryMin, RetryMax: cfg.PersistRetryMax,
-		PersistAttempts: o.PersistAttempts, PersistTimeout: o.PersistTimeout}
+		PersistAttempts: o.PersistAttempts, PersistTimeout: o.PersistTimeout, RepackLooseObjects: o.RepackLooseObjects}
 	copts := coldstart.Options{Mode: mode, Repo: p.Repo, Durable: p.Durable, S3: p.S3, Log: log}
 	if large != nil {
 		sopts.LFS, copts.LFS = large, large
@@ -308,10 +316,17 @@ func (p *Pod) ShutdownSteps() shutdown.Steps {
 	}
 }
 
-// Close stops the background loop (idempotent).
+// Close stops the background loop and background maintenance (a repack,
+// a deps upload) (idempotent).
 func (p *Pod) Close() {
 	if p.bgCancel != nil {
 		p.bgCancel()
 		<-p.bgDone
+	}
+	if p.Sync != nil {
+		p.Sync.Close()
+	}
+	if p.S3 != nil {
+		p.S3.Close()
 	}
 }
