@@ -269,7 +269,7 @@ func (p *Persister) Restore(ctx context.Context, limits archive.ExtractOptions) 
 		return false, fmt.Errorf("durable: get %s: %w", p.key, err)
 	}
 	defer rc.Close()
-	limits.NoLinks = true // a .git never holds a link (issue 8, item 5)
+	limits.NoLinks = true // a .git never holds a link
 	if _, err := s3sync.ExtractTarGz(rc, staging, limits); err != nil {
 		_ = os.RemoveAll(staging)
 		return false, fmt.Errorf("durable: extract %s: %w", p.key, err)

@@ -128,7 +128,7 @@ func (r *Repo) Tag(ctx context.Context, name, message string) error {
 // ErrTagExists is returned when a tag name is taken by another commit.
 var ErrTagExists = errors.New("gitsync: tag exists")
 
-// Checkpoint builds the record of commit sha (DESIGN.md §6).
+// Checkpoint builds the record of commit sha (docs/design.md §6).
 func (r *Repo) Checkpoint(ctx context.Context, sha string) (wire.CheckpointRecord, error) {
 	out, err := r.git("show", "-s", "--format="+wire.CommitFormat).AddDynamic(sha).String(ctx)
 	if err != nil {
