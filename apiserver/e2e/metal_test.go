@@ -32,6 +32,13 @@ func buildMetal(t *testing.T) string {
 	if ks, _ := filepath.Glob("/boot/vmlinuz-*"); len(ks) == 0 {
 		t.Fatal("the metal e2e test needs a guest kernel under /boot (install linux-image-cloud-amd64)")
 	}
+	if dir := os.Getenv("SVC_BIN_DIR"); dir != "" { // make test built both
+		_, err1 := os.Stat(filepath.Join(dir, "metalhost"))
+		_, err2 := os.Stat(filepath.Join(dir, "podagent-guest"))
+		if err1 == nil && err2 == nil {
+			return filepath.Join(dir, "metalhost")
+		}
+	}
 	_, file, _, _ := runtime.Caller(0)
 	podagentDir := filepath.Join(filepath.Dir(file), "..", "..", "podagent")
 	dir := t.TempDir()

@@ -343,7 +343,7 @@ func (h *Hub) EnsurePinned(_ context.Context, p store.Project, a store.RuntimeAs
 			zap.String("holder", a.Endpoint))
 		return runtime.Endpoint{}, runtime.ErrOffline
 	}
-	base = base.JoinPath("internal", "projects", p.ID, internalapi.PathRelay)
+	base.Path = strings.TrimSuffix(base.Path, "/") + internalapi.ProjectPath(p.ID, internalapi.PathRelay)
 	base.RawPath, base.RawQuery, base.Fragment = "", "", ""
 	return runtime.Endpoint{URL: base,
 		Token: runtimetoken.Mint(h.secret, p.ID), Transport: relayTransport{h.relayRT}}, nil

@@ -73,6 +73,11 @@ func newWorld(t testing.TB, project, token string, snapshots bool, afterDisk fun
 // pipeBinary builds metalhost (its pipe subcommand is QEMU's guestfwd).
 func pipeBinary(t testing.TB) string {
 	t.Helper()
+	if dir := os.Getenv("SVC_BIN_DIR"); dir != "" { // make test built it
+		if _, err := os.Stat(filepath.Join(dir, "metalhost")); err == nil {
+			return filepath.Join(dir, "metalhost")
+		}
+	}
 	out := filepath.Join(t.TempDir(), "metalhost")
 	cmd := exec.Command("go", "build", "-o", out, "../../../cmd/metalhost")
 	cmd.Env = append(os.Environ(), "GOWORK=off")
