@@ -16,7 +16,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
 
-	"github.com/svc-dev/svc/podagent/internal/checkpoints"
+	"github.com/svc-dev/svc/podagent/internal/checkpointjournal"
 	"github.com/svc-dev/svc/podagent/internal/coldstart"
 	"github.com/svc-dev/svc/podagent/internal/config"
 	"github.com/svc-dev/svc/podagent/internal/degrade"
@@ -190,26 +190,22 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 	}
 	p.Sync.Resume(ctx)
 
-	p.Echo = server.New(server.Options{RuntimeToken: cfg.RuntimeToken, Registry: p.Metrics.Registry, Flusher: p.Sync, Log: log,
-		Ready: func() error {
-			if p.Durable.Fenced() {
-				return durable.ErrFenced
-			}
-			return nil
-		}})
+	ready := func() error {
+		if p.Durable.Fenced() {
+			return durable.ErrFenced
+		}
+		return nil
+	}
 	// Webhook channel: the agent's tool loop ends each turn with p.Turn.
 	wdeps, err := webhook.PodDeps(webhook.PodOptions{APIURL: cfg.APIURL, ProjectID: cfg.ProjectID,
 		RuntimeToken: cfg.RuntimeToken, API: client, Workspace: ws, Committer: p, Settings: o.Webhook, Log: log, HTTP: o.HTTPClient,
-		Ready: func() error {
-			if p.Durable.Fenced() {
-				return durable.ErrFenced
-			}
-			return nil
-		}})
+		Ready: ready})
 	if err != nil {
 		return nil, err
 	}
-	p.Webhook = webhook.Register(p.Echo.Group(webhook.Prefix, server.RequireRuntimeToken(cfg.RuntimeToken)), wdeps)
+	p.Webhook = webhook.New(wdeps)
+	p.Echo = server.New(server.Options{RuntimeToken: cfg.RuntimeToken, Registry: p.Metrics.Registry, Flusher: p.Sync,
+		Webhook: p.Webhook, Log: log, Ready: ready})
 	p.Webhook.Resume() // accepted async messages an earlier run did not finish
 
 	bgCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
