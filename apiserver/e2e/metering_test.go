@@ -31,8 +31,11 @@ func waitUsage(t *testing.T, e *env, workspace string, n int64) usageSnapshot {
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		u := usageOf(t, e, workspace)
-		if u.requests >= n || time.Now().After(deadline) {
+		if u.requests >= n {
 			return u
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("usage of %s: %d requests recorded after 15 s, want at least %d", workspace, u.requests, n)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
