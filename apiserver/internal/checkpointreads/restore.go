@@ -1,4 +1,4 @@
-package checkpointsapi
+package checkpointreads
 
 import (
 	"context"
@@ -37,7 +37,7 @@ func (a *API) Restore(c echo.Context) error {
 	proj := httpmw.ProjectFrom(c)
 	ctx := c.Request().Context()
 	if a.Runtime == nil {
-		return apierr.Internal(errors.New("checkpointsapi: no runtime"))
+		return apierr.Internal(errors.New("checkpointreads: no runtime"))
 	}
 	if ReadSource(proj) == ReadSourceGit || proj.CloudSyncMode == "dual_shadow" {
 		r, err := a.acquire(c.Request().Context(), httpmw.ProjectFrom(c).ID, c.Response().Header())

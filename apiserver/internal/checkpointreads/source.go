@@ -1,4 +1,4 @@
-package checkpointsapi
+package checkpointreads
 
 import (
 	"archive/tar"
@@ -96,7 +96,7 @@ func (a *API) Files(c echo.Context) error {
 	resp := FilesResponse{ReadSource: src, Files: []FileEntry{}}
 	if src == ReadSourceS3 {
 		if a.Objects == nil {
-			return apierr.Internal(errors.New("checkpointsapi: no object store"))
+			return apierr.Internal(errors.New("checkpointreads: no object store"))
 		}
 		if err := a.s3Files(ctx, proj.ID, &resp); err != nil {
 			return apierr.Unavailable(err)
