@@ -25,16 +25,19 @@ func usageOf(t *testing.T, e *env, workspace string) usageSnapshot {
 }
 
 // waitUsage polls the database until n requests are recorded (the record is
-// written after the answer's last byte) or the deadline passes.
+// written after the answer's last byte); at the deadline the test fails.
 func waitUsage(t *testing.T, e *env, workspace string, n int64) usageSnapshot {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		u := usageOf(t, e, workspace)
-		if u.requests >= n || time.Now().After(deadline) {
+		if u.requests >= n {
 			return u
 		}
-		time.Sleep(50 * time.Millisecond)
+		if time.Now().After(deadline) {
+			t.Fatalf("usage of %s: %d requests recorded after 15s, want at least %d", workspace, u.requests, n)
+		}
+		time.Sleep(50 * time.Millisecond) // poll with a deadline
 	}
 }
 

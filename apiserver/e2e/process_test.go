@@ -71,12 +71,22 @@ func waitReady(t testing.TB, name, url string, timeout time.Duration, logs *logB
 // with its whole body.
 func do(t testing.TB, method, url, bearer string, body []byte, header http.Header) (*http.Response, []byte) {
 	t.Helper()
+	res, b, err := tryDo(method, url, bearer, body, header)
+	must(t, err)
+	return res, b
+}
+
+// tryDo is do for goroutines, which must not call t.Fatal: the error is
+// returned.
+func tryDo(method, url, bearer string, body []byte, header http.Header) (*http.Response, []byte, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
 	req, err := http.NewRequest(method, url, rd)
-	must(t, err)
+	if err != nil {
+		return nil, nil, err
+	}
 	for k, vs := range header {
 		req.Header[k] = vs
 	}
@@ -84,9 +94,10 @@ func do(t testing.TB, method, url, bearer string, body []byte, header http.Heade
 		req.Header.Set("Authorization", "Bearer "+bearer)
 	}
 	res, err := http.DefaultClient.Do(req)
-	must(t, err)
+	if err != nil {
+		return nil, nil, err
+	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
-	must(t, err)
-	return res, b
+	return res, b, err
 }

@@ -216,15 +216,22 @@ func TestWebhookSyncTimeoutGoesToOutbox(t *testing.T) {
 		status int
 		body   []byte
 		took   time.Duration
+		err    error
 	}
 	done := make(chan polled, 1)
-	go func() {
+	go func() { // no t.Fatal here: the outcome goes back to the test's goroutine
 		start := time.Now()
-		res, body := w.do(t, http.MethodGet, "/agent/channels/webhook/outbox/"+channelID+"?wait=30", nil, hookHeaders())
-		done <- polled{res.StatusCode, body, time.Since(start)}
+		res, body, err := tryDo(http.MethodGet, w.api.URL+"/api/projects/"+w.project+"/agent-proxy/agent/channels/webhook/outbox/"+
+			channelID+"?wait=30", w.acc.key, nil, hookHeaders())
+		p := polled{body: body, took: time.Since(start), err: err}
+		if err == nil {
+			p.status = res.StatusCode
+		}
+		done <- p
 	}()
 	close(gate) // the agent finishes now
 	p := <-done
+	must(t, p.err)
 	if p.status != 200 || !strings.Contains(string(p.body), env.Error.CorrelationID) || !strings.Contains(string(p.body), "the late reply") ||
 		!strings.Contains(string(p.body), `"k":"v"`) {
 		t.Fatalf("outbox: %d %s", p.status, p.body)

@@ -259,7 +259,13 @@ func TestWebhookProxyLocalDriverLifecycle(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, body := proxyDo(t, w.api.URL, p2, w.acc.key, http.MethodGet, "/agent/channels/test/env", nil, nil)
+			// No t.Fatal in a goroutine: errors are reported with t.Errorf.
+			res, body, err := tryDo(http.MethodGet, w.api.URL+"/api/projects/"+p2+"/agent-proxy/agent/channels/test/env",
+				w.acc.key, nil, nil)
+			if err != nil {
+				t.Errorf("concurrent start: %v", err)
+				return
+			}
 			var info fakeAgentInfo
 			if res.StatusCode == 200 && json.Unmarshal(body, &info) == nil {
 				pids <- info.PID
