@@ -19,12 +19,14 @@ BENCH_FLAGS  ?= -run '^$$' -bench . -benchmem -count=1 -timeout 30m
 export SVC_MINIO_BIN := $(MINIO_BIN)
 export SVC_HELM_BIN := $(HELM_BIN)
 
-.PHONY: build run test test-modules bench lint tools clean
+.PHONY: build run test test-modules bench bench-gateway lint tools clean
 
 build:
 	@mkdir -p $(BIN)
 	cd apiserver && $(GO) build -o $(BIN)/apiserver ./cmd/apiserver
 	cd podagent && $(GO) build -o $(BIN)/podagent ./cmd/podagent
+	cd podagent && $(GO) build -o $(BIN)/metalhost ./cmd/metalhost
+	cd podagent && CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/podagent-guest ./cmd/podagent
 
 run: build
 	SVC_DATA_DIR=$(DATA_DIR) SVC_PODAGENT_BIN=$(BIN)/podagent $(BIN)/apiserver dev
@@ -49,6 +51,14 @@ bench-modules:
 		echo "== go test -bench $$m"; \
 		(cd $$m && GOWORK=off SVC_BIN_DIR=$(BIN) $(GO) test $(BENCH_FLAGS) ./...); \
 	done
+
+# The gateway's added latency and throughput only (issue 12): two deployments
+# with tracing off, and tracing on (PostgreSQL only, started by the test
+# harness unless SVC_TEST_DATABASE_URL is set). BENCH_COUNT repeats each.
+BENCH_COUNT ?= 3
+bench-gateway: build
+	cd apiserver && GOWORK=off SVC_BIN_DIR=$(BIN) $(GO) test -run '^$$' -bench 'BenchmarkGatewayAddedLatency' \
+		-benchmem -count=$(BENCH_COUNT) -timeout 30m ./e2e/
 
 lint:
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi

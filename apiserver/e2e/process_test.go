@@ -73,6 +73,9 @@ func do(t testing.TB, method, url, bearer string, body []byte, header http.Heade
 	t.Helper()
 	res, b, err := tryDo(method, url, bearer, body, header)
 	must(t, err)
+	if err := checkOpenAPI(res.Request, res, b); err != nil {
+		t.Error(err)
+	}
 	return res, b
 }
 

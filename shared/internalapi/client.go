@@ -93,6 +93,11 @@ func (c *Client) do(ctx context.Context, timeout time.Duration, op, method, path
 // call sends one JSON request with a bearer token and decodes a 2xx answer
 // into out; any other answer is a *StatusError.
 func call(ctx context.Context, hc *http.Client, timeout time.Duration, op, method, u, token string, in, out any) error {
+	return callWith(ctx, hc, timeout, op, method, u, token, nil, in, out)
+}
+
+// callWith is call with extra request headers (the channel secret).
+func callWith(ctx context.Context, hc *http.Client, timeout time.Duration, op, method, u, token string, header http.Header, in, out any) error {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
@@ -115,6 +120,9 @@ func call(ctx context.Context, hc *http.Client, timeout time.Duration, op, metho
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("Authorization", "Bearer "+token)
+	for k, v := range header {
+		req.Header[k] = v
+	}
 	if hc == nil {
 		hc = http.DefaultClient
 	}

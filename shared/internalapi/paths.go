@@ -40,6 +40,10 @@ const (
 	PodGitFlush = PodAgent + "/git-flush"
 	// PodChannels is the prefix of the channel routes the agent-proxy forwards.
 	PodChannels = PodAgent + "/channels/"
+	// The webhook channel's routes (spec 4.2), which the console also calls.
+	PodWebhookIncoming = PodChannels + "webhook/incoming"
+	PodWebhookHealth   = PodChannels + "webhook/health"
+	PodWebhookActivity = PodChannels + "webhook/activity"
 )
 
 // ProjectURL is base + /internal/projects/{projectID} + path, with the id

@@ -48,11 +48,20 @@ var Statuses = map[string]int{
 	"upstream_error":        http.StatusBadGateway,
 	"upstream_unavailable":  http.StatusBadGateway,
 	"upstream_timeout":      http.StatusGatewayTimeout,
+	"upstream_cooling_down": http.StatusServiceUnavailable, // every deployment's breaker open (issue 12)
 	"publish_failed":        http.StatusBadGateway,
 	"agent_unavailable":     http.StatusServiceUnavailable,
 	"service_unavailable":   http.StatusServiceUnavailable,
 	"database_unavailable":  http.StatusServiceUnavailable,
 	"internal_error":        http.StatusInternalServerError,
+	// The console's JSON key API (issue 13).
+	"unauthenticated":     http.StatusUnauthorized,
+	"csrf_failed":         http.StatusForbidden,
+	"owner_required":      http.StatusForbidden,
+	"workspace_not_found": http.StatusNotFound,
+	"key_not_found":       http.StatusNotFound,
+	"invalid_body":        http.StatusBadRequest,
+	"invalid_name":        http.StatusBadRequest,
 }
 
 // Coded is an error whose status comes from Statuses.

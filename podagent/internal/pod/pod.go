@@ -54,6 +54,9 @@ type Options struct {
 	// Webhook tunes the webhook channel (zero value: the defaults; see
 	// webhook.SettingsFromEnv).
 	Webhook webhook.Settings
+	// AfterTurn runs after every turn (the micro-VM guest flushes its disk,
+	// so a host that finds the VM dead reads the last commit).
+	AfterTurn func()
 }
 
 // Pod is a running pod.
@@ -71,9 +74,10 @@ type Pod struct {
 	// Webhook serves /agent/channels/webhook/* (issue 5).
 	Webhook *webhook.Handler
 
-	log      *zap.Logger
-	bgCancel context.CancelFunc
-	bgDone   chan struct{}
+	log       *zap.Logger
+	afterTurn func()
+	bgCancel  context.CancelFunc
+	bgDone    chan struct{}
 }
 
 // OpenStore opens the configured object store.
@@ -119,7 +123,7 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 		o.LayerStore = o.Store
 	}
 	runner := NewRunner(ws)
-	p := &Pod{Config: cfg, Metrics: metrics.New(), log: log}
+	p := &Pod{Config: cfg, Metrics: metrics.New(), log: log, afterTurn: o.AfterTurn}
 	p.Repo = &gitsync.Repo{Dir: ws, Runner: runner, Author: gitsync.DefaultAuthor}
 	p.S3 = s3sync.New(s3sync.Options{Store: o.LayerStore, ProjectID: cfg.ProjectID, Workspace: ws,
 		SuppressProjectArchive: true, Log: log})
@@ -211,7 +215,11 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 
 // Turn is one agent turn (see gitsync.GitWorkspaceSync.Turn).
 func (p *Pod) Turn(ctx context.Context, message string) (string, error) {
-	return p.Sync.Turn(ctx, message)
+	sha, err := p.Sync.Turn(ctx, message)
+	if p.afterTurn != nil {
+		p.afterTurn()
+	}
+	return sha, err
 }
 
 // Shutdown runs the spec 10.2 sequence and stops the background loop.
