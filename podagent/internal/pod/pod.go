@@ -225,8 +225,14 @@ func (p *Pod) Turn(ctx context.Context, message string) (string, error) {
 // Shutdown runs the spec 10.2 sequence and stops the background loop.
 func (p *Pod) Shutdown(ctx context.Context) shutdown.Result {
 	if p.Webhook != nil {
-		// Running webhook turns end (and commit) before the drain.
+		// Running webhook turns end (and commit) before the drain; with a
+		// deadline they get only what the flushes leave (shutdown.Run), and
+		// a journaled async turn cut off resumes at the next start.
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		if dl, ok := ctx.Deadline(); ok {
+			cancel()
+			wctx, cancel = context.WithDeadline(ctx, shutdown.DrainDeadline(dl))
+		}
 		_ = p.Webhook.Shutdown(wctx)
 		cancel()
 	}
