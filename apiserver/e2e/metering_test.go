@@ -25,7 +25,7 @@ func usageOf(t *testing.T, e *env, workspace string) usageSnapshot {
 }
 
 // waitUsage polls the database until n requests are recorded (the record is
-// written after the answer's last byte); at the deadline the test fails.
+// written after the answer's last byte) or the deadline passes.
 func waitUsage(t *testing.T, e *env, workspace string, n int64) usageSnapshot {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
@@ -35,9 +35,9 @@ func waitUsage(t *testing.T, e *env, workspace string, n int64) usageSnapshot {
 			return u
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("usage of %s: %d requests recorded after 15s, want at least %d", workspace, u.requests, n)
+			t.Fatalf("usage of %s: %d requests recorded after 15 s, want at least %d", workspace, u.requests, n)
 		}
-		time.Sleep(50 * time.Millisecond) // poll with a deadline
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -219,19 +219,21 @@ func TestWebhookSyncTimeoutGoesToOutbox(t *testing.T) {
 		err    error
 	}
 	done := make(chan polled, 1)
-	go func() { // no t.Fatal here: the outcome goes back to the test's goroutine
+	go func() {
 		start := time.Now()
 		res, body, err := tryDo(http.MethodGet, w.api.URL+"/api/projects/"+w.project+"/agent-proxy/agent/channels/webhook/outbox/"+
 			channelID+"?wait=30", w.acc.key, nil, hookHeaders())
-		p := polled{body: body, took: time.Since(start), err: err}
-		if err == nil {
-			p.status = res.StatusCode
+		if err != nil {
+			done <- polled{err: err}
+			return
 		}
-		done <- p
+		done <- polled{res.StatusCode, body, time.Since(start), nil}
 	}()
 	close(gate) // the agent finishes now
 	p := <-done
-	must(t, p.err)
+	if p.err != nil {
+		t.Fatalf("outbox poll: %v", p.err)
+	}
 	if p.status != 200 || !strings.Contains(string(p.body), env.Error.CorrelationID) || !strings.Contains(string(p.body), "the late reply") ||
 		!strings.Contains(string(p.body), `"k":"v"`) {
 		t.Fatalf("outbox: %d %s", p.status, p.body)

@@ -259,7 +259,6 @@ func TestWebhookProxyLocalDriverLifecycle(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			// No t.Fatal in a goroutine: errors are reported with t.Errorf.
 			res, body, err := tryDo(http.MethodGet, w.api.URL+"/api/projects/"+p2+"/agent-proxy/agent/channels/test/env",
 				w.acc.key, nil, nil)
 			if err != nil {

@@ -46,8 +46,13 @@ const (
 	PodWebhookActivity = PodChannels + "webhook/activity"
 )
 
-// ProjectURL is base + /internal/projects/{projectID} + path, with the id
-// escaped as one path segment.
+// ProjectURL is base + ProjectPath(projectID, path).
 func ProjectURL(base, projectID, path string) string {
-	return strings.TrimRight(base, "/") + "/internal/projects/" + url.PathEscape(projectID) + path
+	return strings.TrimRight(base, "/") + ProjectPath(projectID, path)
+}
+
+// ProjectPath is /internal/projects/{projectID} + path, with the id escaped
+// as one path segment.
+func ProjectPath(projectID, path string) string {
+	return "/internal/projects/" + url.PathEscape(projectID) + path
 }

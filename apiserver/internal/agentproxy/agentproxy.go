@@ -109,12 +109,6 @@ func NewTransport() *http.Transport {
 	}
 }
 
-// Register mounts the proxy under g, which must already carry cloud auth
-// (APIKey, then ProjectMember on the route parameter of the project id).
-func (p *Proxy) Register(g *echo.Group) {
-	g.Any("/*", p.Handle)
-}
-
 // Handle proxies one request; ProjectMember has loaded the project (Relay:
 // httpmw.Runtime has checked the project's runtime token, and the project's
 // id is all the relay's driver needs).

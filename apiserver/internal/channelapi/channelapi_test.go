@@ -5,16 +5,11 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 
-	"github.com/labstack/echo/v4"
-	"go.uber.org/zap/zaptest"
-
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
-	"github.com/svc-dev/svc/apiserver/internal/auth"
 	"github.com/svc-dev/svc/apiserver/internal/channelapi"
-	"github.com/svc-dev/svc/apiserver/internal/httpmw"
+	"github.com/svc-dev/svc/apiserver/internal/server"
+	"github.com/svc-dev/svc/apiserver/internal/server/servertest"
 	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
 	"github.com/svc-dev/svc/shared/runtimetoken"
 	"github.com/svc-dev/svc/shared/wire"
@@ -31,12 +26,7 @@ func TestChannelConfigForTheProjectsRuntimeOnly(t *testing.T) {
 	p1, _ := st.CreateProject(ctx, ws.ID, "one")
 	p2, _ := st.CreateProject(ctx, ws.ID, "two")
 
-	e := echo.New()
-	e.HTTPErrorHandler = apierr.Handler(zaptest.NewLogger(t))
-	g := e.Group("/internal/projects/:id", httpmw.Runtime(auth.New(st, secret, zaptest.NewLogger(t)), "id"))
-	g.GET("/channel", channelapi.Handler(st))
-	srv := httptest.NewServer(e)
-	defer srv.Close()
+	srv := servertest.New(t, server.Deps{Store: st, RuntimeSecret: secret})
 
 	get := func(project, token string) (int, wire.ChannelConfig, string) {
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/internal/projects/"+project+"/channel", nil)

@@ -51,15 +51,12 @@ type API struct {
 	Now          func() time.Time
 }
 
-// Register mounts the routes; mw authenticates and authorises (APIKey,
-// then ProjectMember on the "id" parameter).
-func (a *API) Register(e *echo.Echo, mw ...echo.MiddlewareFunc) {
+// WithDefaults fills the zero options and returns a; the server's route
+// table mounts Graph, Commit, Diff and Status behind APIKey and
+// ProjectMember on the "id" parameter.
+func (a *API) WithDefaults() *API {
 	a.defaults()
-	const p = "/api/projects/:id/checkpoints"
-	e.GET(p+"/graph", a.Graph, mw...)
-	e.GET(p+"/commits/:sha", a.Commit, mw...)
-	e.GET(p+"/diff", a.Diff, mw...)
-	e.GET(p+"/status", a.Status, mw...)
+	return a
 }
 
 func (a *API) defaults() {

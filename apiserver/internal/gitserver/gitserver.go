@@ -77,8 +77,10 @@ type Server struct {
 	MaxReceiveBytes int64
 }
 
-// Register mounts the routes.
-func (s *Server) Register(e *echo.Echo) {
+// WithDefaults fills the zero options and returns s; the server's route
+// table mounts InfoRefs, UploadPack and ReceivePack behind Authenticate and
+// ProjectMember.
+func (s *Server) WithDefaults() *Server {
 	if s.Log == nil {
 		s.Log = zap.NewNop()
 	}
@@ -95,18 +97,20 @@ func (s *Server) Register(e *echo.Echo) {
 	if s.MaxReceiveBytes <= 0 {
 		s.MaxReceiveBytes = DefaultMaxReceiveBytes
 	}
-	mw := []echo.MiddlewareFunc{s.authenticate, httpmw.ProjectMember(s.Store, "id")}
-	const p = "/api/projects/:id/git"
-	e.GET(p+"/info/refs", s.infoRefs, mw...)
-	e.POST(p+"/git-upload-pack", func(c echo.Context) error { return s.rpc(c, "upload-pack") }, mw...)
-	e.POST(p+"/git-receive-pack", func(c echo.Context) error { return s.rpc(c, "receive-pack") }, mw...)
+	return s
 }
+
+// UploadPack is POST …/git/git-upload-pack (clone and fetch).
+func (s *Server) UploadPack(c echo.Context) error { return s.rpc(c, "upload-pack") }
+
+// ReceivePack is POST …/git/git-receive-pack (push-back).
+func (s *Server) ReceivePack(c echo.Context) error { return s.rpc(c, "receive-pack") }
 
 // wwwAuthenticate makes git clients retry with credentials.
 const wwwAuthenticate = `Basic realm="svc git", charset="UTF-8"`
 
 // authenticate accepts the API key as HTTP Basic password or as a bearer.
-func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+func (s *Server) Authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		key := credential(c.Request().Header.Get("Authorization"))
 		unauthorized := func() error {
@@ -202,7 +206,7 @@ func (s *Server) command(r *hydrate.Repo, service string, env string) *gitrun.Cm
 	return cmd
 }
 
-func (s *Server) infoRefs(c echo.Context) error {
+func (s *Server) InfoRefs(c echo.Context) error {
 	service, ok := serviceName(c.QueryParam("service"))
 	if !ok {
 		return apierr.BadRequest("invalid_service",

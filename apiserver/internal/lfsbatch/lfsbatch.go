@@ -133,16 +133,6 @@ func New(store objstore.Store, log *zap.Logger) *API {
 	return &API{Store: store, Log: log.Named("lfsbatch")}
 }
 
-// Register mounts the routes on the /internal/projects/:id group (runtime
-// auth already applied). Without a store nothing is mounted.
-func (a *API) Register(g *echo.Group) {
-	if a == nil || a.Store == nil {
-		return
-	}
-	g.POST(internalapi.PathLFSBatch, a.Batch)
-	g.POST(internalapi.PathLFSVerify, a.Verify)
-}
-
 func (a *API) expiry() time.Duration {
 	if a.Expiry > 0 {
 		return a.Expiry

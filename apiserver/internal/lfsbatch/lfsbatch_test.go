@@ -8,17 +8,14 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
-	"github.com/labstack/echo/v4"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
-	"github.com/svc-dev/svc/apiserver/internal/auth"
-	"github.com/svc-dev/svc/apiserver/internal/httpmw"
 	"github.com/svc-dev/svc/apiserver/internal/lfsbatch"
+	"github.com/svc-dev/svc/apiserver/internal/server"
+	"github.com/svc-dev/svc/apiserver/internal/server/servertest"
 	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
 	"github.com/svc-dev/svc/shared/objstore"
 	s3store "github.com/svc-dev/svc/shared/objstore/s3"
@@ -31,7 +28,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 var secret = []byte("lfsbatch-test-secret")
 
 type world struct {
-	srv      *httptest.Server
+	srv      *servertest.Server
 	objects  objstore.Store
 	project  string // the project of the token
 	other    string // a second project
@@ -39,9 +36,9 @@ type world struct {
 	otherTok string
 }
 
-// newWorld mounts the real handler behind the real runtime-token middleware
-// (SQLite store for the projects, MinIO for the objects), as
-// server.registerInternal does.
+// newWorld starts the API server in process (SQLite store for the
+// projects, MinIO for the objects): the real handler behind the real
+// runtime-token middleware.
 func newWorld(t *testing.T) *world {
 	t.Helper()
 	ctx := context.Background()
@@ -63,15 +60,9 @@ func newWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := zaptest.NewLogger(t)
-	e := echo.New()
-	e.HTTPErrorHandler = apierr.Handler(log)
-	g := e.Group("/internal/projects/:id", httpmw.Runtime(auth.New(st, secret, log), "id"))
-	lfsbatch.New(objs, log).Register(g)
-	w := &world{srv: httptest.NewServer(e), objects: objs, project: p1.ID, other: p2.ID,
+	srv := servertest.New(t, server.Deps{Store: st, RuntimeSecret: secret, Objects: objs, Log: zaptest.NewLogger(t)})
+	return &world{srv: srv, objects: objs, project: p1.ID, other: p2.ID,
 		token: runtimetoken.Mint(secret, p1.ID), otherTok: runtimetoken.Mint(secret, p2.ID)}
-	t.Cleanup(w.srv.Close)
-	return w
 }
 
 func (w *world) post(t *testing.T, project, token, path string, body any) (int, []byte, string) {

@@ -18,6 +18,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/outboxapi"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/testenv"
 	"github.com/svc-dev/svc/shared/wire"
 )
@@ -84,8 +85,11 @@ func (w *world) replica() (*outboxapi.API, *echo.Echo) {
 			return next(c)
 		}
 	}
-	api.RegisterInternal(e.Group("/internal/projects/:id", runtime))
-	api.RegisterPublic(e.Group("/api/projects/:id/agent-proxy", member, httpmw.ProjectMember(w.s, "id")))
+	// The routes of server.routes, with stand-in authentication (the
+	// caller's identity comes from test headers).
+	e.POST(internalapi.ProjectGroup+internalapi.PathOutbox, api.Put, runtime)
+	e.GET("/api/projects/:id/agent-proxy"+wire.WebhookPathPrefix+"/outbox/:channelId", api.Poll,
+		member, httpmw.ProjectMember(w.s, "id"))
 	return api, e
 }
 

@@ -111,7 +111,7 @@ func (a *API) ChatCompletions(c echo.Context) error {
 		if u == nil {
 			return
 		}
-		u.Deployment = ans.Deployment.Name()
+		u.Deployment = ans.Name
 		mctx, mcancel := context.WithTimeout(ctx, 10*time.Second)
 		defer mcancel()
 		mctx, span := a.Tracer.Start(mctx, "meter")

@@ -13,29 +13,20 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/apiserver/internal/agentproxy"
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/auth"
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
-	"github.com/svc-dev/svc/apiserver/internal/checkpointsapi"
 	"github.com/svc-dev/svc/apiserver/internal/console"
-	"github.com/svc-dev/svc/apiserver/internal/gitserver"
-	"github.com/svc-dev/svc/apiserver/internal/httpmw"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/metering"
-	"github.com/svc-dev/svc/apiserver/internal/objstoreopen"
-	"github.com/svc-dev/svc/apiserver/internal/openapi"
 	"github.com/svc-dev/svc/apiserver/internal/outboxapi"
 	"github.com/svc-dev/svc/apiserver/internal/pairing"
-	"github.com/svc-dev/svc/apiserver/internal/publicapi"
-	"github.com/svc-dev/svc/apiserver/internal/publish"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/tracing"
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
-	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/objstore"
 )
 
@@ -128,52 +119,8 @@ func New(d Deps) *Server {
 		d.AgentProxy.Accepted = s.Outbox.RecordAccepted
 	}
 
-	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
-	e.GET("/readyz", s.ready)
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
-
 	s.Usage = metering.NewRecorder(d.Store, d.Log.Named("metering"))
-	routing := d.Routing
-	routing.Registerer, routing.Tracer, routing.Log = reg, d.Tracer, d.Log.Named("upstream")
-	api := &publicapi.API{Catalog: d.Catalog, Meter: metering.New(d.Store, s.Usage),
-		Router: upstream.NewRouter(d.Upstream, d.Catalog, routing), Tracer: d.Tracer,
-		Log: d.Log.Named("publicapi"), MaxBody: d.MaxBodyBytes, Metrics: publicapi.NewMetrics(reg)}
-	for _, prefix := range []string{"/api/v1", "/v1"} {
-		// The OpenAPI document is public (no key), like the SDKs' own specs.
-		e.GET(prefix+"/openapi.json", openapi.Handler)
-		api.Register(e.Group(prefix, api.Observe, httpmw.APIKey(a)))
-	}
-
-	internal := e.Group(internalapi.ProjectGroup, httpmw.Runtime(a, "id"))
-	internal.POST(internalapi.PathChatCompletions, api.ChatCompletions, api.Observe)
-	s.registerInternal(internal)
-	if d.Relay != nil {
-		internal.Any(internalapi.PathRelay+"/*", d.Relay.Handle)
-	}
-
-	if d.Hydrate != nil {
-		(&checkpointsapi.API{Hydrate: d.Hydrate, Store: d.Store, Log: d.Log.Named("checkpoints")}).
-			Register(e, httpmw.APIKey(a), httpmw.ProjectMember(d.Store, "id"))
-		(&gitserver.Server{Hydrate: d.Hydrate, Store: d.Store, Auth: a, Log: d.Log}).Register(e)
-	}
-	// The outbox poll is served from the database, before the proxy's
-	// catch-all, so that it works while the agent is down.
-	agentProxy := e.Group("/api/projects/:id/agent-proxy", httpmw.APIKey(a), httpmw.ProjectMember(d.Store, "id"))
-	s.Outbox.RegisterPublic(agentProxy)
-	if d.AgentProxy != nil {
-		d.AgentProxy.Register(agentProxy)
-		e.POST("/api/projects/:id/publish", (&publish.API{Runtime: d.AgentProxy.Runtime, Store: d.Store}).Handle,
-			httpmw.APIKey(a), httpmw.ProjectMember(d.Store, "id"))
-	}
-	if d.Pairing != nil {
-		d.Pairing.Register(e)
-	}
-	if d.ObjectsHandler != nil {
-		e.Any(objstoreopen.FSBasePath+"/*", echo.WrapHandler(d.ObjectsHandler))
-	}
-	if d.Console != nil {
-		s.registerConsole(e, *d.Console)
-	}
+	s.routes(e)
 	return s
 }
 

@@ -81,6 +81,15 @@ type extras struct {
 func serveWith(cfg *config.Config, log *zap.Logger, ln net.Listener, x extras) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	if cfg.PprofAddr != "" {
+		// Before cold start, so the restore itself can be profiled.
+		pl, err := net.Listen("tcp", cfg.PprofAddr)
+		if err != nil {
+			return fmt.Errorf("pprof listener: %w", err)
+		}
+		ps := servePprof(pl, log)
+		defer ps.Close()
+	}
 
 	store, err := pod.OpenStore(ctx, cfg, log)
 	if err != nil {

@@ -473,3 +473,32 @@ func TestSIGTERMDegraded(t *testing.T) {
 		t.Fatalf("project-src.tar.gz is not the live tree: %v", src)
 	}
 }
+
+// SVC_PPROF_ADDR serves the Go profiler on its own listener, not on the
+// pod's API listener.
+func TestPprofListener(t *testing.T) {
+	e := newEnv(t, "fs")
+	port, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	p := e.start("SVC_PPROF_ADDR=" + addr)
+	resp, err := http.Get("http://" + addr + "/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !bytes.Contains(b, []byte("goroutine profile:")) {
+		t.Fatalf("pprof: %d %.200s", resp.StatusCode, b)
+	}
+	resp, err = http.Get("http://" + p.addr + "/debug/pprof/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode == 200 {
+		t.Fatal("the pod's API listener serves pprof")
+	}
+}

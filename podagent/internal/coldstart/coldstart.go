@@ -9,17 +9,18 @@
 //  3. else: git init, an initial commit of the on-disk tree, persist it.
 //
 // Then large files are pulled (spec 10.3). The deps layer (layer 1) is
-// restored concurrently: after a restore its key comes from HEAD's lockfile
-// in the object database, so the download starts before the work-tree reset.
+// restored concurrently from the first moment (issue 14): the durable object
+// carries the deps key of its HEAD in a manifest, its first entry, so the
+// deps download starts as soon as the .git download begins and the two
+// extract side by side. An object written before manifests existed falls
+// back to the key of HEAD's lockfile read from the object database, before
+// the work-tree reset.
 package coldstart
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -28,6 +29,7 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/gitsync"
 	"github.com/svc-dev/svc/podagent/internal/s3sync"
 	"github.com/svc-dev/svc/shared/archive"
+	"github.com/svc-dev/svc/shared/repoarchive"
 )
 
 // SeedMessage is the message of the initial commit.
@@ -112,7 +114,13 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		}
 		phase("adopt")
 	default:
-		restored, err := o.Durable.Restore(ctx, o.Limits)
+		manifest := false
+		restored, err := o.Durable.RestoreWith(ctx, o.Limits, func(m repoarchive.Manifest) {
+			manifest = true
+			if m.DepsHash != "" && deps == nil {
+				deps = startDeps(ctx, o, m.DepsHash)
+			}
+		})
 		phase("restore")
 		if err != nil {
 			return res, err
@@ -127,13 +135,15 @@ func Run(ctx context.Context, o Options) (Result, error) {
 				return res, err
 			}
 			if head != "" {
-				// The deps layer is keyed by HEAD's lockfile: read it from
-				// the object database and start the download now, while
-				// the work tree is being reset.
-				if hash, err := lockfileHashAtHEAD(ctx, o.Repo); err != nil {
-					log.Warn("reading the lockfile of HEAD", zap.Error(err))
-				} else if hash != "" {
-					deps = startDeps(ctx, o, hash)
+				// Without a manifest the deps layer's key is HEAD's
+				// lockfile: read it from the object database and start the
+				// download now, while the work tree is being reset.
+				if deps == nil && !manifest {
+					if hash, err := o.Repo.LockfileHash(ctx); err != nil {
+						log.Warn("reading the lockfile of HEAD", zap.Error(err))
+					} else if hash != "" {
+						deps = startDeps(ctx, o, hash)
+					}
 				}
 				if err := o.Repo.ResetHard(ctx); err != nil {
 					return res, fmt.Errorf("coldstart: reset to HEAD: %w", err)
@@ -240,32 +250,4 @@ func startDeps(ctx context.Context, o Options, hash string) *depsJob {
 		j.took = time.Since(start)
 	}()
 	return j
-}
-
-// lockfileHashAtHEAD is s3sync.LockfileHash of HEAD's tree: the sha256 of
-// the first of s3sync.Lockfiles that HEAD holds at its root, or "".
-func lockfileHashAtHEAD(ctx context.Context, r *gitsync.Repo) (string, error) {
-	out, err := r.Runner.Command("ls-tree", "-z", "HEAD").Dir(r.Dir).AddDashesAndList(s3sync.Lockfiles...).Output(ctx)
-	if err != nil {
-		return "", err
-	}
-	blobs := map[string]string{}
-	for _, rec := range strings.Split(string(out), "\x00") {
-		meta, name, ok := strings.Cut(rec, "\t")
-		if f := strings.Fields(meta); ok && len(f) == 3 && f[1] == "blob" {
-			blobs[name] = f[2]
-		}
-	}
-	for _, name := range s3sync.Lockfiles {
-		oid, ok := blobs[name]
-		if !ok {
-			continue
-		}
-		h := sha256.New()
-		if err := r.Runner.Command("cat-file", "blob").Dir(r.Dir).AddDynamic(oid).Stdout(h).Run(ctx); err != nil {
-			return "", err
-		}
-		return hex.EncodeToString(h.Sum(nil)), nil
-	}
-	return "", nil
 }

@@ -37,6 +37,7 @@ type Config struct {
 	LargeFileBytes       int64
 	DegradeAfterFailures int
 	HTTPAddr             string
+	PprofAddr            string
 	LogLevel             string
 	PersistRetryMin      time.Duration
 	PersistRetryMax      time.Duration
@@ -118,6 +119,7 @@ var options = []option{
 	{flag: "large-file-bytes", env: "LARGE_FILE_BYTES", def: strconv.Itoa(DefaultLargeFileBytes), usage: "files above this size are tracked as large files", set: func(c *Config, v string) (err error) { c.LargeFileBytes, err = strconv.ParseInt(v, 10, 64); return }},
 	{flag: "degrade-after-failures", env: "SVC_DEGRADE_AFTER_FAILURES", def: "3", usage: "degradeAfterFailures: consecutive persist failures before degraded", set: func(c *Config, v string) (err error) { c.DegradeAfterFailures, err = strconv.Atoi(v); return }},
 	{flag: "http-addr", env: "SVC_HTTP_ADDR", def: "127.0.0.1:8081", usage: "listen address", set: str(func(c *Config) *string { return &c.HTTPAddr })},
+	{flag: "pprof-addr", env: "SVC_PPROF_ADDR", usage: "serve net/http/pprof on this address (off when empty; keep it on loopback)", set: str(func(c *Config) *string { return &c.PprofAddr })},
 	{flag: "log-level", env: "SVC_LOG_LEVEL", def: "info", usage: "debug, info, warn, error", set: str(func(c *Config) *string { return &c.LogLevel })},
 	{flag: "persist-retry-min", env: "SVC_PERSIST_RETRY_MIN", def: "1s", usage: "first backoff of background persist/record retries", set: dur(func(c *Config) *time.Duration { return &c.PersistRetryMin })},
 	{flag: "persist-retry-max", env: "SVC_PERSIST_RETRY_MAX", def: "60s", usage: "cap of background persist/record retry backoff", set: dur(func(c *Config) *time.Duration { return &c.PersistRetryMax })},

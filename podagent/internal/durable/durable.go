@@ -63,6 +63,12 @@ type Options struct {
 	// GzipLevel of the archive; 0 means 1 (fastest: git objects are
 	// already zlib-compressed, so higher levels buy little).
 	GzipLevel int
+	// Manifest, when set, is called by Snapshot (under the caller's
+	// repository lock) and its result written as the archive's first entry
+	// (repoarchive.ManifestName), so it is fenced with the object itself.
+	// An error leaves the manifest out; cold start then falls back to
+	// reading the deps key from HEAD.
+	Manifest func(ctx context.Context) (repoarchive.Manifest, error)
 }
 
 // Persister owns the durable object of one project. Persist calls must be
@@ -152,7 +158,15 @@ func (p *Persister) Snapshot(ctx context.Context, includeLFS bool) (*Snapshot, e
 		return nil, err
 	}
 	snap := &Snapshot{Path: f.Name()}
-	st, err := repoarchive.Create(f, p.gitDir, repoarchive.Options{Level: p.opts.GzipLevel, IncludeLFS: includeLFS})
+	ropts := repoarchive.Options{Level: p.opts.GzipLevel, IncludeLFS: includeLFS}
+	if p.opts.Manifest != nil {
+		if m, err := p.opts.Manifest(ctx); err != nil {
+			p.log.Warn("building the manifest of the durable object; writing it without one", zap.Error(err))
+		} else {
+			ropts.Manifest = &m
+		}
+	}
+	st, err := repoarchive.Create(f, p.gitDir, ropts)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -269,6 +283,15 @@ func (p *Persister) HasLocalRepo() bool {
 // object exists. It extracts into a staging directory first, so a crash
 // never leaves a partial .git.
 func (p *Persister) Restore(ctx context.Context, limits archive.ExtractOptions) (restored bool, err error) {
+	return p.RestoreWith(ctx, limits, nil)
+}
+
+// RestoreWith is Restore that hands the object's manifest to onManifest as
+// soon as the download reaches it (the first entry), while the rest of .git
+// is still being extracted; nil onManifest ignores it. onManifest must not
+// block. An object without a manifest (written before it existed) never
+// calls it.
+func (p *Persister) RestoreWith(ctx context.Context, limits archive.ExtractOptions, onManifest func(repoarchive.Manifest)) (restored bool, err error) {
 	staging := filepath.Join(p.opts.Workspace, restoreStaging)
 	_ = os.RemoveAll(staging)
 	if p.HasLocalRepo() {
@@ -283,7 +306,17 @@ func (p *Persister) Restore(ctx context.Context, limits archive.ExtractOptions) 
 	}
 	defer rc.Close()
 	limits.NoLinks = true // a .git never holds a link (issue 8, item 5)
-	if _, err := s3sync.ExtractTarGz(rc, staging, limits); err != nil {
+	tap := &s3sync.Tap{Name: repoarchive.ManifestName, Fn: func(b []byte) {
+		m, err := repoarchive.ParseManifest(b)
+		if err != nil {
+			p.log.Warn("ignoring the manifest of the durable object", zap.Error(err))
+			return
+		}
+		if onManifest != nil {
+			onManifest(m)
+		}
+	}}
+	if _, err := s3sync.ExtractTarGzTap(rc, staging, limits, tap); err != nil {
 		_ = os.RemoveAll(staging)
 		return false, fmt.Errorf("durable: extract %s: %w", p.key, err)
 	}

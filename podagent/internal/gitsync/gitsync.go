@@ -15,13 +15,14 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/sethvargo/go-retry"
 	"go.uber.org/zap"
 
-	"github.com/svc-dev/svc/podagent/internal/checkpoints"
+	checkpoints "github.com/svc-dev/svc/podagent/internal/checkpointjournal"
 	"github.com/svc-dev/svc/podagent/internal/degrade"
 	"github.com/svc-dev/svc/podagent/internal/durable"
 	"github.com/svc-dev/svc/podagent/internal/metrics"
@@ -70,7 +71,19 @@ type Options struct {
 	// RetryMin and RetryMax bound the background retry backoff while
 	// degraded or while records are pending (defaults 1s and 60s).
 	RetryMin, RetryMax time.Duration
+	// RepackLooseObjects: once a persist finds more loose objects than
+	// this, they are packed in the background under the commit lock, so a
+	// restore's cost follows the pack count, not the turn count (pods set
+	// gc.auto=0). 0 means DefaultRepackLooseObjects; negative disables.
+	RepackLooseObjects int
+	// RepackTimeout bounds one repack (default 60s).
+	RepackTimeout time.Duration
 }
+
+// DefaultRepackLooseObjects is the default loose-object threshold: about
+// 25 turns of a typical project (a turn writes a commit, a few trees and
+// the changed blobs).
+const DefaultRepackLooseObjects = 256
 
 // GitWorkspaceSync drives turns. Create with New after cold start.
 type GitWorkspaceSync struct {
@@ -87,6 +100,11 @@ type GitWorkspaceSync struct {
 	lfsPushed bool
 
 	kick chan struct{}
+
+	bgCtx     context.Context // background maintenance; Close cancels it
+	bgCancel  context.CancelFunc
+	bg        sync.WaitGroup
+	repacking atomic.Bool
 }
 
 // New returns a GitWorkspaceSync.
@@ -109,7 +127,14 @@ func New(o Options) *GitWorkspaceSync {
 	if o.RetryMax <= 0 {
 		o.RetryMax = time.Minute
 	}
+	if o.RepackLooseObjects == 0 {
+		o.RepackLooseObjects = DefaultRepackLooseObjects
+	}
+	if o.RepackTimeout <= 0 {
+		o.RepackTimeout = time.Minute
+	}
 	g := &GitWorkspaceSync{o: o, log: o.Log.Named("gitsync"), kick: make(chan struct{}, 1)}
+	g.bgCtx, g.bgCancel = context.WithCancel(context.Background())
 	if o.Recorder != nil && o.Metrics != nil {
 		o.Metrics.RecordsPending.Set(float64(o.Recorder.Len()))
 	}
@@ -216,6 +241,7 @@ func (g *GitWorkspaceSync) afterCommit(ctx context.Context, sha string) {
 	g.pushLargeFiles(ctx)
 	if err := g.persistStep(ctx); err == nil {
 		g.recordPending(ctx)
+		g.maybeRepack()
 	}
 	if g.o.S3 != nil && !g.Fenced() {
 		if err := g.o.S3.AfterTurn(ctx); err != nil {
@@ -312,6 +338,58 @@ func (g *GitWorkspaceSync) persist(ctx context.Context) error {
 	return nil
 }
 
+// ensureDeps makes sure the deps layer of the current lockfile exists
+// (git-flush and the shutdown flush; turns upload it in the background). A
+// failure is logged, not returned: the layer is a cache of node_modules and
+// .git is already durable.
+func (g *GitWorkspaceSync) ensureDeps(ctx context.Context) {
+	if g.o.S3 == nil || g.Fenced() {
+		return
+	}
+	if err := g.o.S3.EnsureDeps(ctx); err != nil {
+		g.log.Warn("deps layer upload failed", zap.Error(err))
+	}
+}
+
+// maybeRepack packs loose objects in the background once there are more
+// than RepackLooseObjects (see Options). One runs at a time; it holds the
+// repository (commit) lock, so no commit or snapshot sees a half-done
+// repack, and it is bounded by RepackTimeout.
+func (g *GitWorkspaceSync) maybeRepack() {
+	if g.o.RepackLooseObjects < 0 || !g.repacking.CompareAndSwap(false, true) {
+		return
+	}
+	g.bg.Add(1)
+	go func() {
+		defer g.bg.Done()
+		defer g.repacking.Store(false)
+		loose, err := g.o.Repo.LooseObjects()
+		if err != nil || loose <= g.o.RepackLooseObjects {
+			return
+		}
+		ctx, cancel := context.WithTimeout(g.bgCtx, g.o.RepackTimeout)
+		defer cancel()
+		start := time.Now()
+		g.repoMu.Lock()
+		packs, err := g.o.Repo.Repack(ctx)
+		g.repoMu.Unlock()
+		if err != nil {
+			g.log.Warn("packing loose objects failed", zap.Int("loose", loose), zap.Error(err))
+			return
+		}
+		g.log.Info("packed loose objects", zap.Int("loose", loose), zap.Int("packs", packs), zap.Duration("took", time.Since(start)))
+	}()
+}
+
+// WaitBackground waits for background maintenance (a repack) to end.
+func (g *GitWorkspaceSync) WaitBackground() { g.bg.Wait() }
+
+// Close cancels background maintenance and waits for it.
+func (g *GitWorkspaceSync) Close() {
+	g.bgCancel()
+	g.bg.Wait()
+}
+
 // recordPending posts the persisted, unrecorded commits. Failures are not
 // durability failures; the background loop retries them.
 func (g *GitWorkspaceSync) recordPending(ctx context.Context) {
@@ -362,6 +440,7 @@ func (g *GitWorkspaceSync) flushLocked(ctx context.Context, fo FlushOptions) (wi
 		return wire.GitFlushResponse{}, errors.Join(ErrNotPersisted, err)
 	}
 	g.recordPending(ctx)
+	g.ensureDeps(ctx)
 	head, err := g.o.Repo.Head(ctx)
 	if err != nil {
 		return wire.GitFlushResponse{}, err

@@ -16,7 +16,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
 
-	"github.com/svc-dev/svc/podagent/internal/checkpoints"
+	checkpoints "github.com/svc-dev/svc/podagent/internal/checkpointjournal"
 	"github.com/svc-dev/svc/podagent/internal/coldstart"
 	"github.com/svc-dev/svc/podagent/internal/config"
 	"github.com/svc-dev/svc/podagent/internal/degrade"
@@ -34,6 +34,7 @@ import (
 	"github.com/svc-dev/svc/shared/objstore"
 	fsstore "github.com/svc-dev/svc/shared/objstore/fs"
 	s3store "github.com/svc-dev/svc/shared/objstore/s3"
+	"github.com/svc-dev/svc/shared/repoarchive"
 )
 
 // Options configure Start.
@@ -54,6 +55,8 @@ type Options struct {
 	// Webhook tunes the webhook channel (zero value: the defaults; see
 	// webhook.SettingsFromEnv).
 	Webhook webhook.Settings
+	// RepackLooseObjects is gitsync.Options.RepackLooseObjects (0: default).
+	RepackLooseObjects int
 	// AfterTurn runs after every turn (the micro-VM guest flushes its disk,
 	// so a host that finds the VM dead reads the last commit).
 	AfterTurn func()
@@ -128,7 +131,8 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 	p := &Pod{Config: cfg, Metrics: metrics.New(), log: log, afterTurn: o.AfterTurn}
 	p.Repo = &gitsync.Repo{Dir: ws, Runner: runner, Author: gitsync.DefaultAuthor}
 	p.S3 = s3sync.New(s3sync.Options{Store: o.LayerStore, ProjectID: cfg.ProjectID, Workspace: ws,
-		SuppressProjectArchive: true, Log: log})
+		SuppressProjectArchive: true, Log: log,
+		Fenced: func() bool { return p.Durable != nil && p.Durable.Fenced() }})
 	p.Machine = degrade.New(cfg.Mode, cfg.DegradeAfterFailures, degrade.Callbacks{
 		OnDegrade: func() {
 			p.Metrics.Degraded.Set(1)
@@ -144,7 +148,11 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 		},
 		SetSuppressProjectArchive: p.S3.SetSuppressProjectArchive,
 	}, log.Named("degrade"))
-	p.Durable = durable.New(durable.Options{Store: o.Store, ProjectID: cfg.ProjectID, Workspace: ws, Runner: runner, Log: log})
+	p.Durable = durable.New(durable.Options{Store: o.Store, ProjectID: cfg.ProjectID, Workspace: ws, Runner: runner, Log: log,
+		Manifest: func(ctx context.Context) (repoarchive.Manifest, error) {
+			hash, err := p.Repo.LockfileHash(ctx)
+			return repoarchive.Manifest{DepsHash: hash}, err
+		}})
 	client := &internalapi.Client{BaseURL: cfg.APIURL, ProjectID: cfg.ProjectID, Token: cfg.RuntimeToken, HTTP: o.HTTPClient}
 	p.Recorder, err = checkpoints.Open(filepath.Join(ws, ".git", durable.StateDirName, "checkpoints.json"), client, log)
 	if err != nil {
@@ -163,7 +171,7 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 	}
 	sopts := gitsync.Options{Repo: p.Repo, Persister: p.Durable, Recorder: p.Recorder, Machine: p.Machine,
 		S3: p.S3, Metrics: p.Metrics, Log: log, RetryMin: cfg.PersistRetryMin, RetryMax: cfg.PersistRetryMax,
-		PersistAttempts: o.PersistAttempts, PersistTimeout: o.PersistTimeout}
+		PersistAttempts: o.PersistAttempts, PersistTimeout: o.PersistTimeout, RepackLooseObjects: o.RepackLooseObjects}
 	copts := coldstart.Options{Repo: p.Repo, Durable: p.Durable, S3: p.S3, Log: log}
 	if large != nil {
 		sopts.LFS, copts.LFS = large, large
@@ -184,26 +192,22 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 	}
 	p.Sync.Resume(ctx)
 
-	p.Echo = server.New(server.Options{RuntimeToken: cfg.RuntimeToken, Registry: p.Metrics.Registry, Flusher: p.Sync, Log: log,
-		Ready: func() error {
-			if p.Durable.Fenced() {
-				return durable.ErrFenced
-			}
-			return nil
-		}})
+	ready := func() error {
+		if p.Durable.Fenced() {
+			return durable.ErrFenced
+		}
+		return nil
+	}
 	// Webhook channel: the agent's tool loop ends each turn with p.Turn.
 	wdeps, err := webhook.PodDeps(webhook.PodOptions{APIURL: cfg.APIURL, ProjectID: cfg.ProjectID,
 		RuntimeToken: cfg.RuntimeToken, API: client, Workspace: ws, Committer: p, Settings: o.Webhook, Log: log, HTTP: o.HTTPClient,
-		Ready: func() error {
-			if p.Durable.Fenced() {
-				return durable.ErrFenced
-			}
-			return nil
-		}})
+		Ready: ready})
 	if err != nil {
 		return nil, err
 	}
-	p.Webhook = webhook.Register(p.Echo.Group(webhook.Prefix, server.RequireRuntimeToken(cfg.RuntimeToken)), wdeps)
+	p.Webhook = webhook.New(wdeps)
+	p.Echo = server.New(server.Options{RuntimeToken: cfg.RuntimeToken, Registry: p.Metrics.Registry, Flusher: p.Sync,
+		Webhook: p.Webhook, Log: log, Ready: ready})
 	p.Webhook.Resume() // accepted async messages an earlier run did not finish
 
 	bgCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -267,10 +271,17 @@ func (p *Pod) ShutdownSteps() shutdown.Steps {
 	}
 }
 
-// Close stops the background loop (idempotent).
+// Close stops the background loop and background maintenance (a repack,
+// a deps upload) (idempotent).
 func (p *Pod) Close() {
 	if p.bgCancel != nil {
 		p.bgCancel()
 		<-p.bgDone
+	}
+	if p.Sync != nil {
+		p.Sync.Close()
+	}
+	if p.S3 != nil {
+		p.S3.Close()
 	}
 }

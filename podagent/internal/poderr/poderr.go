@@ -38,6 +38,7 @@ var Statuses = map[string]int{
 	"channel_config_unavailable": http.StatusServiceUnavailable,
 	"channel_secret_not_set":     http.StatusUnauthorized,
 	"invalid_webhook_secret":     http.StatusUnauthorized,
+	"journal_unavailable":        http.StatusServiceUnavailable,
 	"internal_error":             http.StatusInternalServerError,
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/svc-dev/svc/podagent/internal/gitsync"
 	"github.com/svc-dev/svc/podagent/internal/poderr"
+	"github.com/svc-dev/svc/podagent/internal/webhook"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/runtimetoken"
 	"github.com/svc-dev/svc/shared/wire"
@@ -34,6 +35,8 @@ type Options struct {
 	// Ready returns nil when the pod can serve turns.
 	Ready   func() error
 	Flusher Flusher
+	// Webhook is the channel (nil: its routes are not mounted).
+	Webhook *webhook.Handler
 	Log     *zap.Logger
 }
 
@@ -46,7 +49,14 @@ func New(o Options) *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = poderr.Handler(log)
+	routes(e, o)
+	return e
+}
 
+// routes is the pod's whole route table (docs/design.md §5): the probes,
+// and under /agent, behind the runtime token, git-flush and the webhook
+// channel. The paths are shared/internalapi's and wire's.
+func routes(e *echo.Echo, o Options) {
 	e.GET(internalapi.PodHealthz, func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET(internalapi.PodReadyz, func(c echo.Context) error {
 		if o.Ready != nil {
@@ -59,8 +69,17 @@ func New(o Options) *echo.Echo {
 	if o.Registry != nil {
 		e.GET(internalapi.PodMetrics, echo.WrapHandler(promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{})))
 	}
-	e.POST(internalapi.PodGitFlush, gitFlush(o), RequireRuntimeToken(o.RuntimeToken))
-	return e
+	agent := e.Group(internalapi.PodAgent, RequireRuntimeToken(o.RuntimeToken))
+	agent.POST(strings.TrimPrefix(internalapi.PodGitFlush, internalapi.PodAgent), gitFlush(o))
+	if h := o.Webhook; h != nil {
+		ch := agent.Group(strings.TrimPrefix(wire.WebhookPathPrefix, internalapi.PodAgent))
+		ch.POST("/incoming", h.Incoming)
+		ch.GET("/health", h.Health)
+		ch.GET("/activity", h.ActivityLog)
+		if h.ServesOutbox() {
+			ch.GET("/outbox/:channelId", h.OutboxPoll)
+		}
+	}
 }
 
 // RequireRuntimeToken accepts only "Authorization: Bearer <token>".

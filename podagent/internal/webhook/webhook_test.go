@@ -128,8 +128,7 @@ func newEnv(t testing.TB, o opts) *env {
 	cb := callback.New(callback.Options{Guard: callback.NewGuard(allowed),
 		Attempts: o.attempts, Log: logger(t),
 		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }})
-	e := server.New(server.Options{RuntimeToken: runtimeToken, Log: logger(t)})
-	ev.h = webhook.Register(e.Group(webhook.Prefix, server.RequireRuntimeToken(runtimeToken)), webhook.Deps{
+	ev.h = webhook.New(webhook.Deps{
 		Channel: ev.src, Agent: a, Callbacks: cb, Log: logger(t),
 		Ready: func() error {
 			ev.readyM.Lock()
@@ -141,6 +140,7 @@ func newEnv(t testing.TB, o opts) *env {
 		},
 		SyncTimeout: o.syncTimeout, MaxBodyBytes: o.maxBody, Outbox: o.outbox,
 	})
+	e := server.New(server.Options{RuntimeToken: runtimeToken, Webhook: ev.h, Log: logger(t)})
 	ev.srv = httptest.NewServer(e)
 	t.Cleanup(func() {
 		ev.srv.Close()

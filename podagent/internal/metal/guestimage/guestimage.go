@@ -204,7 +204,7 @@ func resolveModules(dir string, names []string) ([]string, error) {
 		if !ok {
 			continue
 		}
-		name := strings.TrimSuffix(filepath.Base(path), ".ko")
+		name, _, _ := strings.Cut(filepath.Base(path), ".ko") // also .ko.xz, .ko.zst
 		deps[name] = append([]string{path}, strings.Fields(rest)...)
 		byPath[path] = name
 	}
