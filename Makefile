@@ -54,7 +54,7 @@ bench-modules:
 		(cd $$m && GOWORK=off SVC_BIN_DIR=$(BIN) $(GO) test $(BENCH_FLAGS) ./...); \
 	done
 
-# The gateway's added latency and throughput only (issue 12): two deployments
+# The gateway's added latency and throughput only: two deployments
 # with tracing off, and tracing on (PostgreSQL only, started by the test
 # harness unless SVC_TEST_DATABASE_URL is set). BENCH_COUNT repeats each.
 BENCH_COUNT ?= 3

@@ -111,7 +111,7 @@ func (b *browserRun) screenshot(name string) {
 }
 
 // The console in a real browser against the real apiserver, podagent and
-// git (issue 13): sign in with a one-time link; create a key and use it;
+// git: sign in with a one-time link; create a key and use it;
 // revoke it and see it refused; set the channel secret and callback
 // headers and see a webhook message succeed with them; see the activity
 // entry; find the Published badge on the graph; cross-workspace 404; a

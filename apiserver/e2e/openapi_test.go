@@ -67,7 +67,7 @@ func checkOpenAPI(req *http.Request, resp *http.Response, body []byte) error {
 	if err != nil {
 		return fmt.Errorf("openapi: %w", err)
 	}
-	// /v1 is the same API as /api/v1 (DESIGN.md §5).
+	// /v1 is the same API as /api/v1 (docs/design.md §5).
 	u := *req.URL
 	if strings.HasPrefix(u.Path, "/v1/") {
 		u.Path = "/api" + u.Path

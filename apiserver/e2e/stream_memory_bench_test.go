@@ -17,7 +17,7 @@ import (
 )
 
 // BenchmarkStreamMemory measures the apiserver's memory per open stream
-// (issue 14: at most 48 KiB at 2,000 concurrent streams). A real apiserver
+// (at most 48 KiB at 2,000 concurrent streams). A real apiserver
 // process relays SVC_BENCH_STREAMS (default 2,000) streamed completions
 // whose upstream holds each stream open after its first chunk. Once every
 // client has read that chunk, the heap (after a forced GC, through the

@@ -1,6 +1,6 @@
 package e2e
 
-// The durable webhook outbox (DESIGN.md §6): the pod hands late replies to
+// The durable webhook outbox (docs/design.md §6): the pod hands late replies to
 // the API, which keeps them in its database and serves the integrations'
 // long-poll itself, so a reply survives the pod and is fetched while no
 // agent runs.

@@ -1,6 +1,6 @@
 package e2e
 
-// Paired machines (issue 5): `podagent paired` dials out to the API through a
+// Paired machines: `podagent paired` dials out to the API through a
 // websocket tunnel and serves the project's agent at the same webhook URL; a
 // project pinned to a paired machine that is not connected is 503
 // instance_offline.

@@ -1,6 +1,6 @@
 package e2e
 
-// Several API replicas (issue 5, spec 4.2: "routing is internal"): a paired
+// Several API replicas (spec 4.2: "routing is internal"): a paired
 // machine's tunnel lives on the replica it dialled; every other replica
 // relays the project's agent-proxy requests to that one through
 // /internal/projects/{id}/relay/*, and answers 503 instance_offline when the

@@ -1,6 +1,6 @@
 package e2e
 
-// The API side of the webhook channel (issue 5): the agent-proxy's cloud
+// The API side of the webhook channel: the agent-proxy's cloud
 // auth, forwarding and streaming, the local runtime driver, and failed cold
 // starts. Agents are real processes started by the apiserver: the test agent
 // of webhook_proxy_agent_test.go, or the real podagent.

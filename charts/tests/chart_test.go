@@ -525,7 +525,7 @@ func TestEnvNamesKnownToBinaries(t *testing.T) {
 		// Read by the Kubernetes runtime driver of the API server.
 		"SVC_RUNTIME_NAMESPACE":         true,
 		"SVC_RUNTIME_POD_TEMPLATE_FILE": true,
-		// DESIGN.md §5: passed to pods; podagent's callback sender reads it.
+		// docs/design.md §5: passed to pods; podagent's callback sender reads it.
 		"SVC_CALLBACK_ALLOWED_NETS": true,
 	}
 	known := func(file string) map[string]bool {

@@ -255,7 +255,7 @@ type ExtractOptions struct {
 	// (one more system call per file; git and node do not need it).
 	PreserveModTime bool
 	// NoLinks refuses every symlink and hard link: a .git archive
-	// (repo.git.tar.gz) never needs one (issue 8, item 5).
+	// (repo.git.tar.gz) never needs one.
 	NoLinks bool
 	// DeferSymlinkCheck leaves the resolved-path check of the symlinks
 	// created (Stats.Symlinks) to the caller, which runs CheckSymlinks once

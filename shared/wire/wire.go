@@ -5,7 +5,7 @@ package wire
 import "time"
 
 // CheckpointRecord is the body of POST /internal/projects/{id}/checkpoints/record
-// (spec 4.3; field list fixed in DESIGN.md §6). Idempotent on (projectId, commitSha).
+// (spec 4.3; field list fixed in docs/design.md §6). Idempotent on (projectId, commitSha).
 type CheckpointRecord struct {
 	CommitSHA    string    `json:"commitSha"`
 	ParentSHA    string    `json:"parentSha,omitempty"`

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -101,7 +103,14 @@ func runAdmin(ctx context.Context, args []string) error {
 }
 
 func (a *app) adminEnv() *admin.Env {
-	return &admin.Env{Store: a.store, Catalog: a.cat, RuntimeSecret: []byte(a.cfg.RuntimeAuthSecret),
+	secret := a.cfg.RuntimeAuthSecret
+	if secret == "" {
+		// `make run` keeps its runtime secret in the data dir (devSecret).
+		if b, err := os.ReadFile(filepath.Join(a.cfg.DataDir, devSecretFile)); err == nil {
+			secret = strings.TrimSpace(string(b))
+		}
+	}
+	return &admin.Env{Store: a.store, Catalog: a.cat, RuntimeSecret: []byte(secret),
 		Out: os.Stdout, In: os.Stdin, PublicURL: objstoreopen.PublicURL(a.cfg), Publish: publishFunc}
 }
 
@@ -139,7 +148,11 @@ func serve(ctx context.Context, args []string, dev bool) error {
 	if err != nil {
 		return err
 	}
-	proxy, relay, hub, router := a.runtimeDeps(ln.Addr(), advertise)
+	proxy, relay, hub, router, err := a.runtimeDeps(ln.Addr(), advertise)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
 	endpoint := a.cfg.OTLPEndpoint
 	if endpoint == "" {
 		endpoint = tracing.Endpoint(os.Getenv)
@@ -172,8 +185,14 @@ func serve(ctx context.Context, args []string, dev bool) error {
 		Console: &console.Options{PublicURL: objstoreopen.PublicURL(a.cfg),
 			SecureCookies: strings.HasPrefix(objstoreopen.PublicURL(a.cfg), "https://")},
 	})
-	if a.cat.HasDevProvider() {
-		a.log.Warn("models are served by the built-in dev provider (no model behind replies); set SVC_UPSTREAM_BASE_URL for a real upstream")
+	for _, name := range slices.Sorted(maps.Keys(a.cat.Providers)) {
+		p := a.cat.Providers[name]
+		if p.Type == "dev" {
+			a.log.Warn("provider answers through the built-in dev upstream (no model behind replies); set SVC_UPSTREAM_BASE_URL for a real upstream",
+				zap.String("provider", name))
+			continue
+		}
+		a.log.Info("provider upstream", zap.String("provider", name), zap.String("type", p.Type), zap.String("baseUrl", p.BaseURL))
 	}
 	a.log.Info("apiserver listening", zap.String("addr", ln.Addr().String()), zap.String("advertise", advertise))
 	if dev {
@@ -207,11 +226,11 @@ func serve(ctx context.Context, args []string, dev bool) error {
 	return err
 }
 
-// runtimeDeps builds the agent-proxy (issue 5) over the runtime router: the
+// runtimeDeps builds the agent-proxy over the runtime router: the
 // configured default driver (local: one podagent per project) and the paired
 // machines' hub, plus the relay proxy other replicas reach this one's tunnels
 // through. Local pods reach this server on loopback at addr's port.
-func (a *app) runtimeDeps(addr net.Addr, advertise string) (*agentproxy.Proxy, *agentproxy.Proxy, *pairing.Hub, *runtime.Router) {
+func (a *app) runtimeDeps(addr net.Addr, advertise string) (*agentproxy.Proxy, *agentproxy.Proxy, *pairing.Hub, *runtime.Router, error) {
 	secret := []byte(a.cfg.RuntimeAuthSecret)
 	port := addr.(*net.TCPAddr).Port
 	var def runtime.Driver
@@ -232,9 +251,10 @@ func (a *app) runtimeDeps(addr net.Addr, advertise string) (*agentproxy.Proxy, *
 			def = d
 		}
 	default:
-		a.log.Warn("runtime driver not available in this build; webhook requests of unpaired projects fail with agent_start_failed",
-			zap.String("driver", a.cfg.RuntimeDriver))
-		def = runtime.Unavailable{DriverName: a.cfg.RuntimeDriver, Err: fmt.Errorf("runtime driver %q is not available", a.cfg.RuntimeDriver)}
+		// An unknown driver is a start-up error naming the valid ones, not a
+		// warning followed by 503s (Gitea's NewStorage).
+		return nil, nil, nil, nil, fmt.Errorf("config: SVC_RUNTIME_DRIVER=%q is not a runtime driver of this build; choose one of: %s",
+			a.cfg.RuntimeDriver, strings.Join(runtimeDrivers, ", "))
 	}
 	transport := agentproxy.NewTransport()
 	hub := pairing.NewHub(pairing.Options{Store: a.store, RuntimeSecret: secret, AdvertiseURL: advertise,
@@ -244,8 +264,12 @@ func (a *app) runtimeDeps(addr net.Addr, advertise string) (*agentproxy.Proxy, *
 		Log: a.log.Named("agentproxy")}
 	relay := &agentproxy.Proxy{Runtime: hub.Local(), Relay: true, Prefixes: agentproxy.RelayPrefixes, Timeout: a.cfg.AgentProxyTimeout,
 		Log: a.log.Named("relay")}
-	return proxy, relay, hub, router
+	return proxy, relay, hub, router, nil
 }
+
+// runtimeDrivers are the SVC_RUNTIME_DRIVER values runtimeDeps knows; add a
+// driver's name here with its case.
+var runtimeDrivers = []string{local.Name, metal.Name}
 
 // advertiseURL is SVC_ADVERTISE_URL, or http://<listen addr>; when the server
 // listens on every interface, the host part is the first non-loopback
@@ -274,10 +298,13 @@ func advertiseURL(configured string, addr net.Addr) (string, error) {
 	return "http://" + net.JoinHostPort(ip.String(), strconv.Itoa(tcp.Port)), nil
 }
 
+// devSecretFile is where `make run` keeps its runtime secret in the data dir.
+const devSecretFile = "runtime-auth-secret"
+
 // devSecret keeps a random runtime secret in the dev data dir so pods started
 // by `make run` keep valid tokens across restarts.
 func devSecret(dataDir string) (string, error) {
-	path := filepath.Join(dataDir, "runtime-auth-secret")
+	path := filepath.Join(dataDir, devSecretFile)
 	if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
 		return strings.TrimSpace(string(b)), nil
 	}

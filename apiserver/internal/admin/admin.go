@@ -1,5 +1,5 @@
 // Package admin is the operator CLI (`apiserver admin <noun> <verb>`,
-// DESIGN.md §5): each command prints one JSON object on stdout. It talks to
+// docs/design.md §5): each command prints one JSON object on stdout. It talks to
 // the database directly, so it works without a running server.
 package admin
 
@@ -185,7 +185,19 @@ func init() {
 		if err := parse(fs, args, "id"); err != nil {
 			return nil, err
 		}
-		return env.Store.GetProject(ctx, *id)
+		p, err := env.Store.GetProject(ctx, *id)
+		if err != nil {
+			return nil, err
+		}
+		// The channel's id is what the outbox poll needs (empty: no channel yet).
+		out := struct {
+			store.Project
+			ChannelID string `json:"channelId"`
+		}{Project: p}
+		if ch, err := env.Store.GetChannel(ctx, *id); err == nil {
+			out.ChannelID = ch.ID
+		}
+		return out, nil
 	})
 	register("project set-sync-mode", "--id P --mode s3|dual_shadow|git_only", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
 		id, mode := fs.String("id", "", ""), fs.String("mode", "", "")
@@ -213,7 +225,7 @@ func init() {
 	})
 	register("project publish", "--id P --subdomain S [--pod-url U]", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
 		id, sub, podURL := fs.String("id", "", ""), fs.String("subdomain", "", ""), fs.String("pod-url", "", "")
-		if err := parse(fs, args, "id", "subdomain", "pod-url"); err != nil {
+		if err := parse(fs, args, "id", "subdomain"); err != nil {
 			return nil, err
 		}
 		if env.Publish == nil {
@@ -224,6 +236,14 @@ func init() {
 		}
 		if _, err := env.Store.GetProject(ctx, *id); err != nil {
 			return nil, err
+		}
+		if *podURL == "" {
+			// The agent the project is pinned to (local or kubernetes driver).
+			a, err := env.Store.GetRuntimeAssignment(ctx, *id)
+			if err != nil || a.Endpoint == "" || a.Driver == store.DriverPaired {
+				return nil, fmt.Errorf("%w: the project has no running agent to publish from; send it a webhook message first or pass --pod-url", ErrUsage)
+			}
+			*podURL = a.Endpoint
 		}
 		sha, tag, err := env.Publish(ctx, *podURL, runtimetoken.Mint(env.RuntimeSecret, *id), *sub, time.Now())
 		if err != nil {

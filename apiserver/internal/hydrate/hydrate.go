@@ -357,7 +357,7 @@ func (m *Manager) download(ctx context.Context, projectID string) (*version, str
 	cleanup := func() { _ = os.RemoveAll(staging) }
 	cr := &countingReader{r: rc}
 	limits := m.opts.Limits
-	limits.NoLinks = true // a .git never holds a link (issue 8, item 5)
+	limits.NoLinks = true // a .git never holds a link
 	st, err := archive.ExtractTarGz(cr, staging, limits)
 	if err != nil {
 		cleanup()

@@ -1,5 +1,5 @@
 // Package metering enforces and records public-API usage per workspace
-// (spec 1 and 8; DESIGN.md §6): requests per minute per API key and per
+// (spec 1 and 8; docs/design.md §6): requests per minute per API key and per
 // workspace, shared by every replica through the database; usage windows in
 // credits computed from the upstream's reported tokens and the model price;
 // and the usage record of each answered request.

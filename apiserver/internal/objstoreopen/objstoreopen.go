@@ -1,7 +1,7 @@
 // Package objstoreopen opens the API server's object store (spec 2.7) from
 // its configuration: the s3 backend (MinIO or any S3) when SVC_STORAGE=s3,
-// else the fs backend under <data dir>/objects, whose presigned URLs (LFS
-// batch, spec 4.3) point at SVC_PUBLIC_URL + "/objects" and are signed with
+// else the fs backend under <data dir>/store (FSDir), whose presigned URLs
+// (LFS batch, spec 4.3) point at SVC_PUBLIC_URL + "/objects" and are signed with
 // a key derived from the runtime auth secret.
 package objstoreopen
 
@@ -10,6 +10,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -90,5 +91,5 @@ func Open(ctx context.Context, cfg *config.Config, log *zap.Logger) (Opened, err
 		}
 		return Opened{Store: st, Handler: fsstore.Handler(st, FSBasePath), FSDir: dir}, nil
 	}
-	return Opened{}, errors.New("objstoreopen: SVC_STORAGE must be fs or s3")
+	return Opened{}, fmt.Errorf("objstoreopen: SVC_STORAGE=%q is not a storage backend; choose one of: fs, s3", cfg.Storage)
 }

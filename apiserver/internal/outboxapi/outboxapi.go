@@ -1,4 +1,4 @@
-// Package outboxapi is the durable webhook outbox (spec 4.2, DESIGN.md §6):
+// Package outboxapi is the durable webhook outbox (spec 4.2, docs/design.md §6):
 // replies of sync requests that timed out (504 reply_timeout) and async
 // replies whose callback gave up, kept in the API's database so that a pod
 // restart or rescheduling loses none of them.

@@ -52,7 +52,7 @@ func (a *API) ChatCompletions(c echo.Context) error {
 	}
 	plan, ok := a.Catalog.Plan(p.Plan)
 	if !ok {
-		return apierr.Internal(fmt.Errorf("workspace %s has unknown plan %q", p.WorkspaceID, p.Plan))
+		return apierr.PlanNotFound(p.Plan)
 	}
 	if !plan.AllowsTier(model.Tier) {
 		return apierr.ModelTierRestricted(model.ID, model.Tier)

@@ -12,7 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Overhead headers on every answer of the public API (issue 12): the
+// Overhead headers on every answer of the public API: the
 // gateway's own time, as LiteLLM's x-litellm-overhead-duration-ms, and a
 // Server-Timing entry per phase.
 const (

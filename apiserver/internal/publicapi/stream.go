@@ -22,7 +22,7 @@ const maxSSELine = 4 << 20
 
 // initialSSELine is the scanner buffer a stream starts with: events are
 // typically a few hundred bytes, and the scanner doubles its buffer up to
-// maxSSELine for a longer one (issue 14: a 64 KiB buffer per stream was
+// maxSSELine for a longer one (a 64 KiB buffer per stream was
 // two thirds of the heap at 2,000 open streams).
 const initialSSELine = 1 << 10
 

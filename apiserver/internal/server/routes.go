@@ -7,8 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/svc-dev/svc/apiserver/internal/channelapi"
-	"github.com/svc-dev/svc/apiserver/internal/checkpoint"
-	"github.com/svc-dev/svc/apiserver/internal/checkpointsapi"
+	"github.com/svc-dev/svc/apiserver/internal/checkpointreads"
+	"github.com/svc-dev/svc/apiserver/internal/checkpointrecord"
 	"github.com/svc-dev/svc/apiserver/internal/gitserver"
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
 	"github.com/svc-dev/svc/apiserver/internal/lfsbatch"
@@ -54,7 +54,7 @@ func (s *Server) routes(e *echo.Echo) {
 	// 4.3, 5.3, 10.3); the paths are shared/internalapi's.
 	internal := e.Group(internalapi.ProjectGroup, httpmw.Runtime(s.Auth, "id"))
 	internal.POST(internalapi.PathChatCompletions, api.ChatCompletions, api.Observe)
-	internal.POST(internalapi.PathCheckpointRecord, checkpoint.Handler(d.Store))
+	internal.POST(internalapi.PathCheckpointRecord, checkpointrecord.Handler(d.Store))
 	internal.GET(internalapi.PathChannel, channelapi.Handler(d.Store))
 	internal.POST(internalapi.PathOutbox, s.Outbox.Put) // durable webhook outbox
 	if d.Objects != nil {
@@ -68,7 +68,7 @@ func (s *Server) routes(e *echo.Echo) {
 
 	// Hydrate-only reads and smart-HTTP git (spec 4.2, 10.2).
 	if d.Hydrate != nil {
-		reads := (&checkpointsapi.API{Hydrate: d.Hydrate, Store: d.Store, Log: d.Log.Named("checkpoints")}).WithDefaults()
+		reads := (&checkpointreads.API{Hydrate: d.Hydrate, Store: d.Store, Log: d.Log.Named("checkpoints")}).WithDefaults()
 		// Route-level middleware (not a group): an unknown path under these
 		// prefixes stays a 404, not an authentication challenge.
 		const cp = "/api/projects/:id/checkpoints"

@@ -1,4 +1,4 @@
-// Package server assembles the API server's HTTP surface (DESIGN.md §5, HTTP
+// Package server assembles the API server's HTTP surface (docs/design.md §5, HTTP
 // surfaces): the public API under /api/v1 and /v1 (spec 4.1), the /internal
 // routes pods call with their runtime token (spec 4.3, 5.3), and /healthz,
 // /readyz, /metrics. Handlers live in their own packages; this one only wires.
@@ -69,7 +69,7 @@ type Deps struct {
 	// check): /readyz detail and svc_object_storage_up.
 	StorageErr func() error
 	// Console mounts the web console and the JSON key API with these
-	// options (issue 13; nil: not mounted). The server fills in its own
+	// options (nil: not mounted). The server fills in its own
 	// store, catalog, authenticator, checkpoint reads and runtime.
 	Console *console.Options
 }

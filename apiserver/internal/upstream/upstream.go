@@ -57,7 +57,7 @@ func New(o Options) *Client {
 		ForceAttemptHTTP2:     true,
 		DisableCompression:    true, // stream bytes as they come; no gzip buffering
 		// Each open stream holds one connection with these two buffers for
-		// its whole life (issue 14: memory per stream). Requests are small
+		// its whole life (memory per stream). Requests are small
 		// and bodies bypass the write buffer; response bodies larger than
 		// the read buffer are read straight into the caller's slice.
 		WriteBufferSize: upstreamWriteBuffer,

@@ -1,4 +1,4 @@
-// Command metalhost is the micro-VM host daemon (spec 10.5; DESIGN.md §2):
+// Command metalhost is the micro-VM host daemon (spec 10.5; docs/design.md §2):
 // it boots one QEMU guest per project running `podagent` in guest mode,
 // moves every durable artifact of those guests (they hold no storage
 // credentials), and serves the API the apiserver's metal runtime driver

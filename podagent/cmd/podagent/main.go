@@ -1,4 +1,4 @@
-// Command podagent is the pod-side agent of one project (DESIGN.md §5).
+// Command podagent is the pod-side agent of one project (docs/design.md §5).
 //
 //	podagent serve [flags]   settings from SVC_* env (see -h)
 //	podagent paired --api URL --token PAIRING_TOKEN [flags]   serve the agent through a tunnel (internal/paired)

@@ -60,10 +60,9 @@ func TestFinishSetsDurationAndTimestamps(t *testing.T) {
 	}
 }
 
-// The window survives a restart when persisted (issue 8: the activity log
+// The window survives a restart when persisted (the activity log
 // lived in memory only), newest first, updates included.
 func TestPersistSurvivesRestart(t *testing.T) {
-	t.Parallel()
 	file := filepath.Join(t.TempDir(), "activity.state")
 	l := activity.New(nil)
 	if err := l.Persist(file); err != nil {

@@ -9,7 +9,7 @@
 //  3. else: git init, an initial commit of the on-disk tree, persist it.
 //
 // Then large files are pulled (spec 10.3). The deps layer (layer 1) is
-// restored concurrently from the first moment (issue 14): the durable object
+// restored concurrently from the first moment: the durable object
 // carries the deps key of its HEAD in a manifest, its first entry, so the
 // deps download starts as soon as the .git download begins and the two
 // extract side by side. An object written before manifests existed falls

@@ -1,5 +1,5 @@
 // Package config declares every podagent setting once: its flag, its
-// environment variable (DESIGN.md §5), its default, and whether it is a
+// environment variable (docs/design.md §5), its default, and whether it is a
 // secret (secrets also accept <VAR>_FILE, for Kubernetes-mounted files).
 // A flag given on the command line wins over the environment.
 package config

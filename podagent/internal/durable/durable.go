@@ -305,7 +305,7 @@ func (p *Persister) RestoreWith(ctx context.Context, limits archive.ExtractOptio
 		return false, fmt.Errorf("durable: get %s: %w", p.key, err)
 	}
 	defer rc.Close()
-	limits.NoLinks = true // a .git never holds a link (issue 8, item 5)
+	limits.NoLinks = true // a .git never holds a link
 	tap := &s3sync.Tap{Name: repoarchive.ManifestName, Fn: func(b []byte) {
 		m, err := repoarchive.ParseManifest(b)
 		if err != nil {

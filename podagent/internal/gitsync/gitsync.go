@@ -4,7 +4,7 @@
 //
 // Concurrency: turns, flushes and the final shutdown flush are serialised by
 // the turn lock. Inside it, stage+commit and the .git snapshot each take the
-// repository lock (the "one lock around commit + snapshot" of DESIGN.md §6),
+// repository lock (the "one lock around commit + snapshot" of docs/design.md §6),
 // so a snapshot never sees a half-written commit. Uploads are ordered by the
 // persist lock, so an older snapshot can never be uploaded after a newer one.
 package gitsync
@@ -22,7 +22,7 @@ import (
 	"github.com/sethvargo/go-retry"
 	"go.uber.org/zap"
 
-	checkpoints "github.com/svc-dev/svc/podagent/internal/checkpointjournal"
+	"github.com/svc-dev/svc/podagent/internal/checkpointjournal"
 	"github.com/svc-dev/svc/podagent/internal/degrade"
 	"github.com/svc-dev/svc/podagent/internal/durable"
 	"github.com/svc-dev/svc/podagent/internal/metrics"
@@ -55,7 +55,7 @@ type LargeFiles interface {
 type Options struct {
 	Repo      *Repo
 	Persister *durable.Persister
-	Recorder  *checkpoints.Recorder
+	Recorder  *checkpointjournal.Recorder
 	Machine   *degrade.Machine
 	S3        *s3sync.S3Sync
 	LFS       LargeFiles

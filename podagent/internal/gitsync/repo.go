@@ -59,7 +59,7 @@ func (r *Repo) Init(ctx context.Context) error {
 // Configure applies the pod repository settings: gc.auto=0 (no automatic
 // repack while a snapshot may run; the pod packs itself, see Repack), no
 // hooks, no signing, stable output. The whole .git/config is written in one
-// atomic write (issue 14: ten `git config` processes took 50-65 ms of every
+// atomic write (ten `git config` processes took 50-65 ms of every
 // cold start); whatever a restored config held is dropped (only its object
 // format is kept), so nothing from it can run a command. Settings added later (the large-file filter) are
 // written after this.
@@ -190,7 +190,7 @@ func (r *Repo) Tag(ctx context.Context, name, message string) error {
 // ErrTagExists is returned when a tag name is taken by another commit.
 var ErrTagExists = errors.New("gitsync: tag exists")
 
-// Checkpoint builds the record of commit sha (DESIGN.md §6).
+// Checkpoint builds the record of commit sha (docs/design.md §6).
 func (r *Repo) Checkpoint(ctx context.Context, sha string) (wire.CheckpointRecord, error) {
 	out, err := r.git("show", "-s", "--format="+wire.CommitFormat).AddDynamic(sha).String(ctx)
 	if err != nil {

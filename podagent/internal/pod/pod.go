@@ -16,7 +16,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
 
-	checkpoints "github.com/svc-dev/svc/podagent/internal/checkpointjournal"
+	"github.com/svc-dev/svc/podagent/internal/checkpointjournal"
 	"github.com/svc-dev/svc/podagent/internal/coldstart"
 	"github.com/svc-dev/svc/podagent/internal/config"
 	"github.com/svc-dev/svc/podagent/internal/degrade"
@@ -68,13 +68,13 @@ type Pod struct {
 	Repo      *gitsync.Repo
 	Sync      *gitsync.GitWorkspaceSync
 	Durable   *durable.Persister
-	Recorder  *checkpoints.Recorder
+	Recorder  *checkpointjournal.Recorder
 	Machine   *degrade.Machine
 	S3        *s3sync.S3Sync
 	Metrics   *metrics.Metrics
 	Echo      *echo.Echo
 	ColdStart coldstart.Result
-	// Webhook serves /agent/channels/webhook/* (issue 5).
+	// Webhook serves /agent/channels/webhook/*.
 	Webhook *webhook.Handler
 
 	log       *zap.Logger
@@ -154,7 +154,7 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 			return repoarchive.Manifest{DepsHash: hash}, err
 		}})
 	client := &internalapi.Client{BaseURL: cfg.APIURL, ProjectID: cfg.ProjectID, Token: cfg.RuntimeToken, HTTP: o.HTTPClient}
-	p.Recorder, err = checkpoints.Open(filepath.Join(ws, ".git", durable.StateDirName, "checkpoints.json"), client, log)
+	p.Recorder, err = checkpointjournal.Open(filepath.Join(ws, ".git", durable.StateDirName, "checkpoints.json"), client, log)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +177,7 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 		sopts.LFS, copts.LFS = large, large
 	}
 	// The pod is the sole writer: a lock a killed git left blocks every
-	// later write, so it goes before anything runs git (issue 8, item 2).
+	// later write, so it goes before anything runs git.
 	if removed, err := p.Repo.RemoveStaleLocks(); len(removed) > 0 || err != nil {
 		log.Warn("removed stale git lock files at start", zap.Strings("files", removed), zap.Error(err))
 	}

@@ -198,8 +198,8 @@ func workspaceRoots(b *testing.B) []struct{ name, dir string } {
 	return []struct{ name, dir string }{{"tmpfs", tmpfs}, {"disk", os.TempDir()}}
 }
 
-// BenchmarkColdStartReference: the cold start of the reference workspace
-// (issue 14), pod against the floor, on tmpfs and on disk, in the same run.
+// BenchmarkColdStartReference: the cold start of the reference workspace,
+// pod against the floor, on tmpfs and on disk, in the same run.
 // pod: pod.Start into an empty directory until the tree is complete (.git,
 // work tree at HEAD, node_modules). floor: the raw cost of the same bytes,
 // `GET | tar xzf` of the deps layer in parallel with `GET | tar xzf` of

@@ -102,7 +102,7 @@ func (s *S3Sync) AfterTurn(ctx context.Context) error {
 }
 
 // SyncDepsInBackground runs SyncDeps on its own goroutine when the
-// lockfile's hash differs from the last one handled (issue 14). At most one
+// lockfile's hash differs from the last one handled. At most one
 // runs at a time; a call while one runs makes it run once more after, so
 // the last lockfile is always looked at. The upload is content-addressed
 // and conditional (If-None-Match), so a retry or a race with another pod

@@ -1,4 +1,4 @@
-// Package server is the pod's HTTP surface (DESIGN.md §5): /healthz,
+// Package server is the pod's HTTP surface (docs/design.md §5): /healthz,
 // /readyz, /metrics, and the /agent/* routes, which require the project's
 // runtime token as a bearer (compared in constant time).
 package server

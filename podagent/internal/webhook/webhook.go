@@ -1,5 +1,5 @@
 // Package webhook is the pod side of the webhook channel (spec 1, 2.4, 2.5,
-// 3.3, 4.2, 5.2, 7.2, 8; DESIGN.md §6). The API's agent-proxy forwards
+// 3.3, 4.2, 5.2, 7.2, 8; docs/design.md §6). The API's agent-proxy forwards
 // /api/projects/{id}/agent-proxy/agent/channels/webhook/* here with the
 // project's runtime token (checked by the group's middleware) and the
 // caller's X-Webhook-Secret and body unchanged.

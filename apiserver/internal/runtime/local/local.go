@@ -1,4 +1,4 @@
-// Package local is the embedded default runtime driver (DESIGN.md §4): one
+// Package local is the embedded default runtime driver (docs/design.md §4): one
 // `podagent serve` process per project on this machine, started on demand
 // with the project's environment, reached on a loopback port, restarted on
 // the next request after it died, and stopped (SIGTERM, then SIGKILL after a

@@ -1,4 +1,4 @@
-// Package checkpointsapi serves the checkpoint reads of spec 4.3 from the
+// Package checkpointreads serves the checkpoint reads of spec 4.3 from the
 // hydrated copy of a project's durable .git (internal/hydrate):
 //
 //	GET /api/projects/:id/checkpoints/graph          commits newest first, tags, Published badge, cursor pagination
@@ -11,7 +11,7 @@
 // reaches git, and reaches it only through gitrun's dynamic arguments.
 // Authentication (API key of a member of the project's workspace) is the
 // routes' middleware.
-package checkpointsapi
+package checkpointreads
 
 import (
 	"context"
@@ -234,7 +234,7 @@ func (a *API) ReadCommit(ctx context.Context, projectID, sha string, h http.Head
 	}
 	commits, err := parseLog(out)
 	if err != nil || len(commits) != 1 {
-		return CommitResponse{}, apierr.Internal(fmt.Errorf("checkpointsapi: reading commit %s: %v", full, err))
+		return CommitResponse{}, apierr.Internal(fmt.Errorf("checkpointreads: reading commit %s: %v", full, err))
 	}
 	tags, err := tagMap(ctx, r)
 	if err != nil {
