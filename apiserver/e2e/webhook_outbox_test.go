@@ -88,7 +88,8 @@ func TestWebhookOutboxAuthMatrix(t *testing.T) {
 	other := w.e.admin("project", "create", "--workspace", w.acc.workspace, "--name", "other")["id"].(string)
 	otherCh := w.e.admin("channel", "set", "--project", other, "--secret", "other-secret")["channelId"].(string)
 	noSecret := w.e.admin("project", "create", "--workspace", w.acc.workspace, "--name", "no-secret")["id"].(string)
-	noSecretCh := w.e.admin("channel", "set", "--project", noSecret)["channelId"].(string)
+	// An explicitly empty secret (without --secret a new channel gets a generated one).
+	noSecretCh := w.e.admin("channel", "set", "--project", noSecret, "--secret", "")["channelId"].(string)
 	noChannel := w.e.admin("project", "create", "--workspace", w.acc.workspace, "--name", "no-channel")["id"].(string)
 	stranger := w.e.account("free")
 

@@ -141,6 +141,7 @@ func serve(ctx context.Context, args []string, dev bool) error {
 	if err != nil {
 		return err
 	}
+	objs.Health.Start(ctx)
 	hyd, err := hydrate.New(hydrate.Options{Store: objs.Store, Dir: filepath.Join(a.cfg.DataDir, "hydrated"),
 		Checkpoints: a.store, DiskBudget: a.cfg.HydrateDiskBudget, Log: a.log})
 	if err != nil {
@@ -187,6 +188,7 @@ func serve(ctx context.Context, args []string, dev bool) error {
 		RuntimeSecret: []byte(a.cfg.RuntimeAuthSecret), MaxBodyBytes: a.cfg.MaxBodyBytes,
 		Hydrate: hyd, ObjectsHandler: objs.Handler, Objects: objs.Store,
 		AgentProxy: proxy, Pairing: hub, Relay: relay, AnswerDeadline: a.cfg.WebhookAnswerDeadline,
+		StorageErr: objs.Health.Err,
 		Console: &console.Options{PublicURL: objstoreopen.PublicURL(a.cfg),
 			SecureCookies: strings.HasPrefix(objstoreopen.PublicURL(a.cfg), "https://")},
 	})

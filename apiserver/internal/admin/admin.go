@@ -5,6 +5,8 @@ package admin
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -270,8 +272,9 @@ func init() {
 		}
 		return map[string]string{"sha": sha, "tag": tag}, nil
 	})
-	register("channel set", "--project P [--secret S] [--callback-headers JSON]", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
+	register("channel set", "--project P [--secret S | --generate-secret] [--callback-headers JSON]", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
 		project, secret, headers := fs.String("project", "", ""), fs.String("secret", "", ""), fs.String("callback-headers", "", "")
+		generate := fs.Bool("generate-secret", false, "")
 		if err := parse(fs, args, "project"); err != nil {
 			return nil, err
 		}
@@ -290,15 +293,39 @@ func init() {
 				return nil, fmt.Errorf("%w: --callback-headers must be a JSON object of strings", ErrUsage)
 			}
 		}
+		if *generate && secretP != nil {
+			return nil, fmt.Errorf("%w: --secret and --generate-secret exclude each other", ErrUsage)
+		}
 		if _, err := env.Store.GetProject(ctx, *project); err != nil {
 			return nil, err
+		}
+		if !*generate && secretP == nil {
+			// A channel without a secret rejects every request: a new one
+			// gets a generated secret by default.
+			existing, err := env.Store.GetChannel(ctx, *project)
+			if errors.Is(err, store.ErrNotFound) || (err == nil && existing.Secret == "") {
+				*generate = true
+			} else if err != nil {
+				return nil, err
+			}
+		}
+		if *generate {
+			s, err := GenerateChannelSecret()
+			if err != nil {
+				return nil, err
+			}
+			secretP = &s
 		}
 		ch, err := env.Store.SetChannel(ctx, *project, secretP, headersP)
 		if err != nil {
 			return nil, err
 		}
-		return map[string]any{"channelId": ch.ID, "projectId": ch.ProjectID, "hasSecret": ch.Secret != "",
-			"callbackHeaders": json.RawMessage(ch.CallbackHeaders)}, nil
+		out := map[string]any{"channelId": ch.ID, "projectId": ch.ProjectID, "hasSecret": ch.Secret != "",
+			"callbackHeaders": json.RawMessage(ch.CallbackHeaders)}
+		if *generate {
+			out["secret"] = ch.Secret // shown once, like a new API key
+		}
+		return out, nil
 	})
 	register("usage show", "--workspace W", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
 		ws := fs.String("workspace", "", "")
@@ -342,6 +369,19 @@ func init() {
 		}
 		return c.Run(ctx, *id, *since)
 	})
+}
+
+// GenerateChannelSecret returns a new channel secret in the Standard
+// Webhooks form: "whsec_" and the base64 of 32 random bytes. Callers send it
+// as X-Webhook-Secret; callback receivers verify webhook-signature with it
+// (a Standard Webhooks library base64-decodes what follows the prefix and
+// uses those bytes as the HMAC-SHA256 key; see docs/webhook-delivery.md).
+func GenerateChannelSecret() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return "whsec_" + base64.StdEncoding.EncodeToString(b[:]), nil
 }
 
 // KeyCreated is the answer of key create: the plain key appears only here.

@@ -34,6 +34,8 @@ type Opened struct {
 	// FSDir is the fs backend's root ("" for s3): pods sharing the
 	// store on one machine must use the same directory.
 	FSDir string
+	// Health watches the s3 backend once started (nil for fs).
+	Health *Health
 }
 
 // FSDir is the fs backend's root for cfg: <data dir>/store, the directory
@@ -66,12 +68,14 @@ func Open(ctx context.Context, cfg *config.Config, log *zap.Logger) (Opened, err
 		if cfg.S3Endpoint == "" || cfg.S3Bucket == "" {
 			return Opened{}, errors.New("objstoreopen: SVC_STORAGE=s3 needs SVC_S3_ENDPOINT and SVC_S3_BUCKET")
 		}
-		st, err := s3store.New(ctx, s3store.Config{Endpoint: cfg.S3Endpoint, Bucket: cfg.S3Bucket,
+		// No network call here: the server starts while storage is down
+		// and Health reports and retries it.
+		st, err := s3store.Open(s3store.Config{Endpoint: cfg.S3Endpoint, Bucket: cfg.S3Bucket,
 			AccessKey: cfg.S3AccessKey, SecretKey: cfg.S3SecretKey, UseSSL: cfg.S3UseSSL})
 		if err != nil {
 			return Opened{}, err
 		}
-		return Opened{Store: st}, nil
+		return Opened{Store: st, Health: newHealth(st.Check, log.Named("objstore"))}, nil
 	case "", "fs":
 		opts := fsstore.Options{Logger: log}
 		if cfg.RuntimeAuthSecret != "" {

@@ -65,6 +65,9 @@ type Deps struct {
 	// delivered by then is served by the outbox as unanswered (0: the
 	// outboxapi default).
 	AnswerDeadline time.Duration
+	// StorageErr reports object storage (objstoreopen.Health.Err; nil: no
+	// check): /readyz detail and svc_object_storage_up.
+	StorageErr func() error
 	// Console mounts the web console and the JSON key API with these
 	// options (nil: not mounted). The server fills in its own
 	// store, catalog, authenticator, checkpoint reads and runtime.
@@ -100,6 +103,15 @@ func New(d Deps) *Server {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if d.StorageErr != nil {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "svc_object_storage_up",
+			Help: "1 while object storage answers the API server's bucket check, 0 while it does not"}, func() float64 {
+			if d.StorageErr() != nil {
+				return 0
+			}
+			return 1
+		}))
+	}
 	a := auth.New(d.Store, d.RuntimeSecret, d.Log.Named("auth"))
 	s := &Server{Echo: e, Auth: a, Registry: reg, deps: d, Outbox: outboxapi.New(d.Store, d.Log.Named("outbox"))}
 	s.Outbox.AnswerDeadline = d.AnswerDeadline
@@ -122,5 +134,11 @@ func (s *Server) ready(c echo.Context) error {
 	if err := s.deps.Store.Ping(ctx); err != nil {
 		return apierr.New(http.StatusServiceUnavailable, apierr.TypeServer, "database_unavailable", "Database is not reachable.")
 	}
-	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+	// Ready without object storage: the public API and the outbox need
+	// none; what does (reads, LFS, publish) answers 503 on its own.
+	storage := "ok"
+	if s.deps.StorageErr != nil && s.deps.StorageErr() != nil {
+		storage = "unavailable"
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ready", "database": "ok", "storage": storage})
 }

@@ -19,6 +19,7 @@ package coldstart
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -124,7 +125,11 @@ func Run(ctx context.Context, o Options) (Result, error) {
 			return res, err
 		}
 		deps = startDeps(ctx, o, "")
-		if err := o.Durable.Adopt(ctx); err != nil {
+		if err := o.Durable.Adopt(ctx); errors.Is(err, durable.ErrAdoptPending) {
+			// Object storage is down: serve turns from the local .git; the
+			// persists fail and degrade (spec 3.2) until it is back.
+			log.Warn("starting on the local .git while object storage is unavailable", zap.Error(err))
+		} else if err != nil {
 			return res, err
 		}
 		phase("adopt")

@@ -41,7 +41,12 @@ type Config struct {
 	LogLevel             string
 	PersistRetryMin      time.Duration
 	PersistRetryMax      time.Duration
-	LFS                  bool
+	// ShutdownGrace is the time between SIGTERM and SIGKILL that the
+	// runtime gives the pod (the local driver's stop grace, the pod's
+	// terminationGracePeriodSeconds): the drain gets what is left after the
+	// git and S3 flushes of spec 10.2 (issue 8, item 7).
+	ShutdownGrace time.Duration
+	LFS           bool
 	// Channel holds the webhook channel's settings (flag or env), read by
 	// webhook.SettingsFromEnv through ChannelSetting.
 	Channel map[string]string
@@ -118,6 +123,7 @@ var options = []option{
 	{flag: "log-level", env: "SVC_LOG_LEVEL", def: "info", usage: "debug, info, warn, error", set: str(func(c *Config) *string { return &c.LogLevel })},
 	{flag: "persist-retry-min", env: "SVC_PERSIST_RETRY_MIN", def: "1s", usage: "first backoff of background persist/record retries", set: dur(func(c *Config) *time.Duration { return &c.PersistRetryMin })},
 	{flag: "persist-retry-max", env: "SVC_PERSIST_RETRY_MAX", def: "60s", usage: "cap of background persist/record retry backoff", set: dur(func(c *Config) *time.Duration { return &c.PersistRetryMax })},
+	{flag: "shutdown-grace", env: "SVC_SHUTDOWN_GRACE", def: "25s", usage: "time from SIGTERM to SIGKILL the runtime grants; the drain gets what the final git (5 s) and S3 (10 s) flushes leave", set: dur(func(c *Config) *time.Duration { return &c.ShutdownGrace })},
 	{flag: "lfs", env: "SVC_LFS", def: "true", usage: "track files above LARGE_FILE_BYTES and curated binary types with git-lfs through the API's batch endpoint (spec 10.3)", set: func(c *Config, v string) (err error) { c.LFS, err = strconv.ParseBool(v); return }},
 }
 

@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -37,6 +38,10 @@ import (
 	"github.com/svc-dev/svc/shared/objstore"
 	"github.com/svc-dev/svc/shared/repoarchive"
 )
+
+// ErrAdoptPending is Adopt's answer when object storage cannot be asked:
+// the pod may serve from its local .git, and the first Upload adopts first.
+var ErrAdoptPending = errors.New("durable: object storage unavailable; adopting at the first upload")
 
 // StateDirName is the pod's own directory inside .git; never archived.
 const StateDirName = "svc-agent"
@@ -74,9 +79,12 @@ type Persister struct {
 	gitDir string
 	log    *zap.Logger
 
-	mu     sync.Mutex
-	etag   string // last ETag written or adopted; "" = no object yet
-	fenced bool
+	mu   sync.Mutex
+	etag string // last ETag written or adopted; "" = no object yet
+	// adoptPending: Adopt could not reach storage at start; Upload adopts
+	// first (issue 8, item 3).
+	adoptPending atomic.Bool
+	fenced       bool
 }
 
 // New returns a Persister; call Restore or Adopt before the first Persist.
@@ -181,6 +189,11 @@ func (p *Persister) Snapshot(ctx context.Context, includeLFS bool) (*Snapshot, e
 // Upload writes snap with the fencing condition. On success the new ETag is
 // remembered (in memory and on disk).
 func (p *Persister) Upload(ctx context.Context, snap *Snapshot) (objstore.ObjectInfo, error) {
+	if p.adoptPending.Load() {
+		if err := p.Adopt(ctx); err != nil {
+			return objstore.ObjectInfo{}, err
+		}
+	}
 	if p.Fenced() {
 		return objstore.ObjectInfo{}, ErrFenced
 	}
@@ -336,11 +349,20 @@ func (p *Persister) Adopt(ctx context.Context) error {
 		p.mu.Lock()
 		p.etag = ""
 		p.mu.Unlock()
+		p.adoptPending.Store(false)
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("durable: head %s: %w", p.key, err)
+		// Storage is down: the pod serves from its local .git and the first
+		// upload adopts (or fences) before it writes anything.
+		p.adoptPending.Store(true)
+		return fmt.Errorf("%w: head %s: %w", ErrAdoptPending, p.key, err)
 	}
+	defer func() {
+		if p.Fenced() || p.ETag() == info.ETag {
+			p.adoptPending.Store(false)
+		}
+	}()
 	if st, err := p.loadState(); err == nil && st.ETag == info.ETag {
 		p.mu.Lock()
 		p.etag = info.ETag

@@ -95,7 +95,9 @@ type Pod struct {
 func OpenStore(ctx context.Context, cfg *config.Config, log *zap.Logger) (objstore.Store, error) {
 	switch cfg.Storage {
 	case "s3":
-		return s3store.New(ctx, s3store.Config{Endpoint: cfg.S3Endpoint, Bucket: cfg.S3Bucket,
+		// No network call: a pod with a local .git starts while storage is
+		// down (issue 8, item 3); every use of the store reports it.
+		return s3store.Open(s3store.Config{Endpoint: cfg.S3Endpoint, Bucket: cfg.S3Bucket,
 			AccessKey: cfg.S3AccessKey, SecretKey: cfg.S3SecretKey, UseSSL: cfg.S3UseSSL})
 	default:
 		return fsstore.New(cfg.FSStoreDir(), fsstore.Options{Logger: log})
@@ -269,8 +271,14 @@ func (p *Pod) Turn(ctx context.Context, message string) (string, error) {
 // Shutdown runs the spec 10.2 sequence and stops the background loop.
 func (p *Pod) Shutdown(ctx context.Context) shutdown.Result {
 	if p.Webhook != nil {
-		// Running webhook turns end (and commit) before the drain.
+		// Running webhook turns end (and commit) before the drain; with a
+		// deadline they get only what the flushes leave (shutdown.Run), and
+		// a journaled async turn cut off resumes at the next start.
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		if dl, ok := ctx.Deadline(); ok {
+			cancel()
+			wctx, cancel = context.WithDeadline(ctx, shutdown.DrainDeadline(dl))
+		}
 		_ = p.Webhook.Shutdown(wctx)
 		cancel()
 	}
