@@ -77,6 +77,7 @@ func (f *fx) remote(key string) string {
 }
 
 func TestCloneAndPull(t *testing.T) {
+	t.Parallel()
 	for _, proto := range []string{"0", "1", "2"} {
 		t.Run("protocol-v"+proto, func(t *testing.T) {
 			f := setup(t)
@@ -109,6 +110,7 @@ func TestCloneAndPull(t *testing.T) {
 }
 
 func TestProtocolV2IsSpoken(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	c := newClient(t)
 	dst := filepath.Join(t.TempDir(), "clone")
@@ -124,6 +126,7 @@ func TestProtocolV2IsSpoken(t *testing.T) {
 }
 
 func TestShallowClone(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	c := newClient(t)
 	for _, proto := range []string{"0", "2"} {
@@ -139,6 +142,7 @@ func TestShallowClone(t *testing.T) {
 }
 
 func TestBearerAuthClone(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	c := newClient(t)
 	dst := filepath.Join(t.TempDir(), "clone")
@@ -149,6 +153,7 @@ func TestBearerAuthClone(t *testing.T) {
 }
 
 func TestPushBackWritesOneRowAndNoObject(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
 	c := newClient(t)
@@ -225,6 +230,7 @@ func must(t testing.TB, err error) {
 }
 
 func TestAuthMatrix(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	infoRefs := f.URL + "/api/projects/" + f.Project.ID + "/git/info/refs?service=git-upload-pack"
 	basic := func(k string) string {
@@ -277,6 +283,7 @@ func TestAuthMatrix(t *testing.T) {
 func pkt(s string) string { return fmt.Sprintf("%04x%s", len(s)+4, s) }
 
 func TestHostileAndGzipRequests(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	base := f.URL + "/api/projects/" + f.Project.ID + "/git"
 	do := func(method, u string, body []byte, hdr map[string]string) (int, []byte) {
