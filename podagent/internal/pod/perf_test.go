@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"go.uber.org/zap/zaptest"
+
 	"github.com/svc-dev/svc/podagent/internal/gitsync"
 	"github.com/svc-dev/svc/podagent/internal/s3sync"
 	"github.com/svc-dev/svc/shared/archive"
@@ -246,5 +248,31 @@ func TestDepsLayerAfterLockfileChange(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(dst, "node_modules/added/index.js")); err != nil || string(b) != "added\n" {
 		t.Fatalf("deps layer lacks the installed package: %q %v", b, err)
+	}
+}
+
+// TestShutdownEnsuresDepsLayer: a healthy shutdown right after a lockfile
+// turn leaves the deps layer of that lockfile in object storage.
+func TestShutdownEnsuresDepsLayer(t *testing.T) {
+	t.Parallel()
+	store := storeKinds()[0].open(t)
+	api := newFakeAPI(t, "p1")
+	ws := t.TempDir()
+	writeNodeWorkspace(t, ws, `{"v":1}`)
+	p, err := Start(context.Background(), Options{Config: testConfig("p1", ws, api.srv.URL), Store: store, Log: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, ws, "package-lock.json", `{"v":3}`)
+	writeFile(t, ws, "node_modules/late/index.js", "late\n")
+	if _, err := p.Turn(context.Background(), "install"); err != nil {
+		t.Fatal(err)
+	}
+	res := p.Shutdown(context.Background())
+	if res.GitFlushErr != nil {
+		t.Fatalf("shutdown: %+v", res)
+	}
+	if _, err := store.Head(context.Background(), objstore.DepsKeyZstd(sha256Hex(`{"v":3}`))); err != nil {
+		t.Fatalf("after shutdown, the deps layer of the last lockfile: %v", err)
 	}
 }

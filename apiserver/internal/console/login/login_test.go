@@ -60,7 +60,7 @@ func TestTokens(t *testing.T) {
 		t.Fatalf("tokens %q %q", a, b)
 	}
 	h1, h2 := login.TokenHash(a), login.TokenHash(a)
-	if h1 == a || len(h1) != 64 || h1 != h2 {
+	if h1 == a || len(h1) != 64 || h1 != h2 || h1 == login.TokenHash(b) {
 		t.Fatal("token hash is not a stable SHA-256 hex")
 	}
 }

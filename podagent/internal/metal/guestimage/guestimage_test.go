@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Modules come out dependencies first, each once; built-in ones (absent
@@ -94,4 +95,29 @@ func fmtSscanHex(s string, v *int) (int, error) {
 	}
 	*v = n
 	return 1, nil
+}
+
+// Only the current image and the most recent others stay cached.
+func TestPrune(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for i, name := range []string{"a", "b", "c", "d", "e", "cur"} {
+		p := filepath.Join(dir, name)
+		if err := os.Mkdir(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		ts := time.Unix(int64(1000+i), 0)
+		if err := os.Chtimes(p, ts, ts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prune(dir, "cur", 2)
+	entries, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, ",") != "cur,d,e" {
+		t.Fatalf("left %v", names)
+	}
 }
