@@ -53,6 +53,7 @@ var dialects = []dialectCase{
 // and new rows default to git_only; rows that point at projects survive the
 // SQLite table rebuild.
 func TestSyncModeFlipBackfill(t *testing.T) {
+	t.Parallel()
 	for _, dc := range dialects {
 		t.Run(string(dc.d), func(t *testing.T) {
 			ctx := context.Background()
@@ -106,6 +107,7 @@ func TestSyncModeFlipBackfill(t *testing.T) {
 // Applying migrations twice is a no-op; replicas starting together on
 // Postgres apply each migration once (advisory lock).
 func TestMigrateTwiceAndInParallel(t *testing.T) {
+	t.Parallel()
 	for _, dc := range dialects {
 		t.Run(string(dc.d), func(t *testing.T) {
 			ctx := context.Background()
@@ -158,6 +160,7 @@ func TestMigrateTwiceAndInParallel(t *testing.T) {
 }
 
 func TestHashIsStable(t *testing.T) {
+	t.Parallel()
 	a, err := migrations.Hash(migrations.Postgres)
 	b, _ := migrations.Hash(migrations.Postgres)
 	c, _ := migrations.Hash(migrations.SQLite)

@@ -80,6 +80,7 @@ func (f *fx) remote(key string) string {
 }
 
 func TestCloneAndPull(t *testing.T) {
+	t.Parallel()
 	for _, proto := range []string{"0", "1", "2"} {
 		t.Run("protocol-v"+proto, func(t *testing.T) {
 			f := setup(t)
@@ -112,6 +113,7 @@ func TestCloneAndPull(t *testing.T) {
 }
 
 func TestProtocolV2IsSpoken(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	c := newClient(t)
 	dst := filepath.Join(t.TempDir(), "clone")
@@ -127,6 +129,7 @@ func TestProtocolV2IsSpoken(t *testing.T) {
 }
 
 func TestShallowClone(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	c := newClient(t)
 	for _, proto := range []string{"0", "2"} {
@@ -142,6 +145,7 @@ func TestShallowClone(t *testing.T) {
 }
 
 func TestBearerAuthClone(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	c := newClient(t)
 	dst := filepath.Join(t.TempDir(), "clone")
@@ -154,6 +158,7 @@ func TestBearerAuthClone(t *testing.T) {
 // Push-back is refused with a message on the client's terminal unless it
 // is the project's pod pushing in dual_shadow; nothing is written then.
 func TestPushBackRefused(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, mode, cred, want string
 	}{
@@ -308,6 +313,7 @@ func must(t testing.TB, err error) {
 }
 
 func TestAuthMatrix(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	infoRefs := f.URL + "/api/projects/" + f.Project.ID + "/git/info/refs?service=git-upload-pack"
 	basic := func(k string) string {
@@ -362,6 +368,7 @@ func TestAuthMatrix(t *testing.T) {
 func pkt(s string) string { return fmt.Sprintf("%04x%s", len(s)+4, s) }
 
 func TestHostileAndGzipRequests(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	base := f.URL + "/api/projects/" + f.Project.ID + "/git"
 	do := func(method, u string, body []byte, hdr map[string]string) (int, []byte) {

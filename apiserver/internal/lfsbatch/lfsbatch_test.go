@@ -93,6 +93,7 @@ func batch(op string, objs ...lfsbatch.Pointer) lfsbatch.Request {
 }
 
 func TestBatch(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	ctx := context.Background()
 	stored := []byte("stored large-file bytes")
@@ -196,6 +197,7 @@ func TestBatch(t *testing.T) {
 // PUT to the presigned URL, verify; a second batch then has no actions, and
 // a download URL returns the bytes.
 func TestUploadThenVerifyThenDedup(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	content := bytes.Repeat([]byte("0123456789abcdef"), 4096)
 	p := lfsbatch.Pointer{OID: oidOf(content), Size: int64(len(content))}

@@ -21,6 +21,7 @@ import (
 // the next success recovers (log line, layer 2 suppressed again), and every
 // commit is persisted and recorded.
 func TestDegradeAndRecoverWithRealMinIO(t *testing.T) {
+	t.Parallel()
 	env := testenv.MinIO(t)
 	proxy := testenv.NewFaultProxy(t, env.Endpoint)
 	durableStore := openS3(t, proxy.Addr(), env) // .git goes through the proxy
@@ -115,6 +116,7 @@ func TestDegradeAndRecoverWithRealMinIO(t *testing.T) {
 // A failed checkpoint POST is not a durability failure; the pod remembers
 // the commit (on disk) and records it later, also after a restart.
 func TestRecordFailuresAreRetriedAndSurviveRestart(t *testing.T) {
+	t.Parallel()
 	store, _ := storeKinds()[0].open(t), 0
 	api := newFakeAPI(t, "p1")
 	api.down.Store(true)
@@ -147,6 +149,7 @@ func TestRecordFailuresAreRetriedAndSurviveRestart(t *testing.T) {
 
 // The background loop retries pending records with backoff.
 func TestBackgroundLoopRecordsLater(t *testing.T) {
+	t.Parallel()
 	store := storeKinds()[0].open(t)
 	api := newFakeAPI(t, "p1")
 	api.down.Store(true)
