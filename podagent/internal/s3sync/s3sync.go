@@ -429,10 +429,6 @@ func (s *S3Sync) UploadProjectArchive(ctx context.Context, path string) error {
 // errDepsChanged: the lockfile changed during a deps archive.
 var errDepsChanged = errors.New("s3sync: deps changed")
 
-func (s *S3Sync) upload(ctx context.Context, key, dir string, copts archive.CreateOptions, popts objstore.PutOptions) error {
-	return s.uploadIf(ctx, key, dir, copts, popts, nil)
-}
-
 // uploadIf archives dir, then calls check (when set) before the PUT; an
 // error from check cancels the upload.
 func (s *S3Sync) uploadIf(ctx context.Context, key, dir string, copts archive.CreateOptions, popts objstore.PutOptions, check func() error) error {
