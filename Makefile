@@ -68,7 +68,7 @@ lint: $(STATICCHECK_BIN)
 	@set -e; for m in $(MODULES); do echo "== vet + staticcheck $$m"; \
 		(cd $$m && GOWORK=off $(GO) vet ./... && GOWORK=off $(STATICCHECK_BIN) ./...); done
 
-tools: $(MINIO_BIN) $(HELM_BIN)
+tools: $(MINIO_BIN) $(HELM_BIN) $(STATICCHECK_BIN)
 
 $(MINIO_BIN):
 	@mkdir -p $(dir $@)

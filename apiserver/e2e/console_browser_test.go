@@ -117,6 +117,7 @@ func (b *browserRun) screenshot(name string) {
 // entry; find the Published badge on the graph; cross-workspace 404; a
 // form post without the CSRF token refused; a screenshot of each page.
 func TestConsoleInBrowser(t *testing.T) {
+	t.Parallel()
 	w := newProxyWorld(t, podagentBin(t), "SVC_CALLBACK_ALLOWED_NETS=127.0.0.0/8",
 		"SVC_POD_CALLBACK_RETRY_BASE=20ms", "SVC_POD_CALLBACK_RETRY_MAX=100ms")
 	w.e.upstream.Script(agentScript("notes/console.txt", "written for the console test\n", "I wrote notes/console.txt", nil))

@@ -60,6 +60,7 @@ func buildMetal(t *testing.T) string {
 // in MinIO, and stopping the host suspends the guest with the source
 // archive written.
 func TestMetalWebhookTurnExportsToMinIO(t *testing.T) {
+	t.Parallel()
 	metalhost := buildMetal(t)
 	s3 := testenv.MinIO(t)
 	hostPort, err := testenv.FreePort()

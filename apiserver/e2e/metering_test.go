@@ -44,6 +44,7 @@ func waitUsage(t *testing.T, e *env, workspace string, n int64) usageSnapshot {
 // Plain, streamed and client-aborted requests record exactly what the
 // upstream reported, and credits follow the model price.
 func TestMeteringIsExact(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := e.startAPI()
 	acc := e.account("free")
@@ -109,6 +110,7 @@ func last(r fakeupstream.Request) string {
 
 // Two replicas on one database admit exactly the plan's requests per minute.
 func TestRateLimitSharedAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	replicas := []*api{e.startAPI(), e.startAPI()}
 	const limit = 3 // the slow plan

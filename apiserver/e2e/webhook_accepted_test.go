@@ -45,6 +45,7 @@ func childPIDs(t *testing.T, pid int) []int {
 // comes out of the outbox after the answer deadline with status
 // unanswered, never silently lost.
 func TestWebhookAcceptedMessageOutlivesLostDisk(t *testing.T) {
+	t.Parallel()
 	w, channelID := webhookWorld(t, "SVC_WEBHOOK_ANSWER_DEADLINE=3s")
 	delivered := make(chan string, 4)
 	recv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {

@@ -52,6 +52,7 @@ func waitStatusAt(t *testing.T, w *proxyWorld, apiURL, path string, want int, be
 }
 
 func TestWebhookProxyPairedMachine(t *testing.T) {
+	t.Parallel()
 	// The local driver cannot start an agent here: whatever answers comes
 	// through the tunnel.
 	w := newProxyWorld(t, failingAgentBin(t))

@@ -19,6 +19,7 @@ import (
 )
 
 func TestWebhookProxyPairedAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	w := newProxyWorld(t, failingAgentBin(t)) // replica A: the machine dials this one
 	b := w.e.startAPI("SVC_PODAGENT_BIN="+failingAgentBin(t), "SVC_DATA_DIR="+w.dataDir, "SVC_RUNTIME_STOP_GRACE=10s")
 	incoming := "/agent/channels/webhook/incoming"

@@ -38,6 +38,8 @@ const (
 	PodMetrics  = "/metrics"
 	PodAgent    = "/agent"
 	PodGitFlush = PodAgent + "/git-flush"
+	// PodRestore is the rollback of docs/sync-modes.md §6.
+	PodRestore = PodAgent + "/restore"
 	// PodChannels is the prefix of the channel routes the agent-proxy forwards.
 	PodChannels = PodAgent + "/channels/"
 	// The webhook channel's routes (spec 4.2), which the console also calls.

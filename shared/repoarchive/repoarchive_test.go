@@ -15,6 +15,7 @@ import (
 )
 
 func TestLayout(t *testing.T) {
+	t.Parallel()
 	git := t.TempDir()
 	for rel, body := range map[string]string{
 		"HEAD": "ref: refs/heads/main\n", "refs/heads/main": "x\n", "objects/ab/cdef": "obj",

@@ -25,8 +25,10 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/console"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/janitor"
+	"github.com/svc-dev/svc/apiserver/internal/lfsgc"
 	"github.com/svc-dev/svc/apiserver/internal/objstoreopen"
 	"github.com/svc-dev/svc/apiserver/internal/pairing"
+	"github.com/svc-dev/svc/apiserver/internal/parity"
 	"github.com/svc-dev/svc/apiserver/internal/runtime"
 	"github.com/svc-dev/svc/apiserver/internal/runtime/local"
 	"github.com/svc-dev/svc/apiserver/internal/runtime/metal"
@@ -35,6 +37,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/tracing"
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
 	"github.com/svc-dev/svc/shared/logging"
+	"github.com/svc-dev/svc/shared/objstore"
 )
 
 type app struct {
@@ -111,7 +114,11 @@ func (a *app) adminEnv() *admin.Env {
 		}
 	}
 	return &admin.Env{Store: a.store, Catalog: a.cat, RuntimeSecret: []byte(secret),
-		Out: os.Stdout, In: os.Stdin, PublicURL: objstoreopen.PublicURL(a.cfg), Publish: publishFunc}
+		Out: os.Stdout, In: os.Stdin, PublicURL: objstoreopen.PublicURL(a.cfg), Publish: publishFunc, Log: a.log,
+		Objects: func(ctx context.Context) (objstore.Store, error) {
+			o, err := objstoreopen.Open(ctx, a.cfg, a.log)
+			return o.Store, err
+		}}
 }
 
 func serve(ctx context.Context, args []string, dev bool) error {
@@ -204,6 +211,19 @@ func serve(ctx context.Context, args []string, dev bool) error {
 		go servePprof(a.cfg.PprofAddr, a.log)
 	}
 	go (&janitor.Janitor{Store: a.store, Log: a.log.Named("janitor")}).Run(ctx, janitor.Interval)
+	// Large-file retention (spec 10.3): unreachable objects past the grace period.
+	lgc := &lfsgc.GC{Objects: objs.Store, Log: a.log, Metrics: lfsgc.NewMetrics(srv.Registry)}
+	go lgc.Job(ctx, func(ctx context.Context) ([]string, error) {
+		ps, err := a.store.ProjectsInModes(ctx)
+		ids := make([]string, 0, len(ps))
+		for _, p := range ps {
+			ids = append(ids, p.ID)
+		}
+		return ids, err
+	}, lfsgc.DefaultInterval)
+	// Parity of the rollout (spec 10.6.4): svc_parity_mismatches{mode}.
+	go (&parity.Checker{Store: a.store, Objects: objs.Store}).Job(ctx, parity.NewGauge(srv.Registry), parity.JobInterval,
+		parity.Window, func(err error) { a.log.Warn("parity check", zap.Error(err)) })
 	hs := &http.Server{Handler: srv.Echo, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()

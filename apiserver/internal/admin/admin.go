@@ -16,9 +16,14 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/svc-dev/svc/apiserver/internal/apikey"
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
+	"github.com/svc-dev/svc/apiserver/internal/lfsgc"
+	"github.com/svc-dev/svc/apiserver/internal/parity"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/objstore"
 	"github.com/svc-dev/svc/shared/runtimetoken"
 	"github.com/svc-dev/svc/shared/syncmode"
 )
@@ -36,6 +41,11 @@ type Env struct {
 	// Publish calls a pod's git-flush with a publish tag; nil when the
 	// publish package is not wired.
 	Publish func(ctx context.Context, podURL, token, subdomain string, now time.Time) (sha, tag string, err error)
+	// Objects opens the object store (parity-check reads project-src
+	// heads); nil skips what needs it.
+	Objects func(ctx context.Context) (objstore.Store, error)
+	// Log receives per-object lines of lfs gc (nil: none).
+	Log *zap.Logger
 }
 
 type command struct {
@@ -90,7 +100,15 @@ func Run(ctx context.Context, env *Env, args []string) error {
 	}
 	enc := json.NewEncoder(env.Out)
 	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	if err := enc.Encode(out); err != nil {
+		return err
+	}
+	// A command whose answer is a failure (parity-check mismatches, a
+	// refused cohort) exits non-zero after printing it.
+	if f, ok := out.(interface{ Failed() error }); ok {
+		return f.Failed()
+	}
+	return nil
 }
 
 func parse(fs *flag.FlagSet, args []string, required ...string) error {
@@ -199,8 +217,8 @@ func init() {
 		}
 		return out, nil
 	})
-	register("project set-sync-mode", "--id P --mode s3|dual_shadow|git_only", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
-		id, mode := fs.String("id", "", ""), fs.String("mode", "", "")
+	register("project set-sync-mode", "--id P --mode s3|dual_shadow|git_only [--force]  (dual_shadow cohort: at most 10 projects, 7 days)", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
+		id, mode, force := fs.String("id", "", ""), fs.String("mode", "", ""), fs.Bool("force", false, "")
 		if err := parse(fs, args, "id", "mode"); err != nil {
 			return nil, err
 		}
@@ -208,7 +226,7 @@ func init() {
 		if err != nil || *mode == "" {
 			return nil, fmt.Errorf("%w: --mode must be s3, dual_shadow or git_only", ErrUsage)
 		}
-		return env.Store.SetSyncMode(ctx, *id, m)
+		return SetSyncMode(ctx, env.Store, *id, m, *force, time.Now())
 	})
 	register("project runtime-token", "--id P", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
 		id := fs.String("id", "", "")
@@ -316,20 +334,40 @@ func init() {
 		}
 		return ShowUsage(ctx, env, *ws)
 	})
-	register("parity-check", "--project P [--since 24h]  (checkpoint rows per turn, spec 10.6.4)", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
-		id, since := fs.String("project", "", ""), fs.Duration("since", 24*time.Hour, "")
+	register("lfs gc", "--project P [--dry-run] [--grace 168h]  (delete large-file objects no ref or tag reaches, spec 10.3)", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
+		id, dry, grace := fs.String("project", "", ""), fs.Bool("dry-run", false, ""), fs.Duration("grace", lfsgc.DefaultGrace, "")
 		if err := parse(fs, args, "project"); err != nil {
 			return nil, err
 		}
-		p, err := env.Store.GetProject(ctx, *id)
+		if *grace < time.Hour {
+			return nil, fmt.Errorf("%w: --grace must be at least 1h (an in-flight push must never be collected)", ErrUsage)
+		}
+		if _, err := env.Store.GetProject(ctx, *id); err != nil {
+			return nil, err
+		}
+		if env.Objects == nil {
+			return nil, errors.New("lfs gc needs the object store")
+		}
+		objs, err := env.Objects(ctx)
 		if err != nil {
 			return nil, err
 		}
-		n, err := env.Store.CountCheckpointsSince(ctx, *id, time.Now().Add(-*since))
-		if err != nil {
+		return (&lfsgc.GC{Objects: objs, Grace: *grace, Log: env.Log}).Project(ctx, *id, *dry)
+	})
+	register("parity-check", "[--project P] [--since 24h]  (one checkpoint row per turn, spec 10.6.4; exit 1 on a mismatch)", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
+		id, since := fs.String("project", "", ""), fs.Duration("since", 24*time.Hour, "")
+		if err := parse(fs, args); err != nil {
 			return nil, err
 		}
-		return map[string]any{"projectId": p.ID, "cloudSyncMode": p.CloudSyncMode, "since": since.String(), "checkpoints": n}, nil
+		c := &parity.Checker{Store: env.Store}
+		if env.Objects != nil {
+			objs, err := env.Objects(ctx)
+			if err != nil {
+				return nil, err
+			}
+			c.Objects = objs
+		}
+		return c.Run(ctx, *id, *since)
 	})
 }
 

@@ -16,6 +16,7 @@ import (
 )
 
 func TestChannelConfigForTheProjectsRuntimeOnly(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := storetest.SQLite(t)
 	secret := []byte("runtime-auth-secret")
@@ -76,6 +77,7 @@ func TestChannelConfigForTheProjectsRuntimeOnly(t *testing.T) {
 }
 
 func TestDecodeCallbackHeaders(t *testing.T) {
+	t.Parallel()
 	for in, n := range map[string]int{"": 0, "{}": 0, "null": 0, `{"A":"b"}`: 1, `{"A":"b\r\nX: y"}`: 0} {
 		got, err := channelapi.DecodeCallbackHeaders(in)
 		if err != nil || len(got) != n {

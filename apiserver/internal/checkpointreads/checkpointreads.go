@@ -31,6 +31,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/objstore"
 )
 
 // Defaults.
@@ -45,6 +46,10 @@ const (
 type API struct {
 	Hydrate *hydrate.Manager
 	Store   *store.Store
+	// Objects serves the S3 read source (docs/sync-modes.md §5).
+	Objects objstore.Store
+	// Runtime reaches the pod for a rollback; nil leaves Restore unmounted.
+	Runtime Runtime
 	Log     *zap.Logger
 	// MaxDiffBytes caps a diff body (default DefaultMaxDiffBytes).
 	MaxDiffBytes int
@@ -346,10 +351,14 @@ func (a *API) ReadDiff(ctx context.Context, projectID, from, to string, h http.H
 
 // StatusResponse is the body of GET …/checkpoints/status.
 type StatusResponse struct {
-	ProjectID      string            `json:"projectId"`
-	Head           string            `json:"head"`
-	Branch         string            `json:"branch"`
-	SyncMode       string            `json:"syncMode"`
+	ProjectID string `json:"projectId"`
+	Head      string `json:"head"`
+	Branch    string `json:"branch"`
+	SyncMode  string `json:"syncMode"`
+	// ReadSource is where the project's current files are read from: s3
+	// in s3 and dual_shadow, git in git_only (docs/sync-modes.md §5).
+	ReadSource     string            `json:"readSource"`
+	Source         *SourceStatus     `json:"source,omitempty"`
 	LastCheckpoint *store.Checkpoint `json:"lastCheckpoint"`
 	Durable        DurableStatus     `json:"durable"`
 	Published      *PublishedStatus  `json:"published"`
@@ -388,7 +397,17 @@ func (a *API) Status(c echo.Context) error {
 // ReadStatus is Status without HTTP.
 func (a *API) ReadStatus(ctx context.Context, proj store.Project, h http.Header) (StatusResponse, error) {
 	a.defaults()
-	resp := StatusResponse{ProjectID: proj.ID, SyncMode: string(proj.CloudSyncMode)}
+	resp := StatusResponse{ProjectID: proj.ID, SyncMode: string(proj.CloudSyncMode), ReadSource: ReadSource(proj)}
+	if h != nil {
+		h.Set(ReadSourceHeader, resp.ReadSource)
+	}
+	if a.Objects != nil {
+		src, err := SourceHead(ctx, a.Objects, proj.ID)
+		if err != nil {
+			return StatusResponse{}, apierr.Unavailable(err)
+		}
+		resp.Source = &src
+	}
 	if proj.PublishedCommitSHA != "" || proj.PublishedTag != "" {
 		resp.Published = &PublishedStatus{SHA: proj.PublishedCommitSHA, Tag: proj.PublishedTag}
 	}

@@ -79,6 +79,7 @@ func setup(t *testing.T) (*fx, *history) {
 }
 
 func TestGraphNewestFirstWithPublishedBadge(t *testing.T) {
+	t.Parallel()
 	f, h := setup(t)
 	var g checkpointreads.GraphResponse
 	resp, m := get(t, f.url("/checkpoints/graph"), f.Key, &g)
@@ -133,6 +134,7 @@ func TestGraphNewestFirstWithPublishedBadge(t *testing.T) {
 }
 
 func TestGraphCursorPagination(t *testing.T) {
+	t.Parallel()
 	f, h := setup(t)
 	var p1, p2 checkpointreads.GraphResponse
 	get(t, f.url("/checkpoints/graph?limit=2"), f.Key, &p1)
@@ -149,6 +151,7 @@ func TestGraphCursorPagination(t *testing.T) {
 }
 
 func TestCommitFiles(t *testing.T) {
+	t.Parallel()
 	f, h := setup(t)
 	var c checkpointreads.CommitResponse
 	resp, m := get(t, f.url("/checkpoints/commits/"+h.c2[:7]), f.Key, &c)
@@ -190,6 +193,7 @@ func TestCommitFiles(t *testing.T) {
 }
 
 func TestDiff(t *testing.T) {
+	t.Parallel()
 	f, h := setup(t)
 	var d checkpointreads.DiffResponse
 	resp, m := get(t, f.url("/checkpoints/diff"), f.Key, &d)
@@ -224,6 +228,7 @@ func TestDiff(t *testing.T) {
 }
 
 func TestStatus(t *testing.T) {
+	t.Parallel()
 	f, h := setup(t)
 	ctx := context.Background()
 	if _, err := f.Store.SetPublished(ctx, f.Project.ID, h.c3, h.tag); err != nil {
@@ -251,6 +256,7 @@ func TestStatus(t *testing.T) {
 }
 
 func TestMissingAndCorruptObject(t *testing.T) {
+	t.Parallel()
 	f := &fx{hydratetest.NewFixture(t, nil)}
 	resp, m := get(t, f.url("/checkpoints/graph"), f.Key, nil)
 	if resp.StatusCode != 404 || errCode(m) != hydrate.CodeNotFound {
@@ -281,6 +287,7 @@ func TestMissingAndCorruptObject(t *testing.T) {
 }
 
 func TestHostileInputs(t *testing.T) {
+	t.Parallel()
 	f, _ := setup(t)
 	cases := []struct {
 		path   string
@@ -316,6 +323,7 @@ func TestHostileInputs(t *testing.T) {
 }
 
 func TestAuthMatrix(t *testing.T) {
+	t.Parallel()
 	f, _ := setup(t)
 	paths := []string{"/checkpoints/graph", "/checkpoints/status", "/checkpoints/diff", "/checkpoints/commits/abcd"}
 	cases := []struct {
@@ -388,6 +396,7 @@ func BenchmarkGraphUnchangedETag(b *testing.B) {
 }
 
 func TestEmptyRepository(t *testing.T) {
+	t.Parallel()
 	f := &fx{hydratetest.NewFixture(t, nil)}
 	w := hydratetest.NewWork(t) // git init only: unborn main
 	w.Persist(f.Objects, f.Project.ID)

@@ -93,6 +93,7 @@ func batch(op string, objs ...lfsbatch.Pointer) lfsbatch.Request {
 }
 
 func TestBatch(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	ctx := context.Background()
 	stored := []byte("stored large-file bytes")
@@ -196,6 +197,7 @@ func TestBatch(t *testing.T) {
 // PUT to the presigned URL, verify; a second batch then has no actions, and
 // a download URL returns the bytes.
 func TestUploadThenVerifyThenDedup(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	content := bytes.Repeat([]byte("0123456789abcdef"), 4096)
 	p := lfsbatch.Pointer{OID: oidOf(content), Size: int64(len(content))}
@@ -257,5 +259,34 @@ func TestUploadThenVerifyThenDedup(t *testing.T) {
 	got, _ := io.ReadAll(get.Body)
 	if !bytes.Equal(got, content) {
 		t.Fatalf("download returned %d bytes", len(got))
+	}
+}
+
+// Verify checks the stored bytes' sha256 against the oid, not only the
+// size: same-size bytes under another oid are refused and deleted, so the
+// next upload batch asks for the upload again.
+func TestVerifyChecksTheContentHash(t *testing.T) {
+	w := newWorld(t)
+	content := bytes.Repeat([]byte("right bytes "), 1000)
+	p := lfsbatch.Pointer{OID: oidOf(content), Size: int64(len(content))}
+	wrong := bytes.Repeat([]byte("wrong bytes "), 1000) // same size
+	key := objstore.LFSKey(w.project, p.OID)
+	if _, err := w.objects.Put(context.Background(), key, bytes.NewReader(wrong), int64(len(wrong)), objstore.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	status, body, _ := w.post(t, w.project, w.token, "/lfs/verify", p)
+	if status != 422 || !strings.Contains(string(body), "hash_mismatch") {
+		t.Fatalf("verify of same-size wrong bytes = %d %s, want 422 hash_mismatch", status, body)
+	}
+	if _, err := w.objects.Head(context.Background(), key); err == nil {
+		t.Fatal("the mismatching object was kept")
+	}
+	_, body, _ = w.post(t, w.project, w.token, "/lfs/objects/batch", batch("upload", p))
+	var resp lfsbatch.Response
+	if err := json.Unmarshal(body, &resp); err != nil {
+		t.Fatal(err)
+	}
+	if resp.Objects[0].Actions["upload"] == nil {
+		t.Fatalf("after a failed verify the batch must ask for the upload: %s", body)
 	}
 }

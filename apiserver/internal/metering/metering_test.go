@@ -21,6 +21,7 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 func TestGranted(t *testing.T) {
+	t.Parallel()
 	cases := []struct{ count, n, limit, want int64 }{
 		{1, 1, 3, 1}, {3, 1, 3, 1}, {4, 1, 3, 0},
 		{10, 10, 1000, 10}, {1000, 10, 1000, 10}, {1005, 10, 1000, 5}, {1010, 10, 1000, 0}, {2000, 10, 1000, 0},
@@ -41,6 +42,7 @@ func TestGranted(t *testing.T) {
 // small limits, and never more than the limit — at most one lease block
 // less per replica — for large ones.
 func TestAdmitAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	st := storetest.Postgres(t)
 	ctx := context.Background()
 	w, err := st.CreateWorkspace(ctx, "w", "free")
@@ -91,6 +93,7 @@ func TestAdmitAcrossReplicas(t *testing.T) {
 // Usage written on this replica is seen by the next admission at once; the
 // window cache never hides it.
 func TestQuotaSeenAfterWrite(t *testing.T) {
+	t.Parallel()
 	st := storetest.Postgres(t)
 	ctx := context.Background()
 	w, _ := st.CreateWorkspace(ctx, "w", "free")

@@ -151,6 +151,7 @@ func (w *world) msg(corr string) wire.OutboxPut {
 }
 
 func TestPutIsIdempotentAndPollAcknowledges(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		w := newWorld(t, s)
 		if a := w.put(w.e, w.project, w.project, w.msg("cor_1")); a.status != http.StatusCreated {
@@ -181,6 +182,7 @@ func TestPutIsIdempotentAndPollAcknowledges(t *testing.T) {
 }
 
 func TestPutChecks(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		w := newWorld(t, s)
 		bad := w.msg("cor_x")
@@ -216,6 +218,7 @@ func TestPutChecks(t *testing.T) {
 // Channel auth and parameters of the poll (cloud auth is the middleware's,
 // tested end to end).
 func TestPollChecks(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		w := newWorld(t, s)
 		w.put(w.e, w.project, w.project, w.msg("cor_1"))
@@ -249,6 +252,7 @@ func TestPollChecks(t *testing.T) {
 // replica (no database poll needed), and a message put through another
 // replica is found by the database poll.
 func TestLongPollWakesOnPut(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		w := newWorld(t, s)
 		w.api.PollInterval = time.Hour // only the in-process wakeup can end the wait early

@@ -38,6 +38,7 @@ func relay(t *testing.T, upstream string, wantUsage bool) (string, *int64) {
 }
 
 func TestStreamRelay(t *testing.T) {
+	t.Parallel()
 	out, total := relay(t, upstreamSSE, false)
 	if total == nil || *total != 10 {
 		t.Fatalf("usage not captured: %v", total)

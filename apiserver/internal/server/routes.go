@@ -68,7 +68,7 @@ func (s *Server) routes(e *echo.Echo) {
 
 	// Hydrate-only reads and smart-HTTP git (spec 4.2, 10.2).
 	if d.Hydrate != nil {
-		reads := (&checkpointreads.API{Hydrate: d.Hydrate, Store: d.Store, Log: d.Log.Named("checkpoints")}).WithDefaults()
+		reads := (&checkpointreads.API{Hydrate: d.Hydrate, Store: d.Store, Objects: d.Objects, Log: d.Log.Named("checkpoints")}).WithDefaults()
 		// Route-level middleware (not a group): an unknown path under these
 		// prefixes stays a 404, not an authentication challenge.
 		const cp = "/api/projects/:id/checkpoints"
@@ -76,12 +76,21 @@ func (s *Server) routes(e *echo.Echo) {
 		e.GET(cp+"/commits/:sha", reads.Commit, apiKey, member)
 		e.GET(cp+"/diff", reads.Diff, apiKey, member)
 		e.GET(cp+"/status", reads.Status, apiKey, member)
+		// Reads follow the sync mode; rollback through the pod (docs/sync-modes.md §5, §6).
+		e.GET(cp+"/files", reads.Files, apiKey, member)
+		if d.AgentProxy != nil {
+			reads.Runtime = d.AgentProxy.Runtime
+			e.POST(cp+"/:sha/restore", reads.Restore, apiKey, member)
+		}
 
-		git := (&gitserver.Server{Hydrate: d.Hydrate, Store: d.Store, Auth: s.Auth, Log: d.Log}).WithDefaults()
+		// The project's pod (runtime token) is let in too: the dual_shadow
+		// origin (docs/sync-modes.md §2).
+		git := (&gitserver.Server{Hydrate: d.Hydrate, Objects: d.Objects, Store: d.Store, Auth: s.Auth, Log: d.Log}).WithDefaults()
+		memberOrPod := gitserver.MemberOrPod(member)
 		const gp = "/api/projects/:id/git"
-		e.GET(gp+"/info/refs", git.InfoRefs, git.Authenticate, member)
-		e.POST(gp+"/git-upload-pack", git.UploadPack, git.Authenticate, member)
-		e.POST(gp+"/git-receive-pack", git.ReceivePack, git.Authenticate, member)
+		e.GET(gp+"/info/refs", git.InfoRefs, git.Authenticate, memberOrPod)
+		e.POST(gp+"/git-upload-pack", git.UploadPack, git.Authenticate, memberOrPod)
+		e.POST(gp+"/git-receive-pack", git.ReceivePack, git.Authenticate, memberOrPod)
 	}
 
 	// Webhook channel through the agent-proxy (spec 3.3). The outbox poll is

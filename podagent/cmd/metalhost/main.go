@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/podagent/internal/metal/guestimage"
@@ -90,7 +91,7 @@ func serve(cfg *config, log *zap.Logger) error {
 	}
 	log.Info("guest image ready", zap.String("hash", img.Hash), zap.String("kernel", img.KernelVersion), zap.Duration("took", time.Since(t0)))
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	h, err := host.New(host.Options{Store: store, Image: img, Dir: cfg.Dir, APIURL: cfg.APIURL, QEMU: cfg.QEMU,
 		Accel: cfg.Accel, MemoryMB: cfg.MemoryMB, DiskMB: cfg.DiskMB, ExportInterval: cfg.ExportInterval,
 		Snapshots: cfg.Snapshots, StartTimeout: cfg.StartTimeout, HealthInterval: cfg.HealthInterval,

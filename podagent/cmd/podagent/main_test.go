@@ -294,6 +294,7 @@ func sigterm(t *testing.T, p *proc) {
 // nothing recorded is lost, the object is never half-written, and the next
 // turn persists everything.
 func TestKill9(t *testing.T) {
+	t.Parallel()
 	for _, storage := range []string{"fs", "minio"} {
 		for _, point := range []string{"after-commit", "mid-upload"} {
 			t.Run(storage+"/"+point, func(t *testing.T) {
@@ -355,6 +356,7 @@ func TestKill9(t *testing.T) {
 }
 
 func TestAgentRoutesRequireRuntimeToken(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "fs")
 	p := e.start()
 	for _, h := range []string{"", "Bearer wrong", "Basic " + token, token} {
@@ -413,6 +415,7 @@ func TestAgentRoutesRequireRuntimeToken(t *testing.T) {
 
 // SIGTERM in the healthy case: final flush, HEAD snapshot as project-src.
 func TestSIGTERMHealthy(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "fs")
 	e.write(".gitignore", ".env\n")
 	e.write("index.js", "v0")
@@ -436,6 +439,7 @@ func TestSIGTERMHealthy(t *testing.T) {
 // SIGTERM in the degraded case: the final git flush fails, then the S3
 // flush with forceProjectArchive tars the live work tree.
 func TestSIGTERMDegraded(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "minio")
 	s3 := testenv.MinIO(t)
 	proxy := testenv.NewFaultProxy(t, s3.Endpoint)
@@ -477,6 +481,7 @@ func TestSIGTERMDegraded(t *testing.T) {
 // SVC_PPROF_ADDR serves the Go profiler on its own listener, not on the
 // pod's API listener.
 func TestPprofListener(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "fs")
 	port, err := testenv.FreePort()
 	if err != nil {

@@ -30,6 +30,7 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/s3sync"
 	"github.com/svc-dev/svc/shared/archive"
 	"github.com/svc-dev/svc/shared/repoarchive"
+	"github.com/svc-dev/svc/shared/syncmode"
 )
 
 // SeedMessage is the message of the initial commit.
@@ -51,6 +52,11 @@ type LargeFiles interface {
 
 // Options are the parts cold start uses.
 type Options struct {
+	// Mode picks the procedure: git_only (empty) as above; s3 and
+	// dual_shadow in modes.go.
+	Mode    syncmode.Mode
+	Origin  *gitsync.Origin // dual_shadow
+	Assets  Assets          // s3 and dual_shadow; nil: none
 	Repo    *gitsync.Repo
 	Durable *durable.Persister
 	Sync    Persister
@@ -63,9 +69,13 @@ type Options struct {
 // Result says what cold start did.
 type Result struct {
 	Local, Restored, Seeded bool
-	DepsRestored            bool
-	Head                    string
-	Took                    time.Duration
+	// SourceRestored: the work tree came from project-src.tar.gz; Assets
+	// lists the large files downloaded from <projectId>/assets/.
+	SourceRestored bool
+	Assets         []string
+	DepsRestored   bool
+	Head           string
+	Took           time.Duration
 	// Phases is where the time went: restore, reset, fsck, lfs on the main
 	// path; deps runs concurrently with reset..lfs and is its own duration;
 	// depsWait is how long the main path waited for it at the end.
@@ -88,6 +98,16 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		mark = now
 	}
 	o.Durable.Cleanup()
+	if o.Mode == syncmode.S3 || o.Mode == syncmode.DualShadow {
+		err := runS3Modes(ctx, o, &res, log)
+		res.Took = time.Since(start)
+		if err == nil {
+			log.Info("cold start done", zap.String("mode", string(o.Mode)), zap.Bool("local", res.Local),
+				zap.Bool("restored", res.Restored), zap.Bool("seeded", res.Seeded), zap.Bool("sourceRestored", res.SourceRestored),
+				zap.Int("assets", len(res.Assets)), zap.String("head", res.Head), zap.Duration("took", res.Took))
+		}
+		return res, err
+	}
 
 	// deps runs layer 1 concurrently with the rest of the cold start.
 	var deps *depsJob
@@ -157,9 +177,21 @@ func Run(ctx context.Context, o Options) (Result, error) {
 				return res, fmt.Errorf("coldstart: restored repository fails fsck: %w", err)
 			}
 			phase("fsck")
+			if err := overlayNewerSource(ctx, o, &res, log); err != nil {
+				return res, err
+			}
 			break
 		}
 		res.Seeded = true
+		// No durable .git: seed from the S3 layers when they exist (a
+		// project that was in s3 mode), else from what is on disk.
+		if o.S3 != nil {
+			found, _, err := o.S3.RestoreProjectArchive(ctx)
+			if err != nil {
+				return res, err
+			}
+			res.SourceRestored = found
+		}
 		deps = startDeps(ctx, o, "")
 		if err := o.Repo.Init(ctx); err != nil {
 			return res, err

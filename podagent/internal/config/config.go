@@ -207,8 +207,8 @@ func (c *Config) validate() error {
 	if c.DegradeAfterFailures <= 0 {
 		errs = append(errs, errors.New("SVC_DEGRADE_AFTER_FAILURES must be positive"))
 	}
-	if c.Mode != syncmode.GitOnly {
-		errs = append(errs, fmt.Errorf("%s=%s is not implemented by this podagent yet (git_only only)", syncmode.EnvVar, c.Mode))
+	if c.Mode == syncmode.DualShadow && c.APIURL == "" {
+		errs = append(errs, fmt.Errorf("%s=dual_shadow needs SVC_API_URL: the pod pushes each turn to the API's git endpoint", syncmode.EnvVar))
 	}
 	return errors.Join(errs...)
 }

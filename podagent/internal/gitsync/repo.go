@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -233,8 +234,20 @@ func (r *Repo) ArchiveHEAD(ctx context.Context, w interface{ Write([]byte) (int,
 	if strings.TrimSpace(tree) == emptyTree {
 		return tar.NewWriter(w).Close()
 	}
-	return r.git("archive", "--format=tar", "HEAD").
-		AddDashesAndList(".", ":(exclude,glob)node_modules/**", ":(exclude,glob)**/node_modules/**").Stdout(w).Run(ctx)
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := smudgeTar(pr, w, filepath.Join(r.GitDir(), "lfs", "objects"))
+		pr.CloseWithError(err)
+		done <- err
+	}()
+	err = r.git("archive", "--format=tar", "HEAD").
+		AddDashesAndList(".", ":(exclude,glob)node_modules/**", ":(exclude,glob)**/node_modules/**").Stdout(pw).Run(ctx)
+	pw.CloseWithError(err)
+	if serr := <-done; err == nil {
+		err = serr
+	}
+	return err
 }
 
 // emptyTree is git's id of the tree with no entries.

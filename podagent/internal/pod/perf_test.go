@@ -118,6 +118,7 @@ func sha256Hex(s string) string {
 // identical to the original, and an object written before manifests
 // existed still gets its deps layer (key read from HEAD's lockfile).
 func TestColdStartFromManifestRestoresIdenticalTree(t *testing.T) {
+	t.Parallel()
 	for _, sk := range storeKinds() {
 		t.Run(sk.name, func(t *testing.T) {
 			store := sk.open(t)

@@ -11,6 +11,7 @@
 package s3sync
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -25,10 +26,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/klauspost/compress/gzip"
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/shared/archive"
 	"github.com/svc-dev/svc/shared/objstore"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // Lockfiles, in the order they are looked for.
@@ -50,6 +53,12 @@ type Options struct {
 	// project; nothing is written).
 	Fenced func() bool
 	Log    *zap.Logger
+	// Exclude, when set, leaves more work-tree files out of layer 2 (the
+	// large files offloaded as assets in s3 and dual_shadow).
+	Exclude func(rel string) bool
+	// Head, when set, names the commit layer 2 is taken at; it is recorded
+	// in the archive's gzip comment (wire.SourceHeadComment).
+	Head func(ctx context.Context) string
 }
 
 // S3Sync is safe for concurrent use; uploads are serialised.
@@ -336,10 +345,77 @@ func (s *S3Sync) WriteProjectArchive(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	excl := func(rel string, d fs.DirEntry) bool {
-		return rel == ".git" || rel == DepsDir || rel == ".git.restoring"
+		if rel == ".git" || rel == DepsDir || rel == ".git.restoring" {
+			return true
+		}
+		return s.opts.Exclude != nil && !d.IsDir() && s.opts.Exclude(rel)
 	}
-	return s.upload(ctx, objstore.SourceKey(s.opts.ProjectID), s.opts.Workspace,
-		archive.CreateOptions{Exclude: excl, SkipVanished: true}, objstore.PutOptions{})
+	head := ""
+	if s.opts.Head != nil {
+		head = s.opts.Head(ctx)
+	}
+	f, err := os.CreateTemp(s.opts.TempDir, "s3sync-src-*.tar.gz")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	zw := gzip.NewWriter(f)
+	zw.Header.Comment = wire.SourceHeadComment(head)
+	_, err = archive.CreateTar(zw, s.opts.Workspace, archive.CreateOptions{Exclude: excl, SkipVanished: true})
+	if cerr := zw.Close(); err == nil {
+		err = cerr
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("s3sync: archive for %s: %w", objstore.SourceKey(s.opts.ProjectID), err)
+	}
+	return s.putFile(ctx, objstore.SourceKey(s.opts.ProjectID), f.Name(), objstore.PutOptions{})
+}
+
+// ProjectArchiveHead returns the head recorded in project-src.tar.gz ("" if
+// none or no object), reading only the first bytes.
+func (s *S3Sync) ProjectArchiveHead(ctx context.Context) (string, error) {
+	rc, _, err := s.opts.Store.Get(ctx, objstore.SourceKey(s.opts.ProjectID))
+	if errors.Is(err, objstore.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	defer rc.Close()
+	zr, err := gzip.NewReader(bufio.NewReaderSize(rc, 4096))
+	if err != nil {
+		return "", nil
+	}
+	return wire.SourceHead(zr.Header.Comment), nil
+}
+
+// RestoreProjectArchive extracts <projectId>/project-src.tar.gz into the
+// workspace (cold start in s3 and dual_shadow). It reports whether the
+// object existed and the head it records ("" when none).
+func (s *S3Sync) RestoreProjectArchive(ctx context.Context) (bool, string, error) {
+	key := objstore.SourceKey(s.opts.ProjectID)
+	rc, _, err := s.opts.Store.Get(ctx, key)
+	if errors.Is(err, objstore.ErrNotExist) {
+		return false, "", nil
+	}
+	if err != nil {
+		return false, "", fmt.Errorf("s3sync: get %s: %w", key, err)
+	}
+	defer rc.Close()
+	br := bufio.NewReaderSize(rc, 1<<20)
+	zr, err := gzip.NewReader(br)
+	if err != nil {
+		return false, "", fmt.Errorf("s3sync: %s: %w", key, err)
+	}
+	defer zr.Close()
+	head := wire.SourceHead(zr.Header.Comment)
+	if _, err := archive.ExtractTar(zr, s.opts.Workspace, archive.ExtractOptions{}); err != nil {
+		return false, "", fmt.Errorf("s3sync: extract %s: %w", key, err)
+	}
+	return true, head, nil
 }
 
 // UploadProjectArchive uploads an already built project-src.tar.gz stream

@@ -35,9 +35,16 @@ type Options struct {
 	// Ready returns nil when the pod can serve turns.
 	Ready   func() error
 	Flusher Flusher
+	// Restorer serves POST /agent/restore (rollback); nil: not mounted.
+	Restorer Restorer
 	// Webhook is the channel (nil: its routes are not mounted).
 	Webhook *webhook.Handler
 	Log     *zap.Logger
+}
+
+// Restorer is what POST /agent/restore drives (gitsync.GitWorkspaceSync).
+type Restorer interface {
+	Restore(ctx context.Context, sha string) (wire.RestoreResponse, error)
 }
 
 // New builds the echo server.
@@ -71,6 +78,9 @@ func routes(e *echo.Echo, o Options) {
 	}
 	agent := e.Group(internalapi.PodAgent, RequireRuntimeToken(o.RuntimeToken))
 	agent.POST(strings.TrimPrefix(internalapi.PodGitFlush, internalapi.PodAgent), gitFlush(o))
+	if o.Restorer != nil {
+		agent.POST(strings.TrimPrefix(internalapi.PodRestore, internalapi.PodAgent), restore(o))
+	}
 	if h := o.Webhook; h != nil {
 		ch := agent.Group(strings.TrimPrefix(wire.WebhookPathPrefix, internalapi.PodAgent))
 		ch.POST("/incoming", h.Incoming)
@@ -130,6 +140,32 @@ func gitFlush(o Options) echo.HandlerFunc {
 		}
 		return c.JSON(http.StatusOK, resp)
 	}
+}
+
+// restore is the rollback of docs/sync-modes.md §6: a new commit whose
+// tree is that of the given checkpoint, persisted and recorded like a turn.
+func restore(o Options) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		var req wire.RestoreRequest
+		if err := c.Bind(&req); err != nil || !validSHA(req.SHA) {
+			return poderr.New("invalid_sha", "body must be JSON {sha} with a full hex commit id")
+		}
+		resp, err := o.Restorer.Restore(c.Request().Context(), req.SHA)
+		if errors.Is(err, gitsync.ErrUnknownCommit) {
+			return poderr.New("commit_not_found", "the project has no commit "+req.SHA)
+		}
+		if err != nil {
+			return mapFlushError(err)
+		}
+		return c.JSON(http.StatusOK, resp)
+	}
+}
+
+func validSHA(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	return strings.Trim(s, "0123456789abcdef") == ""
 }
 
 func mapFlushError(err error) error {

@@ -64,7 +64,7 @@ func NewFixture(t testing.TB, mod func(*hydrate.Options)) *Fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(hyd.Wait)
-	srv := servertest.New(t, server.Deps{Store: db, Log: log, RuntimeSecret: []byte(RuntimeSecret), Hydrate: hyd})
+	srv := servertest.New(t, server.Deps{Store: db, Log: log, RuntimeSecret: []byte(RuntimeSecret), Hydrate: hyd, Objects: objs})
 
 	f := &Fixture{URL: srv.URL, Store: db, Objects: objs, Hydrate: hyd}
 	f.Project, f.Key = account(t, db, true)

@@ -190,6 +190,7 @@ func must(t testing.TB, err error) {
 // nothing lost), a stale snapshot skipped, and an unreadable disk
 // quarantined.
 func TestGuestLifecycle(t *testing.T) {
+	t.Parallel()
 	const project, token = "prj_metal", "svc_rt_prj_metal.test"
 	tools := &disk.Tools{}
 	w := newWorld(t, project, token, true, func(ctx context.Context, _, image string) error {
