@@ -16,15 +16,28 @@ HELM_BIN     := $(TOOLS_DIR)/helm/$(HELM_VERSION)/helm
 TEST_FLAGS   ?= -race -count=1 -timeout 20m
 BENCH_FLAGS  ?= -run '^$$' -bench . -benchmem -count=1 -timeout 30m
 
+# The Kubernetes control plane of the kubernetes driver's and the chart's
+# tests (scripts/kube-tools.sh builds each into $(TOOLS_DIR)/<tool>/<version>/).
+K8S_VERSION  ?= v1.37.2
+ETCD_VERSION ?= v3.6.16
+KWOK_VERSION ?= v0.8.0
+KUBE_TOOLS   := $(TOOLS_DIR)/kube-apiserver/$(K8S_VERSION)/kube-apiserver $(TOOLS_DIR)/etcd/$(ETCD_VERSION)/etcd \
+                $(TOOLS_DIR)/kwokctl/$(KWOK_VERSION)/kwokctl
+# `make build` and the images build alike: static, reproducible paths.
+GO_BUILD     := CGO_ENABLED=0 $(GO) build -trimpath
+IMAGE_TAG    ?= $(shell awk -F'"' '/^appVersion:/{print $$2}' charts/svc/Chart.yaml)
+IMAGE_REPO   ?= ghcr.io/svc-dev
+DOCKER       ?= docker
+
 export SVC_MINIO_BIN := $(MINIO_BIN)
 export SVC_HELM_BIN := $(HELM_BIN)
 
-.PHONY: build run test test-modules bench lint tools clean
+.PHONY: build run test test-modules bench lint tools clean images
 
 build:
 	@mkdir -p $(BIN)
-	cd apiserver && $(GO) build -o $(BIN)/apiserver ./cmd/apiserver
-	cd podagent && $(GO) build -o $(BIN)/podagent ./cmd/podagent
+	cd apiserver && $(GO_BUILD) -o $(BIN)/apiserver ./cmd/apiserver
+	cd podagent && $(GO_BUILD) -o $(BIN)/podagent ./cmd/podagent
 
 run: build
 	SVC_DATA_DIR=$(DATA_DIR) SVC_PODAGENT_BIN=$(BIN)/podagent $(BIN)/apiserver dev
@@ -54,7 +67,20 @@ lint:
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done
 
-tools: $(MINIO_BIN) $(HELM_BIN)
+tools: $(MINIO_BIN) $(HELM_BIN) $(KUBE_TOOLS)
+
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
+# kwok and kwokctl from the Go module proxy (~7 min and ~2.9 GB once).
+$(KUBE_TOOLS):
+	TOOLS_DIR=$(TOOLS_DIR) K8S_VERSION=$(K8S_VERSION) ETCD_VERSION=$(ETCD_VERSION) KWOK_VERSION=$(KWOK_VERSION) \
+		./scripts/kube-tools.sh
+
+# The apiserver and podagent images (apiserver/Dockerfile, podagent/Dockerfile;
+# same build flags as `make build`), tagged as the chart's defaults. Needs
+# docker and base images; it cannot run on the development machine.
+images:
+	$(DOCKER) build -f apiserver/Dockerfile -t $(IMAGE_REPO)/svc-apiserver:$(IMAGE_TAG) .
+	$(DOCKER) build -f podagent/Dockerfile -t $(IMAGE_REPO)/svc-podagent:$(IMAGE_TAG) .
 
 $(MINIO_BIN):
 	@mkdir -p $(dir $@)

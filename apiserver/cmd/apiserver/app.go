@@ -25,6 +25,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/objstoreopen"
 	"github.com/svc-dev/svc/apiserver/internal/pairing"
 	"github.com/svc-dev/svc/apiserver/internal/runtime"
+	kubedriver "github.com/svc-dev/svc/apiserver/internal/runtime/kubernetes"
 	"github.com/svc-dev/svc/apiserver/internal/runtime/local"
 	"github.com/svc-dev/svc/apiserver/internal/server"
 	"github.com/svc-dev/svc/apiserver/internal/store"
@@ -37,6 +38,7 @@ type app struct {
 	log   *zap.Logger
 	store *store.Store
 	cat   *catalog.Catalog
+	kube  *kubedriver.Driver // SVC_RUNTIME_DRIVER=kubernetes
 }
 
 func open(name string, args []string) (*app, []string, error) {
@@ -135,6 +137,11 @@ func serve(ctx context.Context, args []string, dev bool) error {
 	if err != nil {
 		return err
 	}
+	if a.cfg.RuntimeDriver == kubedriver.Name {
+		if a.kube, err = a.kubernetesDriver(ctx); err != nil {
+			return err
+		}
+	}
 	proxy, relay, hub, router := a.runtimeDeps(ln.Addr(), advertise)
 	srv := server.New(server.Deps{
 		Store: a.store, Catalog: a.cat, Log: a.log,
@@ -193,6 +200,8 @@ func (a *app) runtimeDeps(addr net.Addr, advertise string) (*agentproxy.Proxy, *
 			DataDir: c.DataDir, RuntimeSecret: secret, StartTimeout: c.RuntimeStartTimeout, StopGrace: c.RuntimeStopGrace,
 			Env: local.PodEnv(c.Storage, c.S3Endpoint, c.S3Bucket, c.S3AccessKey, c.S3SecretKey, c.S3UseSSL, c.CallbackAllowed),
 			Log: a.log})
+	case kubedriver.Name:
+		def = a.kube
 	default:
 		a.log.Warn("runtime driver not available in this build; webhook requests of unpaired projects fail with agent_start_failed",
 			zap.String("driver", a.cfg.RuntimeDriver))

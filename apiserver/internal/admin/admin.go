@@ -175,8 +175,9 @@ func init() {
 		}
 		return env.Store.GetProject(ctx, *id)
 	})
-	register("project set-sync-mode", "--id P --mode s3|dual_shadow|git_only", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
+	register("project set-sync-mode", "--id P --mode s3|dual_shadow|git_only [--restart]", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
 		id, mode := fs.String("id", "", ""), fs.String("mode", "", "")
+		restart := fs.Bool("restart", false, "")
 		if err := parse(fs, args, "id", "mode"); err != nil {
 			return nil, err
 		}
@@ -184,7 +185,37 @@ func init() {
 		if err != nil || *mode == "" {
 			return nil, fmt.Errorf("%w: --mode must be s3, dual_shadow or git_only", ErrUsage)
 		}
-		return env.Store.SetSyncMode(ctx, *id, m)
+		p, err := env.Store.SetSyncMode(ctx, *id, m)
+		if err != nil || !*restart {
+			return p, err
+		}
+		// Spec 3.1: the mode applies at the next pod assignment; --restart
+		// asks for that assignment now.
+		if _, err := env.Store.RestartRuntime(ctx, *id); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+		return p, nil
+	})
+	register("project restart", "--id P", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
+		id := fs.String("id", "", "")
+		if err := parse(fs, args, "id"); err != nil {
+			return nil, err
+		}
+		if _, err := env.Store.GetProject(ctx, *id); err != nil {
+			return nil, err
+		}
+		// The next request replaces the runtime (kubernetes: the next pod
+		// generation, with the project's current sync mode); the replaced
+		// pod stops gracefully first.
+		a, err := env.Store.RestartRuntime(ctx, *id)
+		if errors.Is(err, store.ErrNotFound) {
+			return map[string]any{"projectId": *id, "restarted": false, "reason": "the project has no runtime yet"}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"projectId": *id, "restarted": a.Driver != store.DriverPaired, "driver": a.Driver,
+			"generation": a.Generation}, nil
 	})
 	register("project runtime-token", "--id P", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
 		id := fs.String("id", "", "")
