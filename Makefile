@@ -13,6 +13,8 @@ MINIO_VERSION ?= v0.0.0-20260212201848-7aac2a2c5b7c
 MINIO_BIN    := $(TOOLS_DIR)/minio/$(MINIO_VERSION)/minio
 HELM_VERSION ?= v3.22.0
 HELM_BIN     := $(TOOLS_DIR)/helm/$(HELM_VERSION)/helm
+STATICCHECK_VERSION ?= v0.8.2
+STATICCHECK_BIN := $(TOOLS_DIR)/staticcheck/$(STATICCHECK_VERSION)/staticcheck
 TEST_FLAGS   ?= -race -count=1 -timeout 20m
 BENCH_FLAGS  ?= -run '^$$' -bench . -benchmem -count=1 -timeout 30m
 
@@ -32,12 +34,14 @@ DOCKER       ?= docker
 export SVC_MINIO_BIN := $(MINIO_BIN)
 export SVC_HELM_BIN := $(HELM_BIN)
 
-.PHONY: build run test test-modules bench lint tools clean images
+.PHONY: build run test test-modules bench bench-gateway lint tools clean images
 
 build:
 	@mkdir -p $(BIN)
 	cd apiserver && $(GO_BUILD) -o $(BIN)/apiserver ./cmd/apiserver
 	cd podagent && $(GO_BUILD) -o $(BIN)/podagent ./cmd/podagent
+	cd podagent && $(GO) build -o $(BIN)/metalhost ./cmd/metalhost
+	cd podagent && CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/podagent-guest ./cmd/podagent
 
 run: build
 	SVC_DATA_DIR=$(DATA_DIR) SVC_PODAGENT_BIN=$(BIN)/podagent $(BIN)/apiserver dev
@@ -63,9 +67,19 @@ bench-modules:
 		(cd $$m && GOWORK=off SVC_BIN_DIR=$(BIN) $(GO) test $(BENCH_FLAGS) ./...); \
 	done
 
-lint:
+# The gateway's added latency and throughput only (issue 12): two deployments
+# with tracing off, and tracing on (PostgreSQL only, started by the test
+# harness unless SVC_TEST_DATABASE_URL is set). BENCH_COUNT repeats each.
+BENCH_COUNT ?= 3
+bench-gateway: build
+	cd apiserver && GOWORK=off SVC_BIN_DIR=$(BIN) $(GO) test -run '^$$' -bench 'BenchmarkGatewayAddedLatency' \
+		-benchmem -count=$(BENCH_COUNT) -timeout 30m ./e2e/
+
+# make lint: gofmt, go vet and the pinned staticcheck, per module with GOWORK=off.
+lint: $(STATICCHECK_BIN)
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi
-	@set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done
+	@set -e; for m in $(MODULES); do echo "== vet + staticcheck $$m"; \
+		(cd $$m && GOWORK=off $(GO) vet ./... && GOWORK=off $(STATICCHECK_BIN) ./...); done
 
 tools: $(MINIO_BIN) $(HELM_BIN) $(KUBE_TOOLS)
 
@@ -86,6 +100,11 @@ $(MINIO_BIN):
 	@mkdir -p $(dir $@)
 	@echo "building the pinned MinIO server $(MINIO_VERSION) (once; cached in $(TOOLS_DIR))"
 	cd /tmp && GOBIN=$(dir $@) GOFLAGS=-mod=mod $(GO) install github.com/minio/minio@$(MINIO_VERSION)
+
+$(STATICCHECK_BIN):
+	@mkdir -p $(dir $@)
+	@echo "building the pinned staticcheck $(STATICCHECK_VERSION) (once; cached in $(TOOLS_DIR))"
+	cd /tmp && GOBIN=$(dir $@) GOFLAGS=-mod=mod $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 $(HELM_BIN):
 	@mkdir -p $(dir $@)

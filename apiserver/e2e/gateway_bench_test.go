@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -10,17 +11,38 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/svc-dev/svc/shared/testenv/fakeupstream"
 )
 
 // BenchmarkGatewayAddedLatency measures what the gateway adds on top of the
 // upstream: the same plain completion sent at a fixed concurrency straight to
 // the fake upstream, then through a real apiserver process with Postgres
-// auth, rate limiting, usage windows and metering on. Reported: p50/p99 of
-// each path, the added p50/p99, and gateway throughput.
-func BenchmarkGatewayAddedLatency(b *testing.B) {
+// auth, rate limiting, usage windows and metering on. The model lists two
+// deployments (the second never needed) and tracing is off. Reported:
+// p50/p99 of each path, the added p50/p99, and gateway throughput.
+func BenchmarkGatewayAddedLatency(b *testing.B) { benchGatewayAdded(b, false) }
+
+// BenchmarkGatewayAddedLatencyTracing is the same with tracing on: every
+// request's spans exported over OTLP/HTTP to a receiver in the test.
+func BenchmarkGatewayAddedLatencyTracing(b *testing.B) { benchGatewayAdded(b, true) }
+
+func benchGatewayAdded(b *testing.B, tracing bool) {
 	concurrency := benchConcurrency()
 	e := newEnv(b)
-	a := e.startAPI()
+	models := fmt.Sprintf(`providers:
+  - {name: main, type: openai, base_url: %q, api_key_env: FAKE_UPSTREAM_KEY}
+  - {name: backup, type: openai, base_url: %q, api_key_env: FAKE_UPSTREAM_KEY}
+models:
+  - {id: svc-2-0, tier: standard, reasoning_effort: medium, price: {input_per_mtok: 3, output_per_mtok: 15},
+     deployments: [{provider: main, upstream_model: up-2}, {provider: backup, upstream_model: up-2}]}
+`, e.upstream.BaseURL(), fakeupstream.New(b).BaseURL())
+	must(b, os.WriteFile(e.models, []byte(models), 0o600))
+	var extra []string
+	if tracing {
+		extra = append(extra, "SVC_OTEL_EXPORTER_OTLP_ENDPOINT="+newOTLPReceiver(b).URL)
+	}
+	a := e.startAPI(extra...)
 	acc := e.account("bench")
 	body := []byte(`{"model":"svc-2-0","messages":[{"role":"user","content":"benchmark request body"}]}`)
 	upBody := []byte(`{"model":"up-2","messages":[{"role":"user","content":"benchmark request body"}],"reasoning_effort":"medium"}`)

@@ -91,7 +91,7 @@ func (e *env) writeModels() {
 	models := fmt.Sprintf(`providers:
   - {name: main, type: openai, base_url: %q, api_key_env: FAKE_UPSTREAM_KEY}
 models:
-  - {id: svc-2-0, display_name: "SVC 2.0", aliases: [svc-2.0], tier: standard, provider: main,
+  - {id: svc-2-0, display_name: "SVC 2.0", aliases: [svc-2.0], tier: standard, provider: main, created: 2025-09-01,
      upstream_model: up-2, reasoning_effort: medium, price: {input_per_mtok: 3, output_per_mtok: 15}}
   - {id: svc-1-0, display_name: "SVC 1.0", legacy: true, tier: standard, provider: main, upstream_model: up-1,
      price: {input_per_mtok: 1, output_per_mtok: 4}}
@@ -165,7 +165,7 @@ func (e *env) startAPI(extraEnv ...string) *api {
 // client is the official SDK pointed at base (…/api/v1 or …/v1).
 func client(base, key string) *openai.Client {
 	c := openai.NewClient(option.WithBaseURL(base+"/"), option.WithAPIKey(key), option.WithMaxRetries(0),
-		option.WithRequestTimeout(30*time.Second))
+		option.WithRequestTimeout(30*time.Second), option.WithMiddleware(openAPIMiddleware))
 	return &c
 }
 

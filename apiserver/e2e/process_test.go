@@ -88,5 +88,8 @@ func do(t testing.TB, method, url, bearer string, body []byte, header http.Heade
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
 	must(t, err)
+	if err := checkOpenAPI(req, res, b); err != nil {
+		t.Error(err)
+	}
 	return res, b
 }

@@ -60,6 +60,9 @@ func (e *EntryError) Is(target error) bool { return target == e.Kind }
 type Stats struct {
 	Entries int
 	Bytes   int64 // file content bytes (uncompressed)
+	// Symlinks are the symlinks an extraction created (slash-separated,
+	// relative to the target), for CheckSymlinks.
+	Symlinks []string
 }
 
 // CreateOptions tune Create.
@@ -202,6 +205,13 @@ type ExtractOptions struct {
 	// PreserveModTime sets each entry's modification time from the archive
 	// (one more system call per file; git and node do not need it).
 	PreserveModTime bool
+	// NoLinks refuses every symlink and hard link: a .git archive
+	// (repo.git.tar.gz) never needs one (issue 8, item 5).
+	NoLinks bool
+	// DeferSymlinkCheck leaves the resolved-path check of the symlinks
+	// created (Stats.Symlinks) to the caller, which runs CheckSymlinks once
+	// every writer of a parallel extraction into the same target finished.
+	DeferSymlinkCheck bool
 }
 
 // ExtractTarGz extracts a gzip-compressed tar into dst (created if absent).
@@ -243,6 +253,9 @@ func ExtractTar(r io.Reader, dst string, opts ExtractOptions) (Stats, error) {
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
+			if !opts.DeferSymlinkCheck {
+				return st, CheckSymlinks(dst, st.Symlinks)
+			}
 			return st, nil
 		}
 		if err != nil {
@@ -262,6 +275,9 @@ func ExtractTar(r io.Reader, dst string, opts ExtractOptions) (Stats, error) {
 			return st, &EntryError{Name: hdr.Name, Reason: fmt.Sprintf("more than %d entries", opts.MaxEntries), Kind: ErrTooLarge}
 		}
 		mode := fs.FileMode(hdr.Mode).Perm()
+		if opts.NoLinks && (hdr.Typeflag == tar.TypeSymlink || hdr.Typeflag == tar.TypeLink) {
+			return st, &EntryError{Name: hdr.Name, Reason: "links are not allowed in this archive", Kind: ErrUnsafeEntry}
+		}
 		switch hdr.Typeflag {
 		case tar.TypeDir:
 			if err := x.mkdirAll(name); err != nil {
@@ -302,6 +318,7 @@ func ExtractTar(r io.Reader, dst string, opts ExtractOptions) (Stats, error) {
 			if err := root.Symlink(hdr.Linkname, name); err != nil {
 				return st, fmt.Errorf("archive: %s: %w", hdr.Name, err)
 			}
+			st.Symlinks = append(st.Symlinks, name)
 		case tar.TypeLink:
 			target, err := entryName(hdr.Linkname, strip)
 			if err != nil || target == "" {
@@ -375,6 +392,65 @@ func checkLinkTarget(name, target string) error {
 	resolved := path.Join(path.Dir(name), target)
 	if resolved == ".." || strings.HasPrefix(resolved, "../") {
 		return fmt.Errorf("symlink to %q points outside the target", target)
+	}
+	return nil
+}
+
+// CheckSymlinks resolves each of links (slash-separated paths relative to
+// dst, as in Stats.Symlinks) through the tree as it now is on disk —
+// following every symlink on the way, as git or node would later — and
+// refuses one that leads outside dst. The lexical check at extraction time
+// cannot see chains: with a → "." an entry a/a/logs → "../../outside" looks
+// like "outside" inside the target, but resolves two levels above it.
+func CheckSymlinks(dst string, links []string) error {
+	for _, l := range links {
+		if err := resolvesInside(dst, l); err != nil {
+			return &EntryError{Name: l, Reason: err.Error(), Kind: ErrUnsafeEntry}
+		}
+	}
+	return nil
+}
+
+// maxSymlinkHops bounds a resolution (the kernel's limit is 40).
+const maxSymlinkHops = 40
+
+// resolvesInside follows name below dst component by component; a ".."
+// above dst or an absolute target is an escape. Components that do not
+// exist (yet) are taken lexically.
+func resolvesInside(dst, name string) error {
+	var real []string // resolved components so far: real directories only
+	pending := strings.Split(name, "/")
+	hops := 0
+	for len(pending) > 0 {
+		c := pending[0]
+		pending = pending[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			if len(real) == 0 {
+				return fmt.Errorf("symlink resolves outside the target")
+			}
+			real = real[:len(real)-1]
+			continue
+		}
+		cur := filepath.Join(append([]string{dst}, append(real, c)...)...)
+		fi, err := os.Lstat(cur)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			real = append(real, c)
+			continue
+		}
+		if hops++; hops > maxSymlinkHops {
+			return fmt.Errorf("too many levels of symlinks")
+		}
+		target, err := os.Readlink(cur)
+		if err != nil {
+			return err
+		}
+		if target == "" || strings.HasPrefix(target, "/") {
+			return fmt.Errorf("symlink to absolute path %q points outside the target", target)
+		}
+		pending = append(strings.Split(target, "/"), pending...)
 	}
 	return nil
 }

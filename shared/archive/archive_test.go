@@ -240,3 +240,54 @@ func FuzzExtract(f *testing.F) {
 		})
 	})
 }
+
+// Issue 8, item 5: link checks on resolved paths, not lexical ones. Each
+// archive passed the old lexical check and left a symlink through which git
+// (or node) would later write outside the target.
+func TestExtractRefusesLinkChains(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		entries []entry
+	}{
+		{"a → . then a/a/logs → ../../outside", []entry{
+			{name: "a", typ: tar.TypeSymlink, link: "."},
+			{name: "a/a/logs", typ: tar.TypeSymlink, link: "../../outside"},
+		}},
+		{"y → . then x → y/y/y/../..", []entry{
+			{name: "y", typ: tar.TypeSymlink, link: "."},
+			{name: "x", typ: tar.TypeSymlink, link: "y/y/y/../.."},
+		}},
+		{"chain defined after its user", []entry{
+			{name: "d/l", typ: tar.TypeSymlink, link: "../up/up/../.."},
+			{name: "up", typ: tar.TypeSymlink, link: "."},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			parent := t.TempDir()
+			dst := filepath.Join(parent, "dst")
+			_, err := ExtractTar(bytes.NewReader(buildTar(t, tt.entries)), dst, ExtractOptions{})
+			if !errors.Is(err, ErrUnsafeEntry) || !strings.Contains(err.Error(), "outside") {
+				t.Fatalf("err = %v, want a refusal of a link resolving outside", err)
+			}
+		})
+	}
+}
+
+// A .git archive (NoLinks) refuses every symlink and hard link, even ones
+// that stay inside.
+func TestExtractNoLinks(t *testing.T) {
+	t.Parallel()
+	for _, e := range []entry{{name: "l", typ: tar.TypeSymlink, link: "f"}, {name: "h", typ: tar.TypeLink, link: "f"}} {
+		data := buildTar(t, []entry{{name: "f", typ: tar.TypeReg, body: "x"}, e})
+		if _, err := ExtractTar(bytes.NewReader(data), t.TempDir(), ExtractOptions{}); err != nil {
+			t.Fatalf("%s inside, without NoLinks: %v", e.name, err)
+		}
+		_, err := ExtractTar(bytes.NewReader(data), t.TempDir(), ExtractOptions{NoLinks: true})
+		if !errors.Is(err, ErrUnsafeEntry) || !strings.Contains(err.Error(), "links are not allowed") {
+			t.Fatalf("%s with NoLinks: %v", e.name, err)
+		}
+	}
+}

@@ -132,7 +132,23 @@ type OutboxMessage struct {
 	Reply         string          `json:"reply"`
 	Metadata      json.RawMessage `json:"metadata"`
 	CreatedAt     time.Time       `json:"createdAt"`
+	// Status is OutboxStatusReplied for a reply, OutboxStatusUnanswered for
+	// an accepted async message that no reply reached by its deadline (the
+	// reply is empty; a reply that comes later is returned again, replied).
+	// The pod's own outbox leaves it empty.
+	Status string `json:"status,omitempty"`
 }
+
+// Outbox message states (DESIGN.md §7: what no pod answers shows up in the
+// outbox with a status).
+const (
+	OutboxStatusReplied    = "replied"
+	OutboxStatusUnanswered = "unanswered"
+	// OutboxStatusDelivered is what a pod puts for an async reply its
+	// callback delivered: the API closes its record of the accepted message
+	// and never serves it.
+	OutboxStatusDelivered = "delivered"
+)
 
 // OutboxResponse is GET .../outbox/{channelId}?wait=&limit=: the messages
 // returned are acknowledged (removed) by the call.
@@ -160,6 +176,9 @@ type OutboxPut struct {
 	// CreatedAt is when the pod put the reply in the outbox; messages are
 	// fetched oldest first.
 	CreatedAt time.Time `json:"createdAt"`
+	// Status: empty or OutboxStatusReplied for a reply to serve,
+	// OutboxStatusDelivered when the callback delivered it (nothing to serve).
+	Status string `json:"status,omitempty"`
 }
 
 // OutboxPutResponse answers OutboxPut: 201 when the row was created, 200
@@ -169,17 +188,10 @@ type OutboxPutResponse struct {
 	Created bool   `json:"created"`
 }
 
-// WebhookErrorBody is the error body of the webhook routes: the envelope of
-// spec 2.3 with the correlationId when a request has one (504 reply_timeout).
-type WebhookErrorBody struct {
-	Error WebhookErrorDetail `json:"error"`
-}
+// WebhookErrorBody is the error body of the webhook routes: the one
+// envelope, with the correlationId when a request has one (504
+// reply_timeout).
+type WebhookErrorBody = ErrorBody
 
 // WebhookErrorDetail is the inside of WebhookErrorBody.
-type WebhookErrorDetail struct {
-	Message       string `json:"message"`
-	Type          string `json:"type"`
-	Code          string `json:"code"`
-	CorrelationID string `json:"correlationId,omitempty"`
-	ChannelID     string `json:"channelId,omitempty"`
-}
+type WebhookErrorDetail = ErrorDetail

@@ -36,15 +36,3 @@ type GitFlushResponse struct {
 	SHA string `json:"sha"`
 	Tag string `json:"tag,omitempty"`
 }
-
-// ErrorBody is the JSON error body of every internal and webhook route.
-type ErrorBody struct {
-	Error ErrorDetail `json:"error"`
-}
-
-// ErrorDetail is the inside of ErrorBody (the shape of spec 2.3).
-type ErrorDetail struct {
-	Message string `json:"message"`
-	Type    string `json:"type"`
-	Code    string `json:"code"`
-}

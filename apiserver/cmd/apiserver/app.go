@@ -20,6 +20,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/agentproxy"
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
 	"github.com/svc-dev/svc/apiserver/internal/config"
+	"github.com/svc-dev/svc/apiserver/internal/console"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/janitor"
 	"github.com/svc-dev/svc/apiserver/internal/objstoreopen"
@@ -27,8 +28,10 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/runtime"
 	kubedriver "github.com/svc-dev/svc/apiserver/internal/runtime/kubernetes"
 	"github.com/svc-dev/svc/apiserver/internal/runtime/local"
+	"github.com/svc-dev/svc/apiserver/internal/runtime/metal"
 	"github.com/svc-dev/svc/apiserver/internal/server"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/apiserver/internal/tracing"
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
 	"github.com/svc-dev/svc/shared/logging"
 )
@@ -101,7 +104,7 @@ func runAdmin(ctx context.Context, args []string) error {
 
 func (a *app) adminEnv() *admin.Env {
 	return &admin.Env{Store: a.store, Catalog: a.cat, RuntimeSecret: []byte(a.cfg.RuntimeAuthSecret),
-		Out: os.Stdout, Publish: publishFunc}
+		Out: os.Stdout, In: os.Stdin, PublicURL: objstoreopen.PublicURL(a.cfg), Publish: publishFunc}
 }
 
 func serve(ctx context.Context, args []string, dev bool) error {
@@ -143,12 +146,36 @@ func serve(ctx context.Context, args []string, dev bool) error {
 		}
 	}
 	proxy, relay, hub, router := a.runtimeDeps(ln.Addr(), advertise)
+	endpoint := a.cfg.OTLPEndpoint
+	if endpoint == "" {
+		endpoint = tracing.Endpoint(os.Getenv)
+	}
+	tracer, stopTracing, err := tracing.Setup(ctx, endpoint, "svc-apiserver")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		tctx, tcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer tcancel()
+		if err := stopTracing(tctx); err != nil {
+			a.log.Warn("flushing traces failed", zap.Error(err))
+		}
+	}()
+	if tracer.On() {
+		a.log.Info("tracing on: spans exported over OTLP/HTTP", zap.String("endpoint", endpoint))
+	}
+	c := a.cfg
 	srv := server.New(server.Deps{
-		Store: a.store, Catalog: a.cat, Log: a.log,
-		Upstream:      upstream.New(upstream.Options{HeaderTimeout: a.cfg.UpstreamTimeout}),
+		Store: a.store, Catalog: a.cat, Log: a.log, Tracer: tracer,
+		Upstream: upstream.New(upstream.Options{HeaderTimeout: c.UpstreamTimeout, Propagator: tracer.Propagator()}),
+		Routing: upstream.RouterOptions{MaxAttempts: c.UpstreamMaxAttempts, BreakerFailures: c.UpstreamBreakerFailures,
+			BreakerCooldown: c.UpstreamCooldown, KeyCooldown: c.UpstreamKeyCooldown,
+			BackoffBase: c.UpstreamBackoffBase, BackoffMax: c.UpstreamBackoffMax},
 		RuntimeSecret: []byte(a.cfg.RuntimeAuthSecret), MaxBodyBytes: a.cfg.MaxBodyBytes,
 		Hydrate: hyd, ObjectsHandler: objs.Handler, Objects: objs.Store,
-		AgentProxy: proxy, Pairing: hub, Relay: relay,
+		AgentProxy: proxy, Pairing: hub, Relay: relay, AnswerDeadline: a.cfg.WebhookAnswerDeadline,
+		Console: &console.Options{PublicURL: objstoreopen.PublicURL(a.cfg),
+			SecureCookies: strings.HasPrefix(objstoreopen.PublicURL(a.cfg), "https://")},
 	})
 	if a.cat.HasDevProvider() {
 		a.log.Warn("models are served by the built-in dev provider (no model behind replies); set SVC_UPSTREAM_BASE_URL for a real upstream")
@@ -202,6 +229,15 @@ func (a *app) runtimeDeps(addr net.Addr, advertise string) (*agentproxy.Proxy, *
 			Log: a.log})
 	case kubedriver.Name:
 		def = a.kube
+	case metal.Name:
+		d, err := metal.New(metal.Options{HostURL: a.cfg.MetalHostURL, HostToken: a.cfg.MetalHostToken, RuntimeSecret: secret,
+			StartTimeout: a.cfg.RuntimeStartTimeout, Log: a.log})
+		if err != nil {
+			a.log.Error("runtime driver metal is misconfigured; webhook requests of unpaired projects fail with agent_start_failed", zap.Error(err))
+			def = runtime.Unavailable{DriverName: metal.Name, Err: err}
+		} else {
+			def = d
+		}
 	default:
 		a.log.Warn("runtime driver not available in this build; webhook requests of unpaired projects fail with agent_start_failed",
 			zap.String("driver", a.cfg.RuntimeDriver))

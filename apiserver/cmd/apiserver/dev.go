@@ -7,8 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/svc-dev/svc/apiserver/internal/admin"
+	"github.com/svc-dev/svc/apiserver/internal/console/login"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 )
 
@@ -34,7 +36,7 @@ func bootstrapDemo(ctx context.Context, a *app, addr string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := a.store.AddMember(ctx, ws.ID, u.ID); err != nil {
+	if _, err := a.store.SetMember(ctx, ws.ID, u.ID, store.RoleOwner); err != nil {
 		return err
 	}
 	b, err := os.ReadFile(keyPath)
@@ -54,6 +56,10 @@ func bootstrapDemo(ctx context.Context, a *app, addr string) error {
 		return err
 	}
 	base := "http://" + addr
+	link, _, err := login.CreateLoginLink(ctx, a.store, u.ID, base, time.Now())
+	if err != nil {
+		return err
+	}
 	fmt.Printf(`
   apiserver is up on embedded defaults (SQLite and fs storage under %s).
   Models answer through the built-in dev upstream unless SVC_UPSTREAM_BASE_URL is set.
@@ -76,7 +82,11 @@ func bootstrapDemo(ctx context.Context, a *app, addr string) error {
       -H 'Content-Type: application/json' -d '{"message":"hello agent"}'
     curl -s %s/api/projects/%s/checkpoints/graph -H "Authorization: Bearer $SVC_KEY"
 
-`, a.cfg.DataDir, ws.ID, keyPath, key, base, base, base, proj, base, proj, secret, base, proj)
+  Web console: sign in as %s (owner of the demo workspace) with this one-time link (15 min):
+    %s
+  (a new link: apiserver admin user login-link --email %s --base-url %s)
+
+`, a.cfg.DataDir, ws.ID, keyPath, key, base, base, base, proj, base, proj, secret, base, proj, u.Email, link, u.Email, base)
 	return nil
 }
 

@@ -27,6 +27,10 @@ type Env struct {
 	Catalog       *catalog.Catalog
 	RuntimeSecret []byte
 	Out           io.Writer
+	// In is where commands read secrets from (user set-password).
+	In io.Reader
+	// PublicURL is the server's external base URL (console sign-in links).
+	PublicURL string
 	// Publish calls a pod's git-flush with a publish tag; nil when the
 	// publish package is not wired.
 	Publish func(ctx context.Context, podURL, token, subdomain string, now time.Time) (sha, tag string, err error)
@@ -140,12 +144,18 @@ func init() {
 		}
 		return env.Store.CreateUser(ctx, *email)
 	})
-	register("member add", "--workspace W --user U", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
-		ws, user := fs.String("workspace", "", ""), fs.String("user", "", "")
+	register("member add", "--workspace W --user U [--role owner|member]", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
+		ws, user, role := fs.String("workspace", "", ""), fs.String("user", "", ""), fs.String("role", "", "")
 		if err := parse(fs, args, "workspace", "user"); err != nil {
 			return nil, err
 		}
-		return env.Store.AddMember(ctx, *ws, *user)
+		if *role == "" {
+			return env.Store.AddMember(ctx, *ws, *user)
+		}
+		if !store.ValidRole(*role) {
+			return nil, fmt.Errorf("%w: --role must be owner or member", ErrUsage)
+		}
+		return env.Store.SetMember(ctx, *ws, *user, *role)
 	})
 	register("key create", "--workspace W --user U [--name N]  (prints the plain key once)", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
 		ws, user, name := fs.String("workspace", "", ""), fs.String("user", "", ""), fs.String("name", "", "")
@@ -341,6 +351,10 @@ func ShowUsage(ctx context.Context, env *Env, workspaceID string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	byDeployment, err := env.Store.SumUsageByDeployment(ctx, workspaceID)
+	if err != nil {
+		return nil, err
+	}
 	counters, err := env.Store.UsageWindows(ctx, workspaceID)
 	if err != nil {
 		return nil, err
@@ -358,5 +372,5 @@ func ShowUsage(ctx context.Context, env *Env, workspaceID string) (any, error) {
 		}
 		windows = append(windows, entry)
 	}
-	return map[string]any{"workspace": w, "totals": totals, "windows": windows}, nil
+	return map[string]any{"workspace": w, "totals": totals, "byDeployment": byDeployment, "windows": windows}, nil
 }

@@ -28,7 +28,9 @@
 package agentproxy
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -47,6 +49,8 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
 	"github.com/svc-dev/svc/apiserver/internal/runtime"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/internalapi"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // DefaultTimeout bounds one proxied exchange. It is above the agent's own
@@ -57,13 +61,13 @@ const DefaultTimeout = 150 * time.Second
 // DefaultPrefixes are the agent paths the proxy forwards: the channel routes
 // and the pod's health probes. Other /agent/* routes (git-flush) are the
 // API's own business and are not reachable through the proxy.
-var DefaultPrefixes = []string{"/agent/channels/", "/healthz", "/readyz"}
+var DefaultPrefixes = []string{internalapi.PodChannels, internalapi.PodHealthz, internalapi.PodReadyz}
 
 // RelayPrefixes are the paths another replica may relay: the proxied ones
 // and the pod's git-flush, which the API itself calls for publish (spec
 // 10.4). The relay route is reachable only with the project's runtime
 // token, the credential git-flush itself requires.
-var RelayPrefixes = append(append([]string(nil), DefaultPrefixes...), "/agent/git-flush")
+var RelayPrefixes = append(append([]string(nil), DefaultPrefixes...), internalapi.PodGitFlush)
 
 // Proxy forwards agent-proxy requests to the project's runtime.
 type Proxy struct {
@@ -82,7 +86,12 @@ type Proxy struct {
 	// the project is the runtime token's, the agent path follows /relay, and
 	// the X-Forwarded-* headers of the first hop are kept.
 	Relay bool
-	Log   *zap.Logger
+	// Accepted, when set, records an async message the agent accepted (its
+	// 202 to POST .../incoming), before the 202 reaches the caller
+	// (outboxapi.API.RecordAccepted). A failure is logged: the pod's own
+	// journal still holds the message.
+	Accepted func(ctx context.Context, projectID, correlationID string) error
+	Log      *zap.Logger
 }
 
 // NewTransport returns the transport for agents reached over the network: no
@@ -162,6 +171,10 @@ func (p *Proxy) serve(c echo.Context, proj store.Project) error {
 			out.URL.RawQuery = pr.In.URL.RawQuery
 			out.Host = ep.URL.Host
 			out.Header.Set("Authorization", "Bearer "+ep.Token)
+			// The caller's 100-continue was answered by this server when the
+			// body was first read; the agent must not send one of its own
+			// (see informational).
+			out.Header.Del("Expect")
 			if id := c.Response().Header().Get(echo.HeaderXRequestID); id != "" {
 				out.Header.Set(echo.HeaderXRequestID, id)
 			}
@@ -178,17 +191,63 @@ func (p *Proxy) serve(c echo.Context, proj store.Project) error {
 		ModifyResponse: func(res *http.Response) error {
 			// The API's request id is the one the caller sees.
 			res.Header.Del(echo.HeaderXRequestID)
+			if res.StatusCode == http.StatusAccepted && req.Method == http.MethodPost && rest == incomingPath &&
+				p.Accepted != nil && !p.Relay {
+				p.recordAccepted(ctx, log, proj.ID, res)
+			}
 			return nil
 		},
 		ErrorHandler: func(_ http.ResponseWriter, _ *http.Request, err error) { proxyErr = err },
 		ErrorLog:     zap.NewStdLog(log),
 	}
-	rp.ServeHTTP(c.Response(), req.WithContext(ctx))
+	rp.ServeHTTP(informational{c.Response()}, req.WithContext(ctx))
 	if proxyErr != nil {
 		return p.upstreamError(req.Context(), ctx, log, proxyErr)
 	}
 	return nil
 }
+
+// incomingPath is the agent path of the webhook channel's messages.
+const incomingPath = "/agent/channels/webhook/incoming"
+
+// recordAccepted reads the correlationId of an async acceptance (the body
+// is put back unchanged) and records it.
+func (p *Proxy) recordAccepted(ctx context.Context, log *zap.Logger, projectID string, res *http.Response) {
+	body, err := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+	_ = res.Body.Close()
+	res.Body = io.NopCloser(bytes.NewReader(body))
+	var acc wire.WebhookAccepted
+	if err == nil {
+		err = json.Unmarshal(body, &acc)
+	}
+	if err == nil && acc.CorrelationID == "" {
+		err = errors.New("no correlationId in the 202")
+	}
+	if err == nil {
+		err = p.Accepted(context.WithoutCancel(ctx), projectID, acc.CorrelationID)
+	}
+	if err != nil {
+		log.Error("recording an accepted async message failed; only the pod's journal holds it",
+			zap.String("correlationId", acc.CorrelationID), zap.Error(err))
+	}
+}
+
+// informational passes 1xx answers the reverse proxy relays (100 Continue,
+// 103 Early Hints) to the connection without committing echo's response:
+// echo takes any WriteHeader as final, so the agent's real status (a 400,
+// 413 or 504) would otherwise reach the caller as 200 (issue 8, item 4).
+type informational struct{ *echo.Response }
+
+func (w informational) WriteHeader(code int) {
+	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols && !w.Committed {
+		w.Response.Writer.WriteHeader(code)
+		return
+	}
+	w.Response.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach echo's writer (flushes).
+func (w informational) Unwrap() http.ResponseWriter { return w.Response }
 
 // onceTransport makes sure the round tripper below never replays a request:
 // net/http retries a request on a broken keep-alive connection when it thinks

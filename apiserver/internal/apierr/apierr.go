@@ -1,6 +1,7 @@
-// Package apierr is the one error type of the API server and the one place it
-// becomes an HTTP response: the envelope of spec 2.3 ({"error": {message,
-// type, code}}) with status and type per spec 7 and DESIGN.md §6. Handlers
+// Package apierr is the API server's side of the one error vocabulary
+// (shared/wire): its code → status table and the one place an error becomes
+// an HTTP response, the envelope of spec 2.3 ({"error": {message, type,
+// code}}) with status and type per spec 7 and docs/design.md §6. Handlers
 // return *Error (or any error, which becomes a logged 500 with no details).
 package apierr
 
@@ -13,40 +14,60 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
+
+	"github.com/svc-dev/svc/shared/wire"
 )
 
-// Error types of the envelope.
+// Error types of the envelope: the one vocabulary of shared/wire.
 const (
-	TypeInvalidRequest = "invalid_request_error"
-	TypeAuthentication = "authentication_error"
-	TypePermission     = "permission_error"
-	TypeBilling        = "billing_error"
-	TypeRateLimit      = "rate_limit_error"
-	TypeServer         = "server_error"
+	TypeInvalidRequest = wire.TypeInvalidRequest
+	TypeAuthentication = wire.TypeAuthentication
+	TypePermission     = wire.TypePermission
+	TypeBilling        = wire.TypeBilling
+	TypeRateLimit      = wire.TypeRateLimit
+	TypeServer         = wire.TypeServer
 )
 
-// Error is an HTTP error with the envelope's fields.
-type Error struct {
-	Status  int
-	Type    string
-	Code    string
-	Message string
-	// Extra fields merged into the error object (e.g. resets_at, correlationId).
-	Extra map[string]any
-	// Headers set on the response (e.g. Retry-After).
-	Headers map[string]string
-	// Cause is logged for 5xx, never sent.
-	Cause error
+// Error is the coded error of shared/wire; a zero Status is taken from
+// Statuses by code.
+type Error = wire.Error
+
+// Statuses is the API server's one table from error codes to HTTP statuses
+// (the codes of spec 7.1 and the server's own fixed codes). Business code
+// returns &Error{Code, Message}; Handler fills the status from here.
+var Statuses = map[string]int{
+	"invalid_api_key":       http.StatusUnauthorized,
+	"invalid_runtime_token": http.StatusUnauthorized,
+	"model_not_found":       http.StatusNotFound,
+	"model_tier_restricted": http.StatusForbidden,
+	"usage_limit_reached":   http.StatusPaymentRequired,
+	"rate_limited":          http.StatusTooManyRequests,
+	"request_too_large":     http.StatusRequestEntityTooLarge,
+	"not_found":             http.StatusNotFound,
+	"method_not_allowed":    http.StatusMethodNotAllowed,
+	"upstream_error":        http.StatusBadGateway,
+	"upstream_unavailable":  http.StatusBadGateway,
+	"upstream_timeout":      http.StatusGatewayTimeout,
+	"upstream_cooling_down": http.StatusServiceUnavailable, // every deployment's breaker open (issue 12)
+	"publish_failed":        http.StatusBadGateway,
+	"agent_unavailable":     http.StatusServiceUnavailable,
+	"service_unavailable":   http.StatusServiceUnavailable,
+	"database_unavailable":  http.StatusServiceUnavailable,
+	"internal_error":        http.StatusInternalServerError,
+	// The console's JSON key API (issue 13).
+	"unauthenticated":     http.StatusUnauthorized,
+	"csrf_failed":         http.StatusForbidden,
+	"owner_required":      http.StatusForbidden,
+	"workspace_not_found": http.StatusNotFound,
+	"key_not_found":       http.StatusNotFound,
+	"invalid_body":        http.StatusBadRequest,
+	"invalid_name":        http.StatusBadRequest,
 }
 
-func (e *Error) Error() string {
-	if e.Cause != nil {
-		return fmt.Sprintf("%d %s: %s: %v", e.Status, e.Code, e.Message, e.Cause)
-	}
-	return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message)
+// Coded is an error whose status comes from Statuses.
+func Coded(code, msg string) *Error {
+	return (&Error{Code: code, Message: msg}).Resolve(Statuses)
 }
-
-func (e *Error) Unwrap() error { return e.Cause }
 
 // New builds an error.
 func New(status int, typ, code, msg string) *Error {
@@ -56,24 +77,26 @@ func New(status int, typ, code, msg string) *Error {
 // Constructors for the codes of spec 7.1 and the common cases.
 
 func InvalidAPIKey() *Error {
-	return New(http.StatusUnauthorized, TypeAuthentication, "invalid_api_key",
+	return Coded("invalid_api_key",
 		"Invalid API key. Pass a service API key (svc_sk_…) as 'Authorization: Bearer <key>'.")
 }
 
 func ModelNotFound(model string) *Error {
-	return New(http.StatusNotFound, TypeInvalidRequest, "model_not_found",
+	return Coded("model_not_found",
 		fmt.Sprintf("The model %q does not exist or you do not have access to it.", model))
 }
 
 func ModelTierRestricted(model, tier string) *Error {
-	return New(http.StatusForbidden, TypeBilling, "model_tier_restricted",
+	e := Coded("model_tier_restricted",
 		fmt.Sprintf("Your plan does not include the %s tier required by model %q. Upgrade your plan to use it.", tier, model))
+	e.Type = TypeBilling // a plan matter, not a permission (docs/design.md §6)
+	return e
 }
 
 func UsageLimitReached(window string, resetsAt time.Time) *Error {
-	e := New(http.StatusPaymentRequired, TypeBilling, "usage_limit_reached",
+	e := Coded("usage_limit_reached",
 		fmt.Sprintf("Your workspace is out of included usage for the %s window. Enable usage-based pricing or upgrade your plan.", window))
-	e.Extra = map[string]any{"resets_at": resetsAt.UTC().Format(time.RFC3339)}
+	e.ResetsAt = resetsAt.UTC().Format(time.RFC3339)
 	return e
 }
 
@@ -82,7 +105,7 @@ func RateLimited(retryAfter time.Duration, headers map[string]string) *Error {
 	if secs < 1 {
 		secs = 1
 	}
-	e := New(http.StatusTooManyRequests, TypeRateLimit, "rate_limited",
+	e := Coded("rate_limited",
 		fmt.Sprintf("Too many requests. Retry after %d seconds.", secs))
 	e.Headers = map[string]string{"Retry-After": strconv.Itoa(secs)}
 	for k, v := range headers {
@@ -106,7 +129,7 @@ func NotFound(code, msg string) *Error {
 // Unavailable is a dependency outage (database, storage): 503 with a short
 // Retry-After, details logged and not sent.
 func Unavailable(cause error) *Error {
-	e := New(http.StatusServiceUnavailable, TypeServer, "service_unavailable",
+	e := Coded("service_unavailable",
 		"The service is temporarily unavailable; retry shortly.")
 	e.Headers = map[string]string{"Retry-After": "1"}
 	e.Cause = cause
@@ -114,30 +137,16 @@ func Unavailable(cause error) *Error {
 }
 
 func Internal(cause error) *Error {
-	e := New(http.StatusInternalServerError, TypeServer, "internal_error", "Internal server error.")
+	e := Coded("internal_error", "Internal server error.")
 	e.Cause = cause
 	return e
-}
-
-// Envelope is the JSON body of every error (spec 2.3).
-type Envelope struct {
-	Error map[string]any `json:"error"`
-}
-
-// Body returns the envelope of e.
-func (e *Error) Body() Envelope {
-	m := map[string]any{"message": e.Message, "type": e.Type, "code": e.Code}
-	for k, v := range e.Extra {
-		m[k] = v
-	}
-	return Envelope{Error: m}
 }
 
 // From converts any error to *Error: echo's own errors keep their status.
 func From(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) {
-		return e
+		return e.Resolve(Statuses)
 	}
 	var he *echo.HTTPError
 	if errors.As(err, &he) {
@@ -147,11 +156,11 @@ func From(err error) *Error {
 		}
 		switch he.Code {
 		case http.StatusRequestEntityTooLarge:
-			return New(he.Code, TypeInvalidRequest, "request_too_large", "Request body too large.")
+			return Coded("request_too_large", "Request body too large.")
 		case http.StatusNotFound:
-			return New(he.Code, TypeInvalidRequest, "not_found", msg)
+			return Coded("not_found", msg)
 		case http.StatusMethodNotAllowed:
-			return New(he.Code, TypeInvalidRequest, "method_not_allowed", msg)
+			return Coded("method_not_allowed", msg)
 		case http.StatusUnauthorized:
 			return InvalidAPIKey()
 		}

@@ -25,13 +25,49 @@ var defaultPlans []byte
 
 // Provider is an upstream: an OpenAI-compatible base URL, or the built-in dev
 // provider (clearly labelled, deterministic, no network).
+// A provider holds one API key (api_key_env) or a pool of named keys
+// (api_keys) that the gateway uses in turn (see docs/gateway.md).
 type Provider struct {
-	Name      string `yaml:"name"`
-	Type      string `yaml:"type"` // openai | dev
-	BaseURL   string `yaml:"base_url"`
-	APIKeyEnv string `yaml:"api_key_env"`
-	APIKey    string `yaml:"-"` // resolved from APIKeyEnv at load
+	Name      string   `yaml:"name"`
+	Type      string   `yaml:"type"` // openai | dev
+	BaseURL   string   `yaml:"base_url"`
+	APIKeyEnv string   `yaml:"api_key_env"`
+	APIKey    string   `yaml:"-"` // resolved from APIKeyEnv at load
+	APIKeys   []APIKey `yaml:"api_keys"`
 }
+
+// APIKey is one key of a provider's pool. Its value comes from the
+// environment variable Env (or the file named by Env+"_FILE") or from File;
+// only Name ever appears in metrics and logs.
+type APIKey struct {
+	Name   string `yaml:"name"`
+	Env    string `yaml:"env"`
+	File   string `yaml:"file"`
+	Weight int    `yaml:"weight"` // default 1; keys are used in proportion
+	Value  string `yaml:"-"`
+}
+
+// Keys is the provider's key pool after load: the api_keys entries, or one
+// key named "default" from api_key_env (none when that is empty).
+func (p Provider) Keys() []APIKey {
+	if len(p.APIKeys) > 0 {
+		return p.APIKeys
+	}
+	if p.APIKey == "" {
+		return nil
+	}
+	return []APIKey{{Name: "default", Value: p.APIKey, Weight: 1}}
+}
+
+// Deployment is one provider and upstream model that can serve a public
+// model. A model's deployments are tried in order (fallbacks).
+type Deployment struct {
+	Provider      string `yaml:"provider"`
+	UpstreamModel string `yaml:"upstream_model"`
+}
+
+// Name identifies the deployment in metrics, logs and usage records.
+func (d Deployment) Name() string { return d.Provider + "/" + d.UpstreamModel }
 
 // Price is per million tokens, in credits.
 type Price struct {
@@ -43,13 +79,36 @@ type Price struct {
 type Model struct {
 	ID              string   `yaml:"id"`
 	DisplayName     string   `yaml:"display_name"`
+	Created         Created  `yaml:"created"` // the models list's created (unix seconds)
 	Aliases         []string `yaml:"aliases"`
 	Legacy          bool     `yaml:"legacy"`
 	Tier            string   `yaml:"tier"`
-	Provider        string   `yaml:"provider"`
-	UpstreamModel   string   `yaml:"upstream_model"`
+	Provider        string   `yaml:"provider"`       // single-deployment form
+	UpstreamModel   string   `yaml:"upstream_model"` // single-deployment form
 	ReasoningEffort string   `yaml:"reasoning_effort"`
 	Price           Price    `yaml:"price"`
+	// Deployments are tried in order; after load it always holds at least
+	// one (the provider/upstream_model form becomes a single deployment).
+	Deployments []Deployment `yaml:"deployments"`
+}
+
+// Created is a unix time in seconds, written in the models file as a number
+// or as a YAML date or timestamp (2025-01-31).
+type Created int64
+
+// UnmarshalYAML accepts an integer or a timestamp.
+func (c *Created) UnmarshalYAML(n *yaml.Node) error {
+	var i int64
+	if err := n.Decode(&i); err == nil {
+		*c = Created(i)
+		return nil
+	}
+	var t time.Time
+	if err := n.Decode(&t); err != nil {
+		return fmt.Errorf("created: want unix seconds or a date, got %q", n.Value)
+	}
+	*c = Created(t.Unix())
+	return nil
 }
 
 // CreditsMicro is the cost of a request in millionths of a credit.
@@ -144,6 +203,15 @@ func Load(o Options) (*Catalog, error) {
 		if p.APIKey == "" && p.APIKeyEnv != "" {
 			p.APIKey = os.Getenv(p.APIKeyEnv)
 		}
+		if i == 0 && o.UpstreamAPIKey != "" {
+			p.APIKeys = nil // the override is the provider's only key
+		}
+		if err := loadKeys(&p); err != nil {
+			return nil, err
+		}
+		if _, dup := c.Providers[p.Name]; dup || p.Name == "" {
+			return nil, fmt.Errorf("catalog: provider %q: names must be unique and non-empty", p.Name)
+		}
 		if p.Type != "openai" && p.Type != "dev" {
 			return nil, fmt.Errorf("catalog: provider %q: type must be openai or dev", p.Name)
 		}
@@ -158,8 +226,8 @@ func Load(o Options) (*Catalog, error) {
 		if m.ID == "" || m.Tier == "" {
 			return nil, fmt.Errorf("catalog: model #%d: id and tier are required", i+1)
 		}
-		if _, ok := c.Providers[m.Provider]; !ok {
-			return nil, fmt.Errorf("catalog: model %q: unknown provider %q", m.ID, m.Provider)
+		if err := c.deployments(m); err != nil {
+			return nil, err
 		}
 		for _, name := range append([]string{m.ID}, m.Aliases...) {
 			if _, dup := c.byName[name]; dup {
@@ -180,6 +248,76 @@ func Load(o Options) (*Catalog, error) {
 		return nil, errors.New("catalog: at least one model and one plan are required")
 	}
 	return c, nil
+}
+
+// deployments normalises the two forms of a model's upstream: provider +
+// upstream_model, or a deployments list (not both).
+func (c *Catalog) deployments(m *Model) error {
+	if len(m.Deployments) > 0 && (m.Provider != "" || m.UpstreamModel != "") {
+		return fmt.Errorf("catalog: model %q: give either provider/upstream_model or deployments, not both", m.ID)
+	}
+	if len(m.Deployments) == 0 {
+		m.Deployments = []Deployment{{Provider: m.Provider, UpstreamModel: m.UpstreamModel}}
+	}
+	seen := map[string]bool{}
+	for i := range m.Deployments {
+		d := &m.Deployments[i]
+		if _, ok := c.Providers[d.Provider]; !ok {
+			return fmt.Errorf("catalog: model %q: unknown provider %q", m.ID, d.Provider)
+		}
+		if d.UpstreamModel == "" {
+			d.UpstreamModel = m.ID
+		}
+		if seen[d.Name()] {
+			return fmt.Errorf("catalog: model %q: deployment %s is listed twice", m.ID, d.Name())
+		}
+		seen[d.Name()] = true
+	}
+	// The first deployment is also what the single form's fields report.
+	m.Provider, m.UpstreamModel = m.Deployments[0].Provider, m.Deployments[0].UpstreamModel
+	return nil
+}
+
+// loadKeys reads the values of a provider's key pool. A pool key without a
+// value is a start-up error naming it (never the value).
+func loadKeys(p *Provider) error {
+	names := map[string]bool{}
+	for i := range p.APIKeys {
+		k := &p.APIKeys[i]
+		if k.Name == "" || names[k.Name] {
+			return fmt.Errorf("catalog: provider %q: api_keys[%d]: each key needs a unique name", p.Name, i)
+		}
+		names[k.Name] = true
+		if k.Weight < 0 {
+			return fmt.Errorf("catalog: provider %q: key %q: weight must not be negative", p.Name, k.Name)
+		}
+		if k.Weight == 0 {
+			k.Weight = 1
+		}
+		switch {
+		case k.Env != "" && k.File != "":
+			return fmt.Errorf("catalog: provider %q: key %q: give env or file, not both", p.Name, k.Name)
+		case k.Env != "":
+			k.Value = os.Getenv(k.Env)
+			if f := os.Getenv(k.Env + "_FILE"); k.Value == "" && f != "" {
+				b, err := os.ReadFile(f)
+				if err != nil {
+					return fmt.Errorf("catalog: provider %q: key %q: %s_FILE: %w", p.Name, k.Name, k.Env, err)
+				}
+				k.Value = strings.TrimSpace(string(b))
+			}
+		case k.File != "":
+			b, err := os.ReadFile(k.File)
+			if err != nil {
+				return fmt.Errorf("catalog: provider %q: key %q: %w", p.Name, k.Name, err)
+			}
+			k.Value = strings.TrimSpace(string(b))
+		}
+		if k.Value == "" {
+			return fmt.Errorf("catalog: provider %q: key %q has no value (set env %q or file)", p.Name, k.Name, k.Env)
+		}
+	}
+	return nil
 }
 
 // Resolve finds a model by id or alias.

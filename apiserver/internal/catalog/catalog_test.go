@@ -3,6 +3,7 @@ package catalog_test
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -76,5 +77,84 @@ func TestBadFiles(t *testing.T) {
 	}
 	if _, err := catalog.Load(catalog.Options{PlansFile: filepath.Join(dir, "missing.yaml")}); err == nil {
 		t.Error("a missing plans file loaded")
+	}
+}
+
+func writeModels(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "models.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// The additive form: deployments in order and key pools from env, _FILE and
+// file; the old single-provider form still loads as one deployment.
+func TestDeploymentsAndKeyPools(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "k3")
+	if err := os.WriteFile(keyFile, []byte("value-3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	envFile := filepath.Join(dir, "k2")
+	if err := os.WriteFile(envFile, []byte("value-2"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("CAT_TEST_K1", "value-1")
+	t.Setenv("CAT_TEST_K2_FILE", envFile)
+	path := writeModels(t, `providers:
+  - {name: a, type: openai, base_url: "http://a/v1", api_keys: [{name: one, env: CAT_TEST_K1, weight: 3},
+     {name: two, env: CAT_TEST_K2}, {name: three, file: `+keyFile+`}]}
+  - {name: b, type: openai, base_url: "http://b/v1", api_key_env: CAT_TEST_K1}
+models:
+  - {id: m, tier: t, created: 1700000000, deployments: [{provider: a, upstream_model: up-a}, {provider: b, upstream_model: up-b}]}
+  - {id: old, tier: t, created: 2025-01-31, provider: b, upstream_model: up-old}
+`)
+	c, err := catalog.Load(catalog.Options{ModelsFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := c.Resolve("m")
+	if len(m.Deployments) != 2 || m.Deployments[0].Name() != "a/up-a" || m.Deployments[1].Name() != "b/up-b" || m.Created != 1700000000 {
+		t.Fatalf("model m: %+v", m)
+	}
+	old, _ := c.Resolve("old")
+	if len(old.Deployments) != 1 || old.Deployments[0].Name() != "b/up-old" || old.Created != 1738281600 {
+		t.Fatalf("model old: %+v", old)
+	}
+	keys := c.Providers["a"].Keys()
+	got := []string{}
+	for _, k := range keys {
+		got = append(got, k.Name+"="+k.Value+"/"+strconv.Itoa(k.Weight))
+	}
+	if strings.Join(got, ",") != "one=value-1/3,two=value-2/1,three=value-3/1" {
+		t.Fatalf("pool a: %v", got)
+	}
+	if k := c.Providers["b"].Keys(); len(k) != 1 || k[0].Name != "default" || k[0].Value != "value-1" {
+		t.Fatalf("single key of b: %+v", k)
+	}
+}
+
+func TestBadDeploymentsAndKeys(t *testing.T) {
+	t.Setenv("CAT_TEST_SET", "v")
+	cases := map[string]string{
+		"both forms":      "providers: [{name: a, type: dev}]\nmodels: [{id: m, tier: t, provider: a, deployments: [{provider: a}]}]",
+		"unknown dep":     "providers: [{name: a, type: dev}]\nmodels: [{id: m, tier: t, deployments: [{provider: a}, {provider: z}]}]",
+		"dup deployment":  "providers: [{name: a, type: dev}]\nmodels: [{id: m, tier: t, deployments: [{provider: a, upstream_model: x}, {provider: a, upstream_model: x}]}]",
+		"key no value":    "providers: [{name: a, type: dev, api_keys: [{name: k, env: CAT_TEST_UNSET_XYZ}]}]\nmodels: [{id: m, tier: t, provider: a}]",
+		"key no name":     "providers: [{name: a, type: dev, api_keys: [{env: CAT_TEST_SET}]}]\nmodels: [{id: m, tier: t, provider: a}]",
+		"dup key name":    "providers: [{name: a, type: dev, api_keys: [{name: k, env: CAT_TEST_SET}, {name: k, env: CAT_TEST_SET}]}]\nmodels: [{id: m, tier: t, provider: a}]",
+		"negative weight": "providers: [{name: a, type: dev, api_keys: [{name: k, env: CAT_TEST_SET, weight: -1}]}]\nmodels: [{id: m, tier: t, provider: a}]",
+		"env and file":    "providers: [{name: a, type: dev, api_keys: [{name: k, env: CAT_TEST_SET, file: /x}]}]\nmodels: [{id: m, tier: t, provider: a}]",
+		"dup provider":    "providers: [{name: a, type: dev}, {name: a, type: dev}]\nmodels: [{id: m, tier: t, provider: a}]",
+		"bad created":     "providers: [{name: a, type: dev}]\nmodels: [{id: m, tier: t, provider: a, created: soon}]",
+	}
+	for name, body := range cases {
+		if _, err := catalog.Load(catalog.Options{ModelsFile: writeModels(t, body)}); err == nil {
+			t.Errorf("%s: loaded", name)
+		} else if strings.Contains(err.Error(), "CAT_TEST_SET=") || strings.Contains(err.Error(), `"v"`) {
+			t.Errorf("%s: the error shows a key value: %v", name, err)
+		}
 	}
 }

@@ -14,6 +14,7 @@
 package checkpointsapi
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -53,6 +54,15 @@ type API struct {
 // Register mounts the routes; mw authenticates and authorises (APIKey,
 // then ProjectMember on the "id" parameter).
 func (a *API) Register(e *echo.Echo, mw ...echo.MiddlewareFunc) {
+	a.defaults()
+	const p = "/api/projects/:id/checkpoints"
+	e.GET(p+"/graph", a.Graph, mw...)
+	e.GET(p+"/commits/:sha", a.Commit, mw...)
+	e.GET(p+"/diff", a.Diff, mw...)
+	e.GET(p+"/status", a.Status, mw...)
+}
+
+func (a *API) defaults() {
 	if a.Log == nil {
 		a.Log = zap.NewNop()
 	}
@@ -62,22 +72,18 @@ func (a *API) Register(e *echo.Echo, mw ...echo.MiddlewareFunc) {
 	if a.MaxDiffBytes <= 0 {
 		a.MaxDiffBytes = DefaultMaxDiffBytes
 	}
-	const p = "/api/projects/:id/checkpoints"
-	e.GET(p+"/graph", a.Graph, mw...)
-	e.GET(p+"/commits/:sha", a.Commit, mw...)
-	e.GET(p+"/diff", a.Diff, mw...)
-	e.GET(p+"/status", a.Status, mw...)
 }
 
 // acquire refreshes and opens the project's copy, setting the hydrate
-// headers on the response.
-func (a *API) acquire(c echo.Context) (*hydrate.Repo, error) {
-	proj := httpmw.ProjectFrom(c)
-	r, err := a.Hydrate.Acquire(c.Request().Context(), proj.ID)
+// headers on h (nil: none).
+func (a *API) acquire(ctx context.Context, projectID string, h http.Header) (*hydrate.Repo, error) {
+	r, err := a.Hydrate.Acquire(ctx, projectID)
 	if err != nil {
 		return nil, hydrate.APIError(err)
 	}
-	hydrate.SetHeaders(c.Response().Header(), r)
+	if h != nil {
+		hydrate.SetHeaders(h, r)
+	}
 	return r, nil
 }
 
@@ -94,28 +100,39 @@ type GraphResponse struct {
 // ?cursor= is the nextCursor of the previous page: the next page starts
 // after the last commit shown, so commits added in between do not shift it.
 func (a *API) Graph(c echo.Context) error {
+	resp, err := a.ReadGraph(c.Request().Context(), httpmw.ProjectFrom(c).ID, c.QueryParam("limit"), c.QueryParam("cursor"), c.Response().Header())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, resp)
+}
+
+// ReadGraph is Graph without HTTP (the console renders it): limit and cursor
+// are the query parameters as given ("" for the defaults); the hydrate
+// headers go to h when it is not nil.
+func (a *API) ReadGraph(ctx context.Context, projectID, limitParam, cursor string, h http.Header) (GraphResponse, error) {
+	a.defaults()
 	limit := DefaultLimit
-	if v := c.QueryParam("limit"); v != "" {
+	if v := limitParam; v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > MaxLimit {
-			return apierr.BadRequest("invalid_limit", fmt.Sprintf("limit must be an integer from 1 to %d.", MaxLimit))
+			return GraphResponse{}, apierr.BadRequest("invalid_limit", fmt.Sprintf("limit must be an integer from 1 to %d.", MaxLimit))
 		}
 		limit = n
 	}
 	after := ""
-	if v := c.QueryParam("cursor"); v != "" {
+	if v := cursor; v != "" {
 		b, err := base64.RawURLEncoding.DecodeString(v)
 		if err != nil || !validSHA(string(b)) || (len(b) != 40 && len(b) != 64) {
-			return apierr.BadRequest("invalid_cursor", "cursor must be the nextCursor of a previous page.")
+			return GraphResponse{}, apierr.BadRequest("invalid_cursor", "cursor must be the nextCursor of a previous page.")
 		}
 		after = string(b)
 	}
-	r, err := a.acquire(c)
+	r, err := a.acquire(ctx, projectID, h)
 	if err != nil {
-		return err
+		return GraphResponse{}, err
 	}
 	defer r.Release()
-	ctx := c.Request().Context()
 
 	// HEAD and the tags are read while the log runs (each is one git
 	// process; on an unchanged object they are most of a read's cost).
@@ -130,33 +147,33 @@ func (a *API) Graph(c echo.Context) error {
 	if after == "" {
 		out, err := r.Git("log", "--all", "--date-order", logFormat).AddOptionValue("--max-count", strconv.Itoa(limit+1)).Output(ctx)
 		if err != nil {
-			return apierr.Internal(err)
+			return GraphResponse{}, apierr.Internal(err)
 		}
 		if commits, err = parseLog(out); err != nil {
-			return apierr.Internal(err)
+			return GraphResponse{}, apierr.Internal(err)
 		}
 	} else {
 		col := &lineCollector{after: after, limit: limit + 1}
 		err := r.Git("rev-list", "--all", "--date-order").Stdout(col).Run(ctx)
 		if err != nil && !col.done {
-			return apierr.Internal(err)
+			return GraphResponse{}, apierr.Internal(err)
 		}
 		if !col.found {
-			return apierr.BadRequest("invalid_cursor", "The cursor's commit is no longer in the repository; start again without a cursor.")
+			return GraphResponse{}, apierr.BadRequest("invalid_cursor", "The cursor's commit is no longer in the repository; start again without a cursor.")
 		}
 		if len(col.shas) > 0 {
 			out, err := r.Git("log", "--no-walk=unsorted", "--stdin", logFormat).
 				Stdin(strings.NewReader(strings.Join(col.shas, "\n") + "\n")).Output(ctx)
 			if err != nil {
-				return apierr.Internal(err)
+				return GraphResponse{}, apierr.Internal(err)
 			}
 			if commits, err = parseLog(out); err != nil {
-				return apierr.Internal(err)
+				return GraphResponse{}, apierr.Internal(err)
 			}
 		}
 	}
 	if err := side.Wait(); err != nil {
-		return apierr.Internal(err)
+		return GraphResponse{}, apierr.Internal(err)
 	}
 	resp.Head, resp.Branch = head, branch
 	if len(commits) > limit {
@@ -167,7 +184,7 @@ func (a *API) Graph(c echo.Context) error {
 	if commits != nil {
 		resp.Commits = commits
 	}
-	return c.JSON(http.StatusOK, resp)
+	return resp, nil
 }
 
 // CommitResponse is the body of GET …/checkpoints/commits/:sha.
@@ -188,34 +205,43 @@ type CommitStats struct {
 // Commit returns one commit with the files it changed against its first
 // parent; binary files are marked binary and carry no line counts.
 func (a *API) Commit(c echo.Context) error {
-	sha := strings.ToLower(c.Param("sha"))
-	if !validSHA(sha) {
-		return invalidSHA("sha", sha)
-	}
-	r, err := a.acquire(c)
+	resp, err := a.ReadCommit(c.Request().Context(), httpmw.ProjectFrom(c).ID, c.Param("sha"), c.Response().Header())
 	if err != nil {
 		return err
 	}
+	return c.JSON(http.StatusOK, resp)
+}
+
+// ReadCommit is Commit without HTTP.
+func (a *API) ReadCommit(ctx context.Context, projectID, sha string, h http.Header) (CommitResponse, error) {
+	a.defaults()
+	sha = strings.ToLower(sha)
+	if !validSHA(sha) {
+		return CommitResponse{}, invalidSHA("sha", sha)
+	}
+	r, err := a.acquire(ctx, projectID, h)
+	if err != nil {
+		return CommitResponse{}, err
+	}
 	defer r.Release()
-	ctx := c.Request().Context()
 	full, err := resolve(ctx, r, sha)
 	if errors.Is(err, errNoCommit) {
-		return apierr.NotFound("commit_not_found", fmt.Sprintf("No commit %s in the project's repository.", sha))
+		return CommitResponse{}, apierr.NotFound("commit_not_found", fmt.Sprintf("No commit %s in the project's repository.", sha))
 	}
 	if err != nil {
-		return apierr.Internal(err)
+		return CommitResponse{}, apierr.Internal(err)
 	}
 	out, err := r.Git("log", "-1", logFormat).AddDynamic(full).Output(ctx)
 	if err != nil {
-		return apierr.Internal(err)
+		return CommitResponse{}, apierr.Internal(err)
 	}
 	commits, err := parseLog(out)
 	if err != nil || len(commits) != 1 {
-		return apierr.Internal(fmt.Errorf("checkpointsapi: reading commit %s: %v", full, err))
+		return CommitResponse{}, apierr.Internal(fmt.Errorf("checkpointsapi: reading commit %s: %v", full, err))
 	}
 	tags, err := tagMap(ctx, r)
 	if err != nil {
-		return apierr.Internal(err)
+		return CommitResponse{}, apierr.Internal(err)
 	}
 	decorate(commits, tags)
 	resp := CommitResponse{Commit: commits[0]}
@@ -225,7 +251,7 @@ func (a *API) Commit(c echo.Context) error {
 	}
 	resp.Files, resp.FilesTruncated, err = changedFiles(ctx, r, full, parent, MaxFiles)
 	if err != nil {
-		return apierr.Internal(err)
+		return CommitResponse{}, apierr.Internal(err)
 	}
 	if resp.Files == nil {
 		resp.Files = []FileChange{}
@@ -235,7 +261,7 @@ func (a *API) Commit(c echo.Context) error {
 		resp.Stats.Additions += f.Additions
 		resp.Stats.Deletions += f.Deletions
 	}
-	return c.JSON(http.StatusOK, resp)
+	return resp, nil
 }
 
 // DiffResponse is the body of GET …/checkpoints/diff.
@@ -254,43 +280,53 @@ const TruncationMarker = "\n[svc: diff truncated at %d bytes; request a narrower
 // Diff returns the unified diff from..to. to defaults to HEAD; from
 // defaults to to's first parent (the empty tree for a root commit).
 func (a *API) Diff(c echo.Context) error {
-	to := c.QueryParam("to")
+	resp, err := a.ReadDiff(c.Request().Context(), httpmw.ProjectFrom(c).ID, c.QueryParam("from"), c.QueryParam("to"), c.Response().Header())
+	if err != nil {
+		return err
+	}
+	if resp.Truncated {
+		c.Response().Header().Set("X-Svc-Diff-Truncated", "true")
+	}
+	return c.JSON(http.StatusOK, resp)
+}
+
+// ReadDiff is Diff without HTTP.
+func (a *API) ReadDiff(ctx context.Context, projectID, from, to string, h http.Header) (DiffResponse, error) {
+	a.defaults()
 	if to == "" {
 		to = "HEAD"
 	}
 	if !validRev(to) {
-		return invalidRev("to")
+		return DiffResponse{}, invalidRev("to")
 	}
-	from := c.QueryParam("from")
 	if from != "" && !validRev(from) {
-		return invalidRev("from")
+		return DiffResponse{}, invalidRev("from")
 	}
-	r, err := a.acquire(c)
+	r, err := a.acquire(ctx, projectID, h)
 	if err != nil {
-		return err
+		return DiffResponse{}, err
 	}
 	defer r.Release()
-	ctx := c.Request().Context()
 	toSHA, err := resolve(ctx, r, to)
 	if errors.Is(err, errNoCommit) {
-		return apierr.NotFound("commit_not_found", fmt.Sprintf("to=%s does not name a commit of the project's repository.", to))
+		return DiffResponse{}, apierr.NotFound("commit_not_found", fmt.Sprintf("to=%s does not name a commit of the project's repository.", to))
 	}
 	if err != nil {
-		return apierr.Internal(err)
+		return DiffResponse{}, apierr.Internal(err)
 	}
 	fromSHA := ""
 	if from != "" {
 		fromSHA, err = resolve(ctx, r, from)
 		if errors.Is(err, errNoCommit) {
-			return apierr.NotFound("commit_not_found", fmt.Sprintf("from=%s does not name a commit of the project's repository.", from))
+			return DiffResponse{}, apierr.NotFound("commit_not_found", fmt.Sprintf("from=%s does not name a commit of the project's repository.", from))
 		}
 		if err != nil {
-			return apierr.Internal(err)
+			return DiffResponse{}, apierr.Internal(err)
 		}
 	} else {
 		p, err := resolve(ctx, r, toSHA+"^")
 		if err != nil && !errors.Is(err, errNoCommit) {
-			return apierr.Internal(err)
+			return DiffResponse{}, apierr.Internal(err)
 		}
 		fromSHA = p
 	}
@@ -302,14 +338,13 @@ func (a *API) Diff(c echo.Context) error {
 	}
 	w := &capWriter{max: a.MaxDiffBytes}
 	if err := cmd.Stdout(w).Run(ctx); err != nil && !w.truncated {
-		return apierr.Internal(err)
+		return DiffResponse{}, apierr.Internal(err)
 	}
 	resp := DiffResponse{From: fromSHA, To: toSHA, Diff: w.buf.String(), Truncated: w.truncated, MaxBytes: a.MaxDiffBytes}
 	if w.truncated {
 		resp.Diff += fmt.Sprintf(TruncationMarker, a.MaxDiffBytes)
-		c.Response().Header().Set("X-Svc-Diff-Truncated", "true")
 	}
-	return c.JSON(http.StatusOK, resp)
+	return resp, nil
 }
 
 // StatusResponse is the body of GET …/checkpoints/status.
@@ -346,31 +381,41 @@ type PublishedStatus struct {
 // reporting, not an error); other hydrate failures are errors as for every
 // read, unless a stale copy can be reported.
 func (a *API) Status(c echo.Context) error {
-	proj := httpmw.ProjectFrom(c)
-	ctx := c.Request().Context()
+	resp, err := a.ReadStatus(c.Request().Context(), httpmw.ProjectFrom(c), c.Response().Header())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, resp)
+}
+
+// ReadStatus is Status without HTTP.
+func (a *API) ReadStatus(ctx context.Context, proj store.Project, h http.Header) (StatusResponse, error) {
+	a.defaults()
 	resp := StatusResponse{ProjectID: proj.ID, SyncMode: string(proj.CloudSyncMode)}
 	if proj.PublishedCommitSHA != "" || proj.PublishedTag != "" {
 		resp.Published = &PublishedStatus{SHA: proj.PublishedCommitSHA, Tag: proj.PublishedTag}
 	}
 	cps, err := a.Store.ListCheckpoints(ctx, proj.ID, 1)
 	if err != nil {
-		return apierr.Internal(err)
+		return StatusResponse{}, apierr.Internal(err)
 	}
 	if len(cps) == 1 {
 		resp.LastCheckpoint = &cps[0]
 	}
 	r, err := a.Hydrate.Acquire(ctx, proj.ID)
 	if errors.Is(err, hydrate.ErrNotFound) {
-		return c.JSON(http.StatusOK, resp)
+		return resp, nil
 	}
 	if err != nil {
-		return hydrate.APIError(err)
+		return StatusResponse{}, hydrate.APIError(err)
 	}
 	defer r.Release()
-	hydrate.SetHeaders(c.Response().Header(), r)
+	if h != nil {
+		hydrate.SetHeaders(h, r)
+	}
 	resp.Head, resp.Branch, err = headInfo(ctx, r)
 	if err != nil {
-		return apierr.Internal(err)
+		return StatusResponse{}, apierr.Internal(err)
 	}
 	d := &resp.Durable
 	d.Exists, d.ETag, d.Size, d.Stale = true, r.Object.ETag, r.Object.Size, r.Stale
@@ -384,5 +429,5 @@ func (a *API) Status(c echo.Context) error {
 	}
 	ha := r.HydratedAt.UTC()
 	d.HydratedAt = &ha
-	return c.JSON(http.StatusOK, resp)
+	return resp, nil
 }

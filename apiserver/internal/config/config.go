@@ -50,6 +50,35 @@ type Config struct {
 	RuntimePodTemplate string
 	RuntimeIdleTimeout time.Duration
 	RuntimePodAPIURL   string
+	// WebhookAnswerDeadline: accepted async messages not answered by then
+	// show up in the outbox as unanswered (issue 8).
+	WebhookAnswerDeadline time.Duration
+	// Metal runtime driver (issue 15): the metal host's API.
+	MetalHostURL   string
+	MetalHostToken string
+	// Fallbacks, retries, circuit breakers, key pools and tracing (issue 12).
+	UpstreamMaxAttempts     int
+	UpstreamBreakerFailures int
+	UpstreamCooldown        time.Duration
+	UpstreamKeyCooldown     time.Duration
+	UpstreamBackoffBase     time.Duration
+	UpstreamBackoffMax      time.Duration
+	OTLPEndpoint            string
+}
+
+func dur(p func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) (err error) { *p(c), err = time.ParseDuration(v); return }
+}
+
+func posInt(p func(*Config) *int) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err == nil && n < 1 {
+			err = errors.New("must be at least 1")
+		}
+		*p(c) = n
+		return err
+	}
 }
 
 type option struct {
@@ -73,7 +102,7 @@ var options = []option{
 	{flag: "s3-secret-key", env: "SVC_S3_SECRET_KEY", usage: "S3 secret key", secret: true, set: str(func(c *Config) *string { return &c.S3SecretKey })},
 	{flag: "s3-use-ssl", env: "SVC_S3_USE_SSL", def: "false", usage: "use TLS to reach S3", set: func(c *Config, v string) (err error) { c.S3UseSSL, err = strconv.ParseBool(v); return }},
 	{flag: "runtime-auth-secret", env: "SVC_RUNTIME_AUTH_SECRET", usage: "secret runtime tokens are derived from", secret: true, set: str(func(c *Config) *string { return &c.RuntimeAuthSecret })},
-	{flag: "runtime-driver", env: "SVC_RUNTIME_DRIVER", def: "local", usage: "runtime driver: local or kubernetes", set: str(func(c *Config) *string { return &c.RuntimeDriver })},
+	{flag: "runtime-driver", env: "SVC_RUNTIME_DRIVER", def: "local", usage: "runtime driver: local, kubernetes or metal", set: str(func(c *Config) *string { return &c.RuntimeDriver })},
 	{flag: "models-file", env: "SVC_MODELS_FILE", usage: "models YAML; empty: built-in", set: str(func(c *Config) *string { return &c.ModelsFile })},
 	{flag: "plans-file", env: "SVC_PLANS_FILE", usage: "plans YAML; empty: built-in", set: str(func(c *Config) *string { return &c.PlansFile })},
 	{flag: "upstream-base-url", env: "SVC_UPSTREAM_BASE_URL", usage: "OpenAI-compatible base URL replacing the default provider", set: str(func(c *Config) *string { return &c.UpstreamBaseURL })},
@@ -88,7 +117,23 @@ var options = []option{
 	{flag: "hydrate-disk-budget", env: "SVC_HYDRATE_DISK_BUDGET", def: "10737418240", usage: "bytes of hydrated repository copies kept under <data-dir>/hydrated before least-recently-used ones are evicted (0: no bound)", set: func(c *Config, v string) (err error) { c.HydrateDiskBudget, err = strconv.ParseInt(v, 10, 64); return }},
 	{flag: "callback-allowed-nets", env: "SVC_CALLBACK_ALLOWED_NETS", usage: "CIDRs callbacks may reach despite the SSRF guard", set: str(func(c *Config) *string { return &c.CallbackAllowed })},
 	{flag: "runtime-start-timeout", env: "SVC_RUNTIME_START_TIMEOUT", def: "60s", usage: "a runtime cold start, from exec or pod creation to a ready /readyz (local and kubernetes drivers)", set: func(c *Config, v string) (err error) { c.RuntimeStartTimeout, err = time.ParseDuration(v); return }},
+	{flag: "metal-host-url", env: "SVC_METAL_HOST_URL", usage: "metal driver: the metal host's API (podagent/cmd/metalhost)", set: str(func(c *Config) *string { return &c.MetalHostURL })},
+	{flag: "metal-host-token", env: "SVC_METAL_HOST_TOKEN", usage: "metal driver: bearer token of the metal host's API", secret: true, set: str(func(c *Config) *string { return &c.MetalHostToken })},
 	{flag: "runtime-stop-grace", env: "SVC_RUNTIME_STOP_GRACE", def: "25s", usage: "local driver: time between SIGTERM and SIGKILL of a pod", set: func(c *Config, v string) (err error) { c.RuntimeStopGrace, err = time.ParseDuration(v); return }},
+	{flag: "upstream-max-attempts", env: "SVC_UPSTREAM_MAX_ATTEMPTS", def: "3", usage: "upstream requests per completion over all deployments and keys", set: posInt(func(c *Config) *int { return &c.UpstreamMaxAttempts })},
+	{flag: "upstream-breaker-failures", env: "SVC_UPSTREAM_BREAKER_FAILURES", def: "5", usage: "consecutive failures (connect errors, timeouts, 5xx) that cool a deployment down", set: posInt(func(c *Config) *int { return &c.UpstreamBreakerFailures })},
+	{flag: "upstream-cooldown", env: "SVC_UPSTREAM_COOLDOWN", def: "30s", usage: "how long a failing deployment is skipped before one probe", set: dur(func(c *Config) *time.Duration { return &c.UpstreamCooldown })},
+	{flag: "upstream-key-cooldown", env: "SVC_UPSTREAM_KEY_COOLDOWN", def: "60s", usage: "how long an upstream key answering 401/403 (or 429 without Retry-After) is skipped", set: dur(func(c *Config) *time.Duration { return &c.UpstreamKeyCooldown })},
+	{flag: "upstream-backoff-base", env: "SVC_UPSTREAM_BACKOFF_BASE", def: "100ms", usage: "first wait before a deployment is retried (doubles, with jitter)", set: dur(func(c *Config) *time.Duration { return &c.UpstreamBackoffBase })},
+	{flag: "upstream-backoff-max", env: "SVC_UPSTREAM_BACKOFF_MAX", def: "2s", usage: "longest wait between attempts; a longer Retry-After ends the retries", set: dur(func(c *Config) *time.Duration { return &c.UpstreamBackoffMax })},
+	{flag: "otel-exporter-otlp-endpoint", env: "SVC_OTEL_EXPORTER_OTLP_ENDPOINT", usage: "OTLP/HTTP base URL for traces (else OTEL_EXPORTER_OTLP_ENDPOINT); empty: tracing off", set: str(func(c *Config) *string { return &c.OTLPEndpoint })},
+	{flag: "webhook-answer-deadline", env: "SVC_WEBHOOK_ANSWER_DEADLINE", def: "30m", usage: "an accepted async webhook message neither answered nor delivered by then shows up in the outbox as unanswered", set: func(c *Config, v string) (err error) {
+		c.WebhookAnswerDeadline, err = time.ParseDuration(v)
+		if err == nil && c.WebhookAnswerDeadline <= 0 {
+			err = errors.New("must be positive")
+		}
+		return
+	}},
 	{flag: "kubeconfig", env: "SVC_KUBECONFIG", usage: "kubernetes driver: kubeconfig file (else $KUBECONFIG, else the in-cluster config)", set: str(func(c *Config) *string { return &c.Kubeconfig })},
 	{flag: "runtime-namespace", env: "SVC_RUNTIME_NAMESPACE", usage: "kubernetes driver: namespace of runtime pods (default: the namespace of this pod)", set: str(func(c *Config) *string { return &c.RuntimeNamespace })},
 	{flag: "runtime-pod-template-file", env: "SVC_RUNTIME_POD_TEMPLATE_FILE", usage: "kubernetes driver: the runtime pod template (the chart's ConfigMap)", set: str(func(c *Config) *string { return &c.RuntimePodTemplate })},

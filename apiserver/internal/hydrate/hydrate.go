@@ -356,7 +356,9 @@ func (m *Manager) download(ctx context.Context, projectID string) (*version, str
 	staging := filepath.Join(m.opts.Dir, ".staging", projectID+"-"+randomHex())
 	cleanup := func() { _ = os.RemoveAll(staging) }
 	cr := &countingReader{r: rc}
-	st, err := archive.ExtractTarGz(cr, staging, m.opts.Limits)
+	limits := m.opts.Limits
+	limits.NoLinks = true // a .git never holds a link (issue 8, item 5)
+	st, err := archive.ExtractTarGz(cr, staging, limits)
 	if err != nil {
 		cleanup()
 		if cr.err != nil || ctx.Err() != nil {

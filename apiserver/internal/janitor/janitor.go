@@ -1,6 +1,7 @@
 // Package janitor keeps the API server's bookkeeping tables bounded: rate
-// counters of minutes that are over (spec 8 rate limits) and outbox messages
-// delivered long ago (spec 4.2 outbox). Every replica runs it; the deletes
+// counters of minutes that are over (spec 8 rate limits), outbox messages
+// delivered long ago (spec 4.2 outbox), and expired console sessions and
+// sign-in links. Every replica runs it; the deletes
 // are idempotent, so replicas sweeping together do no harm.
 package janitor
 
@@ -47,8 +48,14 @@ func (j *Janitor) Sweep(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if rates+outbox > 0 {
-		j.Log.Debug("janitor swept", zap.Int64("rateCounters", rates), zap.Int64("outboxMessages", outbox))
+	// Console sessions and sign-in links past their absolute expiry.
+	sessions, err := j.Store.PruneSessions(ctx, t)
+	if err != nil {
+		return err
+	}
+	if rates+outbox+sessions > 0 {
+		j.Log.Debug("janitor swept", zap.Int64("rateCounters", rates), zap.Int64("outboxMessages", outbox),
+			zap.Int64("consoleSessions", sessions))
 	}
 	return nil
 }

@@ -30,7 +30,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"regexp"
 	"time"
 
@@ -39,6 +38,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/objstore"
 )
 
@@ -139,8 +139,8 @@ func (a *API) Register(g *echo.Group) {
 	if a == nil || a.Store == nil {
 		return
 	}
-	g.POST("/lfs/objects/batch", a.Batch)
-	g.POST("/lfs/verify", a.Verify)
+	g.POST(internalapi.PathLFSBatch, a.Batch)
+	g.POST(internalapi.PathLFSVerify, a.Verify)
 }
 
 func (a *API) expiry() time.Duration {
@@ -191,7 +191,7 @@ func (a *API) Batch(c echo.Context) error {
 		return apierr.New(http.StatusRequestEntityTooLarge, apierr.TypeInvalidRequest, "too_many_objects",
 			fmt.Sprintf("at most %d objects per batch request", MaxObjects))
 	}
-	verifyHref := requestBase(c) + "/internal/projects/" + escapeSegment(projectID) + "/lfs/verify"
+	verifyHref := internalapi.ProjectURL(requestBase(c), projectID, internalapi.PathLFSVerify)
 	out := make([]Object, len(req.Objects))
 	g, ctx := errgroup.WithContext(c.Request().Context())
 	g.SetLimit(headConcurrency)
@@ -287,8 +287,6 @@ func writeLFS(c echo.Context, status int, v any) error {
 func requestBase(c echo.Context) string {
 	return c.Scheme() + "://" + c.Request().Host
 }
-
-func escapeSegment(s string) string { return url.PathEscape(s) }
 
 func contains(list []string, s string) bool {
 	for _, v := range list {

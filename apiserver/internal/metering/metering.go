@@ -162,6 +162,7 @@ type Usage struct {
 	PromptTokens     int64
 	CompletionTokens int64
 	ReasoningTokens  int64
+	Deployment       string // the deployment that answered (provider/upstream_model)
 }
 
 // Record stores the usage of one answered request and adds its credits to
@@ -169,7 +170,7 @@ type Usage struct {
 func (m *Meter) Record(ctx context.Context, p auth.Principal, plan catalog.Plan, model catalog.Model,
 	requestID string, u Usage, streamed bool) error {
 	rec := store.UsageRecord{
-		RequestID: requestID, WorkspaceID: p.WorkspaceID, Model: model.ID,
+		RequestID: requestID, WorkspaceID: p.WorkspaceID, Model: model.ID, Deployment: u.Deployment,
 		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, ReasoningTokens: u.ReasoningTokens,
 		CreditsMicro: model.CreditsMicro(u.PromptTokens, u.CompletionTokens), Streamed: streamed,
 	}

@@ -35,6 +35,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -56,7 +57,14 @@ type Store interface {
 	PutOutbox(ctx context.Context, m store.OutboxMessage) (store.OutboxMessage, bool, error)
 	TakeOutbox(ctx context.Context, projectID, channelID string, limit int) ([]store.OutboxMessage, error)
 	ReleaseOutbox(ctx context.Context, projectID string, ids []string) error
+	AcceptOutbox(ctx context.Context, projectID, channelID, correlationID string, deadline time.Time) error
 }
+
+// DefaultAnswerDeadline is how long an accepted async message may go
+// without its reply or delivery notice before a poll returns it as
+// unanswered: the pod's turn timeout (15 min) plus its callback schedule
+// (about 4 min) and room for a restart that resumes it.
+const DefaultAnswerDeadline = 30 * time.Minute
 
 // API serves both routes. The zero value is not usable; call New.
 type API struct {
@@ -64,6 +72,8 @@ type API struct {
 	log   *zap.Logger
 	// PollInterval: DefaultPollInterval when zero.
 	PollInterval time.Duration
+	// AnswerDeadline: DefaultAnswerDeadline when zero.
+	AnswerDeadline time.Duration
 
 	mu sync.Mutex
 	// wakes has one channel per polled (project, channel): closed and
@@ -90,7 +100,7 @@ func (a *API) RegisterPublic(g *echo.Group) {
 // RegisterInternal mounts the pod's POST on g, the /internal/projects/:id
 // group guarded by the runtime token of that project.
 func (a *API) RegisterInternal(g *echo.Group) {
-	g.POST("/outbox", a.Put)
+	g.POST(internalapi.PathOutbox, a.Put)
 }
 
 func key(projectID, channelID string) string { return projectID + "\x00" + channelID }
@@ -151,14 +161,16 @@ func (a *API) Put(c echo.Context) error {
 		return apierr.Unavailable(err)
 	}
 	m, created, err := a.store.PutOutbox(ctx, store.OutboxMessage{ProjectID: projectID, ChannelID: in.ChannelID,
-		CorrelationID: in.CorrelationID, Reply: in.Reply, Metadata: metadata, CreatedAt: in.CreatedAt})
+		CorrelationID: in.CorrelationID, Reply: in.Reply, Metadata: metadata, CreatedAt: in.CreatedAt, Status: in.Status})
 	if err != nil {
 		return apierr.Unavailable(err)
 	}
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
-		a.notify(key(projectID, in.ChannelID))
+		if in.Status != wire.OutboxStatusDelivered {
+			a.notify(key(projectID, in.ChannelID))
+		}
 		a.log.Info("outbox message stored", zap.String("projectId", projectID), zap.String("correlationId", in.CorrelationID))
 	}
 	return c.JSON(status, wire.OutboxPutResponse{ID: m.ID, Created: created})
@@ -176,6 +188,11 @@ func validate(in wire.OutboxPut) (string, error) {
 	case len(in.CorrelationID) > MaxCorrelationIDBytes || !utf8.ValidString(in.CorrelationID):
 		bad = append(bad, "correlationId: at most 200 bytes of UTF-8")
 	}
+	switch in.Status {
+	case "", wire.OutboxStatusReplied, wire.OutboxStatusDelivered:
+	default:
+		bad = append(bad, "status: empty, replied or delivered")
+	}
 	if !utf8.ValidString(in.Reply) {
 		bad = append(bad, "reply: must be UTF-8")
 	}
@@ -189,6 +206,23 @@ func validate(in wire.OutboxPut) (string, error) {
 		return "", errors.New(strings.Join(bad, "; "))
 	}
 	return metadata, nil
+}
+
+// RecordAccepted keeps the API's record of an async message the project's
+// pod accepted (the agent-proxy calls it on the pod's 202, before the 202
+// reaches the caller): if neither its reply nor its delivery notice arrives
+// by AnswerDeadline, a poll returns it with status unanswered, so what the
+// pod promised never silently vanishes, also when its disk is gone.
+func (a *API) RecordAccepted(ctx context.Context, projectID, correlationID string) error {
+	ch, err := a.store.GetChannel(ctx, projectID)
+	if err != nil {
+		return err
+	}
+	d := a.AnswerDeadline
+	if d <= 0 {
+		d = DefaultAnswerDeadline
+	}
+	return a.store.AcceptOutbox(ctx, projectID, ch.ID, correlationID, time.Now().Add(d))
 }
 
 // Poll is GET .../agent/channels/webhook/outbox/:channelId; cloud auth and
@@ -256,7 +290,7 @@ func (a *API) answer(c echo.Context, projectID string, rows []store.OutboxMessag
 	for i, r := range rows {
 		ids[i] = r.ID
 		msgs[i] = wire.OutboxMessage{ID: r.ID, CorrelationID: r.CorrelationID, Reply: r.Reply,
-			Metadata: json.RawMessage(r.Metadata), CreatedAt: r.CreatedAt.UTC()}
+			Metadata: json.RawMessage(r.Metadata), CreatedAt: r.CreatedAt.UTC(), Status: r.Status}
 		if !json.Valid(msgs[i].Metadata) {
 			msgs[i].Metadata = json.RawMessage("{}")
 		}

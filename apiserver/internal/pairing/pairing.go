@@ -45,6 +45,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/auth"
 	"github.com/svc-dev/svc/apiserver/internal/runtime"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/runtimetoken"
 )
 
@@ -346,7 +347,7 @@ func (h *Hub) EnsurePinned(_ context.Context, p store.Project, a store.RuntimeAs
 			zap.String("holder", a.Endpoint))
 		return runtime.Endpoint{}, runtime.ErrOffline
 	}
-	base.Path = strings.TrimSuffix(base.Path, "/") + "/internal/projects/" + p.ID + "/relay"
+	base = base.JoinPath("internal", "projects", p.ID, internalapi.PathRelay)
 	base.RawPath, base.RawQuery, base.Fragment = "", "", ""
 	return runtime.Endpoint{URL: base,
 		Token: runtimetoken.Mint(h.secret, p.ID), Transport: relayTransport{h.relayRT}}, nil

@@ -35,6 +35,8 @@ func principal(c echo.Context) auth.Principal { return httpmw.PrincipalFrom(c) }
 // ChatCompletions answers POST /chat/completions: auth (middleware) → model →
 // tier → rate limit → usage windows → upstream (issue order; spec 7.1).
 func (a *API) ChatCompletions(c echo.Context) error {
+	t := timingOf(c)
+	t.authDone()
 	p := principal(c)
 	maxBody := a.MaxBody
 	if maxBody <= 0 {
@@ -55,16 +57,16 @@ func (a *API) ChatCompletions(c echo.Context) error {
 	if !plan.AllowsTier(model.Tier) {
 		return apierr.ModelTierRestricted(model.ID, model.Tier)
 	}
-	adm, err := a.Meter.Admit(c.Request().Context(), p, plan)
+	admitStart := time.Now()
+	actx, span := a.Tracer.Start(c.Request().Context(), "admit")
+	adm, err := a.Meter.Admit(actx, p, plan)
+	span.End()
+	t.admit = time.Since(admitStart)
 	if err != nil {
 		return err
 	}
 	for k, v := range adm.Headers() {
 		c.Response().Header().Set(k, v)
-	}
-	body, err := req.upstreamBody(model)
-	if err != nil {
-		return apierr.Internal(err)
 	}
 
 	// The upstream exchange outlives a client that hangs up: its usage is
@@ -72,18 +74,29 @@ func (a *API) ChatCompletions(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), upstreamDeadline)
 	defer cancel()
 	started := time.Now()
-	resp, err := a.Upstream.Send(ctx, a.Catalog.Providers[model.Provider], body)
+	ans, err := a.Router.Send(ctx, model, func(d catalog.Deployment) ([]byte, error) {
+		return req.upstreamBody(model, d.UpstreamModel)
+	})
+	t.upstream += ans.Wait
 	if err != nil {
 		a.Metrics.upstreamError(model.ID)
-		if errors.Is(err, upstream.ErrTimeout) {
-			return &apierr.Error{Status: http.StatusGatewayTimeout, Type: apierr.TypeServer, Code: "upstream_timeout",
+		switch {
+		case errors.Is(err, upstream.ErrTimeout):
+			return &apierr.Error{Code: "upstream_timeout",
 				Message: "The model provider did not answer in time.", Cause: err}
+		case errors.Is(err, upstream.ErrNoDeployment):
+			return &apierr.Error{Code: "upstream_cooling_down",
+				Message: "Every provider of this model is cooling down after errors; retry shortly.", Cause: err}
+		case errors.Is(err, upstream.ErrUnavailable):
+			return &apierr.Error{Code: "upstream_unavailable",
+				Message: "The model provider could not be reached.", Cause: err}
 		}
-		return &apierr.Error{Status: http.StatusBadGateway, Type: apierr.TypeServer, Code: "upstream_unavailable",
-			Message: "The model provider could not be reached.", Cause: err}
+		return apierr.Internal(err)
 	}
+	resp := ans.Resp
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
+		a.Metrics.upstreamError(model.ID)
 		return upstreamStatusError(resp)
 	}
 	if v := resp.Header.Get("X-Svc-Upstream"); v != "" {
@@ -91,36 +104,44 @@ func (a *API) ChatCompletions(c echo.Context) error {
 	}
 
 	requestID := c.Response().Header().Get(echo.HeaderXRequestID)
-	// meter records the request's usage; the duration is observed by the
-	// caller before the last byte reaches the client.
+	// meter records the request's usage, to the deployment that answered;
+	// the duration is observed by the caller before the last byte reaches
+	// the client.
 	meter := func(u *metering.Usage, streamed bool) {
 		if u == nil {
 			return
 		}
-		mctx, mcancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), 10*time.Second)
+		u.Deployment = ans.Deployment.Name()
+		mctx, mcancel := context.WithTimeout(ctx, 10*time.Second)
 		defer mcancel()
+		mctx, span := a.Tracer.Start(mctx, "meter")
+		defer span.End()
 		if err := a.Meter.Record(mctx, p, plan, model, requestID, *u, streamed); err != nil {
 			a.Log.Error("recording usage failed", zap.String("workspace_id", p.WorkspaceID),
 				zap.String("request_id", requestID), zap.Error(err))
 		}
 	}
 	if req.Stream {
+		_, span := a.Tracer.Start(ctx, "stream")
 		u := a.stream(c, resp.Body, model, req.IncludeUsage, func() { a.Metrics.observe(model.ID, true, time.Since(started)) })
+		span.End()
 		meter(u, true)
 		return nil
 	}
-	return a.plain(c, resp, model, func() { a.Metrics.observe(model.ID, false, time.Since(started)) }, meter)
+	return a.plain(c, resp, model, t, func() { a.Metrics.observe(model.ID, false, time.Since(started)) }, meter)
 }
 
 // plain relays a non-streamed answer with the public model id.
-func (a *API) plain(c echo.Context, resp *http.Response, model catalog.Model, done func(), meter func(*metering.Usage, bool)) error {
+func (a *API) plain(c echo.Context, resp *http.Response, model catalog.Model, t *timing, done func(), meter func(*metering.Usage, bool)) error {
+	readStart := time.Now()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
+	t.upstream += time.Since(readStart)
 	if err != nil {
-		return &apierr.Error{Status: http.StatusBadGateway, Type: apierr.TypeServer, Code: "upstream_error",
+		return &apierr.Error{Code: "upstream_error",
 			Message: "The model provider's answer was cut off.", Cause: err}
 	}
 	if !gjson.ValidBytes(raw) || !gjson.ParseBytes(raw).IsObject() {
-		return &apierr.Error{Status: http.StatusBadGateway, Type: apierr.TypeServer, Code: "upstream_error",
+		return &apierr.Error{Code: "upstream_error",
 			Message: "The model provider answered with invalid JSON."}
 	}
 	out, err := sjson.SetBytes(raw, "model", model.ID)
@@ -168,7 +189,7 @@ func upstreamStatusError(resp *http.Response) error {
 	case resp.StatusCode >= 400 && resp.StatusCode < 500:
 		return apierr.New(resp.StatusCode, apierr.TypeInvalidRequest, "upstream_rejected", msg)
 	default:
-		return &apierr.Error{Status: http.StatusBadGateway, Type: apierr.TypeServer, Code: "upstream_error",
+		return &apierr.Error{Code: "upstream_error",
 			Message: "The model provider failed to answer.", Cause: fmt.Errorf("upstream status %d: %s", resp.StatusCode, msg)}
 	}
 }

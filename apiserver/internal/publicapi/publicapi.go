@@ -10,8 +10,10 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
 
+	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
 	"github.com/svc-dev/svc/apiserver/internal/metering"
+	"github.com/svc-dev/svc/apiserver/internal/tracing"
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
 )
 
@@ -23,17 +25,22 @@ const DefaultMaxBody = 4 << 20
 
 // API holds the handlers' dependencies.
 type API struct {
-	Catalog  *catalog.Catalog
-	Meter    *metering.Meter
-	Upstream *upstream.Client
-	Log      *zap.Logger
-	MaxBody  int64
-	Metrics  *Metrics
+	Catalog *catalog.Catalog
+	Meter   *metering.Meter
+	// Router sends completions to a model's deployments (fallbacks,
+	// retries, key pools, circuit breakers).
+	Router  *upstream.Router
+	Log     *zap.Logger
+	MaxBody int64
+	Metrics *Metrics
+	// Tracer records spans (auth, admit, upstream, stream, meter); nil: off.
+	Tracer *tracing.Tracer
 }
 
 // Register mounts the public routes on g (already behind API-key auth).
 func (a *API) Register(g *echo.Group) {
 	g.GET("/models", a.ListModels)
+	g.GET("/models/:id", a.RetrieveModel)
 	g.POST("/chat/completions", a.ChatCompletions)
 }
 
@@ -54,7 +61,25 @@ func (a *API) ListModels(c echo.Context) error {
 		if !plan.AllowsTier(m.Tier) {
 			continue
 		}
-		data = append(data, modelJSON{ID: m.ID, Object: "model", Created: 0, OwnedBy: OwnedBy, DisplayName: m.DisplayName})
+		data = append(data, modelOf(m))
 	}
 	return c.JSON(http.StatusOK, map[string]any{"object": "list", "data": data})
+}
+
+// RetrieveModel answers GET /models/{id} (the SDKs' models.retrieve): the
+// model by id or alias, 404 model_not_found when it is unknown or the key's
+// plan does not include it.
+func (a *API) RetrieveModel(c echo.Context) error {
+	p := principal(c)
+	plan, _ := a.Catalog.Plan(p.Plan)
+	id := c.Param("id")
+	m, ok := a.Catalog.Resolve(id)
+	if !ok || !plan.AllowsTier(m.Tier) {
+		return apierr.ModelNotFound(id)
+	}
+	return c.JSON(http.StatusOK, modelOf(m))
+}
+
+func modelOf(m catalog.Model) modelJSON {
+	return modelJSON{ID: m.ID, Object: "model", Created: int64(m.Created), OwnedBy: OwnedBy, DisplayName: m.DisplayName}
 }

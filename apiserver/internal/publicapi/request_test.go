@@ -28,7 +28,7 @@ func TestUpstreamBodyKeepsFieldsAndAddsReasoningAndUsage(t *testing.T) {
 	if !req.Stream || req.IncludeUsage {
 		t.Fatalf("stream %v include_usage %v", req.Stream, req.IncludeUsage)
 	}
-	b, err := req.upstreamBody(catalog.Model{ID: "svc-2-0", UpstreamModel: "up", ReasoningEffort: "high"})
+	b, err := req.upstreamBody(catalog.Model{ID: "svc-2-0", ReasoningEffort: "high"}, "up")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestUpstreamBodyKeepsFieldsAndAddsReasoningAndUsage(t *testing.T) {
 	}
 	// A client's own reasoning_effort wins.
 	req2, _ := parseChatRequest(post(`{"model":"m","reasoning_effort":"low","messages":[{"role":"user","content":"x"}]}`, ""), 1<<20)
-	b2, _ := req2.upstreamBody(catalog.Model{ID: "m", ReasoningEffort: "high"})
+	b2, _ := req2.upstreamBody(catalog.Model{ID: "m", ReasoningEffort: "high"}, "")
 	if !bytes.Contains(b2, []byte(`"reasoning_effort":"low"`)) || bytes.Contains(b2, []byte("stream_options")) {
 		t.Fatalf("upstream body %s", b2)
 	}
@@ -86,7 +86,7 @@ func FuzzParseChatRequest(f *testing.F) {
 		if req.Model == "" {
 			t.Fatal("accepted an empty model")
 		}
-		out, err := req.upstreamBody(catalog.Model{ID: "m", UpstreamModel: "up", ReasoningEffort: "low"})
+		out, err := req.upstreamBody(catalog.Model{ID: "m", ReasoningEffort: "low"}, "up")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -66,7 +66,7 @@ func (a *API) Handle(c echo.Context) error {
 			return &apierr.Error{Status: http.StatusConflict, Type: apierr.TypeInvalidRequest, Code: pe.Body.Error.Code,
 				Message: pe.Body.Error.Message, Cause: err}
 		}
-		return &apierr.Error{Status: http.StatusBadGateway, Type: apierr.TypeServer, Code: "publish_failed",
+		return &apierr.Error{Code: "publish_failed",
 			Message: "The agent could not flush and tag the workspace.", Cause: err}
 	}
 	if _, err := a.Store.SetPublished(c.Request().Context(), p.ID, res.SHA, res.Tag); err != nil {

@@ -5,18 +5,13 @@
 package publish
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"regexp"
-	"strings"
 	"time"
 
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -28,14 +23,7 @@ const DefaultTimeout = 2 * time.Minute
 var Client = &http.Client{Timeout: DefaultTimeout}
 
 // PodError is a non-2xx answer of the pod.
-type PodError struct {
-	Status int
-	Body   wire.ErrorBody
-}
-
-func (e *PodError) Error() string {
-	return fmt.Sprintf("publish: pod answered %d: %s: %s", e.Status, e.Body.Error.Code, e.Body.Error.Message)
-}
+type PodError = internalapi.StatusError
 
 var shaRE = regexp.MustCompile(`^([0-9a-f]{40}|[0-9a-f]{64})$`)
 
@@ -47,38 +35,15 @@ func Publish(ctx context.Context, podURL, runtimeToken, subdomain string, now ti
 
 // PublishWith is Publish with an explicit HTTP client.
 func PublishWith(ctx context.Context, hc *http.Client, podURL, runtimeToken, subdomain string, now time.Time) (wire.GitFlushResponse, error) {
-	var out wire.GitFlushResponse
 	tag, err := wire.PublishTag(subdomain, now)
 	if err != nil {
+		return wire.GitFlushResponse{}, fmt.Errorf("publish: %w", err)
+	}
+	pod := internalapi.PodClient{BaseURL: podURL, Token: runtimeToken, HTTP: hc, Timeout: DefaultTimeout}
+	out, err := pod.GitFlush(ctx, wire.GitFlushRequest{Tag: tag,
+		TagMessage: "publish " + subdomain + " at " + now.UTC().Format(time.RFC3339)})
+	if err != nil {
 		return out, fmt.Errorf("publish: %w", err)
-	}
-	u, err := url.Parse(podURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return out, fmt.Errorf("publish: invalid pod URL %q", podURL)
-	}
-	if runtimeToken == "" {
-		return out, errors.New("publish: no runtime token")
-	}
-	body, _ := json.Marshal(wire.GitFlushRequest{Tag: tag, TagMessage: "publish " + subdomain + " at " + now.UTC().Format(time.RFC3339)})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(podURL, "/")+"/agent/git-flush", bytes.NewReader(body))
-	if err != nil {
-		return out, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+runtimeToken)
-	resp, err := hc.Do(req)
-	if err != nil {
-		return out, fmt.Errorf("publish: calling the pod: %w", err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode != http.StatusOK {
-		pe := &PodError{Status: resp.StatusCode}
-		_ = json.Unmarshal(b, &pe.Body)
-		return out, pe
-	}
-	if err := json.Unmarshal(b, &out); err != nil {
-		return out, fmt.Errorf("publish: decoding the pod's answer: %w", err)
 	}
 	if !shaRE.MatchString(out.SHA) || out.Tag != tag {
 		return wire.GitFlushResponse{}, fmt.Errorf("publish: the pod answered sha %q tag %q for tag %q", out.SHA, out.Tag, tag)

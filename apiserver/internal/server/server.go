@@ -7,6 +7,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
@@ -20,25 +21,34 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/auth"
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
 	"github.com/svc-dev/svc/apiserver/internal/checkpointsapi"
+	"github.com/svc-dev/svc/apiserver/internal/console"
 	"github.com/svc-dev/svc/apiserver/internal/gitserver"
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/metering"
 	"github.com/svc-dev/svc/apiserver/internal/objstoreopen"
+	"github.com/svc-dev/svc/apiserver/internal/openapi"
 	"github.com/svc-dev/svc/apiserver/internal/outboxapi"
 	"github.com/svc-dev/svc/apiserver/internal/pairing"
 	"github.com/svc-dev/svc/apiserver/internal/publicapi"
 	"github.com/svc-dev/svc/apiserver/internal/publish"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/apiserver/internal/tracing"
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/objstore"
 )
 
 // Deps are what the server is built from.
 type Deps struct {
-	Store         *store.Store
-	Catalog       *catalog.Catalog
-	Upstream      *upstream.Client
+	Store    *store.Store
+	Catalog  *catalog.Catalog
+	Upstream *upstream.Client
+	// Routing tunes fallbacks, retries, breakers and key pools (its
+	// Registerer, Tracer and Log are filled in here).
+	Routing upstream.RouterOptions
+	// Tracer records spans; nil: tracing off.
+	Tracer        *tracing.Tracer
 	Log           *zap.Logger
 	RuntimeSecret []byte
 	MaxBodyBytes  int64
@@ -60,6 +70,14 @@ type Deps struct {
 	// replica (an agentproxy.Proxy with Relay set over Pairing.Local(); nil:
 	// not mounted).
 	Relay *agentproxy.Proxy
+	// AnswerDeadline: an accepted async message neither answered nor
+	// delivered by then is served by the outbox as unanswered (0: the
+	// outboxapi default).
+	AnswerDeadline time.Duration
+	// Console mounts the web console and the JSON key API with these
+	// options (issue 13; nil: not mounted). The server fills in its own
+	// store, catalog, authenticator, checkpoint reads and runtime.
+	Console *console.Options
 }
 
 // Server is the assembled HTTP server.
@@ -71,7 +89,9 @@ type Server struct {
 	// Outbox is the durable webhook outbox (the pod's POST and the
 	// integrations' long-poll).
 	Outbox *outboxapi.API
-	deps   Deps
+	// Console is the web console (nil when Deps.Console is nil).
+	Console *console.Console
+	deps    Deps
 }
 
 // New wires every route.
@@ -91,23 +111,32 @@ func New(d Deps) *Server {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a := auth.New(d.Store, d.RuntimeSecret, d.Log.Named("auth"))
 	s := &Server{Echo: e, Auth: a, Registry: reg, deps: d, Outbox: outboxapi.New(d.Store, d.Log.Named("outbox"))}
+	s.Outbox.AnswerDeadline = d.AnswerDeadline
+	if d.AgentProxy != nil && d.AgentProxy.Accepted == nil {
+		d.AgentProxy.Accepted = s.Outbox.RecordAccepted
+	}
 
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.ready)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 
 	s.Usage = metering.NewRecorder(d.Store, d.Log.Named("metering"))
-	api := &publicapi.API{Catalog: d.Catalog, Meter: metering.New(d.Store, s.Usage), Upstream: d.Upstream,
+	routing := d.Routing
+	routing.Registerer, routing.Tracer, routing.Log = reg, d.Tracer, d.Log.Named("upstream")
+	api := &publicapi.API{Catalog: d.Catalog, Meter: metering.New(d.Store, s.Usage),
+		Router: upstream.NewRouter(d.Upstream, d.Catalog, routing), Tracer: d.Tracer,
 		Log: d.Log.Named("publicapi"), MaxBody: d.MaxBodyBytes, Metrics: publicapi.NewMetrics(reg)}
 	for _, prefix := range []string{"/api/v1", "/v1"} {
-		api.Register(e.Group(prefix, httpmw.APIKey(a)))
+		// The OpenAPI document is public (no key), like the SDKs' own specs.
+		e.GET(prefix+"/openapi.json", openapi.Handler)
+		api.Register(e.Group(prefix, api.Observe, httpmw.APIKey(a)))
 	}
 
-	internal := e.Group("/internal/projects/:id", httpmw.Runtime(a, "id"))
-	internal.POST("/chat/completions", api.ChatCompletions)
+	internal := e.Group(internalapi.ProjectGroup, httpmw.Runtime(a, "id"))
+	internal.POST(internalapi.PathChatCompletions, api.ChatCompletions, api.Observe)
 	s.registerInternal(internal)
 	if d.Relay != nil {
-		internal.Any("/relay/*", d.Relay.Handle)
+		internal.Any(internalapi.PathRelay+"/*", d.Relay.Handle)
 	}
 
 	if d.Hydrate != nil {
@@ -129,6 +158,9 @@ func New(d Deps) *Server {
 	}
 	if d.ObjectsHandler != nil {
 		e.Any(objstoreopen.FSBasePath+"/*", echo.WrapHandler(d.ObjectsHandler))
+	}
+	if d.Console != nil {
+		s.registerConsole(e, *d.Console)
 	}
 	return s
 }

@@ -17,12 +17,16 @@ type Workspace struct {
 
 // User is a person who can hold API keys.
 type User struct {
-	ID        string    `gorm:"primaryKey" json:"id"`
-	Email     string    `json:"email"`
-	CreatedAt time.Time `json:"createdAt"`
+	ID    string `gorm:"primaryKey" json:"id"`
+	Email string `json:"email"`
+	// PasswordHash is the console password (argon2id PHC string; empty:
+	// none set). Never sent.
+	PasswordHash string    `json:"-"`
+	CreatedAt    time.Time `json:"createdAt"`
 }
 
-// Membership puts a user in a workspace (spec 5.2.1).
+// Membership puts a user in a workspace (spec 5.2.1) as RoleOwner or
+// RoleMember; only owners manage keys and channels.
 type Membership struct {
 	WorkspaceID string    `gorm:"primaryKey" json:"workspaceId"`
 	UserID      string    `gorm:"primaryKey" json:"userId"`
@@ -51,6 +55,7 @@ type UsageRecord struct {
 	APIKeyID         *string   `json:"apiKeyId,omitempty"`
 	ProjectID        *string   `json:"projectId,omitempty"`
 	Model            string    `json:"model"`
+	Deployment       string    `json:"deployment"` // provider/upstream_model that answered
 	PromptTokens     int64     `json:"promptTokens"`
 	CompletionTokens int64     `json:"completionTokens"`
 	ReasoningTokens  int64     `json:"reasoningTokens"`

@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/svc-dev/svc/migrations"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // OutboxMessage is one row of webhook_outbox: a reply the webhook channel
@@ -24,15 +25,30 @@ type OutboxMessage struct {
 	CreatedAt     time.Time `gorm:"autoCreateTime:false"`
 	AcceptedAt    time.Time
 	DeliveredAt   *time.Time
+	// Status is wire.OutboxStatus*: replied (a reply to serve), accepted (the
+	// API's record of an accepted async message, served as unanswered once
+	// DeadlineAt passed), unanswered, delivered (closed, never served).
+	Status     string
+	DeadlineAt *time.Time
 }
+
+// StatusAccepted is the status of the API's record of an accepted async
+// message that nothing answered yet.
+const StatusAccepted = "accepted"
+
+// closable are the states a reply or a delivery notice replaces.
+var closable = []string{StatusAccepted, wire.OutboxStatusUnanswered}
 
 // TableName is webhook_outbox.
 func (OutboxMessage) TableName() string { return "webhook_outbox" }
 
-// PutOutbox stores m (ID, AcceptedAt and an empty Metadata are filled in).
-// It is idempotent on (project, correlation id): when the row exists,
-// nothing changes — a message that was already fetched stays fetched — and
-// the existing row comes back with created false.
+// PutOutbox stores m (ID, AcceptedAt and an empty Metadata are filled in;
+// Status is replied unless it is delivered, which stores the row as already
+// fetched). It is idempotent on (project, correlation id): when a reply or a
+// delivery notice exists, nothing changes — a message that was already
+// fetched stays fetched — and the existing row comes back with created
+// false. Over the API's record of an accepted message (accepted, or
+// unanswered once served so) the reply or notice is written, created true.
 func (s *Store) PutOutbox(ctx context.Context, m OutboxMessage) (OutboxMessage, bool, error) {
 	m.ID = NewID("obx")
 	m.AcceptedAt = time.Now().UTC()
@@ -44,7 +60,18 @@ func (s *Store) PutOutbox(ctx context.Context, m OutboxMessage) (OutboxMessage, 
 		m.Metadata = "{}"
 	}
 	m.DeliveredAt = nil
-	res := s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&m)
+	if m.Status == wire.OutboxStatusDelivered {
+		m.DeliveredAt = &m.AcceptedAt
+	} else {
+		m.Status = wire.OutboxStatusReplied
+	}
+	m.DeadlineAt = nil
+	res := s.db.WithContext(ctx).Clauses(clause.OnConflict{
+		Columns:   []clause.Column{{Name: "project_id"}, {Name: "correlation_id"}},
+		DoUpdates: clause.AssignmentColumns([]string{"reply", "metadata", "created_at", "delivered_at", "status"}),
+		Where: clause.Where{Exprs: []clause.Expression{
+			clause.Expr{SQL: "webhook_outbox.status IN ?", Vars: []any{closable}}}},
+	}).Create(&m)
 	if res.Error != nil {
 		return OutboxMessage{}, false, res.Error
 	}
@@ -55,6 +82,21 @@ func (s *Store) PutOutbox(ctx context.Context, m OutboxMessage) (OutboxMessage, 
 	err := s.db.WithContext(ctx).First(&existing, "project_id = ? AND correlation_id = ?", m.ProjectID, m.CorrelationID).Error
 	return existing, false, notFound(err)
 }
+
+// AcceptOutbox records an accepted async message (the agent-proxy saw the
+// pod's 202): a row in status accepted, served as unanswered by polls after
+// deadline unless a reply or a delivery notice closed it first. A row that
+// exists already (the pod was quicker) is left alone.
+func (s *Store) AcceptOutbox(ctx context.Context, projectID, channelID, correlationID string, deadline time.Time) error {
+	now := time.Now().UTC()
+	d := deadline.UTC()
+	m := OutboxMessage{ID: NewID("obx"), ProjectID: projectID, ChannelID: channelID, CorrelationID: correlationID,
+		Metadata: "{}", CreatedAt: now, AcceptedAt: now, Status: StatusAccepted, DeadlineAt: &d}
+	return s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&m).Error
+}
+
+// servable selects the rows a poll may return at now (bound twice).
+const servable = `delivered_at IS NULL AND (status <> 'accepted' OR deadline_at <= ?)`
 
 // TakeOutbox returns up to limit of the oldest undelivered messages of a
 // project's channel and marks them delivered in the same statement. On
@@ -70,13 +112,16 @@ func (s *Store) TakeOutbox(ctx context.Context, projectID, channelID string, lim
 	if s.dialect == migrations.Postgres {
 		lock = " FOR UPDATE SKIP LOCKED"
 	}
-	q := `UPDATE webhook_outbox SET delivered_at = ? WHERE id IN (
+	q := `UPDATE webhook_outbox SET delivered_at = ?,
+  status = CASE WHEN status = 'accepted' THEN 'unanswered' ELSE status END
+WHERE id IN (
   SELECT id FROM webhook_outbox
-  WHERE project_id = ? AND channel_id = ? AND delivered_at IS NULL
+  WHERE project_id = ? AND channel_id = ? AND ` + servable + `
   ORDER BY created_at, id LIMIT ?` + lock + `)
-RETURNING id, project_id, channel_id, correlation_id, reply, metadata, created_at, accepted_at, delivered_at`
+RETURNING id, project_id, channel_id, correlation_id, reply, metadata, created_at, accepted_at, delivered_at, status, deadline_at`
 	var out []OutboxMessage
-	err := s.db.WithContext(ctx).Raw(q, time.Now().UTC(), projectID, channelID, limit).Scan(&out).Error
+	now := time.Now().UTC()
+	err := s.db.WithContext(ctx).Raw(q, now, projectID, channelID, now, limit).Scan(&out).Error
 	if err != nil {
 		return nil, err
 	}
@@ -101,11 +146,11 @@ func (s *Store) ReleaseOutbox(ctx context.Context, projectID string, ids []strin
 		Update("delivered_at", nil).Error
 }
 
-// CountOutbox is the number of undelivered messages of a project's channel.
+// CountOutbox is the number of messages a poll would return now of a project's channel.
 func (s *Store) CountOutbox(ctx context.Context, projectID, channelID string) (int64, error) {
 	var n int64
 	err := s.db.WithContext(ctx).Model(&OutboxMessage{}).
-		Where("project_id = ? AND channel_id = ? AND delivered_at IS NULL", projectID, channelID).Count(&n).Error
+		Where("project_id = ? AND channel_id = ? AND "+servable, projectID, channelID, time.Now().UTC()).Count(&n).Error
 	return n, err
 }
 

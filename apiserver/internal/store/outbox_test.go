@@ -9,6 +9,7 @@ import (
 
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 func outboxFixture(t *testing.T, s *store.Store) (projectID, channelID string) {
@@ -145,6 +146,69 @@ func TestOutboxConcurrentTakersNeverShare(t *testing.T) {
 			if n != 1 {
 				t.Fatalf("%s returned %d times", corr, n)
 			}
+		}
+	})
+}
+
+// Issue 8: the API's record of an accepted async message. Before its
+// deadline a poll does not see it; a delivery notice closes it for good; a
+// reply replaces it; one nothing answered comes out unanswered after its
+// deadline, and a reply arriving later is served again, replied.
+func TestOutboxAcceptedMessagesNeverVanish(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		pid, chID := outboxFixture(t, s)
+		now := time.Now()
+		for corr, deadline := range map[string]time.Time{"cor_future": now.Add(time.Hour), "cor_lost": now.Add(-time.Second),
+			"cor_delivered": now.Add(-time.Second), "cor_replied": now.Add(time.Hour)} {
+			if err := s.AcceptOutbox(ctx, pid, chID, corr, deadline); err != nil {
+				t.Fatal(err)
+			}
+		}
+		put := func(corr, reply, status string) bool {
+			t.Helper()
+			_, created, err := s.PutOutbox(ctx, store.OutboxMessage{ProjectID: pid, ChannelID: chID, CorrelationID: corr,
+				Reply: reply, Status: status})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return created
+		}
+		if !put("cor_delivered", "r", wire.OutboxStatusDelivered) || !put("cor_replied", "the reply", "") {
+			t.Fatal("a notice or a reply over an accepted record must replace it")
+		}
+		if put("cor_replied", "again", "") {
+			t.Fatal("a second reply must change nothing")
+		}
+		// A quicker pod: the notice came before the proxy's record.
+		put("cor_early", "", wire.OutboxStatusDelivered)
+		if err := s.AcceptOutbox(ctx, pid, chID, "cor_early", now.Add(-time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := s.CountOutbox(ctx, pid, chID); n != 2 {
+			t.Fatalf("servable %d, want cor_replied and cor_lost", n)
+		}
+		got, err := s.TakeOutbox(ctx, pid, chID, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		status := map[string]string{}
+		for _, m := range got {
+			status[m.CorrelationID] = m.Status + ":" + m.Reply
+		}
+		if len(got) != 2 || status["cor_replied"] != "replied:the reply" || status["cor_lost"] != "unanswered:" {
+			t.Fatalf("taken %v", status)
+		}
+		// The lost message's reply arrives after all: served again, replied.
+		if !put("cor_lost", "late but here", "") {
+			t.Fatal("a reply over an unanswered record must replace it")
+		}
+		got, err = s.TakeOutbox(ctx, pid, chID, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || got[0].CorrelationID != "cor_lost" || got[0].Status != "replied" || got[0].Reply != "late but here" {
+			t.Fatalf("after the late reply %+v", got)
 		}
 	})
 }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/svc-dev/svc/migrations"
 )
 
 // WindowSpec is one plan window (DESIGN.md, plans file): a rolling window of
@@ -103,6 +105,24 @@ type UsageTotals struct {
 	CreditsMicro     int64 `json:"creditsMicro"`
 }
 
+// SumUsageByDeployment totals a workspace's usage records per deployment
+// that answered ("" for records from before deployments were recorded).
+func (s *Store) SumUsageByDeployment(ctx context.Context, workspaceID string) (map[string]UsageTotals, error) {
+	var rows []struct {
+		Deployment string
+		UsageTotals
+	}
+	err := s.db.WithContext(ctx).Model(&UsageRecord{}).Where("workspace_id = ?", workspaceID).
+		Select(`deployment, COUNT(*) AS requests, COALESCE(SUM(prompt_tokens),0) AS prompt_tokens,
+COALESCE(SUM(completion_tokens),0) AS completion_tokens, COALESCE(SUM(reasoning_tokens),0) AS reasoning_tokens,
+COALESCE(SUM(credits_micro),0) AS credits_micro`).Group("deployment").Scan(&rows).Error
+	out := make(map[string]UsageTotals, len(rows))
+	for _, r := range rows {
+		out[r.Deployment] = r.UsageTotals
+	}
+	return out, err
+}
+
 // SumUsage totals every usage record of a workspace.
 func (s *Store) SumUsage(ctx context.Context, workspaceID string) (UsageTotals, error) {
 	var t UsageTotals
@@ -111,4 +131,30 @@ func (s *Store) SumUsage(ctx context.Context, workspaceID string) (UsageTotals, 
 COALESCE(SUM(completion_tokens),0) AS completion_tokens, COALESCE(SUM(reasoning_tokens),0) AS reasoning_tokens,
 COALESCE(SUM(credits_micro),0) AS credits_micro`).Scan(&t).Error
 	return t, err
+}
+
+// UsageDay is one model's usage on one UTC day.
+type UsageDay struct {
+	Day              string `json:"day"` // YYYY-MM-DD
+	Model            string `json:"model"`
+	Requests         int64  `json:"requests"`
+	PromptTokens     int64  `json:"promptTokens"`
+	CompletionTokens int64  `json:"completionTokens"`
+	CreditsMicro     int64  `json:"creditsMicro"`
+}
+
+// UsageByDay sums a workspace's usage records per UTC day and model from
+// since on (the console's usage chart), ordered by day and model.
+func (s *Store) UsageByDay(ctx context.Context, workspaceID string, since time.Time) ([]UsageDay, error) {
+	day := "substr(created_at, 1, 10)" // SQLite keeps UTC times as text, date first
+	if s.dialect == migrations.Postgres {
+		day = "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
+	}
+	var out []UsageDay
+	err := s.db.WithContext(ctx).Model(&UsageRecord{}).
+		Select(day+` AS day, model, COUNT(*) AS requests, COALESCE(SUM(prompt_tokens),0) AS prompt_tokens,
+COALESCE(SUM(completion_tokens),0) AS completion_tokens, COALESCE(SUM(credits_micro),0) AS credits_micro`).
+		Where("workspace_id = ? AND created_at >= ?", workspaceID, since.UTC()).
+		Group(day + ", model").Order("day, model").Scan(&out).Error
+	return out, err
 }

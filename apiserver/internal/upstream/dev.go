@@ -37,7 +37,7 @@ func (DevTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	chars, last := 0, ""
 	for _, m := range dr.Messages {
-		s, _ := m.Content.(string)
+		s := contentText(m.Content)
 		chars += len(s)
 		if m.Role == "user" {
 			last = s
@@ -87,4 +87,24 @@ func devResponse(status int, ctype, body string) *http.Response {
 		Body:          io.NopCloser(strings.NewReader(body)),
 		ContentLength: int64(len(body)),
 	}
+}
+
+// contentText is a message's text: the string, or the text parts of an
+// array of content parts joined by spaces.
+func contentText(c any) string {
+	switch v := c.(type) {
+	case string:
+		return v
+	case []any:
+		var parts []string
+		for _, p := range v {
+			if m, ok := p.(map[string]any); ok && m["type"] == "text" {
+				if t, ok := m["text"].(string); ok {
+					parts = append(parts, t)
+				}
+			}
+		}
+		return strings.Join(parts, " ")
+	}
+	return ""
 }

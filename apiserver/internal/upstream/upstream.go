@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
 )
 
@@ -25,12 +27,16 @@ type Options struct {
 	HeaderTimeout time.Duration
 	// DialTimeout bounds connection set-up. Default 10 s.
 	DialTimeout time.Duration
+	// Propagator, when set, writes the trace context (traceparent) into
+	// every upstream request; nil when tracing is off.
+	Propagator propagation.TextMapPropagator
 }
 
 // Client sends requests to providers.
 type Client struct {
 	http *http.Client
 	dev  http.RoundTripper
+	prop propagation.TextMapPropagator
 }
 
 // New returns a client with a pooled transport sized for a gateway.
@@ -51,7 +57,7 @@ func New(o Options) *Client {
 		ForceAttemptHTTP2:     true,
 		DisableCompression:    true, // stream bytes as they come; no gzip buffering
 	}
-	return &Client{http: &http.Client{Transport: t}, dev: DevTransport{}}
+	return &Client{http: &http.Client{Transport: t}, dev: DevTransport{}, prop: o.Propagator}
 }
 
 // ErrTimeout marks an upstream that did not answer in time (504).
@@ -64,6 +70,11 @@ var ErrUnavailable = errors.New("upstream: unavailable")
 // response body. Transport failures come back wrapped in ErrTimeout or
 // ErrUnavailable.
 func (c *Client) Send(ctx context.Context, p catalog.Provider, body []byte) (*http.Response, error) {
+	return c.send(ctx, p, p.APIKey, body)
+}
+
+// send is Send with the API key chosen by the caller (a key pool's).
+func (c *Client) send(ctx context.Context, p catalog.Provider, key string, body []byte) (*http.Response, error) {
 	url := strings.TrimRight(p.BaseURL, "/") + "/chat/completions"
 	if p.Type == "dev" {
 		url = "http://dev.upstream.invalid/v1/chat/completions"
@@ -74,8 +85,11 @@ func (c *Client) Send(ctx context.Context, p catalog.Provider, body []byte) (*ht
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	if p.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+p.APIKey)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	if c.prop != nil {
+		c.prop.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	}
 	var resp *http.Response
 	if p.Type == "dev" {

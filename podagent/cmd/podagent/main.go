@@ -2,6 +2,7 @@
 //
 //	podagent serve [flags]   settings from SVC_* env (see -h)
 //	podagent paired --api URL --token PAIRING_TOKEN [flags]   serve the agent through a tunnel (internal/paired)
+//	podagent guest [--root DIR]   micro-VM guest mode (internal/metal/guest); also PID 1 of a guest
 //
 // serve cold-starts the workspace (spec 10.1.5), serves /healthz, /readyz,
 // /metrics and /agent/* (runtime-token bearer), and on SIGTERM runs the
@@ -22,10 +23,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/podagent/internal/config"
+	"github.com/svc-dev/svc/podagent/internal/metal/guest"
 	"github.com/svc-dev/svc/podagent/internal/paired"
 	"github.com/svc-dev/svc/podagent/internal/pod"
 	"github.com/svc-dev/svc/podagent/internal/webhook"
 	"github.com/svc-dev/svc/shared/logging"
+	"github.com/svc-dev/svc/shared/objstore"
 )
 
 func main() {
@@ -33,6 +36,9 @@ func main() {
 }
 
 func run(args []string) int {
+	if guest.IsInit() || (len(args) > 0 && args[0] == "guest") {
+		return guestMain(args)
+	}
 	if len(args) > 0 && args[0] == "paired" {
 		return paired.Main(args[1:], serve)
 	}
@@ -61,6 +67,17 @@ func run(args []string) int {
 // serve runs the pod on ln (nil: TCP on cfg.HTTPAddr, opened once the pod
 // is ready; paired mode passes its tunnel listener, which dials lazily).
 func serve(cfg *config.Config, log *zap.Logger, ln net.Listener) error {
+	return serveWith(cfg, log, ln, extras{})
+}
+
+// extras adapt serve to a mode: the micro-VM guest adds its export routes
+// and flushes its disk after each turn.
+type extras struct {
+	setup     func(p *pod.Pod, store objstore.Store)
+	afterTurn func()
+}
+
+func serveWith(cfg *config.Config, log *zap.Logger, ln net.Listener, x extras) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
@@ -72,9 +89,12 @@ func serve(cfg *config.Config, log *zap.Logger, ln net.Listener) error {
 	if err != nil {
 		return err
 	}
-	p, err := pod.Start(ctx, pod.Options{Config: cfg, Store: store, Log: log, Webhook: wh})
+	p, err := pod.Start(ctx, pod.Options{Config: cfg, Store: store, Log: log, Webhook: wh, AfterTurn: x.afterTurn})
 	if err != nil {
 		return err
+	}
+	if x.setup != nil {
+		x.setup(p, store)
 	}
 	if ln == nil {
 		if ln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {

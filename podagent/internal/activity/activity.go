@@ -7,10 +7,14 @@ package activity
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"os"
 	"sync"
 	"time"
 	"unicode/utf8"
 
+	"github.com/svc-dev/svc/shared/atomicfile"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -27,6 +31,7 @@ type Log struct {
 	next int // slot of the next Add
 	n    int // filled slots
 	now  func() time.Time
+	file string // Persist's file; "" keeps the window in memory only
 }
 
 // New returns an empty log of Size events. now may be nil.
@@ -50,13 +55,56 @@ func (l *Log) Add(e wire.ActivityEvent) string {
 	e.LastTriggeredAt = t
 	e.Preview = Preview(e.Preview)
 	l.mu.Lock()
+	l.put(e)
+	l.save()
+	l.mu.Unlock()
+	return e.ID
+}
+
+func (l *Log) put(e wire.ActivityEvent) {
 	l.buf[l.next] = e
 	l.next = (l.next + 1) % len(l.buf)
 	if l.n < len(l.buf) {
 		l.n++
 	}
-	l.mu.Unlock()
-	return e.ID
+}
+
+// Persist keeps the window in file, so that it survives restarts (it lives
+// next to the pod's message journal): the events stored there are loaded
+// now (oldest first, behind nothing: call it before the first Add) and the
+// file is rewritten atomically after every change. A missing file is an
+// empty window; an unreadable one is replaced.
+func (l *Log) Persist(file string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.file = file
+	b, err := os.ReadFile(file)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var events []wire.ActivityEvent // newest first, as List
+	if err := json.Unmarshal(b, &events); err != nil {
+		return nil // rewritten by the next change
+	}
+	for i := min(len(events), len(l.buf)) - 1; i >= 0; i-- {
+		l.put(events[i])
+	}
+	return nil
+}
+
+// save writes the window to Persist's file (under l.mu; best effort: a
+// failed write loses only history).
+func (l *Log) save() {
+	if l.file == "" {
+		return
+	}
+	b, err := json.Marshal(l.list())
+	if err == nil {
+		_ = atomicfile.Write(l.file, b, 0o600)
+	}
 }
 
 // Update changes the event id if it is still in the window: fn edits a copy,
@@ -77,6 +125,7 @@ func (l *Log) Update(id string, fn func(e *wire.ActivityEvent)) bool {
 		if !e.FinishedAt.IsZero() {
 			e.DurationMS = e.FinishedAt.Sub(e.CreatedAt).Milliseconds()
 		}
+		l.save()
 		return true
 	}
 	return false
@@ -94,6 +143,10 @@ func (l *Log) Finish(id, status, errText string) bool {
 func (l *Log) List() []wire.ActivityEvent {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.list()
+}
+
+func (l *Log) list() []wire.ActivityEvent {
 	out := make([]wire.ActivityEvent, 0, l.n)
 	for i := 1; i <= l.n; i++ {
 		out = append(out, l.buf[(l.next-i+len(l.buf))%len(l.buf)])

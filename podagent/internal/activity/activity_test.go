@@ -2,6 +2,7 @@ package activity_test
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -56,5 +57,36 @@ func TestFinishSetsDurationAndTimestamps(t *testing.T) {
 	}
 	if n := len([]rune(e.Preview)); n != activity.PreviewRunes {
 		t.Fatalf("preview of %d runes", n)
+	}
+}
+
+// The window survives a restart when persisted (issue 8: the activity log
+// lived in memory only), newest first, updates included.
+func TestPersistSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "activity.state")
+	l := activity.New(nil)
+	if err := l.Persist(file); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := range activity.Size + 3 {
+		ids = append(ids, l.Add(wire.ActivityEvent{Preview: fmt.Sprint(i), Status: wire.ActivityProcessing}))
+	}
+	l.Finish(ids[len(ids)-1], wire.ActivityReplied, "")
+	want := l.List()
+
+	l2 := activity.New(nil)
+	if err := l2.Persist(file); err != nil {
+		t.Fatal(err)
+	}
+	got := l2.List()
+	if len(got) != activity.Size || got[0].ID != want[0].ID || got[0].Status != wire.ActivityReplied ||
+		got[len(got)-1].ID != want[len(want)-1].ID {
+		t.Fatalf("restored %d events, first %+v", len(got), got[0])
+	}
+	l2.Add(wire.ActivityEvent{Preview: "after restart"})
+	if got := l2.List(); got[0].Preview != "after restart" || got[1].ID != want[0].ID {
+		t.Fatalf("after restart %+v", got[:2])
 	}
 }

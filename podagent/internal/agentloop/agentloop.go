@@ -16,12 +16,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"go.uber.org/zap"
+
+	"github.com/svc-dev/svc/shared/internalapi"
 )
 
 // Defaults of Options.
@@ -74,6 +75,11 @@ type Request struct {
 	CorrelationID string
 	// Metadata is the caller's metadata object, forwarded unchanged.
 	Metadata json.RawMessage
+	// BeforeCommit, when set, is called once the turn's reply is known and
+	// before its changes are committed (with the reply Run would return for
+	// the loop's outcome), so that a caller can journal the reply: a turn
+	// that committed is then never run again.
+	BeforeCommit func(res Result, err error)
 }
 
 // Result is the outcome of a turn. Reply is always set, also with an error
@@ -162,6 +168,13 @@ func (a *Agent) Run(ctx context.Context, req Request) (Result, error) {
 	defer func() { <-a.turn }()
 
 	res, loopErr := a.loop(ctx, req)
+	if req.BeforeCommit != nil {
+		if loopErr != nil {
+			req.BeforeCommit(failed(res, loopErr))
+		} else {
+			req.BeforeCommit(res, nil)
+		}
+	}
 	if res.Changed {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.o.CommitTimeout)
 		sha, err := a.o.Committer.Turn(cctx, commitMessage(req))
@@ -319,7 +332,7 @@ func (a *Agent) complete(ctx context.Context, msgs []message) (*chatResponse, er
 	}
 	cctx, cancel := context.WithTimeout(ctx, a.o.CallTimeout)
 	defer cancel()
-	u := strings.TrimRight(a.o.APIURL, "/") + "/internal/projects/" + url.PathEscape(a.o.ProjectID) + "/chat/completions"
+	u := internalapi.ProjectURL(a.o.APIURL, a.o.ProjectID, internalapi.PathChatCompletions)
 	hreq, err := http.NewRequestWithContext(cctx, http.MethodPost, u, bytes.NewReader(body))
 	if err != nil {
 		return nil, &Error{Code: "gateway_unreachable", Message: "invalid SVC_API_URL", Cause: err}

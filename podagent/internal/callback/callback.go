@@ -27,6 +27,8 @@ import (
 	"github.com/sethvargo/go-retry"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"go.uber.org/zap"
+
+	"github.com/svc-dev/svc/podagent/internal/testhook"
 )
 
 // Standard Webhooks headers.
@@ -168,6 +170,7 @@ func (d *Deliverer) Deliver(ctx context.Context, del Delivery) Result {
 		if retryAfter > wait {
 			wait = min(retryAfter, MaxRetryAfter)
 		}
+		testhook.Reach(testhook.CallbackRetry)
 		d.log.Info("callback will retry", zap.String("webhookId", del.MsgID), zap.Int("status", status),
 			zap.Int("attempt", res.Attempts), zap.Duration("in", wait), zap.Error(err))
 		if err := d.o.Sleep(ctx, wait); err != nil {

@@ -9,11 +9,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"sync"
 	"time"
 
-	"github.com/svc-dev/svc/podagent/internal/apiclient"
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -38,10 +37,7 @@ func (s Static) Channel(context.Context) (wire.ChannelConfig, error) {
 
 // Client fetches the configuration from the API.
 type Client struct {
-	APIURL    string
-	ProjectID string
-	Token     string
-	HTTP      *http.Client
+	API *internalapi.Client
 	// TTL of the cache; 0 means DefaultTTL, negative disables caching.
 	TTL time.Duration
 	// Timeout of one fetch (default 5 s).
@@ -84,8 +80,5 @@ func (c *Client) fetch(ctx context.Context) (wire.ChannelConfig, error) {
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}
-	var cfg wire.ChannelConfig
-	api := apiclient.Client{BaseURL: c.APIURL, ProjectID: c.ProjectID, Token: c.Token, HTTP: c.HTTP, Timeout: timeout}
-	err := api.Do(ctx, "channel config", http.MethodGet, "channel", nil, &cfg)
-	return cfg, err
+	return c.API.ChannelConfig(ctx, timeout)
 }

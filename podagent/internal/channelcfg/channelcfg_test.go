@@ -9,6 +9,7 @@ import (
 
 	"github.com/svc-dev/svc/podagent/internal/agentloop/fakegateway"
 	"github.com/svc-dev/svc/podagent/internal/channelcfg"
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -18,7 +19,7 @@ func TestFetchCacheAndChange(t *testing.T) {
 		CallbackHeaders: map[string]string{"X-A": "1"}}, 0)
 	var mu sync.Mutex
 	now := time.Unix(1000, 0)
-	c := &channelcfg.Client{APIURL: gw.URL, ProjectID: "prj_1", Token: "tok",
+	c := &channelcfg.Client{API: &internalapi.Client{BaseURL: gw.URL, ProjectID: "prj_1", Token: "tok"},
 		Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }}
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 	ctx := context.Background()
@@ -43,7 +44,7 @@ func TestFetchCacheAndChange(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 
-	bad := &channelcfg.Client{APIURL: gw.URL, ProjectID: "prj_1", Token: "wrong"}
+	bad := &channelcfg.Client{API: &internalapi.Client{BaseURL: gw.URL, ProjectID: "prj_1", Token: "wrong"}}
 	if _, err := bad.Channel(ctx); !errors.Is(err, channelcfg.ErrUnavailable) {
 		t.Fatalf("wrong token: %v", err)
 	}

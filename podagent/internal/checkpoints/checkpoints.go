@@ -20,33 +20,18 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/svc-dev/svc/podagent/internal/apiclient"
 	"github.com/svc-dev/svc/shared/atomicfile"
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
-// Client posts records to the API.
-type Client struct {
-	BaseURL   string // SVC_API_URL
-	ProjectID string
-	Token     string // SVC_RUNTIME_TOKEN
-	HTTP      *http.Client
-}
-
 // StatusError is a non-2xx answer of the API.
-type StatusError = apiclient.StatusError
+type StatusError = internalapi.StatusError
 
-// Record posts one record.
-func (c *Client) Record(ctx context.Context, rec wire.CheckpointRecord) (wire.CheckpointRecordResponse, error) {
-	var out wire.CheckpointRecordResponse
-	api := apiclient.Client{BaseURL: c.BaseURL, ProjectID: c.ProjectID, Token: c.Token, HTTP: c.HTTP}
-	err := api.Do(ctx, "checkpoint record", http.MethodPost, "checkpoints/record", rec, &out)
-	return out, err
-}
-
-// Poster is what the Recorder needs from a Client (tests substitute it).
+// Poster is what the Recorder needs from the API (*internalapi.Client; tests
+// substitute it).
 type Poster interface {
-	Record(ctx context.Context, rec wire.CheckpointRecord) (wire.CheckpointRecordResponse, error)
+	RecordCheckpoint(ctx context.Context, rec wire.CheckpointRecord) (wire.CheckpointRecordResponse, error)
 }
 
 // Entry is one remembered commit.
@@ -157,7 +142,7 @@ func (r *Recorder) Flush(ctx context.Context) error {
 		if !ok {
 			return nil
 		}
-		resp, err := r.poster.Record(ctx, e.Record)
+		resp, err := r.poster.RecordCheckpoint(ctx, e.Record)
 		if err != nil {
 			r.bumpAttempts(e.Record.CommitSHA)
 			var se *StatusError

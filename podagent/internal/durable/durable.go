@@ -269,9 +269,14 @@ func (p *Persister) Restore(ctx context.Context, limits archive.ExtractOptions) 
 		return false, fmt.Errorf("durable: get %s: %w", p.key, err)
 	}
 	defer rc.Close()
+	limits.NoLinks = true // a .git never holds a link (issue 8, item 5)
 	if _, err := s3sync.ExtractTarGz(rc, staging, limits); err != nil {
 		_ = os.RemoveAll(staging)
 		return false, fmt.Errorf("durable: extract %s: %w", p.key, err)
+	}
+	if err := Sanitize(staging); err != nil {
+		_ = os.RemoveAll(staging)
+		return false, err
 	}
 	_ = os.RemoveAll(p.gitDir) // a .git without HEAD is a leftover, not a repo
 	if err := os.Rename(staging, p.gitDir); err != nil {
@@ -343,8 +348,11 @@ func (p *Persister) localContains(ctx context.Context) (bool, string, error) {
 	if err != nil {
 		return false, "", fmt.Errorf("durable: get %s: %w", p.key, err)
 	}
-	_, err = archive.ExtractTarGz(rc, tmp, archive.ExtractOptions{})
+	_, err = archive.ExtractTarGz(rc, tmp, archive.ExtractOptions{NoLinks: true})
 	rc.Close()
+	if err == nil {
+		err = Sanitize(tmp)
+	}
 	if err != nil {
 		return false, "", fmt.Errorf("durable: extract %s: %w", p.key, err)
 	}

@@ -161,6 +161,7 @@ func (g *GitWorkspaceSync) commitLocked(ctx context.Context, message string) (st
 	}
 	g.repoMu.Lock()
 	sha, err := func() (string, error) {
+		g.removeStaleLocks()
 		if g.o.LFS != nil {
 			if err := g.o.LFS.TrackLarge(ctx); err != nil {
 				g.log.Warn("tracking large files", zap.Error(err))
@@ -195,6 +196,18 @@ func (g *GitWorkspaceSync) commitLocked(ctx context.Context, message string) (st
 	g.log.Info("committed turn", zap.String("sha", sha))
 	testhook.Reach(testhook.AfterCommit)
 	return sha, nil
+}
+
+// removeStaleLocks clears lock files a killed git process left (under
+// repoMu: none of the pod's own git writers runs).
+func (g *GitWorkspaceSync) removeStaleLocks() {
+	removed, err := g.o.Repo.RemoveStaleLocks()
+	if len(removed) > 0 {
+		g.log.Warn("removed stale git lock files", zap.Strings("files", removed))
+	}
+	if err != nil {
+		g.log.Warn("removing stale git lock files", zap.Error(err))
+	}
 }
 
 // afterCommit is spec 6's afterCommit(sha): push large files, persist .git,

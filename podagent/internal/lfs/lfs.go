@@ -33,7 +33,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -46,6 +45,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/shared/gitrun"
+	"github.com/svc-dev/svc/shared/internalapi"
 )
 
 // StateDir is the pod's own directory inside .git (never archived; it is
@@ -114,7 +114,7 @@ func New(o Options) *LFS {
 // Endpoint is the lfs.url of the project: <api>/internal/projects/<id>/lfs
 // (git-lfs appends /objects/batch).
 func (l *LFS) Endpoint() string {
-	return strings.TrimSuffix(l.o.APIURL, "/") + "/internal/projects/" + url.PathEscape(l.o.ProjectID) + "/lfs"
+	return internalapi.ProjectURL(l.o.APIURL, l.o.ProjectID, internalapi.PathLFS)
 }
 
 func (l *LFS) git(args ...gitrun.Arg) *gitrun.Cmd {

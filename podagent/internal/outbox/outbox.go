@@ -52,6 +52,9 @@ func New(capacity int) *Outbox {
 
 // Put appends m to the channel's pending messages and wakes pollers.
 func (o *Outbox) Put(channelID string, m wire.OutboxMessage) {
+	if m.Status == wire.OutboxStatusDelivered {
+		return // a delivery notice is for the API's record; nothing to serve
+	}
 	o.mu.Lock()
 	q := append(o.pending[channelID], m)
 	if len(q) > o.capacity {

@@ -20,9 +20,10 @@ import (
 	"github.com/svc-dev/svc/shared/wire"
 )
 
-// Poster hands one message to the API (Client; tests substitute it).
+// Poster hands one message to the API (*internalapi.Client; tests
+// substitute it).
 type Poster interface {
-	Put(ctx context.Context, m wire.OutboxPut) (wire.OutboxPutResponse, error)
+	PutOutbox(ctx context.Context, m wire.OutboxPut) (wire.OutboxPutResponse, error)
 }
 
 // Relay defaults.
@@ -123,7 +124,7 @@ func OpenRelay(o RelayOptions) (*Relay, error) {
 // memory (a restart before it is accepted would lose it; logged).
 func (r *Relay) Put(channelID string, m wire.OutboxMessage) {
 	put := wire.OutboxPut{ChannelID: channelID, CorrelationID: m.CorrelationID, Reply: m.Reply, Metadata: m.Metadata,
-		CreatedAt: m.CreatedAt.UTC()}
+		CreatedAt: m.CreatedAt.UTC(), Status: m.Status}
 	r.mu.Lock()
 	if _, ok := r.pending[put.CorrelationID]; !ok {
 		e := &entry{put: put}
@@ -139,13 +140,14 @@ func (r *Relay) Put(channelID string, m wire.OutboxMessage) {
 	r.signal()
 }
 
-// Len is the number of messages of the channel the API has not accepted yet.
+// Len is the number of messages of the channel the API has not accepted yet
+// (delivery notices, Status delivered, are not counted).
 func (r *Relay) Len(channelID string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := 0
 	for _, e := range r.pending {
-		if e.put.ChannelID == channelID {
+		if e.put.ChannelID == channelID && e.put.Status != wire.OutboxStatusDelivered {
 			n++
 		}
 	}
@@ -216,7 +218,7 @@ func (r *Relay) flush(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		resp, err := r.o.Poster.Put(ctx, e.put)
+		resp, err := r.o.Poster.PutOutbox(ctx, e.put)
 		var se *StatusError
 		switch {
 		case err == nil:

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/svc-dev/svc/podagent/internal/outbox"
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -81,7 +82,7 @@ func open(t *testing.T, dir string, api *fakeAPI) *outbox.Relay {
 	t.Helper()
 	r, err := outbox.OpenRelay(outbox.RelayOptions{Dir: dir, Log: zaptest.NewLogger(t),
 		RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond,
-		Poster: &outbox.Client{APIURL: api.URL, ProjectID: "prj_1", Token: "rt"}})
+		Poster: &internalapi.Client{BaseURL: api.URL, ProjectID: "prj_1", Token: "rt"}})
 	if err != nil {
 		t.Fatal(err)
 	}

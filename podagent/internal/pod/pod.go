@@ -30,6 +30,7 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/testhook"
 	"github.com/svc-dev/svc/podagent/internal/webhook"
 	"github.com/svc-dev/svc/shared/gitrun"
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/objstore"
 	fsstore "github.com/svc-dev/svc/shared/objstore/fs"
 	s3store "github.com/svc-dev/svc/shared/objstore/s3"
@@ -53,6 +54,9 @@ type Options struct {
 	// Webhook tunes the webhook channel (zero value: the defaults; see
 	// webhook.SettingsFromEnv).
 	Webhook webhook.Settings
+	// AfterTurn runs after every turn (the micro-VM guest flushes its disk,
+	// so a host that finds the VM dead reads the last commit).
+	AfterTurn func()
 }
 
 // Pod is a running pod.
@@ -70,9 +74,10 @@ type Pod struct {
 	// Webhook serves /agent/channels/webhook/* (issue 5).
 	Webhook *webhook.Handler
 
-	log      *zap.Logger
-	bgCancel context.CancelFunc
-	bgDone   chan struct{}
+	log       *zap.Logger
+	afterTurn func()
+	bgCancel  context.CancelFunc
+	bgDone    chan struct{}
 }
 
 // OpenStore opens the configured object store.
@@ -118,7 +123,7 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 		o.LayerStore = o.Store
 	}
 	runner := NewRunner(ws)
-	p := &Pod{Config: cfg, Metrics: metrics.New(), log: log}
+	p := &Pod{Config: cfg, Metrics: metrics.New(), log: log, afterTurn: o.AfterTurn}
 	p.Repo = &gitsync.Repo{Dir: ws, Runner: runner, Author: gitsync.DefaultAuthor}
 	p.S3 = s3sync.New(s3sync.Options{Store: o.LayerStore, ProjectID: cfg.ProjectID, Workspace: ws,
 		SuppressProjectArchive: true, Log: log})
@@ -138,7 +143,7 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 		SetSuppressProjectArchive: p.S3.SetSuppressProjectArchive,
 	}, log.Named("degrade"))
 	p.Durable = durable.New(durable.Options{Store: o.Store, ProjectID: cfg.ProjectID, Workspace: ws, Runner: runner, Log: log})
-	client := &checkpoints.Client{BaseURL: cfg.APIURL, ProjectID: cfg.ProjectID, Token: cfg.RuntimeToken, HTTP: o.HTTPClient}
+	client := &internalapi.Client{BaseURL: cfg.APIURL, ProjectID: cfg.ProjectID, Token: cfg.RuntimeToken, HTTP: o.HTTPClient}
 	p.Recorder, err = checkpoints.Open(filepath.Join(ws, ".git", durable.StateDirName, "checkpoints.json"), client, log)
 	if err != nil {
 		return nil, err
@@ -161,6 +166,11 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 	if large != nil {
 		sopts.LFS, copts.LFS = large, large
 	}
+	// The pod is the sole writer: a lock a killed git left blocks every
+	// later write, so it goes before anything runs git (issue 8, item 2).
+	if removed, err := p.Repo.RemoveStaleLocks(); len(removed) > 0 || err != nil {
+		log.Warn("removed stale git lock files at start", zap.Strings("files", removed), zap.Error(err))
+	}
 	p.Sync = gitsync.New(sopts)
 	copts.Sync = p.Sync
 	p.ColdStart, err = coldstart.Run(ctx, copts)
@@ -181,7 +191,7 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 		}})
 	// Webhook channel: the agent's tool loop ends each turn with p.Turn.
 	wdeps, err := webhook.PodDeps(webhook.PodOptions{APIURL: cfg.APIURL, ProjectID: cfg.ProjectID,
-		RuntimeToken: cfg.RuntimeToken, Workspace: ws, Committer: p, Settings: o.Webhook, Log: log, HTTP: o.HTTPClient,
+		RuntimeToken: cfg.RuntimeToken, API: client, Workspace: ws, Committer: p, Settings: o.Webhook, Log: log, HTTP: o.HTTPClient,
 		Ready: func() error {
 			if p.Durable.Fenced() {
 				return durable.ErrFenced
@@ -192,6 +202,7 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 		return nil, err
 	}
 	p.Webhook = webhook.Register(p.Echo.Group(webhook.Prefix, server.RequireRuntimeToken(cfg.RuntimeToken)), wdeps)
+	p.Webhook.Resume() // accepted async messages an earlier run did not finish
 
 	bgCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	p.bgCancel, p.bgDone = cancel, make(chan struct{})
@@ -204,7 +215,11 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 
 // Turn is one agent turn (see gitsync.GitWorkspaceSync.Turn).
 func (p *Pod) Turn(ctx context.Context, message string) (string, error) {
-	return p.Sync.Turn(ctx, message)
+	sha, err := p.Sync.Turn(ctx, message)
+	if p.afterTurn != nil {
+		p.afterTurn()
+	}
+	return sha, err
 }
 
 // Shutdown runs the spec 10.2 sequence and stops the background loop.

@@ -90,6 +90,8 @@ func ExtractTarParallel(r io.Reader, dst string, opts archive.ExtractOptions, n 
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return archive.Stats{}, err
 	}
+	wopts := opts
+	wopts.DeferSymlinkCheck = true // checked below, once every writer finished
 	ws := make([]*extractWriter, n)
 	for i := range ws {
 		pr, pw := io.Pipe()
@@ -97,7 +99,7 @@ func ExtractTarParallel(r io.Reader, dst string, opts archive.ExtractOptions, n 
 		ws[i] = w
 		go func() {
 			defer close(w.done)
-			w.st, w.err = archive.ExtractTar(pr, dst, opts)
+			w.st, w.err = archive.ExtractTar(pr, dst, wopts)
 			if w.err == nil {
 				_, w.err = io.Copy(io.Discard, pr) // drain the end-of-archive blocks
 			}
@@ -164,6 +166,7 @@ func ExtractTarParallel(r io.Reader, dst string, opts archive.ExtractOptions, n 
 		<-w.done
 		st.Entries += w.st.Entries
 		st.Bytes += w.st.Bytes
+		st.Symlinks = append(st.Symlinks, w.st.Symlinks...)
 		if w.err != nil && !errors.Is(w.err, errAborted) && werr == nil {
 			werr = w.err
 		}
@@ -172,7 +175,16 @@ func ExtractTarParallel(r io.Reader, dst string, opts archive.ExtractOptions, n 
 	if werr != nil {
 		return st, werr
 	}
-	return st, feedErr
+	if feedErr != nil {
+		return st, feedErr
+	}
+	// Links resolved through the whole tree: a chain across writers
+	// (a → "." by one, a/a/logs → "../../outside" by another) escapes only
+	// once both exist.
+	if !opts.DeferSymlinkCheck {
+		return st, archive.CheckSymlinks(dst, st.Symlinks)
+	}
+	return st, nil
 }
 
 func orAborted(err error) error {

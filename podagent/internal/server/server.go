@@ -6,6 +6,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -15,6 +16,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/podagent/internal/gitsync"
+	"github.com/svc-dev/svc/podagent/internal/poderr"
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/runtimetoken"
 	"github.com/svc-dev/svc/shared/wire"
 )
@@ -34,16 +37,6 @@ type Options struct {
 	Log     *zap.Logger
 }
 
-// Error is the one error type of handlers; the error handler maps it.
-type Error struct {
-	Status  int
-	Code    string
-	Type    string
-	Message string
-}
-
-func (e *Error) Error() string { return e.Message }
-
 // New builds the echo server.
 func New(o Options) *echo.Echo {
 	if o.Log == nil {
@@ -52,22 +45,21 @@ func New(o Options) *echo.Echo {
 	log := o.Log.Named("http")
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	e.HTTPErrorHandler = errorHandler(log)
+	e.HTTPErrorHandler = poderr.Handler(log)
 
-	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
-	e.GET("/readyz", func(c echo.Context) error {
+	e.GET(internalapi.PodHealthz, func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
+	e.GET(internalapi.PodReadyz, func(c echo.Context) error {
 		if o.Ready != nil {
 			if err := o.Ready(); err != nil {
-				return &Error{Status: http.StatusServiceUnavailable, Code: "not_ready", Type: "unavailable", Message: err.Error()}
+				return poderr.New("not_ready", err.Error())
 			}
 		}
 		return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 	})
 	if o.Registry != nil {
-		e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{})))
+		e.GET(internalapi.PodMetrics, echo.WrapHandler(promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{})))
 	}
-	agent := e.Group("/agent", RequireRuntimeToken(o.RuntimeToken))
-	agent.POST("/git-flush", gitFlush(o))
+	e.POST(internalapi.PodGitFlush, gitFlush(o), RequireRuntimeToken(o.RuntimeToken))
 	return e
 }
 
@@ -78,27 +70,39 @@ func RequireRuntimeToken(token string) echo.MiddlewareFunc {
 			h := c.Request().Header.Get("Authorization")
 			got, ok := strings.CutPrefix(h, "Bearer ")
 			if !ok || !runtimetoken.Equal(token, strings.TrimSpace(got)) {
-				return &Error{Status: http.StatusUnauthorized, Code: "invalid_runtime_token", Type: "authentication_error", Message: "missing or invalid runtime token"}
+				return poderr.New("invalid_runtime_token", "missing or invalid runtime token")
 			}
 			return next(c)
 		}
 	}
 }
 
+// MaxFlushBodyBytes bounds POST /agent/git-flush ({tag, tagMessage}).
+const MaxFlushBodyBytes = 64 << 10
+
 func gitFlush(o Options) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		var req wire.GitFlushRequest
-		if c.Request().ContentLength != 0 {
+		r := c.Request()
+		if r.ContentLength > MaxFlushBodyBytes {
+			return poderr.New("request_too_large", fmt.Sprintf("the body is larger than %d bytes", MaxFlushBodyBytes))
+		}
+		if r.ContentLength != 0 {
+			r.Body = http.MaxBytesReader(c.Response(), r.Body, MaxFlushBodyBytes)
 			if err := c.Bind(&req); err != nil {
-				return &Error{Status: http.StatusBadRequest, Code: "invalid_body", Type: "invalid_request_error", Message: "body must be JSON {tag, tagMessage}"}
+				var mbe *http.MaxBytesError
+				if errors.As(err, &mbe) {
+					return poderr.New("request_too_large", fmt.Sprintf("the body is larger than %d bytes", MaxFlushBodyBytes))
+				}
+				return poderr.New("invalid_body", "body must be JSON {tag, tagMessage}")
 			}
 		}
 		if (req.Tag == "") != (req.TagMessage == "") {
-			return &Error{Status: http.StatusBadRequest, Code: "invalid_tag", Type: "invalid_request_error", Message: "tag and tagMessage are set together"}
+			return poderr.New("invalid_tag", "tag and tagMessage are set together")
 		}
 		if req.Tag != "" {
 			if _, _, err := wire.ParsePublishTag(req.Tag); err != nil {
-				return &Error{Status: http.StatusBadRequest, Code: "invalid_tag", Type: "invalid_request_error", Message: err.Error()}
+				return poderr.New("invalid_tag", err.Error())
 			}
 		}
 		resp, err := o.Flusher.Flush(c.Request().Context(), gitsync.FlushOptions{Tag: req.Tag, TagMessage: req.TagMessage})
@@ -112,38 +116,13 @@ func gitFlush(o Options) echo.HandlerFunc {
 func mapFlushError(err error) error {
 	switch {
 	case errors.Is(err, gitsync.ErrFenced):
-		return &Error{Status: http.StatusConflict, Code: "fenced", Type: "conflict", Message: "another pod holds a newer history of this project; this pod stopped writing"}
+		return poderr.New("fenced", "another pod holds a newer history of this project; this pod stopped writing")
 	case errors.Is(err, gitsync.ErrTagExists):
-		return &Error{Status: http.StatusConflict, Code: "tag_exists", Type: "conflict", Message: err.Error()}
+		return poderr.New("tag_exists", err.Error())
 	case errors.Is(err, gitsync.ErrClosed):
-		return &Error{Status: http.StatusServiceUnavailable, Code: "shutting_down", Type: "unavailable", Message: "the pod is shutting down"}
+		return poderr.New("shutting_down", "the pod is shutting down")
 	case errors.Is(err, gitsync.ErrNotPersisted):
-		return &Error{Status: http.StatusServiceUnavailable, Code: "not_persisted", Type: "unavailable", Message: "the commit could not be persisted to object storage; retry later"}
+		return poderr.New("not_persisted", "the commit could not be persisted to object storage; retry later")
 	}
 	return err
-}
-
-func errorHandler(log *zap.Logger) func(error, echo.Context) {
-	return func(err error, c echo.Context) {
-		if c.Response().Committed {
-			return
-		}
-		var e *Error
-		var he *echo.HTTPError
-		switch {
-		case errors.As(err, &e):
-		case errors.As(err, &he):
-			msg := http.StatusText(he.Code)
-			if m, ok := he.Message.(string); ok {
-				msg = m
-			}
-			e = &Error{Status: he.Code, Code: strings.ToLower(strings.ReplaceAll(http.StatusText(he.Code), " ", "_")), Type: "invalid_request_error", Message: msg}
-		default:
-			e = &Error{Status: http.StatusInternalServerError, Code: "internal_error", Type: "api_error", Message: "internal error"}
-		}
-		if e.Status >= 500 {
-			log.Error("request failed", zap.String("path", c.Path()), zap.Int("status", e.Status), zap.Error(err))
-		}
-		_ = c.JSON(e.Status, wire.ErrorBody{Error: wire.ErrorDetail{Message: e.Message, Type: e.Type, Code: e.Code}})
-	}
 }

@@ -23,6 +23,11 @@ const (
 	AfterPersist  = "after-persist"   // the object is written; the checkpoint not yet recorded
 	BeforeS3Flush = "before-s3-flush" // shutdown: after the git flush, before the S3 flush
 
+	WebhookAccepted = "webhook-accepted" // an async message is journaled; the 202 is not written yet
+	WebhookTurn     = "webhook-turn"     // a journaled message's turn is about to run
+	WebhookReplied  = "webhook-replied"  // the turn's reply is journaled; its changes are not committed yet
+	CallbackRetry   = "callback-retry"   // a callback attempt failed; the retry's backoff begins
+
 	EnvPauseAt = "SVC_TEST_PAUSE_AT" // comma-separated points
 	EnvHookDir = "SVC_TEST_HOOK_DIR"
 )

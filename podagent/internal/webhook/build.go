@@ -7,11 +7,14 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/svc-dev/svc/podagent/internal/activity"
 	"github.com/svc-dev/svc/podagent/internal/agentloop"
 	"github.com/svc-dev/svc/podagent/internal/callback"
 	"github.com/svc-dev/svc/podagent/internal/channelcfg"
 	"github.com/svc-dev/svc/podagent/internal/durable"
+	"github.com/svc-dev/svc/podagent/internal/inbox"
 	"github.com/svc-dev/svc/podagent/internal/outbox"
+	"github.com/svc-dev/svc/shared/internalapi"
 )
 
 // PodOptions are what a pod knows when it wires the channel.
@@ -27,10 +30,16 @@ type PodOptions struct {
 	Log       *zap.Logger
 	// HTTP is used for the API (channel config, completions, outbox); nil: default.
 	HTTP *http.Client
+	// API is the pod's one internal client (nil: one is built from APIURL,
+	// ProjectID, RuntimeToken and HTTP).
+	API *internalapi.Client
 	// OutboxDir is the journal of outbox messages not yet accepted by the
 	// API (default <Workspace>/.git/svc-agent/outbox, next to the checkpoint
 	// journal).
 	OutboxDir string
+	// InboxDir is the journal of accepted async messages, messageCount and
+	// the activity window (default <Workspace>/.git/svc-agent/inbox).
+	InboxDir string
 }
 
 // PodDeps assembles the production Deps of a pod: channel config from the
@@ -49,6 +58,26 @@ func PodDeps(o PodOptions) (Deps, error) {
 	if err != nil {
 		return Deps{}, fmt.Errorf("webhook: %w", err)
 	}
+	inboxDir := o.InboxDir
+	if inboxDir == "" {
+		inboxDir = filepath.Join(o.Workspace, ".git", durable.StateDirName, "inbox")
+	}
+	journal, bad, err := inbox.Open(inboxDir)
+	if err != nil {
+		_ = agent.Close()
+		return Deps{}, fmt.Errorf("webhook: message journal: %w", err)
+	}
+	for _, f := range bad {
+		o.Log.Error("unreadable message journal entry; set aside as *.bad", zap.String("file", f))
+	}
+	act := activity.New(nil)
+	if err := act.Persist(filepath.Join(inboxDir, "activity.state")); err != nil {
+		o.Log.Warn("the activity window of an earlier run could not be read", zap.Error(err))
+	}
+	api := o.API
+	if api == nil {
+		api = &internalapi.Client{BaseURL: o.APIURL, ProjectID: o.ProjectID, Token: o.RuntimeToken, HTTP: o.HTTP}
+	}
 	var ob Outbox
 	if o.APIURL != "" {
 		dir := o.OutboxDir
@@ -56,7 +85,7 @@ func PodDeps(o PodOptions) (Deps, error) {
 			dir = filepath.Join(o.Workspace, ".git", durable.StateDirName, "outbox")
 		}
 		relay, err := outbox.OpenRelay(outbox.RelayOptions{Dir: dir, Log: o.Log,
-			Poster: &outbox.Client{APIURL: o.APIURL, ProjectID: o.ProjectID, Token: o.RuntimeToken, HTTP: o.HTTP}})
+			Poster: api})
 		if err != nil {
 			_ = agent.Close()
 			return Deps{}, fmt.Errorf("webhook: outbox journal: %w", err)
@@ -66,11 +95,12 @@ func PodDeps(o PodOptions) (Deps, error) {
 	cb := callback.New(callback.Options{Guard: callback.NewGuard(s.AllowedNets), Attempts: s.CallbackAttempts,
 		RetryBase: s.CallbackBase, RetryMax: s.CallbackMax, AttemptTimeout: s.CallbackTimeout, Log: o.Log})
 	return Deps{
-		Channel: &channelcfg.Client{APIURL: o.APIURL, ProjectID: o.ProjectID, Token: o.RuntimeToken, HTTP: o.HTTP,
-			TTL: s.ChannelConfigTTL},
+		Channel:      &channelcfg.Client{API: api, TTL: s.ChannelConfigTTL},
 		Agent:        agent,
 		Callbacks:    cb,
 		Outbox:       ob,
+		Journal:      journal,
+		Activity:     act,
 		Ready:        o.Ready,
 		Log:          o.Log,
 		SyncTimeout:  s.SyncTimeout,

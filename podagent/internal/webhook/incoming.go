@@ -17,6 +17,8 @@ import (
 
 	"github.com/svc-dev/svc/podagent/internal/agentloop"
 	"github.com/svc-dev/svc/podagent/internal/callback"
+	"github.com/svc-dev/svc/podagent/internal/inbox"
+	"github.com/svc-dev/svc/podagent/internal/testhook"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -31,7 +33,7 @@ type Incoming struct {
 }
 
 func badRequest(code, msg string) *Error {
-	return &Error{Status: http.StatusBadRequest, Code: code, Type: "invalid_request_error", Message: msg}
+	return &Error{Status: http.StatusBadRequest, Code: code, Message: msg}
 }
 
 // ParseIncoming validates a body: a JSON object whose message is a
@@ -98,7 +100,7 @@ func ParseIncoming(body []byte) (Incoming, error) {
 
 func (h *Handler) readBody(c echo.Context) ([]byte, error) {
 	r := c.Request()
-	tooLarge := &Error{Status: http.StatusRequestEntityTooLarge, Code: "request_too_large", Type: "invalid_request_error",
+	tooLarge := &Error{Code: "request_too_large",
 		Message: fmt.Sprintf("The body is larger than the limit of %d bytes.", h.d.MaxBodyBytes)}
 	if r.ContentLength > h.d.MaxBodyBytes {
 		return nil, tooLarge
@@ -124,7 +126,7 @@ func (h *Handler) incoming(c echo.Context) error {
 	}
 	if h.d.Ready != nil {
 		if err := h.d.Ready(); err != nil {
-			return &Error{Status: http.StatusServiceUnavailable, Code: "agent_not_ready", Type: "unavailable",
+			return &Error{Code: "agent_not_ready",
 				Message: "The agent is not ready to take messages; retry shortly.", Cause: err}
 		}
 	}
@@ -146,6 +148,11 @@ func (h *Handler) incoming(c echo.Context) error {
 		}
 	}
 	h.messages.Add(1)
+	if h.d.Journal != nil {
+		if _, err := h.d.Journal.CountMessage(); err != nil {
+			h.log.Warn("persisting messageCount failed", zap.Error(err))
+		}
+	}
 	corr := newID("cor_")
 	mode := "sync"
 	if in.CallbackURL != "" {
@@ -153,12 +160,25 @@ func (h *Handler) incoming(c echo.Context) error {
 	}
 	actID := h.d.Activity.Add(wire.ActivityEvent{Direction: wire.DirectionInbound, CorrelationID: corr,
 		SenderID: in.SenderID, SenderName: in.SenderName, Mode: mode, Preview: in.Message, Status: wire.ActivityProcessing})
-	req := agentloop.Request{Message: in.Message, SenderID: in.SenderID, SenderName: in.SenderName,
-		Channel: "webhook", CorrelationID: corr, Metadata: in.Metadata}
 	t := &turn{h: h, cfg: cfg, in: in, corr: corr, actID: actID, done: make(chan struct{})}
 	t.async = mode == "async"
-	if !h.start(t, req) {
+	if t.async && h.d.Journal != nil {
+		// The 202 is a promise: the message is on disk before it is given.
+		err := h.d.Journal.Accept(inbox.Entry{CorrelationID: corr, ChannelID: cfg.ChannelID, Message: in.Message,
+			SenderID: in.SenderID, SenderName: in.SenderName, CallbackURL: in.CallbackURL, Metadata: in.Metadata,
+			AcceptedAt: h.now()})
+		if err != nil {
+			h.d.Activity.Finish(actID, wire.ActivityFailed, "not journaled")
+			return &Error{Status: http.StatusServiceUnavailable, Code: "journal_unavailable", Type: "unavailable",
+				Message: "The message could not be stored durably, so it was not accepted; retry shortly.", Cause: err}
+		}
+		testhook.Reach(testhook.WebhookAccepted)
+	}
+	if !h.start(t) {
 		h.d.Activity.Finish(actID, wire.ActivityFailed, "shutting down")
+		if t.async && h.d.Journal != nil {
+			_ = h.d.Journal.Done(corr)
+		}
 		return errShuttingDown
 	}
 	if t.async {
@@ -185,34 +205,23 @@ type turn struct {
 	done      chan struct{} // closed when finished (under mu)
 }
 
-var errShuttingDown = &Error{Status: http.StatusServiceUnavailable, Code: "shutting_down", Type: "unavailable",
+var errShuttingDown = &Error{Code: "shutting_down",
 	Message: "The agent is shutting down; retry shortly."}
 
 // start runs the turn in the background, detached from the request: a sync
 // timeout or a caller that goes away does not stop the agent. It returns
 // false once Shutdown has started.
-func (h *Handler) start(t *turn, req agentloop.Request) bool {
+func (h *Handler) start(t *turn) bool {
 	if !h.begin() {
 		return false
 	}
 	go func() {
 		defer h.wg.Done()
-		ctx, cancel := context.WithTimeout(h.base, h.d.TurnTimeout)
-		res, err := h.d.Agent.Run(ctx, req)
-		cancel()
-		if res.Reply == "" && err == nil {
-			res.Reply = "(the agent finished without a reply)"
-		}
-		status, errText := wire.ActivityReplied, ""
-		if err != nil {
-			status, errText = wire.ActivityFailed, err.Error()
-			h.log.Warn("agent turn failed", zap.String("correlationId", t.corr), zap.Error(err))
-		}
 		if t.async {
-			h.d.Activity.Finish(t.actID, status, errText)
-			h.deliver(t, res.Reply)
+			h.runAsync(t)
 			return
 		}
+		res, err := h.run(t, nil)
 		t.mu.Lock()
 		t.res, t.err, t.finished = res, err, true
 		abandoned := t.abandoned
@@ -223,6 +232,149 @@ func (h *Handler) start(t *turn, req agentloop.Request) bool {
 		}
 	}()
 	return true
+}
+
+func (t *turn) request() agentloop.Request {
+	return agentloop.Request{Message: t.in.Message, SenderID: t.in.SenderID, SenderName: t.in.SenderName,
+		Channel: "webhook", CorrelationID: t.corr, Metadata: t.in.Metadata}
+}
+
+// run is one turn of the agent.
+func (h *Handler) run(t *turn, beforeCommit func(agentloop.Result, error)) (agentloop.Result, error) {
+	ctx, cancel := context.WithTimeout(h.base, h.d.TurnTimeout)
+	defer cancel()
+	req := t.request()
+	req.BeforeCommit = beforeCommit
+	res, err := h.d.Agent.Run(ctx, req)
+	if res.Reply == "" && err == nil {
+		res.Reply = "(the agent finished without a reply)"
+	}
+	if err != nil {
+		h.log.Warn("agent turn failed", zap.String("correlationId", t.corr), zap.Error(err))
+	}
+	return res, err
+}
+
+// runAsync runs an async turn and delivers its reply. With a journal, the
+// reply is journaled before the turn commits (a turn that committed never
+// runs again) and the entry leaves the journal only once the reply was
+// delivered or is in the outbox; a turn or a callback cut off by Shutdown
+// stays journaled and resumes at the next start.
+func (h *Handler) runAsync(t *turn) {
+	j := h.d.Journal
+	if j == nil {
+		res, err := h.run(t, nil)
+		h.finishInbound(t, err)
+		h.deliver(t, res.Reply)
+		return
+	}
+	if _, err := j.Update(t.corr, func(e *inbox.Entry) { e.Runs++ }); err != nil {
+		h.log.Warn("journaling a turn's start failed", zap.String("correlationId", t.corr), zap.Error(err))
+	}
+	testhook.Reach(testhook.WebhookTurn)
+	journal := func(reply string, failed bool) error {
+		_, err := j.Update(t.corr, func(e *inbox.Entry) {
+			e.State, e.Reply, e.Failed, e.RepliedAt = inbox.StateReplied, reply, failed, h.now()
+		})
+		return err
+	}
+	interrupted := func(err error) bool { return err != nil && h.base.Err() != nil }
+	res, err := h.run(t, func(res agentloop.Result, err error) {
+		if interrupted(err) {
+			return // Shutdown cut the turn off: it runs again at the next start
+		}
+		if jerr := journal(res.Reply, err != nil); jerr != nil {
+			h.log.Error("journaling a reply failed", zap.String("correlationId", t.corr), zap.Error(jerr))
+		}
+		testhook.Reach(testhook.WebhookReplied)
+	})
+	if interrupted(err) {
+		h.d.Activity.Finish(t.actID, wire.ActivityFailed, "interrupted by shutdown; resumes at the next start")
+		return
+	}
+	if e, _ := j.Get(t.corr); e.State != inbox.StateReplied || e.Reply != res.Reply {
+		if jerr := journal(res.Reply, err != nil); jerr != nil {
+			h.log.Error("journaling a reply failed", zap.String("correlationId", t.corr), zap.Error(jerr))
+		}
+	}
+	h.finishInbound(t, err)
+	h.deliver(t, res.Reply)
+}
+
+func (h *Handler) finishInbound(t *turn, err error) {
+	status, errText := wire.ActivityReplied, ""
+	if err != nil {
+		status, errText = wire.ActivityFailed, err.Error()
+	}
+	h.d.Activity.Finish(t.actID, status, errText)
+}
+
+// Resume picks up the messages an earlier run journaled and did not finish
+// (see runAsync), in the background: turns that never produced their reply
+// run (once), replies not yet delivered are POSTed again with the same
+// webhook-id. The channel configuration (secret, callbackHeaders) is the
+// current one; Resume waits for the API to serve it.
+func (h *Handler) Resume() int {
+	j := h.d.Journal
+	if j == nil {
+		return 0
+	}
+	pending := j.Pending()
+	if len(pending) == 0 || !h.begin() {
+		return 0
+	}
+	h.log.Info("resuming journaled webhook messages", zap.Int("pending", len(pending)))
+	go func() {
+		defer h.wg.Done()
+		cfg, ok := h.resumeConfig()
+		if !ok {
+			return
+		}
+		for _, e := range pending {
+			in := Incoming{Message: e.Message, SenderID: e.SenderID, SenderName: e.SenderName, CallbackURL: e.CallbackURL,
+				Metadata: e.Metadata}
+			c := cfg
+			c.ChannelID = e.ChannelID
+			t := &turn{h: h, cfg: c, in: in, corr: e.CorrelationID, async: true, done: make(chan struct{})}
+			t.actID = h.d.Activity.Add(wire.ActivityEvent{Direction: wire.DirectionInbound, CorrelationID: e.CorrelationID,
+				SenderID: e.SenderID, SenderName: e.SenderName, Mode: "async", Preview: e.Message,
+				Status: wire.ActivityProcessing, Error: "resumed after a restart"})
+			if !h.begin() {
+				return
+			}
+			go func() {
+				defer h.wg.Done()
+				if e.State == inbox.StateReplied {
+					h.finishInbound(t, nil)
+					h.deliver(t, e.Reply)
+					return
+				}
+				h.runAsync(t)
+			}()
+		}
+	}()
+	return len(pending)
+}
+
+// resumeConfig loads the channel configuration, retrying until it comes or
+// Shutdown starts.
+func (h *Handler) resumeConfig() (wire.ChannelConfig, bool) {
+	wait := 200 * time.Millisecond
+	for {
+		cfg, err := h.d.Channel.Channel(h.base)
+		if err == nil {
+			return cfg, true
+		}
+		h.log.Warn("resuming journaled messages waits for the channel configuration", zap.Duration("in", wait), zap.Error(err))
+		timer := time.NewTimer(wait)
+		select {
+		case <-h.base.Done():
+			timer.Stop()
+			return cfg, false
+		case <-timer.C:
+		}
+		wait = min(2*wait, 30*time.Second)
+	}
 }
 
 // waitSync blocks until the turn ends (200, or 502 for a failed turn), the
@@ -244,7 +396,7 @@ func (h *Handler) waitSync(c echo.Context, t *turn) error {
 		if c.Request().Context().Err() != nil {
 			return nil // nobody to answer; the reply goes to the outbox
 		}
-		return &Error{Status: http.StatusGatewayTimeout, Code: "reply_timeout", Type: "timeout_error",
+		return &Error{Code: "reply_timeout",
 			CorrelationID: t.corr, ChannelID: t.cfg.ChannelID,
 			Message: fmt.Sprintf("The agent did not reply within %s. The reply will be put in the channel outbox "+
 				"(GET …/agent/channels/webhook/outbox/%s) with this correlationId.", h.d.SyncTimeout, t.cfg.ChannelID)}
@@ -258,7 +410,7 @@ func (h *Handler) waitSync(c echo.Context, t *turn) error {
 		if errors.As(err, &ae) {
 			code = ae.Code
 		}
-		return &Error{Status: http.StatusBadGateway, Code: code, Type: "agent_error", Message: res.Reply, CorrelationID: t.corr}
+		return &Error{Status: http.StatusBadGateway, Code: code, Message: res.Reply, CorrelationID: t.corr}
 	}
 	h.d.Activity.Finish(t.actID, wire.ActivityReplied, "")
 	h.d.Activity.Add(wire.ActivityEvent{Direction: wire.DirectionOutbound, CorrelationID: t.corr, SenderID: t.in.SenderID,
@@ -276,6 +428,7 @@ func (h *Handler) deliver(t *turn, reply string) {
 	body := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	if err != nil {
 		h.toOutbox(t, reply, "encoding the callback failed")
+		h.journalDone(t)
 		return
 	}
 	outID := h.d.Activity.Add(wire.ActivityEvent{Direction: wire.DirectionOutbound, CorrelationID: t.corr,
@@ -285,6 +438,18 @@ func (h *Handler) deliver(t *turn, reply string) {
 	if res.Delivered {
 		h.d.Activity.Update(outID, func(e *wire.ActivityEvent) {
 			e.Status, e.Attempts, e.FinishedAt = wire.ActivityDelivered, res.Attempts, h.now()
+		})
+		// The API's record of the accepted message is closed by a notice
+		// (journaled by the relay before the message leaves the journal).
+		h.d.Outbox.Put(t.cfg.ChannelID, wire.OutboxMessage{ID: newID("obx_"), CorrelationID: t.corr,
+			Metadata: metadataOrEmpty(t.in.Metadata), CreatedAt: h.now(), Status: wire.OutboxStatusDelivered})
+		h.journalDone(t)
+		return
+	}
+	if h.d.Journal != nil && h.base.Err() != nil {
+		// Shutdown cut the retries off: they resume at the next start.
+		h.d.Activity.Update(outID, func(e *wire.ActivityEvent) {
+			e.Attempts, e.Error = res.Attempts, "interrupted by shutdown; resumes at the next start"
 		})
 		return
 	}
@@ -296,6 +461,19 @@ func (h *Handler) deliver(t *turn, reply string) {
 		e.Status, e.Attempts, e.Error, e.FinishedAt = wire.ActivityFailed, res.Attempts, errText, h.now()
 	})
 	h.toOutbox(t, reply, errText)
+	h.journalDone(t)
+}
+
+// journalDone removes a message whose reply was delivered or put in the
+// outbox (the outbox relay journals it first) from the journal.
+func (h *Handler) journalDone(t *turn) {
+	if h.d.Journal == nil || !t.async {
+		return
+	}
+	if err := h.d.Journal.Done(t.corr); err != nil {
+		h.log.Warn("removing a journaled message failed; it may be delivered again",
+			zap.String("correlationId", t.corr), zap.Error(err))
+	}
 }
 
 func (h *Handler) toOutbox(t *turn, reply, why string) {

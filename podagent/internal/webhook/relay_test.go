@@ -13,7 +13,7 @@ import (
 // poster is the API's outbox endpoint: it accepts every message and reports it.
 type poster chan wire.OutboxPut
 
-func (p poster) Put(_ context.Context, m wire.OutboxPut) (wire.OutboxPutResponse, error) {
+func (p poster) PutOutbox(_ context.Context, m wire.OutboxPut) (wire.OutboxPutResponse, error) {
 	p <- m
 	return wire.OutboxPutResponse{ID: "obx_1", Created: true}, nil
 }

@@ -24,7 +24,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"sync"
@@ -38,7 +37,9 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/agentloop"
 	"github.com/svc-dev/svc/podagent/internal/callback"
 	"github.com/svc-dev/svc/podagent/internal/channelcfg"
+	"github.com/svc-dev/svc/podagent/internal/inbox"
 	"github.com/svc-dev/svc/podagent/internal/outbox"
+	"github.com/svc-dev/svc/podagent/internal/poderr"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -88,6 +89,11 @@ type Deps struct {
 	MaxBodyBytes int64
 	// Closer, when set, is closed by Shutdown once running turns ended.
 	Closer io.Closer
+	// Journal, when set, keeps accepted async messages on disk until their
+	// reply is delivered or in the outbox (the 202 is answered only once the
+	// message is journaled), and the channel's messageCount; Resume picks up
+	// what an earlier run left. nil: memory only (tests, no workspace).
+	Journal *inbox.Journal
 }
 
 // outboxCloseGrace bounds the last hand-over of the outbox at Shutdown.
@@ -200,18 +206,9 @@ func (h *Handler) begin() bool {
 	return true
 }
 
-// Error is a handler error, written as wire.WebhookErrorBody.
-type Error struct {
-	Status        int
-	Code          string
-	Type          string
-	Message       string
-	CorrelationID string
-	ChannelID     string
-	Cause         error // logged for 5xx, never sent
-}
-
-func (e *Error) Error() string { return e.Code + ": " + e.Message }
+// Error is a handler error: the coded error of shared/wire, written by
+// poderr (the pod's one code → status table).
+type Error = poderr.Error
 
 func (h *Handler) wrap(fn func(c echo.Context) error) echo.HandlerFunc {
 	return func(c echo.Context) error {
@@ -219,16 +216,8 @@ func (h *Handler) wrap(fn func(c echo.Context) error) echo.HandlerFunc {
 		if err == nil || c.Response().Committed {
 			return nil
 		}
-		var e *Error
-		if !errors.As(err, &e) {
-			e = &Error{Status: http.StatusInternalServerError, Code: "internal_error", Type: "api_error", Message: "Internal error.", Cause: err}
-		}
-		if e.Status >= 500 {
-			h.log.Error("webhook request failed", zap.String("path", c.Path()), zap.Int("status", e.Status),
-				zap.String("code", e.Code), zap.NamedError("cause", e.Cause))
-		}
-		return c.JSON(e.Status, wire.WebhookErrorBody{Error: wire.WebhookErrorDetail{
-			Message: e.Message, Type: e.Type, Code: e.Code, CorrelationID: e.CorrelationID, ChannelID: e.ChannelID}})
+		poderr.Write(c, err, h.log)
+		return nil
 	}
 }
 
@@ -236,7 +225,7 @@ func (h *Handler) wrap(fn func(c echo.Context) error) echo.HandlerFunc {
 func (h *Handler) config(c echo.Context) (wire.ChannelConfig, error) {
 	cfg, err := h.d.Channel.Channel(c.Request().Context())
 	if err != nil {
-		return cfg, &Error{Status: http.StatusServiceUnavailable, Code: "channel_config_unavailable", Type: "unavailable",
+		return cfg, &Error{Code: "channel_config_unavailable",
 			Message: "The channel configuration could not be loaded from the API; retry shortly.", Cause: err}
 	}
 	return cfg, nil
@@ -250,13 +239,13 @@ func (h *Handler) authenticate(c echo.Context) (wire.ChannelConfig, error) {
 		return cfg, err
 	}
 	if cfg.Secret == "" {
-		return cfg, &Error{Status: http.StatusUnauthorized, Code: "channel_secret_not_set", Type: "authentication_error",
+		return cfg, &Error{Code: "channel_secret_not_set",
 			Message: "This channel has no secret configured, so it rejects every request. Set one in the channel settings."}
 	}
 	got := sha256.Sum256([]byte(c.Request().Header.Get(wire.HeaderWebhookSecret)))
 	want := sha256.Sum256([]byte(cfg.Secret))
 	if !hmac.Equal(got[:], want[:]) {
-		return cfg, &Error{Status: http.StatusUnauthorized, Code: "invalid_webhook_secret", Type: "authentication_error",
+		return cfg, &Error{Code: "invalid_webhook_secret",
 			Message: "Missing or invalid X-Webhook-Secret header."}
 	}
 	return cfg, nil
@@ -268,10 +257,14 @@ func (h *Handler) health(c echo.Context) error {
 	if connected && h.d.Ready != nil && h.d.Ready() != nil {
 		connected = false
 	}
+	count := h.messages.Load()
+	if h.d.Journal != nil {
+		count = h.d.Journal.Counters().MessageCount
+	}
 	return c.JSON(http.StatusOK, wire.WebhookHealth{
 		Connected:     connected,
 		HasSecret:     cfgErr == nil && cfg.Secret != "",
-		MessageCount:  h.messages.Load(),
+		MessageCount:  count,
 		OutboxPending: h.d.Outbox.Len(cfg.ChannelID),
 	})
 }

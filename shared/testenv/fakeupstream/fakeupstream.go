@@ -44,6 +44,12 @@ type Reply struct {
 	Hold chan struct{}
 	// BreakMidStream sends two chunks, then drops the connection.
 	BreakMidStream bool
+	// RetryAfter is a 429's Retry-After header (default "7").
+	RetryAfter string
+	// N answers with N identical choices (index 0..N-1; default 1).
+	N int
+	// Logprobs, when set, is each choice's logprobs object.
+	Logprobs any
 }
 
 // Request is a received request.
@@ -202,7 +208,11 @@ func (s *Upstream) ServeCompletion(w http.ResponseWriter, req *http.Request) {
 	if rep.Status != 0 && rep.Status != 200 {
 		w.Header().Set("Content-Type", "application/json")
 		if rep.Status == 429 {
-			w.Header().Set("Retry-After", "7")
+			ra := rep.RetryAfter
+			if ra == "" {
+				ra = "7"
+			}
+			w.Header().Set("Retry-After", ra)
 		}
 		w.WriteHeader(rep.Status)
 		code := rep.Code
@@ -229,10 +239,17 @@ func (s *Upstream) ServeCompletion(w http.ResponseWriter, req *http.Request) {
 		msg["tool_calls"] = calls
 	}
 	if !stream {
+		choices := []any{}
+		for i := range max(rep.N, 1) {
+			ch := map[string]any{"index": i, "message": msg, "finish_reason": finish}
+			if rep.Logprobs != nil {
+				ch["logprobs"] = rep.Logprobs
+			}
+			choices = append(choices, ch)
+		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{"id": "chatcmpl-fake", "object": "chat.completion",
-			"created": time.Now().Unix(), "model": model, "usage": usage,
-			"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}}})
+			"created": time.Now().Unix(), "model": model, "usage": usage, "choices": choices})
 		s.addReported(rep)
 		return
 	}

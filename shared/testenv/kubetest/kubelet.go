@@ -198,6 +198,9 @@ func (p *Process) stop(grace time.Duration) {
 	if p.cmd == nil || p.cmd.Process == nil {
 		return
 	}
+	p.logM.Lock()
+	p.stopped = true
+	p.logM.Unlock()
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	t := time.NewTimer(grace)
 	defer t.Stop()
@@ -233,13 +236,51 @@ func (k *Kubelet) start(pod *corev1.Pod, p *Process, prev *Process) {
 		return
 	}
 	p.cmd = cmd
+	p.Env = cmd.Env
 	k.event("start %s", pod.Name)
 	k.mu.Unlock()
 	p.Err = cmd.Wait()
 	k.mu.Lock()
 	k.event("exit %s", pod.Name)
 	k.mu.Unlock()
+	p.logM.Lock()
+	crashed := !p.stopped
+	p.logM.Unlock()
+	if crashed {
+		k.reportCrash(pod, p)
+	}
 	close(p.Done)
+}
+
+// reportCrash does what a kubelet does when a container exits on its own:
+// the container's status turns to waiting CrashLoopBackOff.
+func (k *Kubelet) reportCrash(pod *corev1.Pod, p *Process) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cur, err := k.Cluster.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil || cur.UID != pod.UID || cur.DeletionTimestamp != nil {
+		return
+	}
+	st := corev1.ContainerStatus{Name: k.Container, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
+		Reason: "CrashLoopBackOff", Message: fmt.Sprintf("back-off restarting failed container %s: %v", k.Container, p.Err)}}}
+	replaced := false
+	for _, list := range [][]corev1.ContainerStatus{cur.Status.InitContainerStatuses, cur.Status.ContainerStatuses} {
+		for i := range list {
+			if list[i].Name == k.Container {
+				st.Image, st.ImageID, st.Started = list[i].Image, list[i].ImageID, nil
+				list[i].State, list[i].Ready = st.State, false
+				replaced = true
+			}
+		}
+	}
+	if !replaced {
+		cur.Status.InitContainerStatuses = append(cur.Status.InitContainerStatuses, st)
+	}
+	if _, err := k.Cluster.Client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err == nil {
+		k.mu.Lock()
+		k.event("crash %s", pod.Name)
+		k.mu.Unlock()
+	}
 }
 
 // command builds the container's process: env resolved, volumes

@@ -27,6 +27,7 @@ import (
 
 	"github.com/svc-dev/svc/apiserver/internal/runtime"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/runtimetoken"
 	"github.com/svc-dev/svc/shared/syncmode"
 )
@@ -277,15 +278,10 @@ func (d *Driver) startOnce(projectID string, mode syncmode.Mode, deadline time.T
 // deadline passes.
 func (d *Driver) waitReady(pr *proc, deadline time.Time) error {
 	wait := 10 * time.Millisecond
-	ready := pr.url.JoinPath("/readyz").String()
+	pod := internalapi.PodClient{BaseURL: pr.url.String(), HTTP: d.client}
 	for {
-		resp, err := d.client.Get(ready)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+		if pod.Ready(context.Background()) == nil {
+			return nil
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("podagent was not ready within %s", d.o.StartTimeout)

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/testenv/fakeupstream"
 	"github.com/svc-dev/svc/shared/wire"
 )
@@ -38,6 +39,7 @@ type Server struct {
 	channelErr  int
 	channelHits int
 	records     map[string]wire.CheckpointRecord
+	outbox      map[string]wire.OutboxPut // by correlation id
 }
 
 // New starts a fake gateway for one project; it is closed with the test.
@@ -77,6 +79,18 @@ func (s *Server) Records() []wire.CheckpointRecord {
 	return out
 }
 
+// Outbox returns the messages the pod handed to POST .../outbox, by
+// correlation id (idempotent, as the API's).
+func (s *Server) Outbox() map[string]wire.OutboxPut {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]wire.OutboxPut, len(s.outbox))
+	for k, v := range s.outbox {
+		out[k] = v
+	}
+	return out
+}
+
 // ChannelHits is the number of channel config requests served.
 func (s *Server) ChannelHits() int {
 	s.mu.Lock()
@@ -91,7 +105,7 @@ func writeErr(w http.ResponseWriter, status int, code string) {
 }
 
 func (s *Server) handle(w http.ResponseWriter, req *http.Request) {
-	prefix := "/internal/projects/" + s.ProjectID + "/"
+	prefix := internalapi.ProjectURL("", s.ProjectID, "/")
 	rest, ok := strings.CutPrefix(req.URL.Path, prefix)
 	if !ok {
 		writeErr(w, 404, "not_found")
@@ -130,6 +144,26 @@ func (s *Server) handle(w http.ResponseWriter, req *http.Request) {
 		s.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(wire.CheckpointRecordResponse{ID: "ckpt_" + rec.CommitSHA[:min(8, len(rec.CommitSHA))], Created: !existed})
+	case rest == "outbox" && req.Method == http.MethodPost:
+		var put wire.OutboxPut
+		if err := json.NewDecoder(req.Body).Decode(&put); err != nil || put.CorrelationID == "" {
+			writeErr(w, 400, "bad_outbox_message")
+			return
+		}
+		s.mu.Lock()
+		if s.outbox == nil {
+			s.outbox = map[string]wire.OutboxPut{}
+		}
+		_, existed := s.outbox[put.CorrelationID]
+		if !existed {
+			s.outbox[put.CorrelationID] = put
+		}
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if !existed {
+			w.WriteHeader(http.StatusCreated)
+		}
+		_ = json.NewEncoder(w).Encode(wire.OutboxPutResponse{ID: "obx_" + put.CorrelationID, Created: !existed})
 	default:
 		writeErr(w, 404, "not_found")
 	}

@@ -1,0 +1,105 @@
+package e2e
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/svc-dev/svc/shared/wire"
+)
+
+// childPIDs lists the processes pid started (its podagents).
+func childPIDs(t *testing.T, pid int) []int {
+	t.Helper()
+	tasks, err := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
+	must(t, err)
+	var out []int
+	for _, f := range tasks {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, s := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(s); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+// Issue 8, item 1, when the pod's disk is gone: the API records every
+// async message its agent accepted. A message delivered by callback closes
+// its record (the pod's notice); one whose pod died with its disk mid-turn
+// comes out of the outbox after the answer deadline with status
+// unanswered, never silently lost.
+func TestWebhookAcceptedMessageOutlivesLostDisk(t *testing.T) {
+	w, channelID := webhookWorld(t, "SVC_WEBHOOK_ANSWER_DEADLINE=3s")
+	delivered := make(chan string, 4)
+	recv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		var cb wire.WebhookCallback
+		_ = json.NewDecoder(r.Body).Decode(&cb)
+		delivered <- cb.CorrelationID
+	}))
+	defer recv.Close()
+	send := func(msg string) string {
+		t.Helper()
+		res, body := w.do(t, http.MethodPost, "/agent/channels/webhook/incoming",
+			[]byte(`{"message":"`+msg+`","callbackUrl":"`+recv.URL+`/cb"}`), hookHeaders())
+		var acc wire.WebhookAccepted
+		if res.StatusCode != http.StatusAccepted || json.Unmarshal(body, &acc) != nil || acc.CorrelationID == "" {
+			t.Fatalf("incoming: %d %s", res.StatusCode, body)
+		}
+		return acc.CorrelationID
+	}
+
+	w.e.upstream.Script(agentScript("one.txt", "1", "first done", nil))
+	first := send("first")
+	select {
+	case got := <-delivered:
+		if got != first {
+			t.Fatalf("delivered %s, want %s", got, first)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the first callback never came")
+	}
+
+	gate := make(chan struct{})
+	defer close(gate)
+	w.e.upstream.Script(agentScript("two.txt", "2", "never said", gate))
+	second := send("second")
+	deadline := time.Now().Add(30 * time.Second)
+	for len(w.e.upstream.Requests()) < 4 { // the second turn waits for its final answer
+		if time.Now().After(deadline) {
+			t.Fatal("the second turn did not reach the model")
+		}
+		time.Sleep(20 * time.Millisecond) // poll with a deadline
+	}
+	pods := childPIDs(t, w.api.cmd.Process.Pid)
+	if len(pods) != 1 {
+		t.Fatalf("API server children %v, want its one podagent", pods)
+	}
+	must(t, syscall.Kill(pods[0], syscall.SIGKILL))
+	must(t, os.RemoveAll(filepath.Join(w.dataDir, "runtimes", w.project)))
+
+	res, body := w.do(t, http.MethodGet, "/agent/channels/webhook/outbox/"+channelID+"?wait=20", nil, hookHeaders())
+	var ob wire.OutboxResponse
+	if res.StatusCode != 200 || json.Unmarshal(body, &ob) != nil {
+		t.Fatalf("outbox: %d %s", res.StatusCode, body)
+	}
+	if len(ob.Messages) != 1 || ob.Messages[0].CorrelationID != second || ob.Messages[0].Status != wire.OutboxStatusUnanswered ||
+		ob.Messages[0].Reply != "" {
+		t.Fatalf("outbox after the deadline: %s (want only %s, unanswered; %s was delivered)", body, second, first)
+	}
+	res, body = w.do(t, http.MethodGet, "/agent/channels/webhook/outbox/"+channelID, nil, hookHeaders())
+	if res.StatusCode != 200 || string(body) != "{\"messages\":[]}\n" {
+		t.Fatalf("acknowledged: %d %s", res.StatusCode, body)
+	}
+}

@@ -1,0 +1,109 @@
+package publicapi
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Overhead headers on every answer of the public API (issue 12): the
+// gateway's own time, as LiteLLM's x-litellm-overhead-duration-ms, and a
+// Server-Timing entry per phase.
+const (
+	HeaderOverhead     = "X-Svc-Overhead-Duration-Ms"
+	HeaderServerTiming = "Server-Timing"
+)
+
+const timingKey = "publicapi.timing"
+
+// timing is one request's phases. The overhead is the time until the
+// answer's headers minus the time spent waiting on upstreams.
+type timing struct {
+	start    time.Time
+	authEnd  time.Time // the handler started
+	admit    time.Duration
+	upstream time.Duration
+	authSpan trace.Span
+}
+
+// authDone marks the end of authentication (the handler's first line).
+func (t *timing) authDone() {
+	if t.authEnd.IsZero() {
+		t.authEnd = time.Now()
+		if t.authSpan != nil {
+			t.authSpan.End()
+		}
+	}
+}
+
+func timingOf(c echo.Context) *timing {
+	if t, ok := c.Get(timingKey).(*timing); ok {
+		return t
+	}
+	t := &timing{start: time.Now()} // not behind Observe (handler tests)
+	c.Set(timingKey, t)
+	return t
+}
+
+// writeHeaders sets the overhead headers; it runs as the answer's headers
+// are written, whatever wrote them (handler, error handler, middleware).
+func (t *timing) writeHeaders(h http.Header) {
+	now := time.Now()
+	t.authDone()
+	overhead := now.Sub(t.start) - t.upstream
+	buf := make([]byte, 0, 96)
+	h.Set(HeaderOverhead, string(strconv.AppendFloat(buf, ms(overhead), 'f', 3, 64)))
+	buf = append(buf, "auth;dur="...)
+	buf = strconv.AppendFloat(buf, ms(t.authEnd.Sub(t.start)), 'f', 3, 64)
+	buf = append(buf, ", admit;dur="...)
+	buf = strconv.AppendFloat(buf, ms(t.admit), 'f', 3, 64)
+	buf = append(buf, ", upstream;dur="...)
+	buf = strconv.AppendFloat(buf, ms(t.upstream), 'f', 3, 64)
+	h.Set(HeaderServerTiming, string(buf))
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// Observe is the first middleware of the public API's routes (before
+// authentication): it times the phases for the overhead headers and, when
+// tracing is on, opens the server span (continuing an incoming traceparent)
+// and the auth span.
+func (a *API) Observe(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		t := &timing{start: time.Now()}
+		c.Set(timingKey, t)
+		res := c.Response()
+		res.Before(func() { t.writeHeaders(res.Header()) })
+		if !a.Tracer.On() {
+			return next(c)
+		}
+		req := c.Request()
+		ctx := a.Tracer.Propagator().Extract(req.Context(), propagation.HeaderCarrier(req.Header))
+		ctx, span := a.Tracer.Start(ctx, req.Method+" "+c.Path(), trace.WithSpanKind(trace.SpanKindServer))
+		defer span.End()
+		_, t.authSpan = a.Tracer.Start(ctx, "auth")
+		c.SetRequest(req.WithContext(ctx))
+		err := next(c)
+		t.authDone()
+		status := res.Status
+		if err != nil {
+			c.Error(err) // written here so the span sees the final status
+			status = res.Status
+		}
+		span.SetAttributes(attribute.Int("http.response.status_code", status),
+			attribute.String("http.route", c.Path()))
+		if id := res.Header().Get(echo.HeaderXRequestID); id != "" {
+			span.SetAttributes(attribute.String("svc.request_id", id))
+		}
+		if status >= 500 {
+			span.SetStatus(codes.Error, http.StatusText(status))
+		}
+		return nil
+	}
+}

@@ -1,0 +1,61 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/svc-dev/svc/apiserver/internal/checkpointsapi"
+	"github.com/svc-dev/svc/apiserver/internal/console"
+)
+
+// registerConsole mounts the web console (issue 13) and its JSON key API.
+// o is completed from the server's own parts: the store, catalog and
+// authenticator, the checkpoint reads and the runtime router.
+func (s *Server) registerConsole(e *echo.Echo, o console.Options) {
+	d := s.deps
+	o.Store, o.Catalog, o.Auth, o.Log = d.Store, d.Catalog, s.Auth, d.Log.Named("console")
+	if d.Hydrate != nil {
+		o.Checkpoints = &checkpointsapi.API{Hydrate: d.Hydrate, Store: d.Store, Log: d.Log.Named("checkpoints")}
+	}
+	if d.AgentProxy != nil {
+		o.Runtime, o.Transport = d.AgentProxy.Runtime, d.AgentProxy.Transport
+	}
+	c, err := console.New(o)
+	if err != nil {
+		panic(err) // the templates are embedded: only a broken build fails here
+	}
+	s.Console = c
+
+	e.GET("/console/static/*", c.Static())
+	e.GET("/console/sign-in", c.SignInPage)
+	e.POST("/console/sign-in", c.SignIn)
+	e.GET("/console/link/:token", c.LinkPage)
+	e.POST("/console/link", c.UseLink)
+
+	g := e.Group("/console", c.RequireSession)
+	g.GET("", c.Home)
+	g.POST("/sign-out", c.SignOut)
+	w := g.Group("/w/:ws", c.Workspace)
+	w.GET("", func(ec echo.Context) error {
+		return ec.Redirect(http.StatusSeeOther, "/console/w/"+ec.Param("ws")+"/projects")
+	})
+	w.GET("/keys", c.KeysPage)
+	w.POST("/keys", c.CreateKey)
+	w.POST("/keys/:key/revoke", c.RevokeKey)
+	w.GET("/usage", c.UsagePage)
+	w.GET("/projects", c.ProjectsPage)
+	p := w.Group("/projects/:project", c.Project)
+	p.GET("", c.ProjectPage)
+	p.GET("/commits/:sha", c.CommitPage)
+	p.GET("/channel", c.ChannelPage)
+	p.POST("/channel/secret", c.SetSecret)
+	p.POST("/channel/headers", c.SetHeaders)
+	p.GET("/channel/live", c.ActivityFragment)
+	p.POST("/channel/test", c.TestMessage)
+
+	keys := e.Group("/api/workspaces/:ws/keys", c.KeysAPIAuth)
+	keys.GET("", c.ListKeysJSON)
+	keys.POST("", c.CreateKeyJSON)
+	keys.DELETE("/:key", c.RevokeKeyJSON)
+}

@@ -1,0 +1,209 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/svc-dev/svc/apiserver/internal/admin"
+	"github.com/svc-dev/svc/apiserver/internal/catalog"
+	"github.com/svc-dev/svc/apiserver/internal/server"
+	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
+	"github.com/svc-dev/svc/apiserver/internal/tracing"
+	"github.com/svc-dev/svc/apiserver/internal/upstream"
+	"github.com/svc-dev/svc/shared/testenv"
+	"github.com/svc-dev/svc/shared/testenv/fakeupstream"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// gateway is an in-process API server on Postgres with a fake upstream.
+type gateway struct {
+	url, key string
+	up       *fakeupstream.Server
+	spans    *tracetest.SpanRecorder
+}
+
+func newGateway(t *testing.T, tracer func(*tracetest.SpanRecorder) *tracing.Tracer) *gateway {
+	t.Helper()
+	ctx := context.Background()
+	g := &gateway{up: fakeupstream.New(t), spans: tracetest.NewSpanRecorder()}
+	models := filepath.Join(t.TempDir(), "models.yaml")
+	if err := os.WriteFile(models, []byte(fmt.Sprintf(`providers:
+  - {name: main, type: openai, base_url: %q}
+models:
+  - {id: svc-2-0, tier: standard, created: 1700000000, deployments: [{provider: main, upstream_model: up-2}]}
+`, g.up.BaseURL())), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := catalog.Load(catalog.Options{ModelsFile: models})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := storetest.Postgres(t)
+	tr := tracer(g.spans)
+	srv := server.New(server.Deps{Store: db, Catalog: cat, Log: zaptest.NewLogger(t), Tracer: tr,
+		Upstream: upstream.New(upstream.Options{Propagator: tr.Propagator()}), RuntimeSecret: []byte("s")})
+	t.Cleanup(func() { _ = srv.Close(context.Background()) })
+	hs := httptest.NewServer(srv.Echo)
+	t.Cleanup(hs.Close)
+	ws, err := db.CreateWorkspace(ctx, "ws", "free")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := db.CreateUser(ctx, store.NewID("u")+"@test.invalid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.AddMember(ctx, ws.ID, u.ID); err != nil {
+		t.Fatal(err)
+	}
+	k, err := admin.CreateKey(ctx, db, ws.ID, u.ID, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.url, g.key = hs.URL, k.Key
+	return g
+}
+
+func (g *gateway) post(t *testing.T, body string, h http.Header) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, g.url+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+g.key)
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range h {
+		req.Header[k] = v
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func sdkTracer(rec *tracetest.SpanRecorder) *tracing.Tracer {
+	return tracing.New(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
+}
+
+// With tracing on, a completion records the server span and its auth,
+// admit, upstream, stream and meter children in the caller's trace, and
+// the upstream receives a traceparent naming the upstream span.
+func TestTracingSpans(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		stream bool
+		want   []string
+	}{
+		{"plain", false, []string{"auth", "admit", "upstream", "meter", "POST /v1/chat/completions"}},
+		{"stream", true, []string{"auth", "admit", "upstream", "stream", "meter", "POST /v1/chat/completions"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			g := newGateway(t, sdkTracer)
+			parent := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+			resp, body := g.post(t, fmt.Sprintf(`{"model":"svc-2-0","stream":%v,"messages":[{"role":"user","content":"hi"}]}`, tc.stream),
+				http.Header{"Traceparent": {parent}})
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d: %s", resp.StatusCode, body)
+			}
+			// The meter span ends after the answer: wait for the server span.
+			spans := g.spans.Ended()
+			for i := 0; len(spans) < len(tc.want) && i < 200; i++ {
+				waitABit()
+				spans = g.spans.Ended()
+			}
+			byName := map[string]sdktrace.ReadOnlySpan{}
+			var names []string
+			for _, s := range spans {
+				byName[s.Name()] = s
+				names = append(names, s.Name())
+			}
+			srvSpan := byName["POST /v1/chat/completions"]
+			if len(spans) != len(tc.want) || srvSpan == nil {
+				t.Fatalf("spans %v, want %v", names, tc.want)
+			}
+			for _, n := range tc.want {
+				s := byName[n]
+				if s == nil {
+					t.Fatalf("no %s span in %v", n, names)
+				}
+				if s.SpanContext().TraceID().String() != "0af7651916cd43dd8448eb211c80319c" {
+					t.Errorf("%s span is in trace %s, not the caller's", n, s.SpanContext().TraceID())
+				}
+				if n != srvSpan.Name() && s.Parent().SpanID() != srvSpan.SpanContext().SpanID() {
+					t.Errorf("%s span's parent is %s, want the server span", n, s.Parent().SpanID())
+				}
+			}
+			if srvSpan.Parent().SpanID().String() != "b7ad6b7169203331" || srvSpan.SpanKind() != trace.SpanKindServer {
+				t.Errorf("server span parent %s kind %v", srvSpan.Parent().SpanID(), srvSpan.SpanKind())
+			}
+			got := g.up.Requests()[0].Header.Get("Traceparent")
+			sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(),
+				propagation.HeaderCarrier(http.Header{"Traceparent": {got}})))
+			if sc.SpanID() != byName["upstream"].SpanContext().SpanID() || sc.TraceID() != srvSpan.SpanContext().TraceID() {
+				t.Errorf("upstream got traceparent %q, want the upstream span %s", got, byName["upstream"].SpanContext().SpanID())
+			}
+		})
+	}
+}
+
+// Off, nothing is traced and no traceparent reaches the upstream; the
+// overhead headers are on every answer, errors included.
+func TestTracingOffAndOverheadHeaders(t *testing.T) {
+	t.Parallel()
+	g := newGateway(t, func(*tracetest.SpanRecorder) *tracing.Tracer { return nil })
+	resp, body := g.post(t, `{"model":"svc-2-0","messages":[{"role":"user","content":"hi"}]}`,
+		http.Header{"Traceparent": {"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}})
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	if h := g.up.Requests()[0].Header.Get("Traceparent"); h != "" {
+		t.Fatalf("tracing off, yet the upstream got traceparent %q", h)
+	}
+	for _, tc := range []struct {
+		name, body string
+		status     int
+	}{
+		{"ok", `{"model":"svc-2-0","messages":[{"role":"user","content":"hi"}]}`, 200},
+		{"unknown model", `{"model":"nope","messages":[{"role":"user","content":"hi"}]}`, 404},
+		{"bad body", `{`, 400},
+	} {
+		resp, _ := g.post(t, tc.body, nil)
+		st := resp.Header.Get("Server-Timing")
+		if resp.StatusCode != tc.status || resp.Header.Get("X-Svc-Overhead-Duration-Ms") == "" ||
+			!strings.Contains(st, "auth;dur=") || !strings.Contains(st, "admit;dur=") || !strings.Contains(st, "upstream;dur=") ||
+			resp.Header.Get("X-Request-Id") == "" {
+			t.Errorf("%s: status %d, headers %v", tc.name, resp.StatusCode, resp.Header)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodPost, g.url+"/v1/chat/completions", bytes.NewReader(nil))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 || resp.Header.Get("X-Svc-Overhead-Duration-Ms") == "" || resp.Header.Get("X-Request-Id") == "" {
+		t.Errorf("401: headers %v", resp.Header)
+	}
+	if len(g.spans.Ended()) != 0 {
+		t.Fatalf("tracing off recorded %d spans", len(g.spans.Ended()))
+	}
+}

@@ -1,0 +1,411 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sony/gobreaker/v2"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.uber.org/zap"
+
+	"github.com/svc-dev/svc/apiserver/internal/catalog"
+	"github.com/svc-dev/svc/apiserver/internal/tracing"
+)
+
+// RouterOptions tune fallbacks, retries, cooldowns and key pools
+// (docs/gateway.md). Zero values take the defaults.
+type RouterOptions struct {
+	// MaxAttempts bounds the upstream requests of one completion over all
+	// deployments and keys. Default 3.
+	MaxAttempts int
+	// BreakerFailures consecutive failures (connect errors, timeouts, 5xx)
+	// open a deployment's circuit breaker. Default 5.
+	BreakerFailures int
+	// BreakerCooldown is how long an open breaker refuses requests before
+	// one probe is let through. Default 30 s.
+	BreakerCooldown time.Duration
+	// KeyCooldown keeps a key out of rotation after a 401/403, or a 429
+	// without Retry-After. Default 60 s.
+	KeyCooldown time.Duration
+	// BackoffBase is the first wait before a deployment is tried again
+	// (doubling, with jitter). Default 100 ms.
+	BackoffBase time.Duration
+	// BackoffMax caps every wait; a Retry-After beyond it ends the retries.
+	// Default 2 s.
+	BackoffMax time.Duration
+	Tracer     *tracing.Tracer
+	Log        *zap.Logger
+	// Registerer receives the per-deployment and per-key series (nil: none).
+	Registerer prometheus.Registerer
+}
+
+func (o *RouterOptions) defaults() {
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = 3
+	}
+	if o.BreakerFailures <= 0 {
+		o.BreakerFailures = 5
+	}
+	if o.BreakerCooldown <= 0 {
+		o.BreakerCooldown = 30 * time.Second
+	}
+	if o.KeyCooldown <= 0 {
+		o.KeyCooldown = 60 * time.Second
+	}
+	if o.BackoffBase <= 0 {
+		o.BackoffBase = 100 * time.Millisecond
+	}
+	if o.BackoffMax <= 0 {
+		o.BackoffMax = 2 * time.Second
+	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+}
+
+// Router sends a model's requests to its deployments in order: a connect
+// error, a timeout before headers, a 429, 401/403 or 5xx moves to the next
+// key or deployment, within MaxAttempts; nothing is retried once an answer
+// is handed to the caller. Breakers and key pools are per replica.
+type Router struct {
+	c     *Client
+	o     RouterOptions
+	deps  map[string]*deployment
+	m     *routerMetrics
+	now   func() time.Time
+	sleep func(context.Context, time.Duration) error
+}
+
+type deployment struct {
+	d        catalog.Deployment
+	name     string
+	provider catalog.Provider
+	pool     *keyPool
+	breaker  *gobreaker.TwoStepCircuitBreaker[struct{}]
+	ok       map[*poolKey]prometheus.Counter // the hot path's counters, resolved once
+	okNoKey  prometheus.Counter
+}
+
+// NewRouter builds the breakers and key pools of every deployment in cat.
+func NewRouter(c *Client, cat *catalog.Catalog, o RouterOptions) *Router {
+	o.defaults()
+	r := &Router{c: c, o: o, deps: map[string]*deployment{}, m: newRouterMetrics(o.Registerer),
+		now: time.Now, sleep: sleepCtx}
+	if cat == nil {
+		return r // no models: every Send fails with ErrNoDeployment
+	}
+	pools := map[string]*keyPool{}
+	for name, p := range cat.Providers {
+		pools[name] = newKeyPool(p)
+	}
+	for _, model := range cat.Models {
+		for _, d := range model.Deployments {
+			name := d.Name()
+			if _, ok := r.deps[name]; ok {
+				continue
+			}
+			dep := &deployment{d: d, name: name, provider: cat.Providers[d.Provider], pool: pools[d.Provider],
+				ok: map[*poolKey]prometheus.Counter{}}
+			for _, k := range dep.pool.keys {
+				dep.ok[k] = r.m.requests.WithLabelValues(name, k.name, outcomeOK)
+			}
+			dep.okNoKey = r.m.requests.WithLabelValues(name, "", outcomeOK)
+			dep.breaker = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
+				Name:        name,
+				MaxRequests: 1,
+				Timeout:     o.BreakerCooldown,
+				ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= uint32(o.BreakerFailures) },
+				OnStateChange: func(name string, from, to gobreaker.State) {
+					if to == gobreaker.StateOpen {
+						r.m.depCooldowns.WithLabelValues(name).Inc()
+						o.Log.Warn("upstream deployment cooling down", zap.String("deployment", name),
+							zap.String("from", from.String()), zap.Duration("for", o.BreakerCooldown))
+					}
+				},
+			})
+			r.deps[name] = dep
+		}
+	}
+	return r
+}
+
+// Answer is the outcome of Send: the upstream's answer (200, or the last
+// failure when no attempt succeeded; the caller closes its body) and who
+// gave it.
+type Answer struct {
+	Resp       *http.Response
+	Deployment catalog.Deployment
+	Key        string        // the key's name ("" without a key)
+	Attempts   int           // upstream requests sent
+	Wait       time.Duration // spent in upstream exchanges (not in backoff)
+}
+
+// ErrNoDeployment is returned when every deployment of the model is cooling
+// down (its breaker open, or all its provider's keys cooling).
+var ErrNoDeployment = errors.New("upstream: every deployment of the model is cooling down")
+
+// noDone stands in for a breaker's report when the breaker is bypassed.
+func noDone(error) {}
+
+// errAttemptFailed is what a deployment's breaker counts as a failure.
+var errAttemptFailed = errors.New("upstream attempt failed")
+
+// Outcome labels of svc_upstream_requests_total.
+const (
+	outcomeOK           = "ok"
+	outcomeRejected     = "rejected"     // 4xx other than below: the request's fault, not retried
+	outcomeRateLimited  = "rate_limited" // 429: key cooled down, retried
+	outcomeUnauthorized = "unauthorized" // 401/403: key cooled down, retried
+	outcomeServerError  = "server_error" // 408, 5xx: breaker failure, retried
+	outcomeTimeout      = "timeout"      // no headers in time: breaker failure, retried
+	outcomeUnavailable  = "unavailable"  // connect error: breaker failure, retried
+)
+
+func outcomeOf(status int) string {
+	switch {
+	case status >= 200 && status < 300:
+		return outcomeOK
+	case status == http.StatusTooManyRequests:
+		return outcomeRateLimited
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return outcomeUnauthorized
+	case status == http.StatusRequestTimeout || status >= 500:
+		return outcomeServerError
+	default:
+		return outcomeRejected
+	}
+}
+
+// Send sends the model's request, body(d) being the body for deployment d.
+// On success Answer.Resp is a 200; when every attempt failed it is the last
+// failed answer (or err is the last transport error, wrapped in ErrTimeout
+// or ErrUnavailable, or ErrNoDeployment).
+func (r *Router) Send(ctx context.Context, model catalog.Model, body func(catalog.Deployment) ([]byte, error)) (Answer, error) {
+	var (
+		a         Answer
+		lastErr   error         = ErrNoDeployment
+		bodies                  = make([][]byte, len(model.Deployments))
+		hint      time.Duration // the longest Retry-After of this round
+		closeLast = func() {
+			if a.Resp != nil {
+				_, _ = io.Copy(io.Discard, io.LimitReader(a.Resp.Body, 64<<10))
+				a.Resp.Body.Close()
+				a.Resp = nil
+			}
+		}
+	)
+	// Cooldowns steer traffic to an alternative; a model with one deployment
+	// has none, so its breaker and key cooldowns never refuse a request
+	// (the upstream's own answer reaches the client instead of a 503).
+	lone := len(model.Deployments) == 1
+	var timedOut []bool // deployments that already cost a full header timeout
+	for round := 0; a.Attempts < r.o.MaxAttempts; round++ {
+		if round > 0 {
+			if !lone && !r.anyAvailable(model) {
+				break
+			}
+			if hint > r.o.BackoffMax {
+				break // the upstream asked for more than we wait
+			}
+			if err := r.sleep(ctx, max(r.backoff(round), hint)); err != nil {
+				break
+			}
+			hint = 0
+		}
+		tried := false
+		for i, d := range model.Deployments {
+			dep := r.deps[d.Name()]
+			if dep == nil { // a catalog the router was not built from
+				return a, fmt.Errorf("%w: deployment %s unknown to the router", ErrUnavailable, d.Name())
+			}
+			if timedOut != nil && timedOut[i] {
+				continue
+			}
+			for tries := 0; a.Attempts < r.o.MaxAttempts; tries++ {
+				var key *poolKey
+				if !dep.pool.empty() {
+					if key, _ = dep.pool.pick(r.now()); key == nil {
+						if !lone || tries > 0 {
+							break // every key cooling down
+						}
+						key = dep.pool.soonest()
+					}
+				}
+				done := noDone
+				if !lone {
+					var err error
+					if done, err = dep.breaker.Allow(); err != nil {
+						break // open, or its one probe is out
+					}
+				}
+				if bodies[i] == nil {
+					var err error
+					if bodies[i], err = body(d); err != nil {
+						done(nil)
+						return a, err
+					}
+				}
+				closeLast()
+				tried = true
+				a.Attempts++
+				resp, retryKey, err := r.attempt(ctx, dep, key, bodies[i], &a, done)
+				if err == nil && resp.StatusCode == http.StatusOK {
+					if a.Attempts > 1 {
+						r.m.fallbacks.WithLabelValues(model.ID).Inc()
+					}
+					return a, nil
+				}
+				lastErr = err
+				if errors.Is(err, ErrTimeout) {
+					if timedOut == nil {
+						timedOut = make([]bool, len(model.Deployments))
+					}
+					timedOut[i] = true
+				}
+				if resp != nil {
+					if outcomeOf(resp.StatusCode) == outcomeRejected {
+						return a, nil // the request's own fault: the caller maps it
+					}
+					hint = max(hint, retryAfter(resp.Header.Get("Retry-After"), r.now()))
+				}
+				if !retryKey {
+					break // the deployment failed: next deployment
+				}
+			}
+		}
+		if !tried {
+			break
+		}
+	}
+	if a.Resp != nil {
+		return a, nil
+	}
+	return a, lastErr
+}
+
+// attempt sends one request to dep with key and records its outcome in the
+// breaker, the key pool and the metrics. It reports whether the failure was
+// the key's (so another key of the same deployment may be tried).
+func (r *Router) attempt(ctx context.Context, dep *deployment, key *poolKey, body []byte, a *Answer, done func(error)) (*http.Response, bool, error) {
+	keyName, keyValue := "", ""
+	if key != nil {
+		keyName, keyValue = key.name, key.value
+	}
+	sctx, span := r.o.Tracer.Start(ctx, "upstream")
+	started := r.now()
+	resp, err := r.c.send(sctx, dep.provider, keyValue, body)
+	a.Wait += r.now().Sub(started)
+	a.Deployment, a.Key = dep.d, keyName
+	outcome := outcomeUnavailable
+	if err != nil {
+		if errors.Is(err, ErrTimeout) {
+			outcome = outcomeTimeout
+		}
+	} else {
+		a.Resp = resp
+		outcome = outcomeOf(resp.StatusCode)
+	}
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("svc.deployment", dep.name), attribute.String("svc.upstream.key", keyName),
+			attribute.Int("svc.attempt", a.Attempts), attribute.String("svc.outcome", outcome))
+		if resp != nil {
+			span.SetAttributes(attribute.Int("http.response.status_code", resp.StatusCode))
+		}
+		if outcome != outcomeOK {
+			span.SetStatus(codes.Error, outcome)
+		}
+		span.End()
+	}
+	keyFailure := false
+	switch outcome {
+	case outcomeOK:
+		done(nil)
+		if key != nil {
+			dep.ok[key].Inc()
+		} else {
+			dep.okNoKey.Inc()
+		}
+		return resp, false, nil
+	case outcomeRejected:
+		done(nil) // the deployment works; the request does not
+	case outcomeRateLimited, outcomeUnauthorized:
+		done(nil)
+		keyFailure = key != nil
+		if keyFailure {
+			until := r.now().Add(r.o.KeyCooldown)
+			if ra := retryAfter(resp.Header.Get("Retry-After"), r.now()); outcome == outcomeRateLimited && ra > 0 {
+				until = r.now().Add(ra)
+			}
+			if dep.pool.cooldown(key, r.now(), until) {
+				r.m.keyCooldowns.WithLabelValues(dep.d.Provider, keyName).Inc()
+				r.o.Log.Warn("upstream key cooling down", zap.String("provider", dep.d.Provider),
+					zap.String("key", keyName), zap.Int("status", resp.StatusCode), zap.Time("until", until))
+			}
+		}
+	default:
+		done(errAttemptFailed)
+	}
+	r.m.requests.WithLabelValues(dep.name, keyName, outcome).Inc()
+	return resp, keyFailure, err
+}
+
+// anyAvailable reports whether some deployment of model could be tried now.
+func (r *Router) anyAvailable(model catalog.Model) bool {
+	now := r.now()
+	for _, d := range model.Deployments {
+		dep := r.deps[d.Name()]
+		if dep == nil || dep.breaker.State() == gobreaker.StateOpen {
+			continue
+		}
+		if dep.pool.empty() || dep.pool.available(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// backoff is the wait before round (≥1): BackoffBase doubled per round,
+// with equal jitter, capped at BackoffMax.
+func (r *Router) backoff(round int) time.Duration {
+	d := r.o.BackoffBase << (round - 1)
+	if d <= 0 || d > r.o.BackoffMax {
+		d = r.o.BackoffMax
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// retryAfter reads a Retry-After header (seconds or an HTTP date).
+func retryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(v); err == nil && s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParse(t *testing.T) {
+	t.Parallel()
+	base := map[string]string{"SVC_METAL_HOST_TOKEN": "tok", "SVC_API_URL": "http://127.0.0.1:1"}
+	cases := []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		wantErr string
+		check   func(*config) bool
+	}{
+		{name: "defaults", check: func(c *config) bool {
+			return c.ExportInterval == 2*time.Minute && c.Accel == "tcg" && c.Snapshots && c.MemoryMB == 256 &&
+				strings.HasSuffix(c.CacheDir, "images") && strings.HasSuffix(c.GuestAgent, "podagent-guest")
+		}},
+		{name: "interval from the spec's variable", env: map[string]string{"METAL_PROJECT_DATA_EXPORT_INTERVAL_MS": "1500"},
+			check: func(c *config) bool { return c.ExportInterval == 1500*time.Millisecond }},
+		{name: "flag wins", env: map[string]string{"SVC_METAL_ACCEL": "tcg"}, args: []string{"-accel", "kvm"},
+			check: func(c *config) bool { return c.Accel == "kvm" }},
+		{name: "bad interval", env: map[string]string{"METAL_PROJECT_DATA_EXPORT_INTERVAL_MS": "0"}, wantErr: "METAL_PROJECT_DATA_EXPORT_INTERVAL_MS"},
+		{name: "bad accel", env: map[string]string{"SVC_METAL_ACCEL": "hvf"}, wantErr: "SVC_METAL_ACCEL"},
+		{name: "no token", env: map[string]string{"SVC_METAL_HOST_TOKEN": ""}, wantErr: "SVC_METAL_HOST_TOKEN is required"},
+		{name: "no api", env: map[string]string{"SVC_API_URL": ""}, wantErr: "SVC_API_URL is required"},
+		{name: "s3 without endpoint", env: map[string]string{"SVC_STORAGE": "s3"}, wantErr: "SVC_S3_ENDPOINT"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			env := map[string]string{}
+			for k, v := range base {
+				env[k] = v
+			}
+			for k, v := range c.env {
+				env[k] = v
+			}
+			cfg, err := parse(c.args, func(k string) string { return env[k] })
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("err %v, want %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil || !c.check(cfg) {
+				t.Fatalf("cfg %+v err %v", cfg, err)
+			}
+		})
+	}
+}

@@ -1,0 +1,230 @@
+// Package inbox is the pod's durable journal of accepted async webhook
+// messages (spec 2.5, 3.3: the 202 is a promise; DESIGN.md §7 "accepted async
+// messages"). A message is written to disk before the 202 is answered and
+// stays until its reply was delivered by callback or handed to the outbox.
+// On restart the pod resumes every entry by its correlationId:
+//
+//	accepted → the turn never ran (or was cut off before its reply was
+//	           known): it runs, once
+//	replied  → the turn ran (its reply is journaled before the commit, so a
+//	           turn that committed is never run again): only the callback
+//	           is retried, with the same webhook-id
+//
+// Besides the entries the journal keeps the channel's counters (health's
+// messageCount) so that they survive restarts. One file per message,
+// written atomically (shared/atomicfile) under .git/svc-agent/inbox, which
+// is never archived.
+package inbox
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/svc-dev/svc/shared/atomicfile"
+)
+
+// States of an entry.
+const (
+	StateAccepted = "accepted" // journaled; the turn has not produced its reply yet
+	StateReplied  = "replied"  // the reply is known; only the callback is left
+)
+
+// Entry is one accepted async message.
+type Entry struct {
+	CorrelationID string          `json:"correlationId"`
+	ChannelID     string          `json:"channelId"`
+	Message       string          `json:"message"`
+	SenderID      string          `json:"senderId,omitempty"`
+	SenderName    string          `json:"senderName,omitempty"`
+	CallbackURL   string          `json:"callbackUrl"`
+	Metadata      json.RawMessage `json:"metadata,omitempty"`
+	AcceptedAt    time.Time       `json:"acceptedAt"`
+	State         string          `json:"state"`
+	// Runs counts the turns started for the message (a run cut off by a
+	// crash before its reply was journaled is run again).
+	Runs int `json:"runs"`
+	// Reply and Failed are set in StateReplied.
+	Reply     string    `json:"reply,omitempty"`
+	Failed    bool      `json:"failed,omitempty"`
+	RepliedAt time.Time `json:"repliedAt,omitzero"`
+}
+
+// Counters survive restarts with the journal.
+type Counters struct {
+	MessageCount int64 `json:"messageCount"`
+}
+
+const countersFile = "counters.state"
+
+// Journal is safe for concurrent use.
+type Journal struct {
+	dir string
+
+	mu       sync.Mutex
+	entries  map[string]*Entry
+	counters Counters
+}
+
+// Open loads the journal in dir (created if missing). Unreadable entries are
+// set aside as *.bad and reported in the error-free list bad.
+func Open(dir string) (j *Journal, bad []string, err error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, nil, err
+	}
+	j = &Journal{dir: dir, entries: map[string]*Entry{}}
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, de := range des {
+		name := filepath.Join(dir, de.Name())
+		switch {
+		case strings.HasSuffix(name, ".tmp"):
+			_ = os.Remove(name) // a write that never finished
+			continue
+		case de.Name() == countersFile:
+			if b, err := os.ReadFile(name); err == nil {
+				_ = json.Unmarshal(b, &j.counters)
+			}
+			continue
+		case !strings.HasSuffix(name, ".json"):
+			continue
+		}
+		var e Entry
+		b, err := os.ReadFile(name)
+		if err == nil {
+			err = json.Unmarshal(b, &e)
+		}
+		if err != nil || e.CorrelationID == "" || name != j.file(e.CorrelationID) {
+			_ = os.Rename(name, strings.TrimSuffix(name, ".json")+".bad")
+			bad = append(bad, name)
+			continue
+		}
+		j.entries[e.CorrelationID] = &e
+	}
+	return j, bad, nil
+}
+
+func (j *Journal) file(corr string) string {
+	sum := sha256.Sum256([]byte(corr))
+	return filepath.Join(j.dir, hex.EncodeToString(sum[:16])+".json")
+}
+
+func (j *Journal) write(e *Entry) error {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	return atomicfile.Write(j.file(e.CorrelationID), b, 0o600)
+}
+
+// Accept journals a new message in StateAccepted; it is on disk when Accept
+// returns nil.
+func (j *Journal) Accept(e Entry) error {
+	if e.CorrelationID == "" {
+		return errors.New("inbox: entry without correlationId")
+	}
+	e.State = StateAccepted
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if _, ok := j.entries[e.CorrelationID]; ok {
+		return fmt.Errorf("inbox: %s already journaled", e.CorrelationID)
+	}
+	if err := j.write(&e); err != nil {
+		return err
+	}
+	j.entries[e.CorrelationID] = &e
+	return nil
+}
+
+// Update changes an entry and writes it before returning.
+func (j *Journal) Update(corr string, fn func(*Entry)) (Entry, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	e, ok := j.entries[corr]
+	if !ok {
+		return Entry{}, fmt.Errorf("inbox: no entry %s", corr)
+	}
+	next := *e
+	fn(&next)
+	if err := j.write(&next); err != nil {
+		return *e, err
+	}
+	*e = next
+	return next, nil
+}
+
+// Done removes an entry (its reply was delivered or handed to the outbox).
+func (j *Journal) Done(corr string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	delete(j.entries, corr)
+	if err := os.Remove(j.file(corr)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// Get returns an entry.
+func (j *Journal) Get(corr string) (Entry, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	e, ok := j.entries[corr]
+	if !ok {
+		return Entry{}, false
+	}
+	return *e, true
+}
+
+// Pending lists the entries, oldest first.
+func (j *Journal) Pending() []Entry {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	out := make([]Entry, 0, len(j.entries))
+	for _, e := range j.entries {
+		out = append(out, *e)
+	}
+	sort.Slice(out, func(a, b int) bool {
+		if !out[a].AcceptedAt.Equal(out[b].AcceptedAt) {
+			return out[a].AcceptedAt.Before(out[b].AcceptedAt)
+		}
+		return out[a].CorrelationID < out[b].CorrelationID
+	})
+	return out
+}
+
+// Len is the number of entries.
+func (j *Journal) Len() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.entries)
+}
+
+// CountMessage adds one to messageCount and persists it (best effort: a
+// failed write loses only the count). It returns the new value.
+func (j *Journal) CountMessage() (int64, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.counters.MessageCount++
+	b, _ := json.Marshal(j.counters)
+	return j.counters.MessageCount, atomicfile.Write(filepath.Join(j.dir, countersFile), b, 0o600)
+}
+
+// Counters returns the persisted counters.
+func (j *Journal) Counters() Counters {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.counters
+}
+
+// Dir is the journal's directory.
+func (j *Journal) Dir() string { return j.dir }

@@ -1,0 +1,122 @@
+package guest
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/svc-dev/svc/shared/gitrun"
+)
+
+func gitIn(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@t"}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v %s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func write(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Cold boot's swap (spec 10.5): the staged .git replaces the workspace's,
+// tracked files that differ from HEAD are kept under the pre-hydrate
+// namespace before the reset, untracked files stay, the restored config is
+// replaced; without a staged .git nothing happens.
+func TestHydrate(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatalf("git is required: %v", err)
+	}
+	ctx := context.Background()
+	src := t.TempDir()
+	gitIn(t, src, "init", "-q", "-b", "main")
+	write(t, filepath.Join(src, "a.txt"), "v1\n")
+	gitIn(t, src, "add", "-A")
+	gitIn(t, src, "commit", "-q", "-m", "seed")
+	gitIn(t, src, "config", "core.fsmonitor", "touch /tmp/pwned") // must not survive the swap
+	head := gitIn(t, src, "rev-parse", "HEAD")
+
+	root := t.TempDir()
+	ws := filepath.Join(root, WorkspaceRel)
+	write(t, filepath.Join(ws, "a.txt"), "edited before the boot\n")
+	write(t, filepath.Join(ws, "notes", "new.txt"), "untracked\n")
+	must(t, os.MkdirAll(filepath.Dir(filepath.Join(root, StagingGitRel)), 0o755))
+	must(t, os.Rename(filepath.Join(src, ".git"), filepath.Join(root, StagingGitRel)))
+	must(t, os.Remove(filepath.Join(root, StagingGitRel, "index"))) // the durable archive may lack it
+
+	r := &gitrun.Runner{Timeout: time.Minute}
+	ref, err := Hydrate(ctx, r, root, zaptest.NewLogger(t))
+	must(t, err)
+	if !strings.HasPrefix(ref, PreHydrateRefPrefix) {
+		t.Fatalf("ref %q", ref)
+	}
+	if got := gitIn(t, ws, "show", ref+":a.txt"); got != "edited before the boot" {
+		t.Fatalf("pre-hydrate a.txt %q", got)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(b) != "v1\n" {
+		t.Fatalf("a.txt after the reset %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "notes", "new.txt")); string(b) != "untracked\n" {
+		t.Fatalf("untracked file %q", b)
+	}
+	if got := gitIn(t, ws, "rev-parse", "HEAD"); got != head {
+		t.Fatalf("HEAD %s, want %s", got, head)
+	}
+	if cfg, _ := os.ReadFile(filepath.Join(ws, ".git", "config")); strings.Contains(string(cfg), "fsmonitor") {
+		t.Fatalf("the restored config survived: %s", cfg)
+	}
+	if _, err := os.Stat(filepath.Join(root, StagingGitRel)); !os.IsNotExist(err) {
+		t.Fatalf("staging left behind: %v", err)
+	}
+
+	// No staged .git: a restart on the same disk changes nothing.
+	ref, err = Hydrate(ctx, r, root, zaptest.NewLogger(t))
+	if err != nil || ref != "" {
+		t.Fatalf("second hydrate: %q %v", ref, err)
+	}
+	if got := gitIn(t, ws, "rev-parse", "HEAD"); got != head {
+		t.Fatalf("HEAD moved: %s", got)
+	}
+}
+
+// A clean work tree needs no pre-hydrate ref.
+func TestHydrateCleanTree(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := t.TempDir()
+	gitIn(t, src, "init", "-q", "-b", "main")
+	write(t, filepath.Join(src, "a.txt"), "v1\n")
+	gitIn(t, src, "add", "-A")
+	gitIn(t, src, "commit", "-q", "-m", "seed")
+	root := t.TempDir()
+	write(t, filepath.Join(root, WorkspaceRel, "a.txt"), "v1\n")
+	must(t, os.MkdirAll(filepath.Dir(filepath.Join(root, StagingGitRel)), 0o755))
+	must(t, os.Rename(filepath.Join(src, ".git"), filepath.Join(root, StagingGitRel)))
+	ref, err := Hydrate(ctx, &gitrun.Runner{Timeout: time.Minute}, root, zaptest.NewLogger(t))
+	if err != nil || ref != "" {
+		t.Fatalf("clean hydrate: %q %v", ref, err)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

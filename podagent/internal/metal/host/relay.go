@@ -1,0 +1,61 @@
+package host
+
+import (
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/svc-dev/svc/shared/internalapi"
+)
+
+// relay is the guest's only way out: a loopback HTTP proxy that QEMU's
+// guestfwd reaches (one `metalhost pipe` per connection) and that forwards
+// the project's own /internal routes (checkpoint records, the model
+// gateway) to the API, and nothing else — never object storage.
+type relay struct {
+	ln  net.Listener
+	srv *http.Server
+}
+
+func newRelay(apiURL, projectID string, log *zap.Logger) (*relay, error) {
+	if apiURL == "" {
+		return nil, errors.New("metal host: the API URL is not set (the guest's relay needs it)")
+	}
+	target, err := url.Parse(apiURL)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	prefix := internalapi.ProjectURL("", projectID, "/")
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(target)
+			r.Out.Host = target.Host
+		},
+		FlushInterval: -1, // stream model responses as they come
+	}
+	rl := &relay{ln: ln, srv: &http.Server{ReadHeaderTimeout: 10 * time.Second,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !strings.HasPrefix(r.URL.Path, prefix) || strings.Contains(r.URL.Path, "..") {
+				log.Warn("guest relay refused a request", zap.String("projectId", projectID), zap.String("path", r.URL.Path))
+				writeError(w, http.StatusForbidden, "forbidden", "the guest may only call its project's internal routes")
+				return
+			}
+			proxy.ServeHTTP(w, r)
+		})}}
+	go func() { _ = rl.srv.Serve(ln) }()
+	return rl, nil
+}
+
+func (r *relay) addr() string { return r.ln.Addr().String() }
+
+func (r *relay) close() { _ = r.srv.Close() }

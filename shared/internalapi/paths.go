@@ -1,0 +1,53 @@
+// Package internalapi is the one seam between the two binaries (spec 4.3,
+// 5.3, 10.3, 10.4): the path of every internal route and a typed client per
+// direction, as coder's agentsdk. The API server and the pod register their
+// routes from these constants, and the pod (Client) and the API (PodClient)
+// call them only through the methods here, so neither side spells a path.
+//
+// The request and response bodies are the types of package wire.
+package internalapi
+
+import (
+	"net/url"
+	"strings"
+)
+
+// Routes the API serves to pods, under ProjectGroup (runtime token of the
+// project in the path as a bearer).
+const (
+	// ProjectGroup is the echo pattern of the per-project internal group.
+	ProjectGroup = "/internal/projects/:id"
+
+	PathCheckpointRecord = "/checkpoints/record"
+	PathChannel          = "/channel"
+	PathOutbox           = "/outbox"
+	PathChatCompletions  = "/chat/completions"
+	// PathLFS is the lfs.url suffix; git-lfs appends /objects/batch.
+	PathLFS       = "/lfs"
+	PathLFSBatch  = PathLFS + "/objects/batch"
+	PathLFSVerify = PathLFS + "/verify"
+	// PathRelay is the prefix other replicas forward a paired project's
+	// agent-proxy requests to.
+	PathRelay = "/relay"
+)
+
+// Routes the pod serves to the API.
+const (
+	PodHealthz  = "/healthz"
+	PodReadyz   = "/readyz"
+	PodMetrics  = "/metrics"
+	PodAgent    = "/agent"
+	PodGitFlush = PodAgent + "/git-flush"
+	// PodChannels is the prefix of the channel routes the agent-proxy forwards.
+	PodChannels = PodAgent + "/channels/"
+	// The webhook channel's routes (spec 4.2), which the console also calls.
+	PodWebhookIncoming = PodChannels + "webhook/incoming"
+	PodWebhookHealth   = PodChannels + "webhook/health"
+	PodWebhookActivity = PodChannels + "webhook/activity"
+)
+
+// ProjectURL is base + /internal/projects/{projectID} + path, with the id
+// escaped as one path segment.
+func ProjectURL(base, projectID, path string) string {
+	return strings.TrimRight(base, "/") + "/internal/projects/" + url.PathEscape(projectID) + path
+}

@@ -1,0 +1,89 @@
+package internalapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/svc-dev/svc/shared/wire"
+)
+
+// PodClient is the API's client of one pod's routes (git-flush, readiness),
+// with the project's runtime token as bearer.
+type PodClient struct {
+	// BaseURL is the pod's address (http or https).
+	BaseURL string
+	Token   string
+	HTTP    *http.Client
+	// Timeout of one call; zero means DefaultTimeout.
+	Timeout time.Duration
+}
+
+// GitFlush asks the pod to commit, persist and (with a tag) tag its work
+// tree (spec 4.3, 10.4).
+func (p *PodClient) GitFlush(ctx context.Context, req wire.GitFlushRequest) (wire.GitFlushResponse, error) {
+	var out wire.GitFlushResponse
+	if err := p.check(); err != nil {
+		return out, err
+	}
+	err := call(ctx, p.HTTP, p.Timeout, "git-flush", http.MethodPost, p.url(PodGitFlush), p.Token, req, &out)
+	return out, err
+}
+
+// Ready reports whether the pod's /readyz answers 200.
+func (p *PodClient) Ready(ctx context.Context) error {
+	if err := p.checkURL(); err != nil {
+		return err
+	}
+	timeout := p.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url(PodReadyz), nil)
+	if err != nil {
+		return err
+	}
+	hc := p.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswer))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return &StatusError{Op: "readyz", Status: resp.StatusCode}
+	}
+	return nil
+}
+
+func (p *PodClient) check() error {
+	if err := p.checkURL(); err != nil {
+		return err
+	}
+	if p.Token == "" {
+		return errors.New("no runtime token")
+	}
+	return nil
+}
+
+func (p *PodClient) checkURL() error {
+	u, err := url.Parse(p.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("invalid pod URL %q", p.BaseURL)
+	}
+	return nil
+}
+
+func (p *PodClient) url(path string) string {
+	u, _ := url.Parse(p.BaseURL)
+	return u.JoinPath(path).String()
+}
