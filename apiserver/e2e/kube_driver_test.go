@@ -48,7 +48,7 @@ type kubeWorld struct {
 // newKubeWorld: a runtime namespace holding the chart's S3 credential
 // Secret, the chart's pod template, the fake kubelet, a project with a
 // webhook channel. hold, when set, keeps podagent from starting for a pod.
-func newKubeWorld(t *testing.T, hold func(*corev1.Pod) bool) *kubeWorld {
+func newKubeWorld(t testing.TB, hold func(*corev1.Pod) bool) *kubeWorld {
 	t.Helper()
 	w := &kubeWorld{e: newEnv(t), c: kubetest.Shared(t), s3: testenv.MinIO(t)}
 	w.ns = w.c.Namespace(t, "svc-rt")
@@ -60,7 +60,7 @@ func newKubeWorld(t *testing.T, hold func(*corev1.Pod) bool) *kubeWorld {
 	must(t, err)
 	w.tmpl = chartPodTemplate(t, w.ns, w.s3)
 	w.sa, w.kubeconfig = chartRBAC(t, w.c, w.ns)
-	w.kubelet = &kubetest.Kubelet{Cluster: w.c, Namespace: w.ns, Container: "podagent", Binary: podagentBin(t),
+	w.kubelet = &kubetest.Kubelet{Cluster: w.c, Namespace: w.ns, Container: "podagent", Binary: kubePodagentBin(t),
 		Group: "svc.dev/project-id", Hold: hold}
 	w.kubelet.Run(t)
 	w.acc = w.e.account("free")
@@ -71,7 +71,7 @@ func newKubeWorld(t *testing.T, hold func(*corev1.Pod) bool) *kubeWorld {
 
 // chartPodTemplate renders the chart's runtime pod template ConfigMap with
 // helm and returns the template file the API server reads.
-func chartPodTemplate(t *testing.T, ns string, s3 testenv.S3Env) string {
+func chartPodTemplate(t testing.TB, ns string, s3 testenv.S3Env) string {
 	t.Helper()
 	helm := os.Getenv("SVC_HELM_BIN")
 	if helm == "" {
@@ -97,7 +97,7 @@ func chartPodTemplate(t *testing.T, ns string, s3 testenv.S3Env) string {
 
 // chartRBAC applies the chart's ServiceAccounts, Role and RoleBinding in ns
 // and writes a kubeconfig that impersonates the API server's ServiceAccount.
-func chartRBAC(t *testing.T, c *kubetest.Cluster, ns string) (sa, kubeconfig string) {
+func chartRBAC(t testing.TB, c *kubetest.Cluster, ns string) (sa, kubeconfig string) {
 	t.Helper()
 	out, err := exec.Command(os.Getenv("SVC_HELM_BIN"), "template", "svc", "../../charts/svc", "--namespace", ns,
 		"--show-only", "templates/rbac.yaml", "--show-only", "templates/serviceaccount.yaml").CombinedOutput()
@@ -138,13 +138,17 @@ func chartRBAC(t *testing.T, c *kubetest.Cluster, ns string) (sa, kubeconfig str
 // verb on resource in ns.
 func (w *kubeWorld) canI(t *testing.T, verb, resource, ns string) bool {
 	t.Helper()
-	out, _ := w.c.Kubectl(context.Background(), "", "auth", "can-i", verb, resource, "-n", ns, "--as", w.sa)
+	args := []string{"auth", "can-i", verb, resource, "--as", w.sa}
+	if ns != "" {
+		args = append(args, "-n", ns)
+	}
+	out, _ := w.c.Kubectl(context.Background(), "", args...)
 	return strings.TrimSpace(out) == "yes"
 }
 
 // startReplica starts an API replica driving the cluster; its runtime pods
 // call it back on its loopback address.
-func (w *kubeWorld) startReplica(t *testing.T, extraEnv ...string) *api {
+func (w *kubeWorld) startReplica(t testing.TB, extraEnv ...string) *api {
 	t.Helper()
 	port, err := testenv.FreePort()
 	must(t, err)
@@ -162,13 +166,13 @@ func (w *kubeWorld) startReplica(t *testing.T, extraEnv ...string) *api {
 	return a
 }
 
-func (w *kubeWorld) message(t *testing.T, a *api, text string) (*http.Response, []byte) {
+func (w *kubeWorld) message(t testing.TB, a *api, text string) (*http.Response, []byte) {
 	t.Helper()
 	body, _ := json.Marshal(map[string]string{"message": text, "senderId": "kube-e2e"})
 	return proxyDo(t, a.URL, w.project, w.acc.key, http.MethodPost, "/agent/channels/webhook/incoming", body, hookHeaders())
 }
 
-func (w *kubeWorld) pods(t *testing.T) []corev1.Pod {
+func (w *kubeWorld) pods(t testing.TB) []corev1.Pod {
 	t.Helper()
 	l, err := w.c.Client.CoreV1().Pods(w.ns).List(context.Background(),
 		metav1.ListOptions{LabelSelector: "svc.dev/project-id=" + w.project})
@@ -182,7 +186,7 @@ func (w *kubeWorld) pods(t *testing.T) []corev1.Pod {
 	return out
 }
 
-func (w *kubeWorld) onePod(t *testing.T) corev1.Pod {
+func (w *kubeWorld) onePod(t testing.TB) corev1.Pod {
 	t.Helper()
 	pods := w.pods(t)
 	if len(pods) != 1 {
@@ -447,5 +451,53 @@ func TestKubernetesDriverIdleStop(t *testing.T) {
 	}
 	if pods := w.pods(t); len(pods) != 0 {
 		t.Errorf("pods after idle stop: %d", len(pods))
+	}
+}
+
+func kubePodagentBin(t testing.TB) string {
+	t.Helper()
+	p, err := podagentBinary()
+	if err != nil {
+		t.Fatalf("building podagent: %v", err)
+	}
+	return p
+}
+
+// BenchmarkKubernetesFirstReply: first webhook message → first reply for a
+// project with no pod (driver, pod creation, fake kubelet, podagent cold
+// start, one agent turn).
+func BenchmarkKubernetesFirstReply(b *testing.B) {
+	w := newKubeWorld(b, nil)
+	a := w.startReplica(b)
+	w.e.upstream.Script(agentScript("notes/bench.txt", "bench", "wrote bench", nil))
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		w.project = w.e.admin("project", "create", "--workspace", w.acc.workspace, "--name", fmt.Sprintf("bench-%d", i))["id"].(string)
+		w.e.admin("channel", "set", "--project", w.project, "--secret", "hook-secret")
+		b.StartTimer()
+		if res, body := w.message(b, a, "write bench"); res.StatusCode != 200 {
+			b.Fatalf("first message: %d %s", res.StatusCode, body)
+		}
+	}
+}
+
+// BenchmarkKubernetesWarmRequest: a request through the API to a running
+// pod (health: the API's routing and proxying, no agent turn); compare with
+// BenchmarkWebhookProxyOverhead on the local driver.
+func BenchmarkKubernetesWarmRequest(b *testing.B) {
+	w := newKubeWorld(b, nil)
+	a := w.startReplica(b)
+	health := func() int {
+		res, _ := proxyDo(b, a.URL, w.project, w.acc.key, http.MethodGet, "/agent/channels/webhook/health", nil, nil)
+		return res.StatusCode
+	}
+	if st := health(); st != 200 {
+		b.Fatalf("health: %d", st)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if st := health(); st != 200 {
+			b.Fatalf("health: %d", st)
+		}
 	}
 }
