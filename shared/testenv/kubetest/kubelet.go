@@ -69,6 +69,10 @@ type Process struct {
 	cmd      *exec.Cmd
 	grace    time.Duration
 	orphaned bool
+	// Env is the environment the process started with.
+	Env []string
+	// stopped: the kubelet stopped it (pod deletion), as opposed to a crash.
+	stopped bool
 }
 
 // Log is the process's output so far.
