@@ -67,7 +67,7 @@ bench-modules:
 		(cd $$m && GOWORK=off SVC_BIN_DIR=$(BIN) $(GO) test $(BENCH_FLAGS) ./...); \
 	done
 
-# The gateway's added latency and throughput only (issue 12): two deployments
+# The gateway's added latency and throughput only: two deployments
 # with tracing off, and tracing on (PostgreSQL only, started by the test
 # harness unless SVC_TEST_DATABASE_URL is set). BENCH_COUNT repeats each.
 BENCH_COUNT ?= 3
@@ -81,7 +81,7 @@ lint: $(STATICCHECK_BIN)
 	@set -e; for m in $(MODULES); do echo "== vet + staticcheck $$m"; \
 		(cd $$m && GOWORK=off $(GO) vet ./... && GOWORK=off $(STATICCHECK_BIN) ./...); done
 
-tools: $(MINIO_BIN) $(HELM_BIN) $(KUBE_TOOLS)
+tools: $(MINIO_BIN) $(HELM_BIN) $(STATICCHECK_BIN) $(KUBE_TOOLS)
 
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
 # kwok and kwokctl from the Go module proxy (~7 min and ~2.9 GB once).

@@ -53,6 +53,7 @@ var dialects = []dialectCase{
 // and new rows default to git_only; rows that point at projects survive the
 // SQLite table rebuild.
 func TestSyncModeFlipBackfill(t *testing.T) {
+	t.Parallel()
 	for _, dc := range dialects {
 		t.Run(string(dc.d), func(t *testing.T) {
 			ctx := context.Background()
@@ -106,6 +107,7 @@ func TestSyncModeFlipBackfill(t *testing.T) {
 // Applying migrations twice is a no-op; replicas starting together on
 // Postgres apply each migration once (advisory lock).
 func TestMigrateTwiceAndInParallel(t *testing.T) {
+	t.Parallel()
 	for _, dc := range dialects {
 		t.Run(string(dc.d), func(t *testing.T) {
 			ctx := context.Background()
@@ -158,10 +160,51 @@ func TestMigrateTwiceAndInParallel(t *testing.T) {
 }
 
 func TestHashIsStable(t *testing.T) {
+	t.Parallel()
 	a, err := migrations.Hash(migrations.Postgres)
 	b, _ := migrations.Hash(migrations.Postgres)
 	c, _ := migrations.Hash(migrations.SQLite)
 	if err != nil || a != b || a == c || len(a) != 64 {
 		t.Fatalf("hashes %q %q %q (%v)", a, b, c, err)
+	}
+}
+
+// Down from the top to 00001 works on both dialects, and the down step of
+// 00002 brings the default back to s3 on SQLite as on Postgres (rows keep
+// their mode: the backfill cannot be told apart from hand-set rows).
+func TestDownMirrorsAcrossDialects(t *testing.T) {
+	for _, dc := range dialects {
+		t.Run(string(dc.d), func(t *testing.T) {
+			ctx := context.Background()
+			db := dc.open(t)
+			if err := migrations.Up(ctx, dc.d, db); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.ExecContext(ctx, "INSERT INTO workspaces (id, name) VALUES ('ws1', 'w')"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.ExecContext(ctx, "INSERT INTO projects (id, workspace_id, name, cloud_sync_mode) VALUES ('p1', 'ws1', 'a', 'dual_shadow')"); err != nil {
+				t.Fatal(err)
+			}
+			p, err := migrations.Provider(dc.d, db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.DownTo(ctx, 1); err != nil {
+				t.Fatalf("down to 1: %v", err)
+			}
+			if _, err := db.ExecContext(ctx, "INSERT INTO projects (id, workspace_id, name) VALUES ('p2', 'ws1', 'b')"); err != nil {
+				t.Fatal(err)
+			}
+			for id, want := range map[string]string{"p1": "dual_shadow", "p2": "s3"} {
+				var got string
+				if err := db.QueryRowContext(ctx, "SELECT cloud_sync_mode FROM projects WHERE id = "+dc.ph(1), id).Scan(&got); err != nil || got != want {
+					t.Errorf("%s after down: %q (%v), want %q", id, got, err, want)
+				}
+			}
+			if err := migrations.Up(ctx, dc.d, db); err != nil {
+				t.Fatalf("up again: %v", err)
+			}
+		})
 	}
 }

@@ -17,6 +17,7 @@ import (
 )
 
 func TestModelsOnBothBases(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := e.startAPI()
 	acc := e.account("free")
@@ -43,6 +44,7 @@ func TestModelsOnBothBases(t *testing.T) {
 }
 
 func TestPlainCompletionForwardsAndRewrites(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := e.startAPI()
 	acc := e.account("free")
@@ -76,6 +78,7 @@ func TestPlainCompletionForwardsAndRewrites(t *testing.T) {
 }
 
 func TestStreamingFlushesEachChunk(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := e.startAPI()
 	acc := e.account("free")
@@ -132,6 +135,7 @@ func TestStreamingFlushesEachChunk(t *testing.T) {
 }
 
 func TestErrorCodes(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := e.startAPI()
 	free := e.account("free")
@@ -229,6 +233,7 @@ func TestErrorCodes(t *testing.T) {
 
 // A key revoked while in use stops working within one second.
 func TestRevokedKeyStopsWithinASecond(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := e.startAPI()
 	b := e.startAPI()
@@ -256,6 +261,7 @@ func TestRevokedKeyStopsWithinASecond(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := e.startAPI("SVC_MAX_BODY_BYTES=2048")
 	acc := e.account("free")
@@ -291,6 +297,7 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestUpstreamFailures(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := e.startAPI("SVC_UPSTREAM_TIMEOUT=300ms")
 	acc := e.account("free")

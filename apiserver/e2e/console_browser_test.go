@@ -111,12 +111,13 @@ func (b *browserRun) screenshot(name string) {
 }
 
 // The console in a real browser against the real apiserver, podagent and
-// git (issue 13): sign in with a one-time link; create a key and use it;
+// git: sign in with a one-time link; create a key and use it;
 // revoke it and see it refused; set the channel secret and callback
 // headers and see a webhook message succeed with them; see the activity
 // entry; find the Published badge on the graph; cross-workspace 404; a
 // form post without the CSRF token refused; a screenshot of each page.
 func TestConsoleInBrowser(t *testing.T) {
+	t.Parallel()
 	w := newProxyWorld(t, podagentBin(t), "SVC_CALLBACK_ALLOWED_NETS=127.0.0.0/8",
 		"SVC_POD_CALLBACK_RETRY_BASE=20ms", "SVC_POD_CALLBACK_RETRY_MAX=100ms")
 	w.e.upstream.Script(agentScript("notes/console.txt", "written for the console test\n", "I wrote notes/console.txt", nil))

@@ -19,6 +19,7 @@ import (
 // so; nothing reaches the upstream; once the database is back the same key
 // works and its usage is recorded.
 func TestDatabaseDown(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	acc := e.account("free")
 	u, err := url.Parse(e.dbURL)
@@ -79,6 +80,7 @@ func TestDatabaseDown(t *testing.T) {
 
 // /metrics exposes the gateway series and /healthz answers.
 func TestHealthAndMetrics(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := e.startAPI()
 	acc := e.account("free")

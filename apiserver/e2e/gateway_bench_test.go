@@ -8,6 +8,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,7 +21,10 @@ import (
 // the fake upstream, then through a real apiserver process with Postgres
 // auth, rate limiting, usage windows and metering on. The model lists two
 // deployments (the second never needed) and tracing is off. Reported:
-// p50/p99 of each path, the added p50/p99, and gateway throughput.
+// p50/p99 of each path, the added p50/p99, gateway throughput, and the
+// apiserver process's CPU time per request (steadier than latency on a
+// shared machine). SVC_BENCH_DEPLOYMENTS=1 writes the single-provider form
+// instead (comparable with binaries from before deployments existed).
 func BenchmarkGatewayAddedLatency(b *testing.B) { benchGatewayAdded(b, false) }
 
 // BenchmarkGatewayAddedLatencyTracing is the same with tracing on: every
@@ -37,6 +41,14 @@ models:
   - {id: svc-2-0, tier: standard, reasoning_effort: medium, price: {input_per_mtok: 3, output_per_mtok: 15},
      deployments: [{provider: main, upstream_model: up-2}, {provider: backup, upstream_model: up-2}]}
 `, e.upstream.BaseURL(), fakeupstream.New(b).BaseURL())
+	if os.Getenv("SVC_BENCH_DEPLOYMENTS") == "1" {
+		models = fmt.Sprintf(`providers:
+  - {name: main, type: openai, base_url: %q, api_key_env: FAKE_UPSTREAM_KEY}
+models:
+  - {id: svc-2-0, tier: standard, provider: main, upstream_model: up-2, reasoning_effort: medium,
+     price: {input_per_mtok: 3, output_per_mtok: 15}}
+`, e.upstream.BaseURL())
+	}
 	must(b, os.WriteFile(e.models, []byte(models), 0o600))
 	var extra []string
 	if tracing {
@@ -93,8 +105,11 @@ models:
 	run(a.URL+"/v1/chat/completions", acc.key, body, 100)
 	b.ResetTimer()
 	direct, _ := run(e.upstream.BaseURL()+"/chat/completions", "x", upBody, n)
+	cpu0 := processCPU(b, a.cmd.Process.Pid)
 	gw, gwWall := run(a.URL+"/v1/chat/completions", acc.key, body, n)
+	cpu := processCPU(b, a.cmd.Process.Pid) - cpu0
 	b.StopTimer()
+	b.ReportMetric(us(cpu)/float64(n), "gateway-cpu-µs/req")
 	dp50, dp99 := pct(direct, 50), pct(direct, 99)
 	gp50, gp99 := pct(gw, 50), pct(gw, 99)
 	b.ReportMetric(us(dp50), "direct-p50-µs")
@@ -103,6 +118,21 @@ models:
 	b.ReportMetric(us(gp99-dp99), "added-p99-µs")
 	b.ReportMetric(float64(n)/gwWall.Seconds(), "gateway-req/s")
 	b.Logf("n=%d concurrency=%d direct p50=%v p99=%v; gateway p50=%v p99=%v", n, concurrency, dp50, dp99, gp50, gp99)
+}
+
+// processCPU is the user+system CPU time a process has used so far
+// (/proc/<pid>/stat, in clock ticks of 10 ms).
+func processCPU(b *testing.B, pid int) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	must(b, err)
+	// Fields after the command name (which may hold spaces) in parentheses.
+	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+2:]))
+	ut, err1 := strconv.ParseInt(f[11], 10, 64) // utime, field 14
+	st, err2 := strconv.ParseInt(f[12], 10, 64) // stime, field 15
+	if err1 != nil || err2 != nil {
+		b.Fatalf("parsing /proc/%d/stat: %s", pid, raw)
+	}
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
 func pct(d []time.Duration, p int) time.Duration {

@@ -1,6 +1,6 @@
 // Package e2e drives real apiserver processes from the outside: real
 // PostgreSQL (shared/testenv), the official openai-go SDK as the client, and
-// an OpenAI-compatible fake upstream (internal/fakeupstream) for the model.
+// an OpenAI-compatible fake upstream (shared/testenv/fakeupstream) for the model.
 package e2e
 
 import (

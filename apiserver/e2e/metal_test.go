@@ -32,6 +32,13 @@ func buildMetal(t *testing.T) string {
 	if ks, _ := filepath.Glob("/boot/vmlinuz-*"); len(ks) == 0 {
 		t.Fatal("the metal e2e test needs a guest kernel under /boot (install linux-image-cloud-amd64)")
 	}
+	if dir := os.Getenv("SVC_BIN_DIR"); dir != "" { // make test built both
+		_, err1 := os.Stat(filepath.Join(dir, "metalhost"))
+		_, err2 := os.Stat(filepath.Join(dir, "podagent-guest"))
+		if err1 == nil && err2 == nil {
+			return filepath.Join(dir, "metalhost")
+		}
+	}
 	_, file, _, _ := runtime.Caller(0)
 	podagentDir := filepath.Join(filepath.Dir(file), "..", "..", "podagent")
 	dir := t.TempDir()
@@ -53,6 +60,7 @@ func buildMetal(t *testing.T) string {
 // in MinIO, and stopping the host suspends the guest with the source
 // archive written.
 func TestMetalWebhookTurnExportsToMinIO(t *testing.T) {
+	t.Parallel()
 	metalhost := buildMetal(t)
 	s3 := testenv.MinIO(t)
 	hostPort, err := testenv.FreePort()
@@ -72,7 +80,8 @@ func TestMetalWebhookTurnExportsToMinIO(t *testing.T) {
 		"SVC_METAL_HOST_TOKEN="+hostToken, "SVC_METAL_DIR="+t.TempDir(), "SVC_METAL_CACHE_DIR="+cacheDir,
 		"SVC_API_URL="+w.api.URL, "SVC_STORAGE=s3", "SVC_S3_ENDPOINT="+s3.Endpoint, "SVC_S3_BUCKET="+s3.Bucket,
 		"SVC_S3_ACCESS_KEY="+s3.AccessKey, "SVC_S3_SECRET_KEY="+s3.SecretKey, "SVC_METAL_DISK_MB=128",
-		"SVC_METAL_START_TIMEOUT=5m", "SVC_METAL_SNAPSHOTS=false", "SVC_LOG_LEVEL=info")
+		"SVC_METAL_START_TIMEOUT=5m", "SVC_METAL_SNAPSHOTS=false", "SVC_LOG_LEVEL=info",
+		"METAL_PROJECT_DATA_EXPORT_INTERVAL_MS=1000")
 	logs := startProcess(t, "metalhost", cmd)
 	waitReady(t, "metalhost", hostURL+"/healthz", 2*time.Minute, logs)
 
@@ -89,15 +98,25 @@ func TestMetalWebhookTurnExportsToMinIO(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	host := &internalapi.MetalHostClient{BaseURL: hostURL, Token: hostToken}
-	if _, err := host.Export(ctx, w.project, false); err != nil {
-		t.Fatalf("export: %v", err)
-	}
 	store, err := s3store.New(ctx, s3store.Config{Endpoint: s3.Endpoint, Bucket: s3.Bucket, AccessKey: s3.AccessKey, SecretKey: s3.SecretKey})
 	must(t, err)
-	data := archivetest.StoredEntries(t, store, objstore.DataKey(w.project))
-	if data["notes/hello.txt"] != "hi from the micro-VM" {
-		t.Fatalf("project-data.tar.gz: %v", keys(data))
+	// The host's export loop (every METAL_PROJECT_DATA_EXPORT_INTERVAL_MS)
+	// lands the turn in MinIO without being asked.
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		if _, err := store.Head(ctx, objstore.DataKey(w.project)); err == nil {
+			if data := archivetest.StoredEntries(t, store, objstore.DataKey(w.project)); data["notes/hello.txt"] == "hi from the micro-VM" {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the periodic export never stored the turn\nmetalhost:\n%s", logs.String())
+		}
+		time.Sleep(100 * time.Millisecond) // polling object storage: no event to wait on
+	}
+	host := &internalapi.MetalHostClient{BaseURL: hostURL, Token: hostToken}
+	if _, err := host.Export(ctx, w.project, false); err != nil {
+		t.Fatalf("export on demand: %v", err)
 	}
 	repo := archivetest.StoredEntries(t, store, objstore.RepoKey(w.project))
 	if _, ok := repo["HEAD"]; !ok {

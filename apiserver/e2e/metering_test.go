@@ -31,8 +31,11 @@ func waitUsage(t *testing.T, e *env, workspace string, n int64) usageSnapshot {
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		u := usageOf(t, e, workspace)
-		if u.requests >= n || time.Now().After(deadline) {
+		if u.requests >= n {
 			return u
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("usage of %s: %d requests recorded after 15 s, want at least %d", workspace, u.requests, n)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -41,6 +44,7 @@ func waitUsage(t *testing.T, e *env, workspace string, n int64) usageSnapshot {
 // Plain, streamed and client-aborted requests record exactly what the
 // upstream reported, and credits follow the model price.
 func TestMeteringIsExact(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := e.startAPI()
 	acc := e.account("free")
@@ -106,6 +110,7 @@ func last(r fakeupstream.Request) string {
 
 // Two replicas on one database admit exactly the plan's requests per minute.
 func TestRateLimitSharedAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	replicas := []*api{e.startAPI(), e.startAPI()}
 	const limit = 3 // the slow plan

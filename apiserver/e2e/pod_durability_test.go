@@ -61,6 +61,7 @@ func (e *env) checkpointCount(project string) int {
 // A real pod records one checkpoint row per flushed turn through the real
 // record endpoint, an unchanged tree adds none, and publish tags the head.
 func TestPodCheckpointsAndPublishThroughTheAPI(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := e.startAPI()
 	acc := e.account("free")

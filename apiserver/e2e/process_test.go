@@ -71,25 +71,49 @@ func waitReady(t testing.TB, name, url string, timeout time.Duration, logs *logB
 // with its whole body.
 func do(t testing.TB, method, url, bearer string, body []byte, header http.Header) (*http.Response, []byte) {
 	t.Helper()
+	res, b, err, contract := request(method, url, bearer, body, header)
+	must(t, err)
+	if contract != nil {
+		t.Error(contract)
+	}
+	return res, b
+}
+
+// tryDo is do for goroutines: it returns the error (a failed request or an
+// answer outside the OpenAPI document) instead of failing the test (t.Fatal
+// must not be called off the test's goroutine).
+func tryDo(method, url, bearer string, body []byte, header http.Header) (*http.Response, []byte, error) {
+	res, b, err, contract := request(method, url, bearer, body, header)
+	if err == nil {
+		err = contract
+	}
+	return res, b, err
+}
+
+// request sends one request; contract is checkOpenAPI's verdict on the answer.
+func request(method, url, bearer string, body []byte, header http.Header) (res *http.Response, b []byte, err, contract error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
 	req, err := http.NewRequest(method, url, rd)
-	must(t, err)
+	if err != nil {
+		return nil, nil, err, nil
+	}
 	for k, vs := range header {
 		req.Header[k] = vs
 	}
 	if bearer != "" {
 		req.Header.Set("Authorization", "Bearer "+bearer)
 	}
-	res, err := http.DefaultClient.Do(req)
-	must(t, err)
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	must(t, err)
-	if err := checkOpenAPI(req, res, b); err != nil {
-		t.Error(err)
+	res, err = http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, nil, err, nil
 	}
-	return res, b
+	defer res.Body.Close()
+	b, err = io.ReadAll(res.Body)
+	if err != nil {
+		return res, b, err, nil
+	}
+	return res, b, nil, checkOpenAPI(req, res, b)
 }

@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"encoding/base64"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/svc-dev/svc/shared/wire"
 )
@@ -41,6 +45,7 @@ func childPIDs(t *testing.T, pid int) []int {
 // comes out of the outbox after the answer deadline with status
 // unanswered, never silently lost.
 func TestWebhookAcceptedMessageOutlivesLostDisk(t *testing.T) {
+	t.Parallel()
 	w, channelID := webhookWorld(t, "SVC_WEBHOOK_ANSWER_DEADLINE=3s")
 	delivered := make(chan string, 4)
 	recv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
@@ -101,5 +106,53 @@ func TestWebhookAcceptedMessageOutlivesLostDisk(t *testing.T) {
 	res, body = w.do(t, http.MethodGet, "/agent/channels/webhook/outbox/"+channelID, nil, hookHeaders())
 	if res.StatusCode != 200 || string(body) != "{\"messages\":[]}\n" {
 		t.Fatalf("acknowledged: %d %s", res.StatusCode, body)
+	}
+}
+
+// Issue 8, item 8: channel secrets are generated in the Standard Webhooks
+// form (whsec_ + base64 of 32 bytes), by default for a new channel and with
+// --generate-secret; a receiver verifies the callbacks with an unmodified
+// Standard Webhooks library, which base64-decodes the secret after the
+// prefix.
+func TestWebhookGeneratedSecretVerifiesWithStandardWebhooks(t *testing.T) {
+	w := newProxyWorld(t, podagentBin(t), "SVC_CALLBACK_ALLOWED_NETS=127.0.0.0/8")
+	first := w.e.admin("channel", "set", "--project", w.project)
+	secret, _ := first["secret"].(string)
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	if !strings.HasPrefix(secret, "whsec_") || err != nil || len(key) != 32 {
+		t.Fatalf("default secret of a new channel: %v", first)
+	}
+	if again := w.e.admin("channel", "set", "--project", w.project, "--callback-headers", `{"X-A":"b"}`); again["secret"] != nil {
+		t.Fatalf("a channel with a secret keeps it: %v", again)
+	}
+	rotated := w.e.admin("channel", "set", "--project", w.project, "--generate-secret")
+	secret, _ = rotated["secret"].(string)
+	if !strings.HasPrefix(secret, "whsec_") || secret == first["secret"] {
+		t.Fatalf("rotated secret: %v", rotated)
+	}
+	w.e.upstream.Script(agentScript("s.txt", "s", "signed", nil))
+	got := make(chan error, 1)
+	recv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		wh, err := standardwebhooks.NewWebhook(secret)
+		if err == nil {
+			err = wh.Verify(body, r.Header)
+		}
+		got <- err
+	}))
+	defer recv.Close()
+	h := http.Header{"X-Webhook-Secret": {secret}, "Content-Type": {"application/json"}}
+	res, body := w.do(t, http.MethodPost, "/agent/channels/webhook/incoming",
+		[]byte(`{"message":"sign it","callbackUrl":"`+recv.URL+`/cb"}`), h)
+	if res.StatusCode != http.StatusAccepted {
+		t.Fatalf("incoming: %d %s", res.StatusCode, body)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("Standard Webhooks verification: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("no callback")
 	}
 }

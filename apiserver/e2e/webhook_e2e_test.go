@@ -52,6 +52,7 @@ func hookHeaders() http.Header {
 // comes back inline, the file is written, the turn ends in one commit, one
 // checkpoint row and a persisted .git, and the commit shows in the graph.
 func TestWebhookSyncTurnEndToEnd(t *testing.T) {
+	t.Parallel()
 	w, _ := webhookWorld(t)
 	w.e.upstream.Script(agentScript("notes/hello.txt", "hi from the webhook", "I wrote notes/hello.txt", nil))
 	before := w.e.checkpointCount(w.project)
@@ -125,6 +126,7 @@ func TestWebhookSyncTurnEndToEnd(t *testing.T) {
 // a receiver that fails twice gets exactly one successful delivery, every
 // attempt with the same webhook-id.
 func TestWebhookAsyncCallbackEndToEnd(t *testing.T) {
+	t.Parallel()
 	w, _ := webhookWorld(t)
 	w.e.upstream.Script(agentScript("a.txt", "async", "done async", nil))
 
@@ -196,6 +198,7 @@ func TestWebhookAsyncCallbackEndToEnd(t *testing.T) {
 // a correlationId; the late reply is then fetched from the outbox: a poll
 // waiting before the reply exists returns as soon as it arrives.
 func TestWebhookSyncTimeoutGoesToOutbox(t *testing.T) {
+	t.Parallel()
 	w, channelID := webhookWorld(t, "SVC_POD_WEBHOOK_SYNC_TIMEOUT=1s")
 	gate := make(chan struct{})
 	w.e.upstream.Script(agentScript("late.txt", "late", "the late reply", gate))
@@ -216,15 +219,24 @@ func TestWebhookSyncTimeoutGoesToOutbox(t *testing.T) {
 		status int
 		body   []byte
 		took   time.Duration
+		err    error
 	}
 	done := make(chan polled, 1)
 	go func() {
 		start := time.Now()
-		res, body := w.do(t, http.MethodGet, "/agent/channels/webhook/outbox/"+channelID+"?wait=30", nil, hookHeaders())
-		done <- polled{res.StatusCode, body, time.Since(start)}
+		res, body, err := tryDo(http.MethodGet, w.api.URL+"/api/projects/"+w.project+"/agent-proxy/agent/channels/webhook/outbox/"+
+			channelID+"?wait=30", w.acc.key, nil, hookHeaders())
+		if err != nil {
+			done <- polled{err: err}
+			return
+		}
+		done <- polled{res.StatusCode, body, time.Since(start), nil}
 	}()
 	close(gate) // the agent finishes now
 	p := <-done
+	if p.err != nil {
+		t.Fatalf("outbox poll: %v", p.err)
+	}
 	if p.status != 200 || !strings.Contains(string(p.body), env.Error.CorrelationID) || !strings.Contains(string(p.body), "the late reply") ||
 		!strings.Contains(string(p.body), `"k":"v"`) {
 		t.Fatalf("outbox: %d %s", p.status, p.body)
@@ -241,6 +253,7 @@ func TestWebhookSyncTimeoutGoesToOutbox(t *testing.T) {
 
 // Spec 7.2 through the API: refused callbacks and bad bodies never start a turn.
 func TestWebhookBadRequestsEndToEnd(t *testing.T) {
+	t.Parallel()
 	w, _ := webhookWorld(t)
 	cases := []struct {
 		name, body string

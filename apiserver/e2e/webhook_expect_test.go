@@ -14,6 +14,7 @@ import (
 // caller unchanged with that header — never 100 Continue then 200 OK with
 // an error body — on every error path of the real pod and of the API.
 func TestWebhookExpectContinueKeepsEveryStatus(t *testing.T) {
+	t.Parallel()
 	w, _ := webhookWorld(t, "SVC_POD_WEBHOOK_SYNC_TIMEOUT=1s", "SVC_POD_WEBHOOK_MAX_BODY_BYTES=300")
 	gate := make(chan struct{})
 	defer close(gate)

@@ -1,6 +1,6 @@
 package e2e
 
-// The durable webhook outbox (DESIGN.md §6): the pod hands late replies to
+// The durable webhook outbox (docs/design.md §6): the pod hands late replies to
 // the API, which keeps them in its database and serves the integrations'
 // long-poll itself, so a reply survives the pod and is fetched while no
 // agent runs.
@@ -43,6 +43,7 @@ func waitOutboxRow(t *testing.T, dbURL, projectID, channelID string) {
 // that started it stop; a new API server, whose agent cannot even start,
 // still serves the reply from the outbox.
 func TestWebhookOutboxSurvivesThePod(t *testing.T) {
+	t.Parallel()
 	w, channelID := webhookWorld(t, "SVC_POD_WEBHOOK_SYNC_TIMEOUT=1s")
 	gate := make(chan struct{})
 	w.e.upstream.Script(agentScript("late.txt", "late", "the reply after the pod", gate))
@@ -83,12 +84,14 @@ func TestWebhookOutboxSurvivesThePod(t *testing.T) {
 // Spec 5.2 and 7.2 on the outbox path, answered by the API alone (the agent
 // binary cannot start): cloud auth, then channel auth, then the channel id.
 func TestWebhookOutboxAuthMatrix(t *testing.T) {
+	t.Parallel()
 	w := newProxyWorld(t, failingAgentBin(t))
 	ch := w.e.admin("channel", "set", "--project", w.project, "--secret", "hook-secret")["channelId"].(string)
 	other := w.e.admin("project", "create", "--workspace", w.acc.workspace, "--name", "other")["id"].(string)
 	otherCh := w.e.admin("channel", "set", "--project", other, "--secret", "other-secret")["channelId"].(string)
 	noSecret := w.e.admin("project", "create", "--workspace", w.acc.workspace, "--name", "no-secret")["id"].(string)
-	noSecretCh := w.e.admin("channel", "set", "--project", noSecret)["channelId"].(string)
+	// An explicitly empty secret (without --secret a new channel gets a generated one).
+	noSecretCh := w.e.admin("channel", "set", "--project", noSecret, "--secret", "")["channelId"].(string)
 	noChannel := w.e.admin("project", "create", "--workspace", w.acc.workspace, "--name", "no-channel")["id"].(string)
 	stranger := w.e.account("free")
 

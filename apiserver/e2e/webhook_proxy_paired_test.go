@@ -1,6 +1,6 @@
 package e2e
 
-// Paired machines (issue 5): `podagent paired` dials out to the API through a
+// Paired machines: `podagent paired` dials out to the API through a
 // websocket tunnel and serves the project's agent at the same webhook URL; a
 // project pinned to a paired machine that is not connected is 503
 // instance_offline.
@@ -52,6 +52,7 @@ func waitStatusAt(t *testing.T, w *proxyWorld, apiURL, path string, want int, be
 }
 
 func TestWebhookProxyPairedMachine(t *testing.T) {
+	t.Parallel()
 	// The local driver cannot start an agent here: whatever answers comes
 	// through the tunnel.
 	w := newProxyWorld(t, failingAgentBin(t))

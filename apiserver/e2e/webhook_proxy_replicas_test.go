@@ -1,6 +1,6 @@
 package e2e
 
-// Several API replicas (issue 5, spec 4.2: "routing is internal"): a paired
+// Several API replicas (spec 4.2: "routing is internal"): a paired
 // machine's tunnel lives on the replica it dialled; every other replica
 // relays the project's agent-proxy requests to that one through
 // /internal/projects/{id}/relay/*, and answers 503 instance_offline when the
@@ -19,6 +19,7 @@ import (
 )
 
 func TestWebhookProxyPairedAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	w := newProxyWorld(t, failingAgentBin(t)) // replica A: the machine dials this one
 	b := w.e.startAPI("SVC_PODAGENT_BIN="+failingAgentBin(t), "SVC_DATA_DIR="+w.dataDir, "SVC_RUNTIME_STOP_GRACE=10s")
 	incoming := "/agent/channels/webhook/incoming"

@@ -1,6 +1,6 @@
 package e2e
 
-// The API side of the webhook channel (issue 5): the agent-proxy's cloud
+// The API side of the webhook channel: the agent-proxy's cloud
 // auth, forwarding and streaming, the local runtime driver, and failed cold
 // starts. Agents are real processes started by the apiserver: the test agent
 // of webhook_proxy_agent_test.go, or the real podagent.
@@ -67,6 +67,7 @@ func (w *proxyWorld) agentInfo(t *testing.T) fakeAgentInfo {
 }
 
 func TestWebhookProxyCloudAuthFirst(t *testing.T) {
+	t.Parallel()
 	w := newProxyWorld(t, fakeAgentBin(t))
 	if got := w.seen(t); len(got) != 0 { // starts the agent
 		t.Fatalf("fresh agent saw %v", got)
@@ -121,6 +122,7 @@ func TestWebhookProxyCloudAuthFirst(t *testing.T) {
 }
 
 func TestWebhookProxyForwardsUnchangedAndStreams(t *testing.T) {
+	t.Parallel()
 	w := newProxyWorld(t, fakeAgentBin(t), "SVC_CALLBACK_ALLOWED_NETS=127.0.0.0/8", "SVC_POD_WEBHOOK_SYNC_TIMEOUT=3s")
 	body := []byte("{ \"message\" : \"héllo\",\n  \"metadata\": {\"k\": [1, 2.50, null]} }  ")
 	h := http.Header{
@@ -219,6 +221,7 @@ func TestWebhookProxyForwardsUnchangedAndStreams(t *testing.T) {
 }
 
 func TestWebhookProxyNeverRetries(t *testing.T) {
+	t.Parallel()
 	w := newProxyWorld(t, fakeAgentBin(t))
 	w.seen(t) // start the agent; the proxy now holds a kept-alive connection to it
 	for _, c := range []struct {
@@ -248,6 +251,7 @@ func TestWebhookProxyNeverRetries(t *testing.T) {
 }
 
 func TestWebhookProxyLocalDriverLifecycle(t *testing.T) {
+	t.Parallel()
 	w := newProxyWorld(t, fakeAgentBin(t))
 	first := w.agentInfo(t)
 
@@ -259,7 +263,12 @@ func TestWebhookProxyLocalDriverLifecycle(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, body := proxyDo(t, w.api.URL, p2, w.acc.key, http.MethodGet, "/agent/channels/test/env", nil, nil)
+			res, body, err := tryDo(http.MethodGet, w.api.URL+"/api/projects/"+p2+"/agent-proxy/agent/channels/test/env",
+				w.acc.key, nil, nil)
+			if err != nil {
+				t.Errorf("concurrent start: %v", err)
+				return
+			}
 			var info fakeAgentInfo
 			if res.StatusCode == 200 && json.Unmarshal(body, &info) == nil {
 				pids <- info.PID
@@ -312,6 +321,7 @@ func TestWebhookProxyLocalDriverLifecycle(t *testing.T) {
 }
 
 func TestWebhookProxyAgentStartFailed(t *testing.T) {
+	t.Parallel()
 	w := newProxyWorld(t, failingAgentBin(t))
 	for _, path := range []string{"/agent/channels/webhook/incoming", "/agent/channels/webhook/health"} {
 		method := http.MethodGet
@@ -335,6 +345,7 @@ func TestWebhookProxyAgentStartFailed(t *testing.T) {
 }
 
 func TestWebhookProxyLocalPodagent(t *testing.T) {
+	t.Parallel()
 	w := newProxyWorld(t, podagentBin(t))
 	// /readyz exists on the pod only: an answer proves the request reached it.
 	res, rb := w.do(t, http.MethodGet, "/readyz", nil, nil)

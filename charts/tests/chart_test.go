@@ -64,6 +64,7 @@ var expectations = map[string]struct {
 }
 
 func TestGolden(t *testing.T) {
+	t.Parallel()
 	for name, file := range valuesCases(t) {
 		t.Run(name, func(t *testing.T) {
 			got := mustTemplate(t, []string{file})
@@ -87,6 +88,7 @@ func TestGolden(t *testing.T) {
 }
 
 func TestLintStrict(t *testing.T) {
+	t.Parallel()
 	t.Run("chart-defaults", func(t *testing.T) {
 		if out, err := runHelm(t, "lint", "--strict", chartDir, "--namespace", namespace, "--kube-version", kubeVersion); err != nil {
 			t.Fatalf("%v\n%s", err, out)
@@ -122,6 +124,7 @@ func secretEnvs(t *testing.T) map[string]bool {
 }
 
 func TestNoCredentialValues(t *testing.T) {
+	t.Parallel()
 	secret := secretEnvs(t)
 	for name, file := range valuesCases(t) {
 		t.Run(name, func(t *testing.T) {
@@ -239,6 +242,7 @@ func runtimePod(t *testing.T, objs []object, f podFields) pod {
 }
 
 func TestRuntimePodTemplate(t *testing.T) {
+	t.Parallel()
 	for name, file := range valuesCases(t) {
 		t.Run(name, func(t *testing.T) {
 			exp := expectations[name]
@@ -344,6 +348,7 @@ func TestRuntimePodTemplate(t *testing.T) {
 }
 
 func TestAPIServer(t *testing.T) {
+	t.Parallel()
 	for name, file := range valuesCases(t) {
 		t.Run(name, func(t *testing.T) {
 			exp, known := expectations[name]
@@ -446,6 +451,7 @@ func TestAPIServer(t *testing.T) {
 // The PDB of the replicas case keeps two of three replicas up, and no PDB
 // blocks node drains of a single replica.
 func TestPodDisruptionBudget(t *testing.T) {
+	t.Parallel()
 	objs := parseManifests(t, mustTemplate(t, []string{"testdata/replicas-pdb.yaml"}))
 	var pdb struct {
 		Spec map[string]any `yaml:"spec"`
@@ -462,6 +468,7 @@ func TestPodDisruptionBudget(t *testing.T) {
 
 // The chart's default models and plans are the binary's built-in ones.
 func TestCatalogDefaultsMatchBinary(t *testing.T) {
+	t.Parallel()
 	objs := parseManifests(t, mustTemplate(t, nil))
 	var cm configMap
 	for _, o := range find(objs, "ConfigMap") {
@@ -520,11 +527,12 @@ func configOptions(t *testing.T, file string) []configOption {
 // be silently ignored), except the Kubernetes driver's settings that the
 // chart defines ahead of the driver.
 func TestEnvNamesKnownToBinaries(t *testing.T) {
+	t.Parallel()
 	pending := map[string]bool{
 		// Read by the Kubernetes runtime driver of the API server.
 		"SVC_RUNTIME_NAMESPACE":         true,
 		"SVC_RUNTIME_POD_TEMPLATE_FILE": true,
-		// DESIGN.md §5: passed to pods; podagent's callback sender reads it.
+		// docs/design.md §5: passed to pods; podagent's callback sender reads it.
 		"SVC_CALLBACK_ALLOWED_NETS": true,
 	}
 	known := func(file string) map[string]bool {
@@ -561,6 +569,7 @@ func TestEnvNamesKnownToBinaries(t *testing.T) {
 
 // Values the chart must refuse, and why (the schema or a template guard).
 func TestRejectsUnsafeValues(t *testing.T) {
+	t.Parallel()
 	for name, tc := range map[string]struct {
 		sets []string
 		want string
@@ -588,6 +597,7 @@ func TestRejectsUnsafeValues(t *testing.T) {
 // NOTES.txt tells how to reach the completions endpoint. helm template does
 // not render NOTES, so a copy of the chart renders it through tpl.
 func TestNotes(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "svc")
 	if err := os.CopyFS(dir, os.DirFS(chartDir)); err != nil {
 		t.Fatal(err)

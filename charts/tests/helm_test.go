@@ -211,15 +211,6 @@ type container struct {
 	} `yaml:"resources"`
 }
 
-func (c container) env(name string) (envVar, bool) {
-	for _, e := range c.Env {
-		if e.Name == name {
-			return e, true
-		}
-	}
-	return envVar{}, false
-}
-
 func (c container) mount(name string) (volumeMount, bool) {
 	for _, m := range c.VolumeMounts {
 		if m.Name == name {

@@ -23,9 +23,12 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"time"
 
 	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
 )
 
 // Defaults of ExtractOptions (zero fields take these).
@@ -83,6 +86,16 @@ type CreateOptions struct {
 	// (multigz.go) with members of this many uncompressed bytes, so that
 	// NewGzipReader can inflate it on all cores.
 	MemberBytes int
+	// Leading entries are written first, before the walk of root, as
+	// regular files (mode 0644): a small manifest a reader can act on
+	// before the rest of the archive has arrived.
+	Leading []LeadingFile
+}
+
+// LeadingFile is an in-memory file written at the start of an archive.
+type LeadingFile struct {
+	Name string
+	Data []byte
 }
 
 // CreateTarGz writes a gzip-compressed tar of root to w.
@@ -108,10 +121,46 @@ func CreateTarGz(w io.Writer, root string, opts CreateOptions) (Stats, error) {
 	return st, zw.Close()
 }
 
+// CreateTarZstd writes a zstd-compressed tar of root to w (the deps
+// layer; opts.Level and opts.MemberBytes do not apply).
+func CreateTarZstd(w io.Writer, root string, opts CreateOptions) (Stats, error) {
+	zw, err := zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)))
+	if err != nil {
+		return Stats{}, err
+	}
+	st, err := CreateTar(zw, root, opts)
+	if err != nil {
+		zw.Close()
+		return st, err
+	}
+	return st, zw.Close()
+}
+
+// NewZstdReader returns a zstd decompressor bounded for untrusted input
+// (window and memory limits); the caller closes it.
+func NewZstdReader(r io.Reader) (io.ReadCloser, error) {
+	zr, err := zstd.NewReader(r, zstd.WithDecoderMaxWindow(64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("archive: not a zstd stream: %w", err)
+	}
+	return zr.IOReadCloser(), nil
+}
+
 // CreateTar writes an uncompressed tar of root to w, in lexical order.
 func CreateTar(w io.Writer, root string, opts CreateOptions) (Stats, error) {
 	var st Stats
 	tw := tar.NewWriter(w)
+	for _, lf := range opts.Leading {
+		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: lf.Name, Mode: 0o644, Size: int64(len(lf.Data)), ModTime: time.Now().Truncate(time.Second)}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return st, err
+		}
+		if _, err := tw.Write(lf.Data); err != nil {
+			return st, err
+		}
+		st.Entries++
+		st.Bytes += int64(len(lf.Data))
+	}
 	prefix := strings.TrimSuffix(opts.Prefix, "/")
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -206,7 +255,7 @@ type ExtractOptions struct {
 	// (one more system call per file; git and node do not need it).
 	PreserveModTime bool
 	// NoLinks refuses every symlink and hard link: a .git archive
-	// (repo.git.tar.gz) never needs one (issue 8, item 5).
+	// (repo.git.tar.gz) never needs one.
 	NoLinks bool
 	// DeferSymlinkCheck leaves the resolved-path check of the symlinks
 	// created (Stats.Symlinks) to the caller, which runs CheckSymlinks once

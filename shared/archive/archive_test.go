@@ -52,6 +52,7 @@ func buildTar(t testing.TB, entries []entry) []byte {
 }
 
 func TestExtractRefusesHostileArchives(t *testing.T) {
+	t.Parallel()
 	limits := ExtractOptions{MaxEntryBytes: 1 << 20, MaxTotalBytes: 2 << 20}
 	tests := []struct {
 		name    string
@@ -112,6 +113,7 @@ func assertNothingOutside(t *testing.T, parent, dst string) {
 }
 
 func TestExtractAllowsInsideLinks(t *testing.T) {
+	t.Parallel()
 	dst := t.TempDir()
 	data := buildTar(t, []entry{
 		{name: "./", typ: tar.TypeDir},
@@ -132,6 +134,7 @@ func TestExtractAllowsInsideLinks(t *testing.T) {
 }
 
 func TestExtractDoesNotFollowPreexistingLink(t *testing.T) {
+	t.Parallel()
 	parent := t.TempDir()
 	dst := filepath.Join(parent, "dst")
 	outside := filepath.Join(parent, "outside")
@@ -154,6 +157,7 @@ func TestExtractDoesNotFollowPreexistingLink(t *testing.T) {
 }
 
 func TestRoundTripDeterministic(t *testing.T) {
+	t.Parallel()
 	src := t.TempDir()
 	files := map[string]string{"b.txt": "b", "a/z.txt": "z", "a/y.txt": "y", "skip/x": "x", "exec.sh": "#!/bin/sh"}
 	for name, body := range files {
@@ -208,6 +212,7 @@ func TestRoundTripDeterministic(t *testing.T) {
 }
 
 func TestNotGzip(t *testing.T) {
+	t.Parallel()
 	_, err := ExtractTarGz(strings.NewReader("plain"), t.TempDir(), ExtractOptions{})
 	if err == nil || !strings.Contains(err.Error(), "not a gzip stream") {
 		t.Fatalf("err = %v", err)

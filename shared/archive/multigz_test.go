@@ -35,6 +35,7 @@ func randomText(n int) []byte {
 // A multi-member file is one valid gzip stream for every reader, and the
 // parallel reader yields exactly the input, for any number of workers.
 func TestMultiGzipRoundTrip(t *testing.T) {
+	t.Parallel()
 	for _, size := range []int{0, 1, 1000, 64 << 10, 64<<10 + 1, 1 << 20} {
 		data := randomText(size)
 		z := multi(t, data, 64<<10)
@@ -62,6 +63,7 @@ func TestMultiGzipRoundTrip(t *testing.T) {
 
 // The gzip tool accepts the file too.
 func TestMultiGzipWithGzipTool(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("gzip"); err != nil {
 		t.Fatalf("gzip not installed: %v", err)
 	}
@@ -78,6 +80,7 @@ func TestMultiGzipWithGzipTool(t *testing.T) {
 
 // Plain gzip, and a plain member appended after ours, still read whole.
 func TestGzipReaderFallbacks(t *testing.T) {
+	t.Parallel()
 	data := randomText(200 << 10)
 	var plain bytes.Buffer
 	zw := stdgzip.NewWriter(&plain)
@@ -101,6 +104,7 @@ func TestGzipReaderFallbacks(t *testing.T) {
 
 // Damaged input is an error, never a hang or a silent short read.
 func TestGzipReaderDamage(t *testing.T) {
+	t.Parallel()
 	z := multi(t, randomText(300<<10), 64<<10)
 	truncated := z[:len(z)-100]
 	lying := append([]byte(nil), z...)
@@ -121,6 +125,7 @@ func TestGzipReaderDamage(t *testing.T) {
 
 // CreateTarGz with MemberBytes round-trips through ExtractTarGz.
 func TestCreateExtractMultiMember(t *testing.T) {
+	t.Parallel()
 	src := t.TempDir()
 	for i := 0; i < 50; i++ {
 		p := filepath.Join(src, "d", strings.Repeat("x", i%5+1), "f"+hex.EncodeToString([]byte{byte(i)}))

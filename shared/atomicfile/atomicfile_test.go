@@ -9,6 +9,7 @@ import (
 )
 
 func TestWriteReplacesWholeAndLeavesNoTemp(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	name := filepath.Join(dir, "sub", "state.json")
 	for _, body := range []string{"first", "second, longer content"} {

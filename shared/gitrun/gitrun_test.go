@@ -22,6 +22,7 @@ func newRepo(t *testing.T) (*Runner, string) {
 }
 
 func TestRefusesDashValues(t *testing.T) {
+	t.Parallel()
 	r, dir := newRepo(t)
 	for _, v := range []string{"--upload-pack=touch /tmp/pwned", "-c", "-"} {
 		err := r.Command("log").AddDynamic(v).Dir(dir).Run(context.Background())
@@ -39,6 +40,7 @@ func TestRefusesDashValues(t *testing.T) {
 }
 
 func TestTypedErrorCarriesStderrAndExitCode(t *testing.T) {
+	t.Parallel()
 	r, dir := newRepo(t)
 	err := r.Command("rev-parse", "--verify").AddDynamic("nosuchref").Dir(dir).Run(context.Background())
 	var ge *Error
@@ -82,6 +84,7 @@ func TestEnvironmentIsControlled(t *testing.T) {
 }
 
 func TestTimeout(t *testing.T) {
+	t.Parallel()
 	r, dir := newRepo(t)
 	// hash-object --stdin waits for stdin that never ends.
 	pr, pw := newBlockingReader()
@@ -94,6 +97,7 @@ func TestTimeout(t *testing.T) {
 }
 
 func TestStreaming(t *testing.T) {
+	t.Parallel()
 	r, dir := newRepo(t)
 	var out bytes.Buffer
 	err := r.Command("hash-object", "--stdin").Dir(dir).Stdin(strings.NewReader("hello\n")).Stdout(&out).Run(context.Background())

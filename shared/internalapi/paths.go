@@ -38,6 +38,8 @@ const (
 	PodMetrics  = "/metrics"
 	PodAgent    = "/agent"
 	PodGitFlush = PodAgent + "/git-flush"
+	// PodRestore is the rollback of docs/sync-modes.md §6.
+	PodRestore = PodAgent + "/restore"
 	// PodChannels is the prefix of the channel routes the agent-proxy forwards.
 	PodChannels = PodAgent + "/channels/"
 	// The webhook channel's routes (spec 4.2), which the console also calls.
@@ -46,8 +48,13 @@ const (
 	PodWebhookActivity = PodChannels + "webhook/activity"
 )
 
-// ProjectURL is base + /internal/projects/{projectID} + path, with the id
-// escaped as one path segment.
+// ProjectURL is base + ProjectPath(projectID, path).
 func ProjectURL(base, projectID, path string) string {
-	return strings.TrimRight(base, "/") + "/internal/projects/" + url.PathEscape(projectID) + path
+	return strings.TrimRight(base, "/") + ProjectPath(projectID, path)
+}
+
+// ProjectPath is /internal/projects/{projectID} + path, with the id escaped
+// as one path segment.
+func ProjectPath(projectID, path string) string {
+	return "/internal/projects/" + url.PathEscape(projectID) + path
 }

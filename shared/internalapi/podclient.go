@@ -34,6 +34,16 @@ func (p *PodClient) GitFlush(ctx context.Context, req wire.GitFlushRequest) (wir
 	return out, err
 }
 
+// Restore asks the pod to commit a rollback to req.SHA as a new turn.
+func (p *PodClient) Restore(ctx context.Context, req wire.RestoreRequest) (wire.RestoreResponse, error) {
+	var out wire.RestoreResponse
+	if err := p.check(); err != nil {
+		return out, err
+	}
+	err := call(ctx, p.HTTP, p.Timeout, "restore", http.MethodPost, p.url(PodRestore), p.Token, req, &out)
+	return out, err
+}
+
 // Ready reports whether the pod's /readyz answers 200.
 func (p *PodClient) Ready(ctx context.Context) error {
 	if err := p.checkURL(); err != nil {

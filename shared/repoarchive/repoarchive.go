@@ -10,6 +10,8 @@
 package repoarchive
 
 import (
+	"encoding/json"
+	"fmt"
 	"io"
 	"io/fs"
 	"strings"
@@ -24,19 +26,56 @@ const StateDirName = "svc-agent"
 // the fastest level buys almost the same size.
 const DefaultLevel = 1
 
+// ManifestName is the archive's first entry when the pod writes one: a
+// small JSON Manifest that travels with the durable object, in the same
+// fenced PUT, so a cold start can act on it (start the deps layer's
+// download) before the rest of .git has arrived. It is not a file of .git:
+// the pod does not extract it, and Create never archives a file of that
+// name from disk.
+const ManifestName = "svc-manifest.json"
+
+// maxManifest bounds the manifest a reader accepts.
+const maxManifest = 64 << 10
+
+// Manifest describes the durable object beyond .git itself.
+type Manifest struct {
+	// DepsHash is the key hash of the deps layer (deps-<hash>.tar.gz) of
+	// HEAD: the sha256 of HEAD's lockfile; empty when HEAD has none.
+	DepsHash string `json:"depsHash,omitempty"`
+}
+
+// ParseManifest decodes the manifest entry.
+func ParseManifest(b []byte) (Manifest, error) {
+	var m Manifest
+	if len(b) > maxManifest {
+		return m, fmt.Errorf("repoarchive: manifest of %d bytes exceeds %d", len(b), maxManifest)
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return m, fmt.Errorf("repoarchive: manifest: %w", err)
+	}
+	for _, c := range m.DepsHash {
+		if !strings.ContainsRune("0123456789abcdef", c) {
+			return Manifest{}, fmt.Errorf("repoarchive: manifest deps hash %q is not lowercase hex", m.DepsHash)
+		}
+	}
+	return m, nil
+}
+
 // Options tune Create.
 type Options struct {
 	// IncludeLFS keeps .git/lfs (the large-file cache).
 	IncludeLFS bool
 	// Level is the gzip level; 0 means DefaultLevel.
 	Level int
+	// Manifest, when set, is written as the first entry (ManifestName).
+	Manifest *Manifest
 }
 
 // Exclude reports whether the entry rel (slash-separated, relative to .git)
 // stays out of the archive.
 func Exclude(rel string, includeLFS bool) bool {
 	switch {
-	case rel == StateDirName, strings.HasSuffix(rel, ".lock"):
+	case rel == StateDirName, rel == ManifestName, strings.HasSuffix(rel, ".lock"):
 		return true
 	case rel == "lfs" && !includeLFS:
 		return true
@@ -54,9 +93,17 @@ func Create(w io.Writer, gitDir string, opts Options) (archive.Stats, error) {
 	if level == 0 {
 		level = DefaultLevel
 	}
-	return archive.CreateTarGz(w, gitDir, archive.CreateOptions{
+	copts := archive.CreateOptions{
 		Level:       level,
 		Exclude:     func(rel string, _ fs.DirEntry) bool { return Exclude(rel, opts.IncludeLFS) },
 		MemberBytes: archive.DefaultMemberBytes, // readers inflate members in parallel
-	})
+	}
+	if opts.Manifest != nil {
+		b, err := json.Marshal(opts.Manifest)
+		if err != nil {
+			return archive.Stats{}, err
+		}
+		copts.Leading = []archive.LeadingFile{{Name: ManifestName, Data: b}}
+	}
+	return archive.CreateTarGz(w, gitDir, copts)
 }

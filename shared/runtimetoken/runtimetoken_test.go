@@ -8,6 +8,7 @@ import (
 )
 
 func TestMintVerify(t *testing.T) {
+	t.Parallel()
 	secret := []byte("s3cret")
 	tok := runtimetoken.Mint(secret, "prj_a")
 	if !strings.HasPrefix(tok, runtimetoken.Prefix) {

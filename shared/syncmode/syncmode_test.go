@@ -7,6 +7,7 @@ import (
 )
 
 func TestParse(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		in   string
 		want syncmode.Mode

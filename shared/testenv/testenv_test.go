@@ -63,6 +63,7 @@ func names(t *testing.T, db *sql.DB) string {
 }
 
 func TestPostgresTemplateClonesAreIsolated(t *testing.T) {
+	t.Parallel()
 	dsnA := testenv.PostgresDB(t, tmpl)
 	dsnB := testenv.PostgresDB(t, tmpl)
 	if dsnA == dsnB || !strings.HasPrefix(dsnA, "postgres://") {
@@ -86,6 +87,7 @@ func TestPostgresTemplateClonesAreIsolated(t *testing.T) {
 }
 
 func TestPostgresDBIsDroppedAfterTest(t *testing.T) {
+	t.Parallel()
 	var dsn string
 	t.Run("inner", func(t *testing.T) { dsn = testenv.PostgresDB(t, tmpl) })
 	db := open(t, dsn)
@@ -97,6 +99,7 @@ func TestPostgresDBIsDroppedAfterTest(t *testing.T) {
 }
 
 func TestPostgresThroughFaultProxy(t *testing.T) {
+	t.Parallel()
 	dsn := testenv.PostgresDB(t, tmpl)
 	u := strings.SplitN(strings.TrimPrefix(dsn, "postgres://"), "/", 2)[0]
 	host := u[strings.Index(u, "@")+1:]
@@ -126,6 +129,7 @@ func TestPostgresThroughFaultProxy(t *testing.T) {
 }
 
 func TestFaultProxy(t *testing.T) {
+	t.Parallel()
 	// An echo server as the target.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -197,6 +201,7 @@ func minioClient(t *testing.T, env testenv.S3Env) *minio.Client {
 }
 
 func TestMinIOFreshBuckets(t *testing.T) {
+	t.Parallel()
 	a, b := testenv.MinIO(t), testenv.MinIO(t)
 	if a.Bucket == b.Bucket {
 		t.Fatalf("two calls gave the same bucket %q", a.Bucket)
@@ -211,6 +216,7 @@ func TestMinIOFreshBuckets(t *testing.T) {
 }
 
 func TestMinIOServerStopStart(t *testing.T) {
+	t.Parallel()
 	srv := testenv.NewMinIOServer(t)
 	env := srv.NewBucket(t)
 	c := minioClient(t, env)
@@ -240,6 +246,7 @@ func TestMinIOServerStopStart(t *testing.T) {
 }
 
 func TestFreePort(t *testing.T) {
+	t.Parallel()
 	port, err := testenv.FreePort()
 	if err != nil {
 		t.Fatal(err)

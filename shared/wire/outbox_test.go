@@ -6,6 +6,7 @@ import (
 )
 
 func TestParseOutboxWaitAndLimit(t *testing.T) {
+	t.Parallel()
 	waits := []struct {
 		in   string
 		want time.Duration

@@ -6,6 +6,7 @@ import (
 )
 
 func TestPublishTag(t *testing.T) {
+	t.Parallel()
 	tag, err := PublishTag("my-app", time.Unix(1700000000, 0))
 	if err != nil || tag != "publish/my-app/1700000000" {
 		t.Fatalf("tag = %q, %v", tag, err)

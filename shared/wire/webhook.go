@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Webhook channel (spec 2.4, 2.5, 4.2; DESIGN.md §5 and §6).
+// Webhook channel (spec 2.4, 2.5, 4.2; docs/design.md §5 and §6).
 //
 // The API's agent-proxy forwards /api/projects/{id}/agent-proxy/agent/channels/webhook/*
 // to the pod's /agent/channels/webhook/* with the project's runtime token as
@@ -125,7 +125,7 @@ type WebhookActivity struct {
 	Events []ActivityEvent `json:"events"`
 }
 
-// OutboxMessage is one pending outbound message (DESIGN.md §6).
+// OutboxMessage is one pending outbound message (docs/design.md §6).
 type OutboxMessage struct {
 	ID            string          `json:"id"`
 	CorrelationID string          `json:"correlationId"`
@@ -139,7 +139,7 @@ type OutboxMessage struct {
 	Status string `json:"status,omitempty"`
 }
 
-// Outbox message states (DESIGN.md §7: what no pod answers shows up in the
+// Outbox message states (docs/design.md §7: what no pod answers shows up in the
 // outbox with a status).
 const (
 	OutboxStatusReplied    = "replied"
@@ -156,7 +156,7 @@ type OutboxResponse struct {
 	Messages []OutboxMessage `json:"messages"`
 }
 
-// Outbox limits (DESIGN.md §6), the same on the API and the pod.
+// Outbox limits (docs/design.md §6), the same on the API and the pod.
 const (
 	OutboxMaxWait      = 30 * time.Second
 	OutboxDefaultLimit = 20

@@ -5,7 +5,7 @@ package wire
 import "time"
 
 // CheckpointRecord is the body of POST /internal/projects/{id}/checkpoints/record
-// (spec 4.3; field list fixed in DESIGN.md §6). Idempotent on (projectId, commitSha).
+// (spec 4.3; field list fixed in docs/design.md §6). Idempotent on (projectId, commitSha).
 type CheckpointRecord struct {
 	CommitSHA    string    `json:"commitSha"`
 	ParentSHA    string    `json:"parentSha,omitempty"`
@@ -16,6 +16,10 @@ type CheckpointRecord struct {
 	Additions    int       `json:"additions"`
 	Deletions    int       `json:"deletions"`
 	CreatedAt    time.Time `json:"createdAt"`
+	// Turn is the commit's turn number, its first-parent depth (the seed
+	// commit is 0): the pod's turn counter that parity checks rows against
+	// (docs/sync-modes.md §1).
+	Turn int64 `json:"turn"`
 }
 
 // CheckpointRecordResponse answers a record call.
@@ -29,6 +33,20 @@ type CheckpointRecordResponse struct {
 type GitFlushRequest struct {
 	Tag        string `json:"tag,omitempty"`
 	TagMessage string `json:"tagMessage,omitempty"`
+}
+
+// RestoreRequest is the body of the pod's POST /agent/restore (rollback,
+// docs/sync-modes.md §6).
+type RestoreRequest struct {
+	SHA string `json:"sha"`
+}
+
+// RestoreResponse is the answer of a rollback, from the pod and from
+// POST /api/projects/{id}/checkpoints/{sha}/restore: the new commit (empty
+// when the work tree already had that tree) and the restored one.
+type RestoreResponse struct {
+	SHA          string `json:"sha"`
+	RestoredFrom string `json:"restoredFrom"`
 }
 
 // GitFlushResponse returns the flushed (and, with a tag, tagged) commit.

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,8 +25,10 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/console"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/janitor"
+	"github.com/svc-dev/svc/apiserver/internal/lfsgc"
 	"github.com/svc-dev/svc/apiserver/internal/objstoreopen"
 	"github.com/svc-dev/svc/apiserver/internal/pairing"
+	"github.com/svc-dev/svc/apiserver/internal/parity"
 	"github.com/svc-dev/svc/apiserver/internal/runtime"
 	kubedriver "github.com/svc-dev/svc/apiserver/internal/runtime/kubernetes"
 	"github.com/svc-dev/svc/apiserver/internal/runtime/local"
@@ -34,6 +38,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/tracing"
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
 	"github.com/svc-dev/svc/shared/logging"
+	"github.com/svc-dev/svc/shared/objstore"
 )
 
 type app struct {
@@ -103,8 +108,19 @@ func runAdmin(ctx context.Context, args []string) error {
 }
 
 func (a *app) adminEnv() *admin.Env {
-	return &admin.Env{Store: a.store, Catalog: a.cat, RuntimeSecret: []byte(a.cfg.RuntimeAuthSecret),
-		Out: os.Stdout, In: os.Stdin, PublicURL: objstoreopen.PublicURL(a.cfg), Publish: publishFunc}
+	secret := a.cfg.RuntimeAuthSecret
+	if secret == "" {
+		// `make run` keeps its runtime secret in the data dir (devSecret).
+		if b, err := os.ReadFile(filepath.Join(a.cfg.DataDir, devSecretFile)); err == nil {
+			secret = strings.TrimSpace(string(b))
+		}
+	}
+	return &admin.Env{Store: a.store, Catalog: a.cat, RuntimeSecret: []byte(secret),
+		Out: os.Stdout, In: os.Stdin, PublicURL: objstoreopen.PublicURL(a.cfg), Publish: publishFunc, Log: a.log,
+		Objects: func(ctx context.Context) (objstore.Store, error) {
+			o, err := objstoreopen.Open(ctx, a.cfg, a.log)
+			return o.Store, err
+		}}
 }
 
 func serve(ctx context.Context, args []string, dev bool) error {
@@ -127,6 +143,7 @@ func serve(ctx context.Context, args []string, dev bool) error {
 	if err != nil {
 		return err
 	}
+	objs.Health.Start(ctx)
 	hyd, err := hydrate.New(hydrate.Options{Store: objs.Store, Dir: filepath.Join(a.cfg.DataDir, "hydrated"),
 		Checkpoints: a.store, DiskBudget: a.cfg.HydrateDiskBudget, Log: a.log})
 	if err != nil {
@@ -142,10 +159,15 @@ func serve(ctx context.Context, args []string, dev bool) error {
 	}
 	if a.cfg.RuntimeDriver == kubedriver.Name {
 		if a.kube, err = a.kubernetesDriver(ctx); err != nil {
+			_ = ln.Close()
 			return err
 		}
 	}
-	proxy, relay, hub, router := a.runtimeDeps(ln.Addr(), advertise)
+	proxy, relay, hub, router, err := a.runtimeDeps(ln.Addr(), advertise)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
 	endpoint := a.cfg.OTLPEndpoint
 	if endpoint == "" {
 		endpoint = tracing.Endpoint(os.Getenv)
@@ -174,11 +196,18 @@ func serve(ctx context.Context, args []string, dev bool) error {
 		RuntimeSecret: []byte(a.cfg.RuntimeAuthSecret), MaxBodyBytes: a.cfg.MaxBodyBytes,
 		Hydrate: hyd, ObjectsHandler: objs.Handler, Objects: objs.Store,
 		AgentProxy: proxy, Pairing: hub, Relay: relay, AnswerDeadline: a.cfg.WebhookAnswerDeadline,
+		StorageErr: objs.Health.Err,
 		Console: &console.Options{PublicURL: objstoreopen.PublicURL(a.cfg),
 			SecureCookies: strings.HasPrefix(objstoreopen.PublicURL(a.cfg), "https://")},
 	})
-	if a.cat.HasDevProvider() {
-		a.log.Warn("models are served by the built-in dev provider (no model behind replies); set SVC_UPSTREAM_BASE_URL for a real upstream")
+	for _, name := range slices.Sorted(maps.Keys(a.cat.Providers)) {
+		p := a.cat.Providers[name]
+		if p.Type == "dev" {
+			a.log.Warn("provider answers through the built-in dev upstream (no model behind replies); set SVC_UPSTREAM_BASE_URL for a real upstream",
+				zap.String("provider", name))
+			continue
+		}
+		a.log.Info("provider upstream", zap.String("provider", name), zap.String("type", p.Type), zap.String("baseUrl", p.BaseURL))
 	}
 	a.log.Info("apiserver listening", zap.String("addr", ln.Addr().String()), zap.String("advertise", advertise))
 	if dev {
@@ -190,6 +219,19 @@ func serve(ctx context.Context, args []string, dev bool) error {
 		go servePprof(a.cfg.PprofAddr, a.log)
 	}
 	go (&janitor.Janitor{Store: a.store, Log: a.log.Named("janitor")}).Run(ctx, janitor.Interval)
+	// Large-file retention (spec 10.3): unreachable objects past the grace period.
+	lgc := &lfsgc.GC{Objects: objs.Store, Log: a.log, Metrics: lfsgc.NewMetrics(srv.Registry)}
+	go lgc.Job(ctx, func(ctx context.Context) ([]string, error) {
+		ps, err := a.store.ProjectsInModes(ctx)
+		ids := make([]string, 0, len(ps))
+		for _, p := range ps {
+			ids = append(ids, p.ID)
+		}
+		return ids, err
+	}, lfsgc.DefaultInterval)
+	// Parity of the rollout (spec 10.6.4): svc_parity_mismatches{mode}.
+	go (&parity.Checker{Store: a.store, Objects: objs.Store}).Job(ctx, parity.NewGauge(srv.Registry), parity.JobInterval,
+		parity.Window, func(err error) { a.log.Warn("parity check", zap.Error(err)) })
 	hs := &http.Server{Handler: srv.Echo, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
@@ -212,11 +254,11 @@ func serve(ctx context.Context, args []string, dev bool) error {
 	return err
 }
 
-// runtimeDeps builds the agent-proxy (issue 5) over the runtime router: the
+// runtimeDeps builds the agent-proxy over the runtime router: the
 // configured default driver (local: one podagent per project) and the paired
 // machines' hub, plus the relay proxy other replicas reach this one's tunnels
 // through. Local pods reach this server on loopback at addr's port.
-func (a *app) runtimeDeps(addr net.Addr, advertise string) (*agentproxy.Proxy, *agentproxy.Proxy, *pairing.Hub, *runtime.Router) {
+func (a *app) runtimeDeps(addr net.Addr, advertise string) (*agentproxy.Proxy, *agentproxy.Proxy, *pairing.Hub, *runtime.Router, error) {
 	secret := []byte(a.cfg.RuntimeAuthSecret)
 	port := addr.(*net.TCPAddr).Port
 	var def runtime.Driver
@@ -239,9 +281,10 @@ func (a *app) runtimeDeps(addr net.Addr, advertise string) (*agentproxy.Proxy, *
 			def = d
 		}
 	default:
-		a.log.Warn("runtime driver not available in this build; webhook requests of unpaired projects fail with agent_start_failed",
-			zap.String("driver", a.cfg.RuntimeDriver))
-		def = runtime.Unavailable{DriverName: a.cfg.RuntimeDriver, Err: fmt.Errorf("runtime driver %q is not available", a.cfg.RuntimeDriver)}
+		// An unknown driver is a start-up error naming the valid ones, not a
+		// warning followed by 503s (Gitea's NewStorage).
+		return nil, nil, nil, nil, fmt.Errorf("config: SVC_RUNTIME_DRIVER=%q is not a runtime driver of this build; choose one of: %s",
+			a.cfg.RuntimeDriver, strings.Join(runtimeDrivers, ", "))
 	}
 	transport := agentproxy.NewTransport()
 	hub := pairing.NewHub(pairing.Options{Store: a.store, RuntimeSecret: secret, AdvertiseURL: advertise,
@@ -251,8 +294,12 @@ func (a *app) runtimeDeps(addr net.Addr, advertise string) (*agentproxy.Proxy, *
 		Log: a.log.Named("agentproxy")}
 	relay := &agentproxy.Proxy{Runtime: hub.Local(), Relay: true, Prefixes: agentproxy.RelayPrefixes, Timeout: a.cfg.AgentProxyTimeout,
 		Log: a.log.Named("relay")}
-	return proxy, relay, hub, router
+	return proxy, relay, hub, router, nil
 }
+
+// runtimeDrivers are the SVC_RUNTIME_DRIVER values runtimeDeps knows; add a
+// driver's name here with its case.
+var runtimeDrivers = []string{local.Name, kubedriver.Name, metal.Name}
 
 // advertiseURL is SVC_ADVERTISE_URL, or http://<listen addr>; when the server
 // listens on every interface, the host part is the first non-loopback
@@ -281,10 +328,13 @@ func advertiseURL(configured string, addr net.Addr) (string, error) {
 	return "http://" + net.JoinHostPort(ip.String(), strconv.Itoa(tcp.Port)), nil
 }
 
+// devSecretFile is where `make run` keeps its runtime secret in the data dir.
+const devSecretFile = "runtime-auth-secret"
+
 // devSecret keeps a random runtime secret in the dev data dir so pods started
 // by `make run` keep valid tokens across restarts.
 func devSecret(dataDir string) (string, error) {
-	path := filepath.Join(dataDir, "runtime-auth-secret")
+	path := filepath.Join(dataDir, devSecretFile)
 	if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
 		return strings.TrimSpace(string(b)), nil
 	}

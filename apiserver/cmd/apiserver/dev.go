@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -62,7 +64,7 @@ func bootstrapDemo(ctx context.Context, a *app, addr string) error {
 	}
 	fmt.Printf(`
   apiserver is up on embedded defaults (SQLite and fs storage under %s).
-  Models answer through the built-in dev upstream unless SVC_UPSTREAM_BASE_URL is set.
+  %s
 
   Demo workspace %s, API key (also in %s):
     export SVC_KEY=%s
@@ -80,13 +82,20 @@ func bootstrapDemo(ctx context.Context, a *app, addr string) error {
     curl -s %s/api/projects/%s/agent-proxy/agent/channels/webhook/incoming \
       -H "Authorization: Bearer $SVC_KEY" -H "X-Webhook-Secret: %s" \
       -H 'Content-Type: application/json' -d '{"message":"hello agent"}'
+    # the dev upstream's one script: "write <path>: <text>" makes the agent call write_file (a commit)
+    curl -s %s/api/projects/%s/agent-proxy/agent/channels/webhook/incoming \
+      -H "Authorization: Bearer $SVC_KEY" -H "X-Webhook-Secret: %s" \
+      -H 'Content-Type: application/json' -d '{"message":"write hello.txt: hello from the webhook"}'
+    git clone http://demo:$SVC_KEY@%s/api/projects/%s/git demo && cat demo/hello.txt
+    curl -s "%s/api/projects/%s/checkpoints/diff" -H "Authorization: Bearer $SVC_KEY"
     curl -s %s/api/projects/%s/checkpoints/graph -H "Authorization: Bearer $SVC_KEY"
 
   Web console: sign in as %s (owner of the demo workspace) with this one-time link (15 min):
     %s
   (a new link: apiserver admin user login-link --email %s --base-url %s)
 
-`, a.cfg.DataDir, ws.ID, keyPath, key, base, base, base, proj, base, proj, secret, base, proj, u.Email, link, u.Email, base)
+`, a.cfg.DataDir, upstreamLine(a), ws.ID, keyPath, key, base, base, base, proj, base, proj, secret,
+		base, proj, secret, addr, proj, base, proj, base, proj, u.Email, link, u.Email, base)
 	return nil
 }
 
@@ -112,4 +121,16 @@ func demoProject(ctx context.Context, a *app, workspaceID string) (string, strin
 		return "", "", err
 	}
 	return p.ID, secret, os.WriteFile(path, []byte(p.ID+"\n"), 0o600)
+}
+
+// upstreamLine says which upstream answers the models (the banner of make run).
+func upstreamLine(a *app) string {
+	if a.cat.HasDevProvider() {
+		return "Models answer through the built-in dev upstream (no model behind replies); set SVC_UPSTREAM_BASE_URL for a real one."
+	}
+	var urls []string
+	for _, name := range slices.Sorted(maps.Keys(a.cat.Providers)) {
+		urls = append(urls, name+" → "+a.cat.Providers[name].BaseURL)
+	}
+	return "Models answer through " + strings.Join(urls, ", ") + "."
 }

@@ -1,10 +1,12 @@
 // Package admin is the operator CLI (`apiserver admin <noun> <verb>`,
-// DESIGN.md §5): each command prints one JSON object on stdout. It talks to
+// docs/design.md §5): each command prints one JSON object on stdout. It talks to
 // the database directly, so it works without a running server.
 package admin
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -14,9 +16,14 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/svc-dev/svc/apiserver/internal/apikey"
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
+	"github.com/svc-dev/svc/apiserver/internal/lfsgc"
+	"github.com/svc-dev/svc/apiserver/internal/parity"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/objstore"
 	"github.com/svc-dev/svc/shared/runtimetoken"
 	"github.com/svc-dev/svc/shared/syncmode"
 )
@@ -34,6 +41,11 @@ type Env struct {
 	// Publish calls a pod's git-flush with a publish tag; nil when the
 	// publish package is not wired.
 	Publish func(ctx context.Context, podURL, token, subdomain string, now time.Time) (sha, tag string, err error)
+	// Objects opens the object store (parity-check reads project-src
+	// heads); nil skips what needs it.
+	Objects func(ctx context.Context) (objstore.Store, error)
+	// Log receives per-object lines of lfs gc (nil: none).
+	Log *zap.Logger
 }
 
 type command struct {
@@ -88,7 +100,15 @@ func Run(ctx context.Context, env *Env, args []string) error {
 	}
 	enc := json.NewEncoder(env.Out)
 	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	if err := enc.Encode(out); err != nil {
+		return err
+	}
+	// A command whose answer is a failure (parity-check mismatches, a
+	// refused cohort) exits non-zero after printing it.
+	if f, ok := out.(interface{ Failed() error }); ok {
+		return f.Failed()
+	}
+	return nil
 }
 
 func parse(fs *flag.FlagSet, args []string, required ...string) error {
@@ -183,10 +203,22 @@ func init() {
 		if err := parse(fs, args, "id"); err != nil {
 			return nil, err
 		}
-		return env.Store.GetProject(ctx, *id)
+		p, err := env.Store.GetProject(ctx, *id)
+		if err != nil {
+			return nil, err
+		}
+		// The channel's id is what the outbox poll needs (empty: no channel yet).
+		out := struct {
+			store.Project
+			ChannelID string `json:"channelId"`
+		}{Project: p}
+		if ch, err := env.Store.GetChannel(ctx, *id); err == nil {
+			out.ChannelID = ch.ID
+		}
+		return out, nil
 	})
-	register("project set-sync-mode", "--id P --mode s3|dual_shadow|git_only [--restart]", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
-		id, mode := fs.String("id", "", ""), fs.String("mode", "", "")
+	register("project set-sync-mode", "--id P --mode s3|dual_shadow|git_only [--force] [--restart]  (dual_shadow cohort: at most 10 projects, 7 days)", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
+		id, mode, force := fs.String("id", "", ""), fs.String("mode", "", ""), fs.Bool("force", false, "")
 		restart := fs.Bool("restart", false, "")
 		if err := parse(fs, args, "id", "mode"); err != nil {
 			return nil, err
@@ -195,7 +227,7 @@ func init() {
 		if err != nil || *mode == "" {
 			return nil, fmt.Errorf("%w: --mode must be s3, dual_shadow or git_only", ErrUsage)
 		}
-		p, err := env.Store.SetSyncMode(ctx, *id, m)
+		p, err := SetSyncMode(ctx, env.Store, *id, m, *force, time.Now())
 		if err != nil || !*restart {
 			return p, err
 		}
@@ -242,7 +274,7 @@ func init() {
 	})
 	register("project publish", "--id P --subdomain S [--pod-url U]", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
 		id, sub, podURL := fs.String("id", "", ""), fs.String("subdomain", "", ""), fs.String("pod-url", "", "")
-		if err := parse(fs, args, "id", "subdomain", "pod-url"); err != nil {
+		if err := parse(fs, args, "id", "subdomain"); err != nil {
 			return nil, err
 		}
 		if env.Publish == nil {
@@ -254,6 +286,14 @@ func init() {
 		if _, err := env.Store.GetProject(ctx, *id); err != nil {
 			return nil, err
 		}
+		if *podURL == "" {
+			// The agent the project is pinned to (local or kubernetes driver).
+			a, err := env.Store.GetRuntimeAssignment(ctx, *id)
+			if err != nil || a.Endpoint == "" || a.Driver == store.DriverPaired {
+				return nil, fmt.Errorf("%w: the project has no running agent to publish from; send it a webhook message first or pass --pod-url", ErrUsage)
+			}
+			*podURL = a.Endpoint
+		}
 		sha, tag, err := env.Publish(ctx, *podURL, runtimetoken.Mint(env.RuntimeSecret, *id), *sub, time.Now())
 		if err != nil {
 			return nil, err
@@ -263,8 +303,9 @@ func init() {
 		}
 		return map[string]string{"sha": sha, "tag": tag}, nil
 	})
-	register("channel set", "--project P [--secret S] [--callback-headers JSON]", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
+	register("channel set", "--project P [--secret S | --generate-secret] [--callback-headers JSON]", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
 		project, secret, headers := fs.String("project", "", ""), fs.String("secret", "", ""), fs.String("callback-headers", "", "")
+		generate := fs.Bool("generate-secret", false, "")
 		if err := parse(fs, args, "project"); err != nil {
 			return nil, err
 		}
@@ -283,15 +324,39 @@ func init() {
 				return nil, fmt.Errorf("%w: --callback-headers must be a JSON object of strings", ErrUsage)
 			}
 		}
+		if *generate && secretP != nil {
+			return nil, fmt.Errorf("%w: --secret and --generate-secret exclude each other", ErrUsage)
+		}
 		if _, err := env.Store.GetProject(ctx, *project); err != nil {
 			return nil, err
+		}
+		if !*generate && secretP == nil {
+			// A channel without a secret rejects every request: a new one
+			// gets a generated secret by default.
+			existing, err := env.Store.GetChannel(ctx, *project)
+			if errors.Is(err, store.ErrNotFound) || (err == nil && existing.Secret == "") {
+				*generate = true
+			} else if err != nil {
+				return nil, err
+			}
+		}
+		if *generate {
+			s, err := GenerateChannelSecret()
+			if err != nil {
+				return nil, err
+			}
+			secretP = &s
 		}
 		ch, err := env.Store.SetChannel(ctx, *project, secretP, headersP)
 		if err != nil {
 			return nil, err
 		}
-		return map[string]any{"channelId": ch.ID, "projectId": ch.ProjectID, "hasSecret": ch.Secret != "",
-			"callbackHeaders": json.RawMessage(ch.CallbackHeaders)}, nil
+		out := map[string]any{"channelId": ch.ID, "projectId": ch.ProjectID, "hasSecret": ch.Secret != "",
+			"callbackHeaders": json.RawMessage(ch.CallbackHeaders)}
+		if *generate {
+			out["secret"] = ch.Secret // shown once, like a new API key
+		}
+		return out, nil
 	})
 	register("usage show", "--workspace W", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
 		ws := fs.String("workspace", "", "")
@@ -300,21 +365,54 @@ func init() {
 		}
 		return ShowUsage(ctx, env, *ws)
 	})
-	register("parity-check", "--project P [--since 24h]  (checkpoint rows per turn, spec 10.6.4)", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
-		id, since := fs.String("project", "", ""), fs.Duration("since", 24*time.Hour, "")
+	register("lfs gc", "--project P [--dry-run] [--grace 168h]  (delete large-file objects no ref or tag reaches, spec 10.3)", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
+		id, dry, grace := fs.String("project", "", ""), fs.Bool("dry-run", false, ""), fs.Duration("grace", lfsgc.DefaultGrace, "")
 		if err := parse(fs, args, "project"); err != nil {
 			return nil, err
 		}
-		p, err := env.Store.GetProject(ctx, *id)
+		if *grace < time.Hour {
+			return nil, fmt.Errorf("%w: --grace must be at least 1h (an in-flight push must never be collected)", ErrUsage)
+		}
+		if _, err := env.Store.GetProject(ctx, *id); err != nil {
+			return nil, err
+		}
+		if env.Objects == nil {
+			return nil, errors.New("lfs gc needs the object store")
+		}
+		objs, err := env.Objects(ctx)
 		if err != nil {
 			return nil, err
 		}
-		n, err := env.Store.CountCheckpointsSince(ctx, *id, time.Now().Add(-*since))
-		if err != nil {
-			return nil, err
-		}
-		return map[string]any{"projectId": p.ID, "cloudSyncMode": p.CloudSyncMode, "since": since.String(), "checkpoints": n}, nil
+		return (&lfsgc.GC{Objects: objs, Grace: *grace, Log: env.Log}).Project(ctx, *id, *dry)
 	})
+	register("parity-check", "[--project P] [--since 24h]  (one checkpoint row per turn, spec 10.6.4; exit 1 on a mismatch)", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
+		id, since := fs.String("project", "", ""), fs.Duration("since", 24*time.Hour, "")
+		if err := parse(fs, args); err != nil {
+			return nil, err
+		}
+		c := &parity.Checker{Store: env.Store}
+		if env.Objects != nil {
+			objs, err := env.Objects(ctx)
+			if err != nil {
+				return nil, err
+			}
+			c.Objects = objs
+		}
+		return c.Run(ctx, *id, *since)
+	})
+}
+
+// GenerateChannelSecret returns a new channel secret in the Standard
+// Webhooks form: "whsec_" and the base64 of 32 random bytes. Callers send it
+// as X-Webhook-Secret; callback receivers verify webhook-signature with it
+// (a Standard Webhooks library base64-decodes what follows the prefix and
+// uses those bytes as the HMAC-SHA256 key; see docs/webhook-delivery.md).
+func GenerateChannelSecret() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return "whsec_" + base64.StdEncoding.EncodeToString(b[:]), nil
 }
 
 // KeyCreated is the answer of key create: the plain key appears only here.

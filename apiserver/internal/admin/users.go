@@ -14,7 +14,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/store"
 )
 
-// Console sign-in commands (issue 13): a password read from standard input
+// Console sign-in commands: a password read from standard input
 // (never a flag, which other users of the host could see in the process
 // list), and a one-time sign-in link.
 func init() {

@@ -1,5 +1,5 @@
 // Package agentproxy is the API side of the webhook channel (spec 1, 4.2,
-// 5.2, 7.2; DESIGN.md §5 and §6):
+// 5.2, 7.2; docs/design.md §5 and §6):
 //
 //	/api/projects/{projectId}/agent-proxy/agent/channels/webhook/{incoming,health,activity,outbox/{channelId}}
 //
@@ -107,12 +107,6 @@ func NewTransport() *http.Transport {
 		DisableCompression:    true,
 		ExpectContinueTimeout: time.Second,
 	}
-}
-
-// Register mounts the proxy under g, which must already carry cloud auth
-// (APIKey, then ProjectMember on the route parameter of the project id).
-func (p *Proxy) Register(g *echo.Group) {
-	g.Any("/*", p.Handle)
 }
 
 // Handle proxies one request; ProjectMember has loaded the project (Relay:
@@ -235,7 +229,7 @@ func (p *Proxy) recordAccepted(ctx context.Context, log *zap.Logger, projectID s
 // informational passes 1xx answers the reverse proxy relays (100 Continue,
 // 103 Early Hints) to the connection without committing echo's response:
 // echo takes any WriteHeader as final, so the agent's real status (a 400,
-// 413 or 504) would otherwise reach the caller as 200 (issue 8, item 4).
+// 413 or 504) would otherwise reach the caller as 200.
 type informational struct{ *echo.Response }
 
 func (w informational) WriteHeader(code int) {

@@ -22,6 +22,7 @@ import (
 )
 
 func TestAgentPath(t *testing.T) {
+	t.Parallel()
 	p := &Proxy{}
 	for _, c := range []struct {
 		path string
@@ -84,6 +85,7 @@ func serve(t *testing.T, p *Proxy, method, path string, body io.Reader) *httptes
 }
 
 func TestRuntimeErrorsMapToSpecCodes(t *testing.T) {
+	t.Parallel()
 	start := &runtime.StartError{ProjectID: "prj_1", RetryAfter: 2500 * time.Millisecond, Err: errors.New("boom")}
 	for _, c := range []struct {
 		err    error
@@ -108,6 +110,7 @@ func TestRuntimeErrorsMapToSpecCodes(t *testing.T) {
 }
 
 func TestAgentTimeoutIs504(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -126,6 +129,7 @@ func TestAgentTimeoutIs504(t *testing.T) {
 }
 
 func TestEndpointPathAndTransport(t *testing.T) {
+	t.Parallel()
 	var got *http.Request
 	rt := roundTripper(func(r *http.Request) (*http.Response, error) {
 		got = r
@@ -148,6 +152,7 @@ func TestEndpointPathAndTransport(t *testing.T) {
 // agent path follows /relay, only the proxied paths pass, the first hop's
 // X-Forwarded-For is kept, and a POST is sent once.
 func TestRelayMode(t *testing.T) {
+	t.Parallel()
 	var got []*http.Request
 	rt := roundTripper(func(r *http.Request) (*http.Response, error) {
 		got = append(got, r)

@@ -40,6 +40,7 @@ var Statuses = map[string]int{
 	"invalid_runtime_token": http.StatusUnauthorized,
 	"model_not_found":       http.StatusNotFound,
 	"model_tier_restricted": http.StatusForbidden,
+	"plan_not_found":        http.StatusForbidden,
 	"usage_limit_reached":   http.StatusPaymentRequired,
 	"rate_limited":          http.StatusTooManyRequests,
 	"request_too_large":     http.StatusRequestEntityTooLarge,
@@ -48,13 +49,13 @@ var Statuses = map[string]int{
 	"upstream_error":        http.StatusBadGateway,
 	"upstream_unavailable":  http.StatusBadGateway,
 	"upstream_timeout":      http.StatusGatewayTimeout,
-	"upstream_cooling_down": http.StatusServiceUnavailable, // every deployment's breaker open (issue 12)
+	"upstream_cooling_down": http.StatusServiceUnavailable, // every deployment's breaker open
 	"publish_failed":        http.StatusBadGateway,
 	"agent_unavailable":     http.StatusServiceUnavailable,
 	"service_unavailable":   http.StatusServiceUnavailable,
 	"database_unavailable":  http.StatusServiceUnavailable,
 	"internal_error":        http.StatusInternalServerError,
-	// The console's JSON key API (issue 13).
+	// The console's JSON key API.
 	"unauthenticated":     http.StatusUnauthorized,
 	"csrf_failed":         http.StatusForbidden,
 	"owner_required":      http.StatusForbidden,
@@ -90,6 +91,15 @@ func ModelTierRestricted(model, tier string) *Error {
 	e := Coded("model_tier_restricted",
 		fmt.Sprintf("Your plan does not include the %s tier required by model %q. Upgrade your plan to use it.", tier, model))
 	e.Type = TypeBilling // a plan matter, not a permission (docs/design.md §6)
+	return e
+}
+
+// PlanNotFound is a workspace whose plan this server's plans file does not
+// define (an operator's mistake: a clear 403, not a 500).
+func PlanNotFound(plan string) *Error {
+	e := Coded("plan_not_found", fmt.Sprintf("Your workspace's plan %q is not offered by this server, so no model can be "+
+		"used. Ask an operator to set a plan from the server's plans file (apiserver admin workspace set --plan).", plan))
+	e.Type = TypeBilling
 	return e
 }
 

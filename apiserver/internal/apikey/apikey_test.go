@@ -8,6 +8,7 @@ import (
 )
 
 func TestNewParseMatches(t *testing.T) {
+	t.Parallel()
 	k := apikey.New()
 	id, secret, ok := apikey.Parse(k.Plain)
 	if !ok || id != k.ID || !apikey.Matches(secret, k.Hash) {
@@ -25,6 +26,7 @@ func TestNewParseMatches(t *testing.T) {
 }
 
 func TestParseRefusesOtherShapes(t *testing.T) {
+	t.Parallel()
 	valid := apikey.New().Plain
 	for _, s := range []string{
 		"", "svc_sk_", "sk-abc", "svc_rt_prj_x.sig", valid + "a", valid[:len(valid)-1],

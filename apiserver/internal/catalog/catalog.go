@@ -1,4 +1,4 @@
-// Package catalog loads the models file and the plans file (DESIGN.md §5,
+// Package catalog loads the models file and the plans file (docs/design.md §5,
 // spec 2.1, 8 and 9): which public model ids and aliases exist, which
 // upstream provider and model back each, their tier and price, and what each
 // plan allows (tiers, requests per minute, usage windows in credits).

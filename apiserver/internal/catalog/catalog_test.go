@@ -11,6 +11,7 @@ import (
 )
 
 func TestDefaults(t *testing.T) {
+	t.Parallel()
 	c, err := catalog.Load(catalog.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -36,6 +37,7 @@ func TestDefaults(t *testing.T) {
 }
 
 func TestUpstreamOverride(t *testing.T) {
+	t.Parallel()
 	c, err := catalog.Load(catalog.Options{UpstreamBaseURL: "http://127.0.0.1:9/v1", UpstreamAPIKey: "k"})
 	if err != nil {
 		t.Fatal(err)
@@ -47,6 +49,7 @@ func TestUpstreamOverride(t *testing.T) {
 }
 
 func TestCredits(t *testing.T) {
+	t.Parallel()
 	m := catalog.Model{Price: catalog.Price{InputPerMTok: 3, OutputPerMTok: 15}}
 	if got := m.CreditsMicro(1000, 100); got != 4500 {
 		t.Fatalf("1000 in + 100 out at 3/15 per Mtok = %d micro-credits, want 4500", got)
@@ -57,6 +60,7 @@ func TestCredits(t *testing.T) {
 }
 
 func TestBadFiles(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cases := map[string]string{
 		"unknown field":    "providers: [{name: a, type: dev}]\nmodels: [{id: m, tier: t, provider: a, colour: red}]",

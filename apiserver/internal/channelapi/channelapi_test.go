@@ -5,22 +5,18 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 
-	"github.com/labstack/echo/v4"
-	"go.uber.org/zap/zaptest"
-
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
-	"github.com/svc-dev/svc/apiserver/internal/auth"
 	"github.com/svc-dev/svc/apiserver/internal/channelapi"
-	"github.com/svc-dev/svc/apiserver/internal/httpmw"
+	"github.com/svc-dev/svc/apiserver/internal/server"
+	"github.com/svc-dev/svc/apiserver/internal/server/servertest"
 	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
 	"github.com/svc-dev/svc/shared/runtimetoken"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
 func TestChannelConfigForTheProjectsRuntimeOnly(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := storetest.SQLite(t)
 	secret := []byte("runtime-auth-secret")
@@ -31,12 +27,7 @@ func TestChannelConfigForTheProjectsRuntimeOnly(t *testing.T) {
 	p1, _ := st.CreateProject(ctx, ws.ID, "one")
 	p2, _ := st.CreateProject(ctx, ws.ID, "two")
 
-	e := echo.New()
-	e.HTTPErrorHandler = apierr.Handler(zaptest.NewLogger(t))
-	g := e.Group("/internal/projects/:id", httpmw.Runtime(auth.New(st, secret, zaptest.NewLogger(t)), "id"))
-	g.GET("/channel", channelapi.Handler(st))
-	srv := httptest.NewServer(e)
-	defer srv.Close()
+	srv := servertest.New(t, server.Deps{Store: st, RuntimeSecret: secret})
 
 	get := func(project, token string) (int, wire.ChannelConfig, string) {
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/internal/projects/"+project+"/channel", nil)
@@ -86,6 +77,7 @@ func TestChannelConfigForTheProjectsRuntimeOnly(t *testing.T) {
 }
 
 func TestDecodeCallbackHeaders(t *testing.T) {
+	t.Parallel()
 	for in, n := range map[string]int{"": 0, "{}": 0, "null": 0, `{"A":"b"}`: 1, `{"A":"b\r\nX: y"}`: 0} {
 		got, err := channelapi.DecodeCallbackHeaders(in)
 		if err != nil || len(got) != n {

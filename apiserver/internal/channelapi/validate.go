@@ -49,7 +49,7 @@ func ValidateCallbackHeaders(h map[string]string) error {
 }
 
 // NewSecret returns a fresh channel secret in the Standard Webhooks form
-// (whsec_ and 32 random bytes in base64; DESIGN.md §7).
+// (whsec_ and 32 random bytes in base64; docs/design.md §7).
 func NewSecret() string {
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {

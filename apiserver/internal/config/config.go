@@ -1,6 +1,6 @@
 // Package config declares every API server setting once: its flag, its SVC_
 // environment variable, its default, and whether it is a secret (secrets
-// also accept <VAR>_FILE, for Kubernetes-mounted files). DESIGN.md §5 lists
+// also accept <VAR>_FILE, for Kubernetes-mounted files). docs/design.md §5 lists
 // the names.
 package config
 
@@ -40,7 +40,7 @@ type Config struct {
 	CallbackAllowed   string
 	PprofAddr         string
 	HydrateDiskBudget int64
-	// Runtime drivers and the agent-proxy (issue 5).
+	// Runtime drivers and the agent-proxy.
 	RuntimeStartTimeout time.Duration
 	RuntimeStopGrace    time.Duration
 	AgentProxyTimeout   time.Duration
@@ -51,12 +51,12 @@ type Config struct {
 	RuntimeIdleTimeout time.Duration
 	RuntimePodAPIURL   string
 	// WebhookAnswerDeadline: accepted async messages not answered by then
-	// show up in the outbox as unanswered (issue 8).
+	// show up in the outbox as unanswered.
 	WebhookAnswerDeadline time.Duration
-	// Metal runtime driver (issue 15): the metal host's API.
+	// Metal runtime driver: the metal host's API.
 	MetalHostURL   string
 	MetalHostToken string
-	// Fallbacks, retries, circuit breakers, key pools and tracing (issue 12).
+	// Fallbacks, retries, circuit breakers, key pools and tracing.
 	UpstreamMaxAttempts     int
 	UpstreamBreakerFailures int
 	UpstreamCooldown        time.Duration

@@ -12,7 +12,7 @@ import (
 // (the API keys page with 20 keys).
 func BenchmarkSignedInPage(b *testing.B) {
 	st := storetest.Postgres(b)
-	w := newWorldTB(b, st)
+	w := newWorldTB(b, st, nil)
 	br := w.browser(b)
 	br.signIn(w.owner)
 	page := "/console/w/" + w.wsA.ID + "/keys"

@@ -1,5 +1,5 @@
-// Package console is the web console served by apiserver itself (issue 13;
-// DESIGN.md §7 "console"): the app in which, as spec 5.1.3 puts it, API keys
+// Package console is the web console served by apiserver itself (
+// docs/design.md §7 "console"): the app in which, as spec 5.1.3 puts it, API keys
 // are "created, managed and revoked … under Settings, API Keys", the
 // "studio channel editor" of spec 2.5 that sets a channel's secret and
 // callbackHeaders, and the commit graph whose publish/* tags carry a
@@ -9,7 +9,7 @@
 // Pages are server-rendered html/template with a vendored htmx and a small
 // script, embedded with go:embed: no build step, readable with JavaScript off.
 // Handlers are thin over the store and the services the APIs use (apikey,
-// metering, checkpointsapi's reads, the runtime router for channel health
+// metering, checkpointreads' reads, the runtime router for channel health
 // and activity). Users sign in with an argon2id password or a one-time link
 // (admin CLI), hold a server-side session (idle and absolute expiry), and
 // every unsafe request carries the session's CSRF token. A signed-in user
@@ -31,7 +31,7 @@ import (
 
 	"github.com/svc-dev/svc/apiserver/internal/auth"
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
-	"github.com/svc-dev/svc/apiserver/internal/checkpointsapi"
+	"github.com/svc-dev/svc/apiserver/internal/checkpointreads"
 	"github.com/svc-dev/svc/apiserver/internal/console/login"
 	"github.com/svc-dev/svc/apiserver/internal/runtime"
 	"github.com/svc-dev/svc/apiserver/internal/store"
@@ -60,7 +60,7 @@ type Options struct {
 	// Auth authenticates the owner keys of the JSON key API.
 	Auth *auth.Authenticator
 	// Checkpoints serves the project pages' reads (nil: not shown).
-	Checkpoints *checkpointsapi.API
+	Checkpoints *checkpointreads.API
 	// Runtime reaches a project's agent for channel health, activity and
 	// test messages (nil: not shown).
 	Runtime runtime.Driver

@@ -21,6 +21,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
 	"github.com/svc-dev/svc/apiserver/internal/console"
 	"github.com/svc-dev/svc/apiserver/internal/console/login"
+	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/server"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
@@ -56,9 +57,9 @@ type world struct {
 	projA, projB         store.Project
 }
 
-func newWorld(t *testing.T, st *store.Store) *world { return newWorldTB(t, st) }
+func newWorld(t *testing.T, st *store.Store) *world { return newWorldTB(t, st, nil) }
 
-func newWorldTB(t testing.TB, st *store.Store) *world {
+func newWorldTB(t testing.TB, st *store.Store, hyd *hydrate.Manager) *world {
 	t.Helper()
 	ctx := context.Background()
 	cat, err := catalog.Load(catalog.Options{})
@@ -66,7 +67,7 @@ func newWorldTB(t testing.TB, st *store.Store) *world {
 		t.Fatal(err)
 	}
 	w := &world{st: st, clock: &clock{t: time.Now()}}
-	srv := server.New(server.Deps{Store: st, Catalog: cat, Log: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
+	srv := server.New(server.Deps{Store: st, Catalog: cat, Log: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), Hydrate: hyd,
 		Console: &console.Options{Now: w.clock.now, IdleTimeout: time.Hour, AbsoluteTimeout: 24 * time.Hour}})
 	hs := httptest.NewServer(srv.Echo)
 	t.Cleanup(hs.Close)

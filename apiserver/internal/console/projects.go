@@ -11,7 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
-	"github.com/svc-dev/svc/apiserver/internal/checkpointsapi"
+	"github.com/svc-dev/svc/apiserver/internal/checkpointreads"
 	"github.com/svc-dev/svc/apiserver/internal/runtime"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 )
@@ -63,8 +63,8 @@ func (c *Console) runtimeStatus(ctx context.Context, projectID string) runtime.S
 type projectData struct {
 	Project   store.Project
 	Runtime   runtime.Status
-	Status    *checkpointsapi.StatusResponse
-	Graph     *checkpointsapi.GraphResponse
+	Status    *checkpointreads.StatusResponse
+	Graph     *checkpointreads.GraphResponse
 	ReadError string
 	Cursor    string
 }
@@ -112,8 +112,8 @@ func (c *Console) ProjectPage(ec echo.Context) error {
 
 type commitData struct {
 	Project   store.Project
-	Commit    checkpointsapi.CommitResponse
-	Diff      checkpointsapi.DiffResponse
+	Commit    checkpointreads.CommitResponse
+	Diff      checkpointreads.DiffResponse
 	Files     []fileDiff
 	Published bool
 }

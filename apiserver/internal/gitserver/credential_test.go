@@ -7,6 +7,7 @@ import (
 )
 
 func TestCredential(t *testing.T) {
+	t.Parallel()
 	basic := func(u, p string) string {
 		r, _ := http.NewRequest("GET", "/", nil)
 		r.SetBasicAuth(u, p)
@@ -36,6 +37,7 @@ func FuzzCredential(f *testing.F) {
 }
 
 func TestGitProtocol(t *testing.T) {
+	t.Parallel()
 	for v, want := range map[string]bool{"version=2": true, "version=1": false, "version=2:object-format=sha1": true,
 		"version=2 --upload-pack=x": false, "": false, "version=2\nX": false} {
 		r, _ := http.NewRequest("GET", "/", nil)

@@ -11,15 +11,20 @@
 // --stateless-rpc` on it through gitrun, with the client's Git-Protocol
 // header passed as GIT_PROTOCOL and gzip request bodies decompressed.
 //
-// Push-back goes into this replica's hydrated copy only, for the pushing
-// client: it never writes object storage (the pod is the durable store's
-// sole writer), and it records one ProjectCheckpoint row (source
-// receive-pack) for the new head.
+// Receive-pack is accepted only in dual_shadow and only from the project's
+// pod (its runtime token): the API is then the pod's origin and keeps what
+// it receives durable — it writes <projectId>/repo.git.tar.gz itself,
+// fenced with conditional PUTs, and its post-receive writes one
+// ProjectCheckpoint row per pushed commit (durable.go; docs/sync-modes.md
+// §2). Any other push-back is refused with a protocol ERR line the client
+// prints ("remote error: push-back is refused …"): in git_only the pod owns
+// the history and would drop it (§3).
 //
 // Authentication: HTTP Basic with the svc_sk_ API key as password (any
 // user name) or a Bearer key; a missing or bad key is 401 with
 // WWW-Authenticate so git clients ask their credential helper; the key's
-// user must be a member of the project's workspace (403 otherwise).
+// user must be a member of the project's workspace (403 otherwise). The
+// project's runtime token (svc_rt_…) is accepted too, for its pod.
 package gitserver
 
 import (
@@ -32,7 +37,6 @@ import (
 	"io"
 	"net/http"
 	"regexp"
-	"sort"
 	"strings"
 	"time"
 
@@ -45,6 +49,9 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/shared/gitrun"
+	"github.com/svc-dev/svc/shared/objstore"
+	"github.com/svc-dev/svc/shared/runtimetoken"
+	"github.com/svc-dev/svc/shared/syncmode"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -64,7 +71,11 @@ type Recorder interface {
 
 // Server holds the handlers' dependencies.
 type Server struct {
-	Hydrate  *hydrate.Manager
+	Hydrate *hydrate.Manager
+	// Objects is where dual_shadow pushes are made durable (the store the
+	// hydrate manager reads).
+	Objects  objstore.Store
+	Runner   *gitrun.Runner
 	Store    *store.Store
 	Recorder Recorder // defaults to Store
 	Auth     *auth.Authenticator
@@ -77,8 +88,10 @@ type Server struct {
 	MaxReceiveBytes int64
 }
 
-// Register mounts the routes.
-func (s *Server) Register(e *echo.Echo) {
+// WithDefaults fills the zero options and returns s; the server's route
+// table mounts InfoRefs, UploadPack and ReceivePack behind Authenticate and
+// ProjectMember.
+func (s *Server) WithDefaults() *Server {
 	if s.Log == nil {
 		s.Log = zap.NewNop()
 	}
@@ -95,18 +108,35 @@ func (s *Server) Register(e *echo.Echo) {
 	if s.MaxReceiveBytes <= 0 {
 		s.MaxReceiveBytes = DefaultMaxReceiveBytes
 	}
-	mw := []echo.MiddlewareFunc{s.authenticate, httpmw.ProjectMember(s.Store, "id")}
-	const p = "/api/projects/:id/git"
-	e.GET(p+"/info/refs", s.infoRefs, mw...)
-	e.POST(p+"/git-upload-pack", func(c echo.Context) error { return s.rpc(c, "upload-pack") }, mw...)
-	e.POST(p+"/git-receive-pack", func(c echo.Context) error { return s.rpc(c, "receive-pack") }, mw...)
+	return s
 }
+
+// MemberOrPod is the authorisation after Authenticate: the project's own
+// pod (its runtime token, for which Authenticate already set the project)
+// passes; anyone else must pass member (ProjectMember on "id").
+func MemberOrPod(member echo.MiddlewareFunc) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		viaMember := member(next)
+		return func(c echo.Context) error {
+			if httpmw.PrincipalFrom(c).Runtime() {
+				return next(c)
+			}
+			return viaMember(c)
+		}
+	}
+}
+
+// UploadPack is POST …/git/git-upload-pack (clone and fetch).
+func (s *Server) UploadPack(c echo.Context) error { return s.rpc(c, "upload-pack") }
+
+// ReceivePack is POST …/git/git-receive-pack (push-back).
+func (s *Server) ReceivePack(c echo.Context) error { return s.rpc(c, "receive-pack") }
 
 // wwwAuthenticate makes git clients retry with credentials.
 const wwwAuthenticate = `Basic realm="svc git", charset="UTF-8"`
 
 // authenticate accepts the API key as HTTP Basic password or as a bearer.
-func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+func (s *Server) Authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		key := credential(c.Request().Header.Get("Authorization"))
 		unauthorized := func() error {
@@ -117,6 +147,23 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		if key == "" {
 			return unauthorized()
+		}
+		if strings.HasPrefix(key, runtimetoken.Prefix) {
+			p, err := s.Auth.Runtime(c.Request().Context(), key, c.Param("id"))
+			if err != nil {
+				var ae *apierr.Error
+				if errors.As(err, &ae) && ae.Status == http.StatusUnauthorized {
+					return unauthorized()
+				}
+				return err
+			}
+			proj, err := s.Store.GetProject(c.Request().Context(), p.ProjectID)
+			if err != nil {
+				return apierr.Unavailable(err)
+			}
+			httpmw.SetPrincipal(c, p)
+			httpmw.SetProject(c, proj)
+			return next(c)
 		}
 		p, err := s.Auth.APIKey(c.Request().Context(), key)
 		if err != nil {
@@ -202,28 +249,50 @@ func (s *Server) command(r *hydrate.Repo, service string, env string) *gitrun.Cm
 	return cmd
 }
 
-func (s *Server) infoRefs(c echo.Context) error {
+func (s *Server) InfoRefs(c echo.Context) error {
 	service, ok := serviceName(c.QueryParam("service"))
 	if !ok {
 		return apierr.BadRequest("invalid_service",
 			"Only the smart HTTP protocol is served: ?service=git-upload-pack or ?service=git-receive-pack.")
 	}
-	r, err := s.Hydrate.Acquire(c.Request().Context(), httpmw.ProjectFrom(c).ID)
-	if err != nil {
-		return hydrate.APIError(err)
-	}
-	defer r.Release()
+	proj := httpmw.ProjectFrom(c)
 	proto, v2 := gitProtocol(c.Request())
 	var out bytes.Buffer
 	if !v2 || service == "receive-pack" {
 		out.WriteString(pktLine("# service=git-" + service + "\n"))
 		out.WriteString("0000")
 	}
+	h := c.Response().Header()
+	if service == "receive-pack" {
+		if msg := s.pushRefusal(c, proj); msg != "" {
+			out.WriteString(pktLine("ERR " + msg))
+			noCache(h)
+			return c.Blob(http.StatusOK, "application/x-git-receive-pack-advertisement", out.Bytes())
+		}
+	}
+	r, err := s.Hydrate.Acquire(c.Request().Context(), proj.ID)
+	if errors.Is(err, hydrate.ErrNotFound) && (proj.CloudSyncMode == syncmode.DualShadow || httpmw.PrincipalFrom(c).Runtime()) {
+		// The pod's origin before its first push: an empty repository.
+		dir, cleanup, eerr := s.emptyRepo(c.Request().Context())
+		if eerr != nil {
+			return apierr.Internal(eerr)
+		}
+		defer cleanup()
+		if err := s.commandAt(dir, service, proto).AddArgs("--advertise-refs").AddDynamic(dir).
+			Stdout(&out).Run(c.Request().Context()); err != nil {
+			return apierr.Internal(err)
+		}
+		noCache(h)
+		return c.Blob(http.StatusOK, "application/x-git-"+service+"-advertisement", out.Bytes())
+	}
+	if err != nil {
+		return hydrate.APIError(err)
+	}
+	defer r.Release()
 	if err := s.command(r, service, proto).AddArgs("--advertise-refs").AddDynamic(r.GitDir).
 		Stdout(&out).Run(c.Request().Context()); err != nil {
 		return apierr.Internal(err)
 	}
-	h := c.Response().Header()
 	hydrate.SetHeaders(h, r)
 	noCache(h)
 	return c.Blob(http.StatusOK, "application/x-git-"+service+"-advertisement", out.Bytes())
@@ -279,20 +348,35 @@ func (s *Server) rpc(c echo.Context, service string) error {
 	lr := &limitReader{r: body, n: limit}
 
 	proj := httpmw.ProjectFrom(c)
+	proto, _ := gitProtocol(req)
+	if service == "receive-pack" {
+		if msg := s.pushRefusal(c, proj); msg != "" {
+			return apierr.Forbidden("push_refused", msg)
+		}
+		return s.durableReceive(c, proj, lr, proto)
+	}
 	r, err := s.Hydrate.Acquire(req.Context(), proj.ID)
+	if errors.Is(err, hydrate.ErrNotFound) && (proj.CloudSyncMode == syncmode.DualShadow || httpmw.PrincipalFrom(c).Runtime()) {
+		dir, cleanup, eerr := s.emptyRepo(req.Context())
+		if eerr != nil {
+			return apierr.Internal(eerr)
+		}
+		defer cleanup()
+		w := &lazyWriter{c: c, service: service}
+		if err := s.commandAt(dir, service, proto).AddDynamic(dir).Stdin(lr).Stdout(w).Run(req.Context()); err != nil && !w.started {
+			return apierr.Internal(err)
+		}
+		if !w.started {
+			w.Write(nil)
+		}
+		return nil
+	}
 	if err != nil {
 		return hydrate.APIError(err)
 	}
 	defer r.Release()
 	hydrate.SetHeaders(c.Response().Header(), r)
-	proto, _ := gitProtocol(req)
 
-	var before map[string]string
-	if service == "receive-pack" {
-		if before, err = refs(req.Context(), r); err != nil {
-			return apierr.Internal(err)
-		}
-	}
 	w := &lazyWriter{c: c, service: service}
 	err = s.command(r, service, proto).AddDynamic(r.GitDir).Stdin(lr).Stdout(w).Run(req.Context())
 	if lr.exceeded {
@@ -313,11 +397,8 @@ func (s *Server) rpc(c echo.Context, service string) error {
 		return nil
 	}
 	if !w.started {
-		// Nothing to say (for example an empty receive-pack request).
+		// Nothing to say.
 		w.Write(nil)
-	}
-	if service == "receive-pack" {
-		s.recordPush(req.Context(), r, proj.ID, before)
 	}
 	return nil
 }
@@ -343,64 +424,4 @@ func (l *limitReader) Read(p []byte) (int, error) {
 	n, err := l.r.Read(p)
 	l.n -= int64(n)
 	return n, err
-}
-
-// refs lists refname → object id.
-func refs(ctx context.Context, r *hydrate.Repo) (map[string]string, error) {
-	out, err := r.Git("for-each-ref", "--format=%(refname)%00%(objectname)").String(ctx)
-	if err != nil {
-		return nil, err
-	}
-	m := map[string]string{}
-	for _, line := range strings.Split(out, "\n") {
-		if name, sha, ok := strings.Cut(line, "\x00"); ok {
-			m[name] = sha
-		}
-	}
-	return m, nil
-}
-
-// recordPush writes one ProjectCheckpoint row for the new head of a push:
-// the branch HEAD points to when the push moved it, otherwise the first
-// branch it created or moved. Deleting refs or pushing tags only writes
-// none. A failure is logged: the push itself succeeded.
-func (s *Server) recordPush(ctx context.Context, r *hydrate.Repo, projectID string, before map[string]string) {
-	ctx = context.WithoutCancel(ctx)
-	after, err := refs(ctx, r)
-	if err != nil {
-		s.Log.Warn("listing refs after push", zap.String("projectId", projectID), zap.Error(err))
-		return
-	}
-	var moved []string
-	for name, sha := range after {
-		if strings.HasPrefix(name, "refs/heads/") && before[name] != sha {
-			moved = append(moved, name)
-		}
-	}
-	if len(moved) == 0 {
-		return
-	}
-	sort.Strings(moved)
-	ref := moved[0]
-	if head, err := r.Git("symbolic-ref", "-q", "HEAD").String(ctx); err == nil {
-		for _, m := range moved {
-			if m == head {
-				ref = m
-			}
-		}
-	}
-	sha := after[ref]
-	recs, err := hydrate.CommitRecords(ctx, func(args ...gitrun.Arg) *gitrun.Cmd { return r.Git(args...) }, []string{sha})
-	if err != nil || len(recs) != 1 {
-		s.Log.Warn("reading pushed head", zap.String("projectId", projectID), zap.String("sha", sha), zap.Error(err))
-		return
-	}
-	rec := recs[0]
-	rec.Branch = strings.TrimPrefix(ref, "refs/heads/")
-	if _, _, err := s.Recorder.RecordCheckpoint(ctx, projectID, rec, SourceReceivePack); err != nil {
-		s.Log.Error("recording push-back checkpoint", zap.String("projectId", projectID), zap.String("sha", sha), zap.Error(err))
-		return
-	}
-	s.Log.Info("push-back accepted into the hydrated copy (not persisted)", zap.String("projectId", projectID),
-		zap.String("ref", ref), zap.String("sha", sha))
 }

@@ -16,7 +16,10 @@ import (
 
 	"github.com/svc-dev/svc/apiserver/internal/hydrate/hydratetest"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/archive"
 	"github.com/svc-dev/svc/shared/objstore"
+	"github.com/svc-dev/svc/shared/runtimetoken"
+	"github.com/svc-dev/svc/shared/syncmode"
 	"github.com/svc-dev/svc/shared/testenv"
 )
 
@@ -77,6 +80,7 @@ func (f *fx) remote(key string) string {
 }
 
 func TestCloneAndPull(t *testing.T) {
+	t.Parallel()
 	for _, proto := range []string{"0", "1", "2"} {
 		t.Run("protocol-v"+proto, func(t *testing.T) {
 			f := setup(t)
@@ -109,6 +113,7 @@ func TestCloneAndPull(t *testing.T) {
 }
 
 func TestProtocolV2IsSpoken(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	c := newClient(t)
 	dst := filepath.Join(t.TempDir(), "clone")
@@ -124,6 +129,7 @@ func TestProtocolV2IsSpoken(t *testing.T) {
 }
 
 func TestShallowClone(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	c := newClient(t)
 	for _, proto := range []string{"0", "2"} {
@@ -139,6 +145,7 @@ func TestShallowClone(t *testing.T) {
 }
 
 func TestBearerAuthClone(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	c := newClient(t)
 	dst := filepath.Join(t.TempDir(), "clone")
@@ -148,60 +155,141 @@ func TestBearerAuthClone(t *testing.T) {
 	}
 }
 
-func TestPushBackWritesOneRowAndNoObject(t *testing.T) {
-	f := setup(t)
-	ctx := context.Background()
-	c := newClient(t)
-	dst := filepath.Join(t.TempDir(), "clone")
-	c.must("", "clone", f.remote(f.Key), dst)
-	before, err := f.Objects.Head(ctx, objstore.RepoKey(f.Project.ID))
-	if err != nil {
-		t.Fatal(err)
+// Push-back is refused with a message on the client's terminal unless it
+// is the project's pod pushing in dual_shadow; nothing is written then.
+func TestPushBackRefused(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, mode, cred, want string
+	}{
+		{"git_only member", "git_only", "key", "remote error: push-back is refused: the project's pod owns its history"},
+		{"git_only another member", "git_only", "key", "(mode=git_only)"},
+		{"s3 member", "s3", "key", "(mode=s3)"},
+		{"dual_shadow member", "dual_shadow", "key", "only the project's pod pushes to this repository"},
 	}
-	rowsBefore := countRows(t, f, "")
-
-	must(t, os.WriteFile(filepath.Join(dst, "laptop.txt"), []byte("one\n"), 0o644))
-	c.must(dst, "add", "-A")
-	c.must(dst, "commit", "-q", "-m", "from laptop 1")
-	must(t, os.WriteFile(filepath.Join(dst, "laptop.txt"), []byte("one\ntwo\n"), 0o644))
-	c.must(dst, "commit", "-q", "-am", "from laptop 2")
-	head := c.must(dst, "rev-parse", "HEAD")
-	c.must(dst, "push", "origin", "main")
-
-	if got := countRows(t, f, store.SourceReceivePack); got != 1 {
-		t.Fatalf("%d receive-pack rows, want exactly 1", got)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := setup(t)
+			ctx := context.Background()
+			_, err := f.Store.SetSyncMode(ctx, f.Project.ID, syncmode.Mode(tc.mode))
+			must(t, err)
+			cred := f.Key
+			if tc.cred == "token" {
+				cred = f.RuntimeToken
+			}
+			c := newClient(t)
+			dst := filepath.Join(t.TempDir(), "clone")
+			c.must("", "clone", f.remote(cred), dst)
+			before, err := f.Objects.Head(ctx, objstore.RepoKey(f.Project.ID))
+			must(t, err)
+			rows := countRows(t, f, "")
+			must(t, os.WriteFile(filepath.Join(dst, "laptop.txt"), []byte("one\n"), 0o644))
+			c.must(dst, "add", "-A")
+			c.must(dst, "commit", "-q", "-m", "from laptop")
+			out, err := c.run(dst, "push", "origin", "main")
+			if err == nil || !strings.Contains(out, tc.want) {
+				t.Fatalf("push: %v\n%s\nwant a refusal containing %q", err, out, tc.want)
+			}
+			after, err := f.Objects.Head(ctx, objstore.RepoKey(f.Project.ID))
+			must(t, err)
+			if after.ETag != before.ETag || countRows(t, f, "") != rows {
+				t.Fatal("a refused push wrote the durable object or a row")
+			}
+		})
 	}
-	cps, err := f.Store.ListCheckpoints(ctx, f.Project.ID, 100)
-	must(t, err)
-	var found bool
-	for _, cp := range cps {
-		if cp.Source == store.SourceReceivePack {
-			found = true
-			if cp.CommitSHA != head || cp.Branch != "main" || cp.Message != "from laptop 2" || cp.Additions != 1 {
-				t.Fatalf("push-back row %+v", cp)
+}
+
+// In dual_shadow the pod's push is made durable by the API (a fenced PUT of
+// repo.git.tar.gz) and its post-receive writes one row per pushed commit,
+// with turn numbers; a project with no durable object yet starts from an
+// empty repository.
+func TestDualShadowPushIsDurable(t *testing.T) {
+	t.Run("existing history", func(t *testing.T) {
+		f := setup(t)
+		ctx := context.Background()
+		_, err := f.Store.SetSyncMode(ctx, f.Project.ID, syncmode.DualShadow)
+		must(t, err)
+		c := newClient(t)
+		dst := filepath.Join(t.TempDir(), "clone")
+		c.must("", "clone", f.remote(f.RuntimeToken), dst)
+		before, err := f.Objects.Head(ctx, objstore.RepoKey(f.Project.ID))
+		must(t, err)
+		rows := countRows(t, f, "")
+		var shas []string
+		for i := 1; i <= 2; i++ {
+			must(t, os.WriteFile(filepath.Join(dst, "turn.txt"), []byte(strings.Repeat("x\n", i)), 0o644))
+			c.must(dst, "add", "-A")
+			c.must(dst, "commit", "-q", "-m", fmt.Sprintf("turn %d", i))
+			shas = append(shas, c.must(dst, "rev-parse", "HEAD"))
+		}
+		c.must(dst, "push", "origin", "main")
+		after, err := f.Objects.Head(ctx, objstore.RepoKey(f.Project.ID))
+		must(t, err)
+		if after.ETag == before.ETag {
+			t.Fatal("the push did not write the durable object")
+		}
+		if got := durableHead(t, f); got != shas[1] {
+			t.Fatalf("durable object's main %s, want %s", got, shas[1])
+		}
+		if got := countRows(t, f, store.SourceReceivePack); got != 2 || countRows(t, f, "") != rows+2 {
+			t.Fatalf("%d receive-pack rows (%d in all, %d before), want one per pushed commit", got, countRows(t, f, ""), rows)
+		}
+		cps, err := f.Store.ListCheckpoints(ctx, f.Project.ID, 100)
+		must(t, err)
+		turns := map[string]int64{}
+		for _, cp := range cps {
+			if cp.Turn != nil {
+				turns[cp.CommitSHA] = *cp.Turn
 			}
 		}
-	}
-	if !found || len(cps) != rowsBefore+1 {
-		t.Fatalf("rows: %d before, %d after", rowsBefore, len(cps))
-	}
-	after, err := f.Objects.Head(ctx, objstore.RepoKey(f.Project.ID))
+		// setup made turns 0..2.
+		if turns[shas[0]] != 3 || turns[shas[1]] != 4 {
+			t.Fatalf("turn numbers %v, want 3 and 4", turns)
+		}
+		// A push that changes nothing writes nothing.
+		c.must(dst, "push", "origin", "main")
+		again, err := f.Objects.Head(ctx, objstore.RepoKey(f.Project.ID))
+		must(t, err)
+		if again.ETag != after.ETag || countRows(t, f, "") != rows+2 {
+			t.Fatal("an empty push wrote the object or rows")
+		}
+	})
+	t.Run("no durable object yet", func(t *testing.T) {
+		f := &fx{Fixture: hydratetest.NewFixture(t, nil)}
+		ctx := context.Background()
+		_, err := f.Store.SetSyncMode(ctx, f.Project.ID, syncmode.DualShadow)
+		must(t, err)
+		c := newClient(t)
+		dst := filepath.Join(t.TempDir(), "seed")
+		c.must("", "clone", f.remote(f.RuntimeToken), dst) // an empty repository
+		must(t, os.WriteFile(filepath.Join(dst, "index.html"), []byte("hi\n"), 0o644))
+		c.must(dst, "add", "-A")
+		c.must(dst, "commit", "-q", "-m", "initial commit")
+		c.must(dst, "push", "origin", "HEAD:refs/heads/main")
+		head := c.must(dst, "rev-parse", "HEAD")
+		if got := durableHead(t, f); got != head {
+			t.Fatalf("durable main %s, want %s", got, head)
+		}
+		cps, err := f.Store.ListCheckpoints(ctx, f.Project.ID, 10)
+		must(t, err)
+		if len(cps) != 1 || cps[0].CommitSHA != head || cps[0].Turn == nil || *cps[0].Turn != 0 {
+			t.Fatalf("rows %+v", cps)
+		}
+	})
+}
+
+// durableHead extracts the stored repo.git.tar.gz and reads its main.
+func durableHead(t *testing.T, f *fx) string {
+	t.Helper()
+	rc, _, err := f.Objects.Get(context.Background(), objstore.RepoKey(f.Project.ID))
 	must(t, err)
-	if after.ETag != before.ETag {
-		t.Fatal("push-back wrote the durable object")
-	}
-	// The pushing client reads its push back from the hydrated copy.
-	dst2 := filepath.Join(t.TempDir(), "clone2")
-	c.must("", "clone", f.remote(f.Key), dst2)
-	if got := c.must(dst2, "rev-parse", "HEAD"); got != head {
-		t.Fatalf("re-clone HEAD %s, want the pushed %s", got, head)
-	}
-	// A push that moves no branch writes no row.
-	c.must(dst, "tag", "laptop-tag")
-	c.must(dst, "push", "origin", "laptop-tag")
-	if got := countRows(t, f, store.SourceReceivePack); got != 1 {
-		t.Fatalf("tag push wrote a row (%d)", got)
-	}
+	defer rc.Close()
+	dir := t.TempDir()
+	_, err = archive.ExtractTarGz(rc, dir, archive.ExtractOptions{})
+	must(t, err)
+	out, err := exec.Command("git", "--git-dir", dir, "rev-parse", "refs/heads/main").Output()
+	must(t, err)
+	return strings.TrimSpace(string(out))
 }
 
 func countRows(t *testing.T, f *fx, source string) int {
@@ -225,6 +313,7 @@ func must(t testing.TB, err error) {
 }
 
 func TestAuthMatrix(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	infoRefs := f.URL + "/api/projects/" + f.Project.ID + "/git/info/refs?service=git-upload-pack"
 	basic := func(k string) string {
@@ -239,8 +328,10 @@ func TestAuthMatrix(t *testing.T) {
 		{"no credentials", "", 401},
 		{"basic bad key", basic("svc_sk_bogus"), 401},
 		{"bearer bad key", "Bearer svc_sk_bogus", 401},
-		{"basic runtime token", basic(f.RuntimeToken), 401},
-		{"bearer runtime token", "Bearer " + f.RuntimeToken, 401},
+		{"basic runtime token of the project (its pod)", basic(f.RuntimeToken), 200},
+		{"bearer runtime token of the project (its pod)", "Bearer " + f.RuntimeToken, 200},
+		{"runtime token of another project", "Bearer " + runtimetoken.Mint([]byte(hydratetest.RuntimeSecret), "prj_other"), 401},
+		{"forged runtime token", "Bearer " + runtimetoken.Mint([]byte("wrong"), f.Project.ID), 401},
 		{"basic other workspace", basic(f.OtherKey), 403},
 		{"bearer other workspace", "Bearer " + f.OtherKey, 403},
 		{"basic member", basic(f.Key), 200},
@@ -277,6 +368,7 @@ func TestAuthMatrix(t *testing.T) {
 func pkt(s string) string { return fmt.Sprintf("%04x%s", len(s)+4, s) }
 
 func TestHostileAndGzipRequests(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	base := f.URL + "/api/projects/" + f.Project.ID + "/git"
 	do := func(method, u string, body []byte, hdr map[string]string) (int, []byte) {

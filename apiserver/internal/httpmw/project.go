@@ -81,3 +81,7 @@ func (mc *memberCache) lookup(ctx context.Context, st *store.Store, projectID, u
 	mc.mu.Unlock()
 	return proj, ok, nil
 }
+
+// SetProject stores the project a request acts on (for routes whose
+// caller is authorised another way, such as a pod's runtime token).
+func SetProject(c echo.Context, p store.Project) { c.Set(projectKey, p) }

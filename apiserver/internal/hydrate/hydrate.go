@@ -357,7 +357,7 @@ func (m *Manager) download(ctx context.Context, projectID string) (*version, str
 	cleanup := func() { _ = os.RemoveAll(staging) }
 	cr := &countingReader{r: rc}
 	limits := m.opts.Limits
-	limits.NoLinks = true // a .git never holds a link (issue 8, item 5)
+	limits.NoLinks = true // a .git never holds a link
 	st, err := archive.ExtractTarGz(cr, staging, limits)
 	if err != nil {
 		cleanup()
@@ -581,3 +581,23 @@ func randomHex() string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// Adopt records that the durable object now is info and that r's copy
+// already holds its content (the API itself wrote it from that copy, in
+// dual_shadow's receive): the next Acquire does not download it again.
+func (m *Manager) Adopt(r *Repo, info objstore.ObjectInfo) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p := m.projects[r.ProjectID]; p != nil && p.cur == r.v {
+		r.v.info = info
+	}
+}
+
+// Invalidate drops the current copy of projectID, so the next Acquire
+// downloads the object again (a receive changed the copy but could not
+// make the change durable).
+func (m *Manager) Invalidate(projectID string) { m.drop(projectID) }
+
+// Dir is the directory of the copies (scratch space beside them shares
+// their file system).
+func (m *Manager) Dir() string { return m.opts.Dir }

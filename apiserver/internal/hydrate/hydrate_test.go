@@ -68,6 +68,7 @@ func revParse(t *testing.T, r *hydrate.Repo, rev string) string {
 }
 
 func TestETagCacheDownloadsOnlyOnChange(t *testing.T) {
+	t.Parallel()
 	st := minioStore(t)
 	w := hydratetest.NewWork(t)
 	first := w.Commit("first", map[string]string{"a.txt": "a\n"})
@@ -108,6 +109,7 @@ func TestETagCacheDownloadsOnlyOnChange(t *testing.T) {
 }
 
 func TestConcurrentFirstReadsShareOneDownload(t *testing.T) {
+	t.Parallel()
 	st := minioStore(t)
 	w := hydratetest.NewWork(t)
 	w.Commit("first", map[string]string{"a.txt": "a\n"})
@@ -150,6 +152,7 @@ func TestConcurrentFirstReadsShareOneDownload(t *testing.T) {
 // persisted heads with its full history, and an old copy held by a reader
 // stays usable until released, then is removed.
 func TestReadersDuringSwapSeeWholeRepos(t *testing.T) {
+	t.Parallel()
 	st := minioStore(t)
 	w := hydratetest.NewWork(t)
 	w.Generate(20, 200, false)
@@ -231,6 +234,7 @@ func TestReadersDuringSwapSeeWholeRepos(t *testing.T) {
 }
 
 func TestMissingObjectIsNotFound(t *testing.T) {
+	t.Parallel()
 	st := minioStore(t)
 	m, _ := newManager(t, st, nil)
 	_, err := m.Acquire(context.Background(), "prj_missing")
@@ -247,6 +251,7 @@ func TestMissingObjectIsNotFound(t *testing.T) {
 }
 
 func TestCorruptObjectKeepsLastGoodCopy(t *testing.T) {
+	t.Parallel()
 	st := minioStore(t)
 	w := hydratetest.NewWork(t)
 	good := w.Commit("good", map[string]string{"a.txt": "a\n"})
@@ -319,6 +324,7 @@ func (f *failingStore) Head(ctx context.Context, key string) (objstore.ObjectInf
 }
 
 func TestStorageDownServesStaleCopy(t *testing.T) {
+	t.Parallel()
 	st := &failingStore{Store: minioStore(t)}
 	w := hydratetest.NewWork(t)
 	w.Commit("one", map[string]string{"a.txt": "a\n"})
@@ -382,6 +388,7 @@ func tarGz(t *testing.T, entries []tar.Header, content map[string]string) []byte
 }
 
 func TestHostileArchiveRefused(t *testing.T) {
+	t.Parallel()
 	st := minioStore(t)
 	m, dir := newManager(t, st, nil)
 	outside := filepath.Dir(dir)
@@ -425,6 +432,7 @@ func TestHostileArchiveRefused(t *testing.T) {
 // TestArchiveConfigIsNotTrusted: a pod-written config cannot name a diff
 // driver, hook path or alternates that the API would act on.
 func TestArchiveConfigIsNotTrusted(t *testing.T) {
+	t.Parallel()
 	st := minioStore(t)
 	w := hydratetest.NewWork(t)
 	w.Commit("one", map[string]string{"a.txt": "a\n"})
@@ -465,6 +473,7 @@ func must(t testing.TB, err error) {
 }
 
 func TestDiskBudgetEvictsLeastRecentlyUsed(t *testing.T) {
+	t.Parallel()
 	st := minioStore(t)
 	for _, pid := range []string{"prj_a", "prj_b", "prj_c"} {
 		w := hydratetest.NewWork(t)
@@ -502,6 +511,7 @@ func TestDiskBudgetEvictsLeastRecentlyUsed(t *testing.T) {
 }
 
 func TestHydrateReconcilesMissingRows(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := storetest.Postgres(t)
 	ws, err := db.CreateWorkspace(ctx, "acme", "free")

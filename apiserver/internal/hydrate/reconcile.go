@@ -61,11 +61,16 @@ func Reconcile(ctx context.Context, r *gitrun.Runner, gitDir, projectID string, 
 	if err != nil {
 		return 0, err
 	}
+	turns, err := Turns(ctx, run, "HEAD")
+	if err != nil {
+		return 0, err
+	}
 	created := 0
 	// Oldest first, so row creation order follows history.
 	for i := len(recs) - 1; i >= 0; i-- {
 		rec := recs[i]
 		rec.Branch = branch
+		rec.Turn = TurnOf(turns, rec.CommitSHA)
 		_, ok, err := cps.RecordCheckpoint(ctx, projectID, rec, SourceReconcile)
 		if err != nil {
 			return created, err
@@ -131,4 +136,31 @@ func truncateUTF8(s string, n int) string {
 		s = s[:len(s)-1]
 	}
 	return s
+}
+
+// Turns maps each commit on the first-parent line of rev to its turn number
+// (its first-parent depth, the root being turn 0; docs/sync-modes.md §1),
+// with one git call. An unborn rev gives an empty map.
+func Turns(ctx context.Context, run func(...gitrun.Arg) *gitrun.Cmd, rev string) (map[string]int64, error) {
+	if _, err := run("rev-parse", "--verify", "-q").AddDynamic(rev + "^{commit}").String(ctx); err != nil {
+		return map[string]int64{}, nil
+	}
+	out, err := run("rev-list", "--first-parent", "--reverse").AddDynamic(rev).String(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]int64{}
+	for i, sha := range strings.Fields(out) {
+		m[sha] = int64(i)
+	}
+	return m, nil
+}
+
+// TurnOf is turns[sha], or -1 (no turn number: the commit is not on the
+// first-parent line) when absent.
+func TurnOf(turns map[string]int64, sha string) int64 {
+	if t, ok := turns[sha]; ok {
+		return t
+	}
+	return -1
 }

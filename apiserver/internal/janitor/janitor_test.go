@@ -18,6 +18,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // A sweep removes counters of minutes that are over and outbox messages
 // delivered before the retention, and keeps everything still in use.
 func TestSweep(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
 		now := time.Date(2026, 3, 1, 12, 30, 20, 0, time.UTC)

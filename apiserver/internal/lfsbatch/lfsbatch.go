@@ -12,7 +12,8 @@
 //   - upload of an object that is already stored with the same size: no
 //     actions (content-addressed dedup; git-lfs then skips it);
 //   - upload of a missing object: an "upload" action (presigned PUT) and a
-//     "verify" action (this package checks the stored size via Head);
+//     "verify" action (this package checks the stored size and the sha256
+//     of the stored bytes against the oid);
 //   - download of a stored object: a "download" action (presigned GET);
 //   - download of a missing object: a per-object error with code 404;
 //   - an invalid oid (not 64 lowercase hex) or size (negative or above
@@ -25,6 +26,9 @@
 package lfsbatch
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -131,16 +135,6 @@ func New(store objstore.Store, log *zap.Logger) *API {
 		log = zap.NewNop()
 	}
 	return &API{Store: store, Log: log.Named("lfsbatch")}
-}
-
-// Register mounts the routes on the /internal/projects/:id group (runtime
-// auth already applied). Without a store nothing is mounted.
-func (a *API) Register(g *echo.Group) {
-	if a == nil || a.Store == nil {
-		return
-	}
-	g.POST(internalapi.PathLFSBatch, a.Batch)
-	g.POST(internalapi.PathLFSVerify, a.Verify)
 }
 
 func (a *API) expiry() time.Duration {
@@ -271,7 +265,36 @@ func (a *API) Verify(c echo.Context) error {
 		return apierr.New(http.StatusUnprocessableEntity, apierr.TypeInvalidRequest, "size_mismatch",
 			fmt.Sprintf("stored object has %d bytes, expected %d", info.Size, p.Size))
 	}
+	// The key is the content's sha256: the stored bytes must hash to it.
+	// A mismatch (a torn or forged upload) is deleted, so the next batch
+	// asks for the upload again instead of deduplicating against it.
+	sum, err := a.hashObject(c.Request().Context(), key)
+	if err != nil {
+		return apierr.Internal(err)
+	}
+	if sum != p.OID {
+		if derr := a.Store.Delete(c.Request().Context(), key); derr != nil {
+			return apierr.Internal(derr)
+		}
+		a.Log.Warn("lfs verify: stored bytes do not hash to their oid; object deleted",
+			zap.String("projectId", projectID), zap.String("oid", p.OID), zap.String("sha256", sum))
+		return apierr.New(http.StatusUnprocessableEntity, apierr.TypeInvalidRequest, "hash_mismatch",
+			"stored object's sha256 is "+sum+", not its oid; upload it again")
+	}
 	return writeLFS(c, http.StatusOK, map[string]any{})
+}
+
+func (a *API) hashObject(ctx context.Context, key string) (string, error) {
+	rc, _, err := a.Store.Get(ctx, key)
+	if err != nil {
+		return "", err
+	}
+	defer rc.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, rc); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func writeLFS(c echo.Context, status int, v any) error {

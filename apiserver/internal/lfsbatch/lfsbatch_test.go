@@ -8,17 +8,14 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
-	"github.com/labstack/echo/v4"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
-	"github.com/svc-dev/svc/apiserver/internal/auth"
-	"github.com/svc-dev/svc/apiserver/internal/httpmw"
 	"github.com/svc-dev/svc/apiserver/internal/lfsbatch"
+	"github.com/svc-dev/svc/apiserver/internal/server"
+	"github.com/svc-dev/svc/apiserver/internal/server/servertest"
 	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
 	"github.com/svc-dev/svc/shared/objstore"
 	s3store "github.com/svc-dev/svc/shared/objstore/s3"
@@ -31,7 +28,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 var secret = []byte("lfsbatch-test-secret")
 
 type world struct {
-	srv      *httptest.Server
+	srv      *servertest.Server
 	objects  objstore.Store
 	project  string // the project of the token
 	other    string // a second project
@@ -39,9 +36,9 @@ type world struct {
 	otherTok string
 }
 
-// newWorld mounts the real handler behind the real runtime-token middleware
-// (SQLite store for the projects, MinIO for the objects), as
-// server.registerInternal does.
+// newWorld starts the API server in process (SQLite store for the
+// projects, MinIO for the objects): the real handler behind the real
+// runtime-token middleware.
 func newWorld(t *testing.T) *world {
 	t.Helper()
 	ctx := context.Background()
@@ -63,15 +60,9 @@ func newWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := zaptest.NewLogger(t)
-	e := echo.New()
-	e.HTTPErrorHandler = apierr.Handler(log)
-	g := e.Group("/internal/projects/:id", httpmw.Runtime(auth.New(st, secret, log), "id"))
-	lfsbatch.New(objs, log).Register(g)
-	w := &world{srv: httptest.NewServer(e), objects: objs, project: p1.ID, other: p2.ID,
+	srv := servertest.New(t, server.Deps{Store: st, RuntimeSecret: secret, Objects: objs, Log: zaptest.NewLogger(t)})
+	return &world{srv: srv, objects: objs, project: p1.ID, other: p2.ID,
 		token: runtimetoken.Mint(secret, p1.ID), otherTok: runtimetoken.Mint(secret, p2.ID)}
-	t.Cleanup(w.srv.Close)
-	return w
 }
 
 func (w *world) post(t *testing.T, project, token, path string, body any) (int, []byte, string) {
@@ -102,6 +93,7 @@ func batch(op string, objs ...lfsbatch.Pointer) lfsbatch.Request {
 }
 
 func TestBatch(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	ctx := context.Background()
 	stored := []byte("stored large-file bytes")
@@ -205,6 +197,7 @@ func TestBatch(t *testing.T) {
 // PUT to the presigned URL, verify; a second batch then has no actions, and
 // a download URL returns the bytes.
 func TestUploadThenVerifyThenDedup(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	content := bytes.Repeat([]byte("0123456789abcdef"), 4096)
 	p := lfsbatch.Pointer{OID: oidOf(content), Size: int64(len(content))}
@@ -266,5 +259,34 @@ func TestUploadThenVerifyThenDedup(t *testing.T) {
 	got, _ := io.ReadAll(get.Body)
 	if !bytes.Equal(got, content) {
 		t.Fatalf("download returned %d bytes", len(got))
+	}
+}
+
+// Verify checks the stored bytes' sha256 against the oid, not only the
+// size: same-size bytes under another oid are refused and deleted, so the
+// next upload batch asks for the upload again.
+func TestVerifyChecksTheContentHash(t *testing.T) {
+	w := newWorld(t)
+	content := bytes.Repeat([]byte("right bytes "), 1000)
+	p := lfsbatch.Pointer{OID: oidOf(content), Size: int64(len(content))}
+	wrong := bytes.Repeat([]byte("wrong bytes "), 1000) // same size
+	key := objstore.LFSKey(w.project, p.OID)
+	if _, err := w.objects.Put(context.Background(), key, bytes.NewReader(wrong), int64(len(wrong)), objstore.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	status, body, _ := w.post(t, w.project, w.token, "/lfs/verify", p)
+	if status != 422 || !strings.Contains(string(body), "hash_mismatch") {
+		t.Fatalf("verify of same-size wrong bytes = %d %s, want 422 hash_mismatch", status, body)
+	}
+	if _, err := w.objects.Head(context.Background(), key); err == nil {
+		t.Fatal("the mismatching object was kept")
+	}
+	_, body, _ = w.post(t, w.project, w.token, "/lfs/objects/batch", batch("upload", p))
+	var resp lfsbatch.Response
+	if err := json.Unmarshal(body, &resp); err != nil {
+		t.Fatal(err)
+	}
+	if resp.Objects[0].Actions["upload"] == nil {
+		t.Fatalf("after a failed verify the batch must ask for the upload: %s", body)
 	}
 }

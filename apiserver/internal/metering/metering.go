@@ -1,5 +1,5 @@
 // Package metering enforces and records public-API usage per workspace
-// (spec 1 and 8; DESIGN.md §6): requests per minute per API key and per
+// (spec 1 and 8; docs/design.md §6): requests per minute per API key and per
 // workspace, shared by every replica through the database; usage windows in
 // credits computed from the upstream's reported tokens and the model price;
 // and the usage record of each answered request.
@@ -84,6 +84,14 @@ func (m *Meter) Admit(ctx context.Context, p auth.Principal, plan catalog.Plan) 
 		buckets = append(buckets, bucket{"ws:" + p.WorkspaceID, plan.WorkspaceRPM})
 	}
 
+	// A bucket this replica found spent in this window refuses at once: no
+	// permit of another bucket is taken and nothing is written.
+	for _, b := range buckets {
+		if m.leases.isSpent(b.name, win) {
+			return Admission{}, apierr.RateLimited(reset.Sub(now), Admission{Limit: b.limit, Remaining: 0, Reset: reset}.Headers())
+		}
+	}
+
 	// Permits this replica already owns.
 	owned := make([]lease, len(buckets))
 	var incr []store.RateIncrement
@@ -117,6 +125,7 @@ func (m *Meter) Admit(ctx context.Context, p auth.Principal, plan catalog.Plan) 
 
 	adm := Admission{Reset: reset}
 	limited := -1
+	held := make([]int64, len(buckets)) // the count of each permit this request holds (0: none)
 	for i, b := range buckets {
 		count, ok := owned[i].count, owned[i].count != 0
 		if !ok { // leased just now
@@ -129,6 +138,8 @@ func (m *Meter) Admit(ctx context.Context, p auth.Principal, plan catalog.Plan) 
 				// The shared count is spent, but a concurrent request of this
 				// replica leased permits meanwhile: use one rather than strand it.
 				count, ok = le.count, true
+			} else {
+				m.leases.markSpent(b.name, win)
 			}
 		}
 		if !ok {
@@ -137,11 +148,18 @@ func (m *Meter) Admit(ctx context.Context, p auth.Principal, plan catalog.Plan) 
 			}
 			continue
 		}
+		held[i] = max(count, 1)
 		if rem := b.limit - count; adm.Limit == 0 || rem < adm.Remaining {
 			adm.Limit, adm.Remaining = b.limit, rem
 		}
 	}
 	if limited >= 0 {
+		// A refused request uses no permit: what it took goes back.
+		for i, b := range buckets {
+			if held[i] != 0 {
+				m.leases.put(b.name, lease{window: win, left: 1, count: held[i]})
+			}
+		}
 		b := buckets[limited]
 		return Admission{}, apierr.RateLimited(reset.Sub(now), Admission{Limit: b.limit, Remaining: 0, Reset: reset}.Headers())
 	}

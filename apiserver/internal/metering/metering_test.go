@@ -13,6 +13,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/auth"
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
+	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
 	"github.com/svc-dev/svc/shared/testenv"
 )
@@ -20,6 +21,7 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 func TestGranted(t *testing.T) {
+	t.Parallel()
 	cases := []struct{ count, n, limit, want int64 }{
 		{1, 1, 3, 1}, {3, 1, 3, 1}, {4, 1, 3, 0},
 		{10, 10, 1000, 10}, {1000, 10, 1000, 10}, {1005, 10, 1000, 5}, {1010, 10, 1000, 0}, {2000, 10, 1000, 0},
@@ -40,6 +42,7 @@ func TestGranted(t *testing.T) {
 // small limits, and never more than the limit — at most one lease block
 // less per replica — for large ones.
 func TestAdmitAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	st := storetest.Postgres(t)
 	ctx := context.Background()
 	w, err := st.CreateWorkspace(ctx, "w", "free")
@@ -90,6 +93,7 @@ func TestAdmitAcrossReplicas(t *testing.T) {
 // Usage written on this replica is seen by the next admission at once; the
 // window cache never hides it.
 func TestQuotaSeenAfterWrite(t *testing.T) {
+	t.Parallel()
 	st := storetest.Postgres(t)
 	ctx := context.Background()
 	w, _ := st.CreateWorkspace(ctx, "w", "free")
@@ -116,3 +120,55 @@ func TestQuotaSeenAfterWrite(t *testing.T) {
 }
 
 func zapNop() *zap.Logger { return zap.NewNop() }
+
+// Issue 8, item 8: a refused request leases nothing. Once this replica found
+// a bucket spent, later requests of the window are refused without a
+// database write, and a request refused by one bucket gives back the permits
+// it took from the others: the shared counters end at what was admitted
+// plus the one lease that found each bucket spent, not one per attempt.
+func TestRejectionsLeaseNothing(t *testing.T) {
+	st := storetest.Postgres(t)
+	ctx := context.Background()
+	w, err := st.CreateWorkspace(ctx, "w", "free")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixed := time.Date(2026, 5, 1, 12, 0, 30, 0, time.UTC)
+	m := New(st, nil)
+	m.Now = func() time.Time { return fixed }
+	plan := catalog.Plan{Name: "p", RPM: 100, WorkspaceRPM: 3}
+	p := auth.Principal{KeyID: "key_" + w.ID, WorkspaceID: w.ID, UsageBasedPricing: true}
+	admitted := 0
+	for range 50 {
+		_, err := m.Admit(ctx, p, plan)
+		var ae *apierr.Error
+		switch {
+		case err == nil:
+			admitted++
+		case errors.As(err, &ae) && ae.Code == "rate_limited":
+		default:
+			t.Fatal(err)
+		}
+	}
+	if admitted != 3 {
+		t.Fatalf("admitted %d, want 3", admitted)
+	}
+	win := fixed.Truncate(RateWindow).UnixMilli()
+	counts, err := st.AddRateCounters(ctx, win, []store.RateIncrement{{Bucket: "key:" + p.KeyID}, {Bucket: "ws:" + w.ID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k, ws := counts["key:"+p.KeyID], counts["ws:"+w.ID]; k != 4 || ws != 4 {
+		t.Fatalf("counters key %d, workspace %d after 3 admitted and 47 refused: want 4 and 4 (one lease found the workspace spent)", k, ws)
+	}
+	// The key permit the refused request took was given back: the next
+	// request without a workspace limit uses it without a write.
+	p2 := auth.Principal{KeyID: p.KeyID, WorkspaceID: w.ID, UsageBasedPricing: true}
+	if _, err := m.Admit(ctx, p2, catalog.Plan{Name: "k", RPM: 100}); err != nil {
+		t.Fatalf("key bucket after the refusals: %v", err)
+	}
+	counts, _ = st.AddRateCounters(ctx, win, []store.RateIncrement{{Bucket: "key:" + p.KeyID}})
+	if k := counts["key:"+p.KeyID]; k != 4 {
+		t.Fatalf("key counter %d: the given-back permit was not used", k)
+	}
+}

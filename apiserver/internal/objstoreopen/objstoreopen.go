@@ -1,7 +1,7 @@
 // Package objstoreopen opens the API server's object store (spec 2.7) from
 // its configuration: the s3 backend (MinIO or any S3) when SVC_STORAGE=s3,
-// else the fs backend under <data dir>/objects, whose presigned URLs (LFS
-// batch, spec 4.3) point at SVC_PUBLIC_URL + "/objects" and are signed with
+// else the fs backend under <data dir>/store (FSDir), whose presigned URLs
+// (LFS batch, spec 4.3) point at SVC_PUBLIC_URL + "/objects" and are signed with
 // a key derived from the runtime auth secret.
 package objstoreopen
 
@@ -10,6 +10,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -33,6 +34,8 @@ type Opened struct {
 	// FSDir is the fs backend's root ("" for s3): pods sharing the
 	// store on one machine must use the same directory.
 	FSDir string
+	// Health watches the s3 backend once started (nil for fs).
+	Health *Health
 }
 
 // FSDir is the fs backend's root for cfg: <data dir>/store, the directory
@@ -65,12 +68,14 @@ func Open(ctx context.Context, cfg *config.Config, log *zap.Logger) (Opened, err
 		if cfg.S3Endpoint == "" || cfg.S3Bucket == "" {
 			return Opened{}, errors.New("objstoreopen: SVC_STORAGE=s3 needs SVC_S3_ENDPOINT and SVC_S3_BUCKET")
 		}
-		st, err := s3store.New(ctx, s3store.Config{Endpoint: cfg.S3Endpoint, Bucket: cfg.S3Bucket,
+		// No network call here: the server starts while storage is down
+		// and Health reports and retries it.
+		st, err := s3store.Open(s3store.Config{Endpoint: cfg.S3Endpoint, Bucket: cfg.S3Bucket,
 			AccessKey: cfg.S3AccessKey, SecretKey: cfg.S3SecretKey, UseSSL: cfg.S3UseSSL})
 		if err != nil {
 			return Opened{}, err
 		}
-		return Opened{Store: st}, nil
+		return Opened{Store: st, Health: newHealth(st.Check, log.Named("objstore"))}, nil
 	case "", "fs":
 		opts := fsstore.Options{Logger: log}
 		if cfg.RuntimeAuthSecret != "" {
@@ -86,5 +91,5 @@ func Open(ctx context.Context, cfg *config.Config, log *zap.Logger) (Opened, err
 		}
 		return Opened{Store: st, Handler: fsstore.Handler(st, FSBasePath), FSDir: dir}, nil
 	}
-	return Opened{}, errors.New("objstoreopen: SVC_STORAGE must be fs or s3")
+	return Opened{}, fmt.Errorf("objstoreopen: SVC_STORAGE=%q is not a storage backend; choose one of: fs, s3", cfg.Storage)
 }

@@ -32,6 +32,7 @@ func roundTrip(t *testing.T, st objstore.Store) {
 }
 
 func TestFSUnderDataDirWithPresignedURLs(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	mux := http.NewServeMux()
 	srv := httptest.NewServer(mux)
@@ -65,6 +66,7 @@ func TestFSUnderDataDirWithPresignedURLs(t *testing.T) {
 }
 
 func TestS3(t *testing.T) {
+	t.Parallel()
 	env := testenv.MinIO(t)
 	cfg := &config.Config{Storage: "s3", S3Endpoint: env.Endpoint, S3Bucket: env.Bucket, S3AccessKey: env.AccessKey, S3SecretKey: env.SecretKey}
 	o, err := objstoreopen.Open(context.Background(), cfg, nil)

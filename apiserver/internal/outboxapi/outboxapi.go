@@ -1,4 +1,4 @@
-// Package outboxapi is the durable webhook outbox (spec 4.2, DESIGN.md §6):
+// Package outboxapi is the durable webhook outbox (spec 4.2, docs/design.md §6):
 // replies of sync requests that timed out (504 reply_timeout) and async
 // replies whose callback gave up, kept in the API's database so that a pod
 // restart or rescheduling loses none of them.
@@ -35,7 +35,6 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
 	"github.com/svc-dev/svc/apiserver/internal/store"
-	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -87,20 +86,6 @@ func New(s Store, log *zap.Logger) *API {
 		log = zap.NewNop()
 	}
 	return &API{store: s, log: log, wakes: map[string]chan struct{}{}}
-}
-
-// RegisterPublic mounts the poll on g, the agent-proxy group
-// (/api/projects/:id/agent-proxy with APIKey and ProjectMember). Register it
-// on the same group as the proxy: the router prefers this route to the
-// proxy's catch-all.
-func (a *API) RegisterPublic(g *echo.Group) {
-	g.GET(wire.WebhookPathPrefix+"/outbox/:channelId", a.Poll)
-}
-
-// RegisterInternal mounts the pod's POST on g, the /internal/projects/:id
-// group guarded by the runtime token of that project.
-func (a *API) RegisterInternal(g *echo.Group) {
-	g.POST(internalapi.PathOutbox, a.Put)
 }
 
 func key(projectID, channelID string) string { return projectID + "\x00" + channelID }

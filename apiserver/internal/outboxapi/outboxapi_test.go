@@ -18,6 +18,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/outboxapi"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/testenv"
 	"github.com/svc-dev/svc/shared/wire"
 )
@@ -84,8 +85,11 @@ func (w *world) replica() (*outboxapi.API, *echo.Echo) {
 			return next(c)
 		}
 	}
-	api.RegisterInternal(e.Group("/internal/projects/:id", runtime))
-	api.RegisterPublic(e.Group("/api/projects/:id/agent-proxy", member, httpmw.ProjectMember(w.s, "id")))
+	// The routes of server.routes, with stand-in authentication (the
+	// caller's identity comes from test headers).
+	e.POST(internalapi.ProjectGroup+internalapi.PathOutbox, api.Put, runtime)
+	e.GET("/api/projects/:id/agent-proxy"+wire.WebhookPathPrefix+"/outbox/:channelId", api.Poll,
+		member, httpmw.ProjectMember(w.s, "id"))
 	return api, e
 }
 
@@ -147,6 +151,7 @@ func (w *world) msg(corr string) wire.OutboxPut {
 }
 
 func TestPutIsIdempotentAndPollAcknowledges(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		w := newWorld(t, s)
 		if a := w.put(w.e, w.project, w.project, w.msg("cor_1")); a.status != http.StatusCreated {
@@ -177,6 +182,7 @@ func TestPutIsIdempotentAndPollAcknowledges(t *testing.T) {
 }
 
 func TestPutChecks(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		w := newWorld(t, s)
 		bad := w.msg("cor_x")
@@ -212,6 +218,7 @@ func TestPutChecks(t *testing.T) {
 // Channel auth and parameters of the poll (cloud auth is the middleware's,
 // tested end to end).
 func TestPollChecks(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		w := newWorld(t, s)
 		w.put(w.e, w.project, w.project, w.msg("cor_1"))
@@ -245,6 +252,7 @@ func TestPollChecks(t *testing.T) {
 // replica (no database poll needed), and a message put through another
 // replica is found by the database poll.
 func TestLongPollWakesOnPut(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		w := newWorld(t, s)
 		w.api.PollInterval = time.Hour // only the in-process wakeup can end the wait early

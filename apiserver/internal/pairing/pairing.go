@@ -85,9 +85,10 @@ type Options struct {
 // connect wins), and implements runtime.Driver for them: a project whose
 // tunnel is on another replica is relayed there.
 type Hub struct {
-	store     *store.Store
-	secret    []byte
-	log       *zap.Logger
+	store  *store.Store
+	secret []byte
+	log    *zap.Logger
+	//lint:ignore SA1019 x/net/http2 is the one client that runs HTTP/2 over a net.Conn we already hold (the websocket) and pings it; net/http.Transport.NewClientConn dials itself and has no Ping.
 	h2        *http2.Transport
 	advertise string
 	relayRT   http.RoundTripper
@@ -107,9 +108,10 @@ type tunnel struct {
 	projectID   string
 	remote      string
 	connectedAt time.Time
-	cc          *http2.ClientConn
-	cancel      context.CancelFunc
-	done        chan struct{} // closed when the connection is gone
+	//lint:ignore SA1019 x/net/http2 is the one client that runs HTTP/2 over a net.Conn we already hold (the websocket) and pings it; net/http.Transport.NewClientConn dials itself and has no Ping.
+	cc     *http2.ClientConn
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the connection is gone
 }
 
 func (t *tunnel) gone() bool {
@@ -133,21 +135,14 @@ func NewHub(o Options) *Hub {
 	}
 	return &Hub{store: o.Store, secret: o.RuntimeSecret, log: log.Named("pairing"), tunnels: map[string]*tunnel{},
 		advertise: strings.TrimSuffix(o.AdvertiseURL, "/"), relayRT: rt,
-		h2: &http2.Transport{AllowHTTP: true, DisableCompression: true, StrictMaxConcurrentStreams: true,
-			ReadIdleTimeout: 30 * time.Second, PingTimeout: 15 * time.Second}}
-}
-
-// Register mounts the session and tunnel routes on e.
-func (h *Hub) Register(e *echo.Echo) {
-	g := e.Group("/api/pairing", h.authenticate)
-	g.GET("/session", h.session)
-	g.GET("/tunnel", h.tunnel)
+		//lint:ignore SA1019 x/net/http2 is the one client that runs HTTP/2 over a net.Conn we already hold (the websocket) and pings it; net/http.Transport.NewClientConn dials itself and has no Ping.
+		h2: &http2.Transport{AllowHTTP: true, DisableCompression: true, StrictMaxConcurrentStreams: true, ReadIdleTimeout: 30 * time.Second, PingTimeout: 15 * time.Second}}
 }
 
 const tokenKey = "svc.pairing"
 
 // authenticate requires a valid, unrevoked pairing token as a bearer.
-func (h *Hub) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+func (h *Hub) Authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		invalid := apierr.New(http.StatusUnauthorized, apierr.TypeAuthentication, "invalid_pairing_token",
 			"Invalid pairing token. Pass the token of `apiserver admin pairing create` as 'Authorization: Bearer <token>'.")
@@ -170,7 +165,7 @@ func (h *Hub) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-func (h *Hub) session(c echo.Context) error {
+func (h *Hub) Session(c echo.Context) error {
 	t := c.Get(tokenKey).(store.PairingToken)
 	p, err := h.store.GetProject(c.Request().Context(), t.ProjectID)
 	if err != nil {
@@ -186,7 +181,7 @@ func (h *Hub) session(c echo.Context) error {
 
 // tunnel upgrades to a websocket, speaks HTTP/2 over it as the client, and
 // keeps the tunnel registered until the connection ends.
-func (h *Hub) tunnel(c echo.Context) error {
+func (h *Hub) Tunnel(c echo.Context) error {
 	tok := c.Get(tokenKey).(store.PairingToken)
 	h.mu.Lock()
 	closed := h.closed
@@ -206,6 +201,7 @@ func (h *Hub) tunnel(c echo.Context) error {
 	log := h.log.With(zap.String("projectId", tok.ProjectID), zap.String("pairingId", tok.ID),
 		zap.String("remote", c.RealIP()))
 
+	//lint:ignore SA1019 x/net/http2 is the one client that runs HTTP/2 over a net.Conn we already hold (the websocket) and pings it; net/http.Transport.NewClientConn dials itself and has no Ping.
 	cc, err := h.h2.NewClientConn(wc)
 	if err != nil {
 		log.Warn("tunnel handshake failed", zap.Error(err))
@@ -347,7 +343,7 @@ func (h *Hub) EnsurePinned(_ context.Context, p store.Project, a store.RuntimeAs
 			zap.String("holder", a.Endpoint))
 		return runtime.Endpoint{}, runtime.ErrOffline
 	}
-	base = base.JoinPath("internal", "projects", p.ID, internalapi.PathRelay)
+	base.Path = strings.TrimSuffix(base.Path, "/") + internalapi.ProjectPath(p.ID, internalapi.PathRelay)
 	base.RawPath, base.RawQuery, base.Fragment = "", "", ""
 	return runtime.Endpoint{URL: base,
 		Token: runtimetoken.Mint(h.secret, p.ID), Transport: relayTransport{h.relayRT}}, nil

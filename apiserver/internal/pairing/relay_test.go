@@ -15,6 +15,7 @@ import (
 )
 
 func TestEnsurePinnedRelaysToTheHolder(t *testing.T) {
+	t.Parallel()
 	secret := []byte("s")
 	h := NewHub(Options{RuntimeSecret: secret, AdvertiseURL: "http://10.0.0.1:8080/", Log: zaptest.NewLogger(t)})
 	p := store.Project{ID: "prj_1"}
@@ -54,6 +55,7 @@ func TestEnsurePinnedRelaysToTheHolder(t *testing.T) {
 }
 
 func TestRelayTransportDialFailureIsOffline(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 )
 
 func TestTokenRoundTrip(t *testing.T) {
+	t.Parallel()
 	tok := NewToken()
 	if !strings.HasPrefix(tok.Plain, TokenPrefix) || !strings.HasPrefix(tok.ID, "pair_") || !strings.HasPrefix(tok.Plain, tok.Display) {
 		t.Fatalf("token %+v", tok)

@@ -52,7 +52,7 @@ func (a *API) ChatCompletions(c echo.Context) error {
 	}
 	plan, ok := a.Catalog.Plan(p.Plan)
 	if !ok {
-		return apierr.Internal(fmt.Errorf("workspace %s has unknown plan %q", p.WorkspaceID, p.Plan))
+		return apierr.PlanNotFound(p.Plan)
 	}
 	if !plan.AllowsTier(model.Tier) {
 		return apierr.ModelTierRestricted(model.ID, model.Tier)
@@ -111,7 +111,7 @@ func (a *API) ChatCompletions(c echo.Context) error {
 		if u == nil {
 			return
 		}
-		u.Deployment = ans.Deployment.Name()
+		u.Deployment = ans.Name
 		mctx, mcancel := context.WithTimeout(ctx, 10*time.Second)
 		defer mcancel()
 		mctx, span := a.Tracer.Start(mctx, "meter")

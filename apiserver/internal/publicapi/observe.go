@@ -12,7 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Overhead headers on every answer of the public API (issue 12): the
+// Overhead headers on every answer of the public API: the
 // gateway's own time, as LiteLLM's x-litellm-overhead-duration-ms, and a
 // Server-Timing entry per phase.
 const (
@@ -57,15 +57,19 @@ func (t *timing) writeHeaders(h http.Header) {
 	now := time.Now()
 	t.authDone()
 	overhead := now.Sub(t.start) - t.upstream
-	buf := make([]byte, 0, 96)
-	h.Set(HeaderOverhead, string(strconv.AppendFloat(buf, ms(overhead), 'f', 3, 64)))
+	// Both values from one buffer and one string.
+	var arr [128]byte
+	buf := strconv.AppendFloat(arr[:0], ms(overhead), 'f', 3, 64)
+	n := len(buf)
 	buf = append(buf, "auth;dur="...)
 	buf = strconv.AppendFloat(buf, ms(t.authEnd.Sub(t.start)), 'f', 3, 64)
 	buf = append(buf, ", admit;dur="...)
 	buf = strconv.AppendFloat(buf, ms(t.admit), 'f', 3, 64)
 	buf = append(buf, ", upstream;dur="...)
 	buf = strconv.AppendFloat(buf, ms(t.upstream), 'f', 3, 64)
-	h.Set(HeaderServerTiming, string(buf))
+	s := string(buf)
+	h[HeaderOverhead] = []string{s[:n]}
+	h[HeaderServerTiming] = []string{s[n:]}
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -37,13 +37,6 @@ type API struct {
 	Tracer *tracing.Tracer
 }
 
-// Register mounts the public routes on g (already behind API-key auth).
-func (a *API) Register(g *echo.Group) {
-	g.GET("/models", a.ListModels)
-	g.GET("/models/:id", a.RetrieveModel)
-	g.POST("/chat/completions", a.ChatCompletions)
-}
-
 type modelJSON struct {
 	ID          string `json:"id"`
 	Object      string `json:"object"`

@@ -97,7 +97,7 @@ func parseChatRequest(r *http.Request, maxBody int64) (*chatRequest, error) {
 
 // upstreamBody is the body sent to one deployment: the client's body with
 // the deployment's upstream model name, reasoning enabled as the models file says, and usage
-// requested on streams (spec 9; DESIGN.md §6).
+// requested on streams (spec 9; docs/design.md §6).
 func (r *chatRequest) upstreamBody(m catalog.Model, model string) ([]byte, error) {
 	if model == "" {
 		model = m.ID

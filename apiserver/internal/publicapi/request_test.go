@@ -21,6 +21,7 @@ func post(body, ctype string) *http.Request {
 }
 
 func TestUpstreamBodyKeepsFieldsAndAddsReasoningAndUsage(t *testing.T) {
+	t.Parallel()
 	req, err := parseChatRequest(post(`{"model":"svc-2.0","stream":true,"messages":[{"role":"user","content":"x"}],"top_p":0.5,"stream_options":{"foo":1}}`, "application/json"), 1<<20)
 	if err != nil {
 		t.Fatal(err)
@@ -47,6 +48,7 @@ func TestUpstreamBodyKeepsFieldsAndAddsReasoningAndUsage(t *testing.T) {
 }
 
 func TestParseRejects(t *testing.T) {
+	t.Parallel()
 	cases := []struct{ body, ctype, code string }{
 		{`{`, "application/json", "invalid_json"},
 		{`{} {}`, "application/json", "invalid_json"},

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"sync"
 
 	"github.com/labstack/echo/v4"
 	"github.com/tidwall/gjson"
@@ -18,6 +19,21 @@ import (
 
 // maxSSELine bounds one upstream event line.
 const maxSSELine = 4 << 20
+
+// initialSSELine is the scanner buffer a stream starts with: events are
+// typically a few hundred bytes, and the scanner doubles its buffer up to
+// maxSSELine for a longer one (a 64 KiB buffer per stream was
+// two thirds of the heap at 2,000 open streams).
+const initialSSELine = 1 << 10
+
+// lineBufs pools the initial scanner buffers and outBufs the per-stream
+// output buffers, so a burst of short streams does not allocate each anew.
+// Only buffers of the initial size go back (a stream that grew keeps its
+// large buffer out of the pool).
+var (
+	lineBufs = sync.Pool{New: func() any { b := make([]byte, initialSSELine); return &b }}
+	outBufs  = sync.Pool{New: func() any { b := make([]byte, 0, initialSSELine); return &b }}
+)
 
 var (
 	dataPrefix = []byte("data:")
@@ -63,8 +79,22 @@ func (a *API) stream(c echo.Context, body io.Reader, model catalog.Model, client
 			done()
 		}
 	}
+	lineBuf := lineBufs.Get().(*[]byte)
+	defer lineBufs.Put(lineBuf)
+	outBuf := outBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*outBuf) <= 4*initialSSELine {
+			*outBuf = (*outBuf)[:0]
+			outBufs.Put(outBuf)
+		}
+	}()
+	// event frames payload as one "data: …\n\n" write, reusing outBuf.
+	event := func(payload []byte) []byte {
+		*outBuf = appendSSE((*outBuf)[:0], payload)
+		return *outBuf
+	}
 	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 0, 64<<10), maxSSELine)
+	sc.Buffer((*lineBuf)[:0:len(*lineBuf)], maxSSELine)
 	for sc.Scan() {
 		line := sc.Bytes()
 		if !bytes.HasPrefix(line, dataPrefix) {
@@ -82,7 +112,7 @@ func (a *API) stream(c echo.Context, body io.Reader, model catalog.Model, client
 		}
 		fields := gjson.GetManyBytes(payload, "error", "usage", "choices", "model")
 		if fields[0].Exists() {
-			write(sse(payload))
+			write(event(payload))
 			continue
 		}
 		out := payload
@@ -100,7 +130,7 @@ func (a *API) stream(c echo.Context, body io.Reader, model catalog.Model, client
 		if fields[3].Exists() {
 			out, _ = sjson.SetRawBytes(out, "model", modelJSON)
 		}
-		write(sse(out))
+		write(event(out))
 	}
 	if err := sc.Err(); err != nil || !sawDone {
 		end()
@@ -110,13 +140,13 @@ func (a *API) stream(c echo.Context, body io.Reader, model catalog.Model, client
 		}
 		ev, _ := json.Marshal(map[string]any{"error": map[string]string{
 			"message": msg, "type": "server_error", "code": "upstream_stream_error"}})
-		write(sse(ev))
+		write(event(ev))
 	}
 	return usage
 }
 
-func sse(payload []byte) []byte {
-	b := make([]byte, 0, len(payload)+8)
+// appendSSE appends payload framed as one server-sent event.
+func appendSSE(b, payload []byte) []byte {
 	b = append(b, "data: "...)
 	b = append(b, payload...)
 	return append(b, '\n', '\n')

@@ -13,6 +13,7 @@ import (
 )
 
 func TestPublish(t *testing.T) {
+	t.Parallel()
 	const sha = "0123456789abcdef0123456789abcdef01234567"
 	var got wire.GitFlushRequest
 	pod := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -47,6 +48,7 @@ func TestPublish(t *testing.T) {
 }
 
 func TestPublishRejectsMismatchedAnswer(t *testing.T) {
+	t.Parallel()
 	pod := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(wire.GitFlushResponse{SHA: "nope", Tag: "publish/other/1"})
 	}))

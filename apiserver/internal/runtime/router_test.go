@@ -74,6 +74,7 @@ func (d *fakeDriver) Status(context.Context, string) (runtime.Status, error) {
 }
 
 func TestRouterPinsOneRuntime(t *testing.T) {
+	t.Parallel()
 	var log []string
 	var mu sync.Mutex
 	local := &fakeDriver{name: "local", log: &log, mu: &mu, stopped: make(chan struct{})}
@@ -126,6 +127,7 @@ func (d *pinnedDriver) EnsurePinned(_ context.Context, _ store.Project, a store.
 }
 
 func TestRouterHandsThePairedDriverItsAssignment(t *testing.T) {
+	t.Parallel()
 	var log []string
 	var mu sync.Mutex
 	local := &fakeDriver{name: "local", log: &log, mu: &mu, stopped: make(chan struct{})}

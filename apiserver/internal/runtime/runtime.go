@@ -1,5 +1,5 @@
 // Package runtime decides where a project's agent runs and how the API
-// reaches it (DESIGN.md §4, "runtime"). A Driver starts or finds the runtime
+// reaches it (docs/design.md §4, "runtime"). A Driver starts or finds the runtime
 // of a project and returns its Endpoint; the local driver (runtime/local) runs
 // one podagent process per project, the Kubernetes driver one pod per project,
 // and the paired driver (package pairing) a user's machine connected through

@@ -1,4 +1,4 @@
-// Package server assembles the API server's HTTP surface (DESIGN.md §5, HTTP
+// Package server assembles the API server's HTTP surface (docs/design.md §5, HTTP
 // surfaces): the public API under /api/v1 and /v1 (spec 4.1), the /internal
 // routes pods call with their runtime token (spec 4.3, 5.3), and /healthz,
 // /readyz, /metrics. Handlers live in their own packages; this one only wires.
@@ -13,29 +13,20 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/apiserver/internal/agentproxy"
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/auth"
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
-	"github.com/svc-dev/svc/apiserver/internal/checkpointsapi"
 	"github.com/svc-dev/svc/apiserver/internal/console"
-	"github.com/svc-dev/svc/apiserver/internal/gitserver"
-	"github.com/svc-dev/svc/apiserver/internal/httpmw"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/metering"
-	"github.com/svc-dev/svc/apiserver/internal/objstoreopen"
-	"github.com/svc-dev/svc/apiserver/internal/openapi"
 	"github.com/svc-dev/svc/apiserver/internal/outboxapi"
 	"github.com/svc-dev/svc/apiserver/internal/pairing"
-	"github.com/svc-dev/svc/apiserver/internal/publicapi"
-	"github.com/svc-dev/svc/apiserver/internal/publish"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/tracing"
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
-	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/objstore"
 )
 
@@ -74,8 +65,11 @@ type Deps struct {
 	// delivered by then is served by the outbox as unanswered (0: the
 	// outboxapi default).
 	AnswerDeadline time.Duration
+	// StorageErr reports object storage (objstoreopen.Health.Err; nil: no
+	// check): /readyz detail and svc_object_storage_up.
+	StorageErr func() error
 	// Console mounts the web console and the JSON key API with these
-	// options (issue 13; nil: not mounted). The server fills in its own
+	// options (nil: not mounted). The server fills in its own
 	// store, catalog, authenticator, checkpoint reads and runtime.
 	Console *console.Options
 }
@@ -109,6 +103,15 @@ func New(d Deps) *Server {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if d.StorageErr != nil {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "svc_object_storage_up",
+			Help: "1 while object storage answers the API server's bucket check, 0 while it does not"}, func() float64 {
+			if d.StorageErr() != nil {
+				return 0
+			}
+			return 1
+		}))
+	}
 	a := auth.New(d.Store, d.RuntimeSecret, d.Log.Named("auth"))
 	s := &Server{Echo: e, Auth: a, Registry: reg, deps: d, Outbox: outboxapi.New(d.Store, d.Log.Named("outbox"))}
 	s.Outbox.AnswerDeadline = d.AnswerDeadline
@@ -116,52 +119,8 @@ func New(d Deps) *Server {
 		d.AgentProxy.Accepted = s.Outbox.RecordAccepted
 	}
 
-	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
-	e.GET("/readyz", s.ready)
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
-
 	s.Usage = metering.NewRecorder(d.Store, d.Log.Named("metering"))
-	routing := d.Routing
-	routing.Registerer, routing.Tracer, routing.Log = reg, d.Tracer, d.Log.Named("upstream")
-	api := &publicapi.API{Catalog: d.Catalog, Meter: metering.New(d.Store, s.Usage),
-		Router: upstream.NewRouter(d.Upstream, d.Catalog, routing), Tracer: d.Tracer,
-		Log: d.Log.Named("publicapi"), MaxBody: d.MaxBodyBytes, Metrics: publicapi.NewMetrics(reg)}
-	for _, prefix := range []string{"/api/v1", "/v1"} {
-		// The OpenAPI document is public (no key), like the SDKs' own specs.
-		e.GET(prefix+"/openapi.json", openapi.Handler)
-		api.Register(e.Group(prefix, api.Observe, httpmw.APIKey(a)))
-	}
-
-	internal := e.Group(internalapi.ProjectGroup, httpmw.Runtime(a, "id"))
-	internal.POST(internalapi.PathChatCompletions, api.ChatCompletions, api.Observe)
-	s.registerInternal(internal)
-	if d.Relay != nil {
-		internal.Any(internalapi.PathRelay+"/*", d.Relay.Handle)
-	}
-
-	if d.Hydrate != nil {
-		(&checkpointsapi.API{Hydrate: d.Hydrate, Store: d.Store, Log: d.Log.Named("checkpoints")}).
-			Register(e, httpmw.APIKey(a), httpmw.ProjectMember(d.Store, "id"))
-		(&gitserver.Server{Hydrate: d.Hydrate, Store: d.Store, Auth: a, Log: d.Log}).Register(e)
-	}
-	// The outbox poll is served from the database, before the proxy's
-	// catch-all, so that it works while the agent is down.
-	agentProxy := e.Group("/api/projects/:id/agent-proxy", httpmw.APIKey(a), httpmw.ProjectMember(d.Store, "id"))
-	s.Outbox.RegisterPublic(agentProxy)
-	if d.AgentProxy != nil {
-		d.AgentProxy.Register(agentProxy)
-		e.POST("/api/projects/:id/publish", (&publish.API{Runtime: d.AgentProxy.Runtime, Store: d.Store}).Handle,
-			httpmw.APIKey(a), httpmw.ProjectMember(d.Store, "id"))
-	}
-	if d.Pairing != nil {
-		d.Pairing.Register(e)
-	}
-	if d.ObjectsHandler != nil {
-		e.Any(objstoreopen.FSBasePath+"/*", echo.WrapHandler(d.ObjectsHandler))
-	}
-	if d.Console != nil {
-		s.registerConsole(e, *d.Console)
-	}
+	s.routes(e)
 	return s
 }
 
@@ -175,5 +134,11 @@ func (s *Server) ready(c echo.Context) error {
 	if err := s.deps.Store.Ping(ctx); err != nil {
 		return apierr.New(http.StatusServiceUnavailable, apierr.TypeServer, "database_unavailable", "Database is not reachable.")
 	}
-	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+	// Ready without object storage: the public API and the outbox need
+	// none; what does (reads, LFS, publish) answers 503 on its own.
+	storage := "ok"
+	if s.deps.StorageErr != nil && s.deps.StorageErr() != nil {
+		storage = "unavailable"
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ready", "database": "ok", "storage": storage})
 }

@@ -16,6 +16,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/svc-dev/svc/apiserver/internal/admin"
@@ -40,6 +41,11 @@ type gateway struct {
 
 func newGateway(t *testing.T, tracer func(*tracetest.SpanRecorder) *tracing.Tracer) *gateway {
 	t.Helper()
+	return newGatewayTB(t, tracer)
+}
+
+func newGatewayTB(t testing.TB, tracer func(*tracetest.SpanRecorder) *tracing.Tracer) *gateway {
+	t.Helper()
 	ctx := context.Background()
 	g := &gateway{up: fakeupstream.New(t), spans: tracetest.NewSpanRecorder()}
 	models := filepath.Join(t.TempDir(), "models.yaml")
@@ -50,13 +56,24 @@ models:
 `, g.up.BaseURL())), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cat, err := catalog.Load(catalog.Options{ModelsFile: models})
+	plans := filepath.Join(t.TempDir(), "plans.yaml")
+	if err := os.WriteFile(plans, []byte(`plans:
+  - {name: free, tiers: [standard], rpm: 1000000000, workspace_rpm: 1000000000,
+     windows: [{name: 5h, duration: 5h, credits: 1000000000}]}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := catalog.Load(catalog.Options{ModelsFile: models, PlansFile: plans})
 	if err != nil {
 		t.Fatal(err)
 	}
 	db := storetest.Postgres(t)
 	tr := tracer(g.spans)
-	srv := server.New(server.Deps{Store: db, Catalog: cat, Log: zaptest.NewLogger(t), Tracer: tr,
+	log := zap.NewNop()
+	if tt, ok := t.(*testing.T); ok {
+		log = zaptest.NewLogger(tt)
+	}
+	srv := server.New(server.Deps{Store: db, Catalog: cat, Log: log, Tracer: tr,
 		Upstream: upstream.New(upstream.Options{Propagator: tr.Propagator()}), RuntimeSecret: []byte("s")})
 	t.Cleanup(func() { _ = srv.Close(context.Background()) })
 	hs := httptest.NewServer(srv.Echo)

@@ -26,6 +26,10 @@ func (s *Store) RecordCheckpoint(ctx context.Context, projectID string, rec wire
 		Additions: rec.Additions, Deletions: rec.Deletions, Source: source,
 		Reconciled: source == SourceReconcile, CreatedAt: time.Now().UTC(),
 	}
+	if rec.Turn >= 0 {
+		turn := rec.Turn
+		cp.Turn = &turn
+	}
 	if !rec.CreatedAt.IsZero() {
 		t := rec.CreatedAt.UTC()
 		cp.CommittedAt = &t
@@ -61,6 +65,15 @@ func (s *Store) CheckpointSHAs(ctx context.Context, projectID string) (map[strin
 		out[s] = true
 	}
 	return out, err
+}
+
+// CheckpointsSince returns a project's rows created at or after since,
+// oldest first (the parity check of spec 10.6.4).
+func (s *Store) CheckpointsSince(ctx context.Context, projectID string, since time.Time) ([]Checkpoint, error) {
+	var cps []Checkpoint
+	err := s.db.WithContext(ctx).Where("project_id = ? AND created_at >= ?", projectID, since.UTC()).
+		Order("created_at ASC, id ASC").Find(&cps).Error
+	return cps, err
 }
 
 // CountCheckpointsSince counts rows created after since (the parity check of

@@ -83,6 +83,9 @@ type Project struct {
 	PublishedCommitSHA string        `gorm:"column:published_commit_sha" json:"publishedCommitSha"`
 	PublishedTag       string        `json:"publishedTag"`
 	CreatedAt          time.Time     `json:"createdAt"`
+	// SyncModeChangedAt is when set-sync-mode last changed the mode (nil:
+	// never since migration 00008).
+	SyncModeChangedAt *time.Time `json:"syncModeChangedAt,omitempty"`
 }
 
 // Checkpoint is a ProjectCheckpoint row: one per chat turn that writes files.
@@ -101,6 +104,8 @@ type Checkpoint struct {
 	Reconciled   bool       `json:"reconciled"`
 	CommittedAt  *time.Time `json:"committedAt,omitempty"`
 	CreatedAt    time.Time  `json:"createdAt"`
+	// Turn is the commit's turn number (docs/sync-modes.md §1).
+	Turn *int64 `json:"turn,omitempty"`
 }
 
 // TableName maps Checkpoint to project_checkpoints.

@@ -13,7 +13,7 @@ import (
 )
 
 // OutboxMessage is one row of webhook_outbox: a reply the webhook channel
-// could not give inline or by callback (DESIGN.md §6), waiting for an
+// could not give inline or by callback (docs/design.md §6), waiting for an
 // integration to fetch it. DeliveredAt is set when a fetch returned it.
 type OutboxMessage struct {
 	ID            string `gorm:"primaryKey"`

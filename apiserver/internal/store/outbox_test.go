@@ -29,6 +29,7 @@ func outboxFixture(t *testing.T, s *store.Store) (projectID, channelID string) {
 }
 
 func TestOutboxPutIsIdempotentAndTakeAcknowledges(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
 		pid, chID := outboxFixture(t, s)
@@ -99,6 +100,7 @@ func TestOutboxPutIsIdempotentAndTakeAcknowledges(t *testing.T) {
 // Concurrent takers never return the same message (Postgres: FOR UPDATE
 // SKIP LOCKED; SQLite: one connection) and together return every one.
 func TestOutboxConcurrentTakersNeverShare(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
 		pid, chID := outboxFixture(t, s)
@@ -155,6 +157,7 @@ func TestOutboxConcurrentTakersNeverShare(t *testing.T) {
 // reply replaces it; one nothing answered comes out unanswered after its
 // deadline, and a reply arriving later is served again, replied.
 func TestOutboxAcceptedMessagesNeverVanish(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
 		pid, chID := outboxFixture(t, s)

@@ -32,13 +32,13 @@ func (s *Store) SetSyncMode(ctx context.Context, id string, mode syncmode.Mode) 
 	if !mode.Valid() {
 		return Project{}, errors.New("store: invalid sync mode")
 	}
-	res := s.db.WithContext(ctx).Model(&Project{}).Where("id = ?", id).Update("cloud_sync_mode", mode)
+	now := time.Now().UTC()
+	res := s.db.WithContext(ctx).Model(&Project{}).Where("id = ? AND cloud_sync_mode <> ?", id, mode).
+		Updates(map[string]any{"cloud_sync_mode": mode, "sync_mode_changed_at": now})
 	if res.Error != nil {
 		return Project{}, res.Error
 	}
-	if res.RowsAffected == 0 {
-		return Project{}, ErrNotFound
-	}
+	// Changed, unchanged, or no such project (ErrNotFound).
 	return s.GetProject(ctx, id)
 }
 
@@ -53,4 +53,15 @@ func (s *Store) SetPublished(ctx context.Context, id, sha, tag string) (Project,
 		return Project{}, ErrNotFound
 	}
 	return s.GetProject(ctx, id)
+}
+
+// ProjectsInModes lists the projects whose sync mode is one of modes (all
+// projects when none is given), oldest first.
+func (s *Store) ProjectsInModes(ctx context.Context, modes ...syncmode.Mode) ([]Project, error) {
+	q := s.db.WithContext(ctx).Order("created_at ASC, id ASC")
+	if len(modes) > 0 {
+		q = q.Where("cloud_sync_mode IN ?", modes)
+	}
+	var ps []Project
+	return ps, q.Find(&ps).Error
 }

@@ -7,7 +7,7 @@ import (
 
 // IncrRateCounters adds one request to each bucket's counter for the window
 // that starts at windowStart (unix ms) and returns the new counts, in one
-// statement so every replica sees one count (DESIGN.md §6, rate limits).
+// statement so every replica sees one count (docs/design.md §6, rate limits).
 func (s *Store) IncrRateCounters(ctx context.Context, windowStart int64, buckets ...string) (map[string]int64, error) {
 	incr := make([]RateIncrement, len(buckets))
 	for i, b := range buckets {

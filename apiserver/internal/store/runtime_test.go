@@ -11,6 +11,7 @@ import (
 )
 
 func TestRuntimeAssignments(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
 		w, _ := fixture(t, s)
@@ -47,6 +48,7 @@ func TestRuntimeAssignments(t *testing.T) {
 }
 
 func TestPairingTokensPinAndUnpin(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
 		w, _ := fixture(t, s)

@@ -1,5 +1,5 @@
 // Package store is the API server's database layer (gorm) over PostgreSQL in
-// production and SQLite for the embedded default (DESIGN.md §4). It holds the
+// production and SQLite for the embedded default (docs/design.md §4). It holds the
 // rows of spec section 2: workspaces and their API keys (5.1), usage windows
 // (8), projects with their sync fields (2.6), checkpoints and channels (2.5).
 // Both dialects pass one test suite.

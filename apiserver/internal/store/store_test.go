@@ -34,6 +34,7 @@ func fixture(t *testing.T, s *store.Store) (store.Workspace, store.User) {
 }
 
 func TestAccountsAndKeys(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
 		w, u := fixture(t, s)
@@ -80,6 +81,7 @@ func TestAccountsAndKeys(t *testing.T) {
 }
 
 func TestProjectsDefaultToGitOnly(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
 		w, _ := fixture(t, s)
@@ -103,6 +105,7 @@ func TestProjectsDefaultToGitOnly(t *testing.T) {
 }
 
 func TestRecordCheckpointIsIdempotent(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
 		w, _ := fixture(t, s)
@@ -129,6 +132,7 @@ func TestRecordCheckpointIsIdempotent(t *testing.T) {
 }
 
 func TestChannels(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
 		w, _ := fixture(t, s)
@@ -146,6 +150,7 @@ func TestChannels(t *testing.T) {
 }
 
 func TestUsageWindowsRoll(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
 		w, _ := fixture(t, s)
@@ -184,6 +189,7 @@ func TestUsageWindowsRoll(t *testing.T) {
 
 // Concurrent increments on one bucket are all counted: the limit is shared.
 func TestRateCountersAreAtomic(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
 		const n = 40

@@ -9,7 +9,7 @@ import (
 	"github.com/svc-dev/svc/migrations"
 )
 
-// WindowSpec is one plan window (DESIGN.md, plans file): a rolling window of
+// WindowSpec is one plan window (docs/design.md §5, plans file): a rolling window of
 // Duration that opens at the first request after the previous one closed.
 type WindowSpec struct {
 	Name     string

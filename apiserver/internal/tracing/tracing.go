@@ -1,4 +1,4 @@
-// Package tracing is the API server's OpenTelemetry tracing (DESIGN.md §7:
+// Package tracing is the API server's OpenTelemetry tracing (docs/design.md §7:
 // spans exported over OTLP/HTTP when SVC_OTEL_EXPORTER_OTLP_ENDPOINT or the
 // standard OTEL_EXPORTER_OTLP_ENDPOINT is set, off otherwise). Off means
 // free: a nil or disabled *Tracer starts no spans, allocates nothing and

@@ -16,6 +16,11 @@ const DevLabel = "[dev upstream: no model behind this reply]"
 // DevTransport answers chat completions deterministically without a network:
 // the reply repeats the last user message. Token counts are derived from text
 // length (prompt: characters/4 over all messages; completion: one per word).
+//
+// One script lets `make run` show a turn that changes files: when the
+// request offers the write_file tool and the last message is the user's
+// "write <path>: <text>", the answer is a write_file call with that path and
+// text; once the tool's result comes back, the reply says what was written.
 type DevTransport struct{}
 
 type devRequest struct {
@@ -25,6 +30,34 @@ type devRequest struct {
 		Role    string `json:"role"`
 		Content any    `json:"content"`
 	} `json:"messages"`
+	Tools []struct {
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	} `json:"tools"`
+}
+
+// DevWritePrefix starts the dev provider's one script (see DevTransport).
+const DevWritePrefix = "write "
+
+// devWrite parses "write <path>: <text>".
+func devWrite(msg string) (path, text string, ok bool) {
+	rest, ok := strings.CutPrefix(strings.TrimSpace(msg), DevWritePrefix)
+	if !ok {
+		return "", "", false
+	}
+	path, text, ok = strings.Cut(rest, ":")
+	path = strings.TrimSpace(path)
+	return path, strings.TrimSpace(text), ok && path != ""
+}
+
+func (dr *devRequest) offers(tool string) bool {
+	for _, t := range dr.Tools {
+		if t.Function.Name == tool {
+			return true
+		}
+	}
+	return false
 }
 
 // RoundTrip implements http.RoundTripper.
@@ -44,10 +77,31 @@ func (DevTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	reply := DevLabel + " You said: " + last
+	lastRole := ""
+	if n := len(dr.Messages); n > 0 {
+		lastRole = dr.Messages[n-1].Role
+	}
+	path, text, script := devWrite(last)
+	script = script && !dr.Stream && dr.offers("write_file")
+	if script && lastRole == "tool" {
+		reply = DevLabel + " Wrote " + path + "."
+	}
 	words := strings.Fields(reply)
 	usage := map[string]any{"prompt_tokens": chars/4 + 1, "completion_tokens": len(words),
 		"total_tokens": chars/4 + 1 + len(words), "completion_tokens_details": map[string]any{"reasoning_tokens": 0}}
 	id, created := "chatcmpl-dev", time.Now().Unix()
+	if script && lastRole == "user" {
+		args, _ := json.Marshal(map[string]string{"path": path, "content": text + "\n"})
+		body, _ := json.Marshal(map[string]any{
+			"id": id, "object": "chat.completion", "created": created, "model": dr.Model,
+			"choices": []any{map[string]any{"index": 0, "finish_reason": "tool_calls",
+				"message": map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{
+					"id": "call_dev_1", "type": "function",
+					"function": map[string]any{"name": "write_file", "arguments": string(args)}}}}}},
+			"usage": usage,
+		})
+		return devResponse(http.StatusOK, "application/json", string(body)), nil
+	}
 	if !dr.Stream {
 		body, _ := json.Marshal(map[string]any{
 			"id": id, "object": "chat.completion", "created": created, "model": dr.Model,

@@ -76,12 +76,15 @@ func (o *RouterOptions) defaults() {
 // key or deployment, within MaxAttempts; nothing is retried once an answer
 // is handed to the caller. Breakers and key pools are per replica.
 type Router struct {
-	c     *Client
-	o     RouterOptions
-	deps  map[string]*deployment
-	m     *routerMetrics
-	now   func() time.Time
-	sleep func(context.Context, time.Duration) error
+	c    *Client
+	o    RouterOptions
+	deps map[string]*deployment
+	// byModel holds each model's deployments in order (one lookup per
+	// request, no name built).
+	byModel map[string][]*deployment
+	m       *routerMetrics
+	now     func() time.Time
+	sleep   func(context.Context, time.Duration) error
 }
 
 type deployment struct {
@@ -97,7 +100,7 @@ type deployment struct {
 // NewRouter builds the breakers and key pools of every deployment in cat.
 func NewRouter(c *Client, cat *catalog.Catalog, o RouterOptions) *Router {
 	o.defaults()
-	r := &Router{c: c, o: o, deps: map[string]*deployment{}, m: newRouterMetrics(o.Registerer),
+	r := &Router{c: c, o: o, deps: map[string]*deployment{}, byModel: map[string][]*deployment{}, m: newRouterMetrics(o.Registerer),
 		now: time.Now, sleep: sleepCtx}
 	if cat == nil {
 		return r // no models: every Send fails with ErrNoDeployment
@@ -134,6 +137,9 @@ func NewRouter(c *Client, cat *catalog.Catalog, o RouterOptions) *Router {
 			r.deps[name] = dep
 		}
 	}
+	for _, model := range cat.Models {
+		r.byModel[model.ID] = r.lookup(model)
+	}
 	return r
 }
 
@@ -143,9 +149,29 @@ func NewRouter(c *Client, cat *catalog.Catalog, o RouterOptions) *Router {
 type Answer struct {
 	Resp       *http.Response
 	Deployment catalog.Deployment
+	Name       string        // Deployment.Name(), without an allocation per request
 	Key        string        // the key's name ("" without a key)
 	Attempts   int           // upstream requests sent
 	Wait       time.Duration // spent in upstream exchanges (not in backoff)
+}
+
+// discard drains and closes a failed answer before the next attempt.
+func (a *Answer) discard() {
+	if a.Resp != nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(a.Resp.Body, 64<<10))
+		a.Resp.Body.Close()
+		a.Resp = nil
+	}
+}
+
+// lookup finds model's deployments by name (a model the router was not
+// built with; nil entries for unknown deployments).
+func (r *Router) lookup(model catalog.Model) []*deployment {
+	deps := make([]*deployment, len(model.Deployments))
+	for i, d := range model.Deployments {
+		deps[i] = r.deps[d.Name()]
+	}
+	return deps
 }
 
 // ErrNoDeployment is returned when every deployment of the model is cooling
@@ -190,18 +216,18 @@ func outcomeOf(status int) string {
 // or ErrUnavailable, or ErrNoDeployment).
 func (r *Router) Send(ctx context.Context, model catalog.Model, body func(catalog.Deployment) ([]byte, error)) (Answer, error) {
 	var (
-		a         Answer
-		lastErr   error         = ErrNoDeployment
-		bodies                  = make([][]byte, len(model.Deployments))
-		hint      time.Duration // the longest Retry-After of this round
-		closeLast = func() {
-			if a.Resp != nil {
-				_, _ = io.Copy(io.Discard, io.LimitReader(a.Resp.Body, 64<<10))
-				a.Resp.Body.Close()
-				a.Resp = nil
-			}
-		}
+		a       Answer
+		lastErr error = ErrNoDeployment
+		// The body of each deployment, built when first needed (the first
+		// deployment's in body0: no allocation when it answers).
+		body0  []byte
+		bodies [][]byte
+		hint   time.Duration // the longest Retry-After of this round
 	)
+	deps := r.byModel[model.ID]
+	if len(deps) != len(model.Deployments) {
+		deps = r.lookup(model)
+	}
 	// Cooldowns steer traffic to an alternative; a model with one deployment
 	// has none, so its breaker and key cooldowns never refuse a request
 	// (the upstream's own answer reaches the client instead of a 503).
@@ -222,7 +248,7 @@ func (r *Router) Send(ctx context.Context, model catalog.Model, body func(catalo
 		}
 		tried := false
 		for i, d := range model.Deployments {
-			dep := r.deps[d.Name()]
+			dep := deps[i]
 			if dep == nil { // a catalog the router was not built from
 				return a, fmt.Errorf("%w: deployment %s unknown to the router", ErrUnavailable, d.Name())
 			}
@@ -246,17 +272,31 @@ func (r *Router) Send(ctx context.Context, model catalog.Model, body func(catalo
 						break // open, or its one probe is out
 					}
 				}
-				if bodies[i] == nil {
+				var b []byte
+				switch {
+				case i == 0 && body0 != nil:
+					b = body0
+				case i > 0 && bodies != nil && bodies[i] != nil:
+					b = bodies[i]
+				default:
 					var err error
-					if bodies[i], err = body(d); err != nil {
+					if b, err = body(d); err != nil {
 						done(nil)
 						return a, err
 					}
+					if i == 0 {
+						body0 = b
+					} else {
+						if bodies == nil {
+							bodies = make([][]byte, len(model.Deployments))
+						}
+						bodies[i] = b
+					}
 				}
-				closeLast()
+				a.discard()
 				tried = true
 				a.Attempts++
-				resp, retryKey, err := r.attempt(ctx, dep, key, bodies[i], &a, done)
+				resp, retryKey, err := r.attempt(ctx, dep, key, b, &a, done)
 				if err == nil && resp.StatusCode == http.StatusOK {
 					if a.Attempts > 1 {
 						r.m.fallbacks.WithLabelValues(model.ID).Inc()
@@ -303,7 +343,7 @@ func (r *Router) attempt(ctx context.Context, dep *deployment, key *poolKey, bod
 	started := r.now()
 	resp, err := r.c.send(sctx, dep.provider, keyValue, body)
 	a.Wait += r.now().Sub(started)
-	a.Deployment, a.Key = dep.d, keyName
+	a.Deployment, a.Name, a.Key = dep.d, dep.name, keyName
 	outcome := outcomeUnavailable
 	if err != nil {
 		if errors.Is(err, ErrTimeout) {
@@ -360,8 +400,7 @@ func (r *Router) attempt(ctx context.Context, dep *deployment, key *poolKey, bod
 // anyAvailable reports whether some deployment of model could be tried now.
 func (r *Router) anyAvailable(model catalog.Model) bool {
 	now := r.now()
-	for _, d := range model.Deployments {
-		dep := r.deps[d.Name()]
+	for _, dep := range r.lookup(model) {
 		if dep == nil || dep.breaker.State() == gobreaker.StateOpen {
 			continue
 		}

@@ -56,9 +56,21 @@ func New(o Options) *Client {
 		ResponseHeaderTimeout: o.HeaderTimeout,
 		ForceAttemptHTTP2:     true,
 		DisableCompression:    true, // stream bytes as they come; no gzip buffering
+		// Each open stream holds one connection with these two buffers for
+		// its whole life (memory per stream). Requests are small
+		// and bodies bypass the write buffer; response bodies larger than
+		// the read buffer are read straight into the caller's slice.
+		WriteBufferSize: upstreamWriteBuffer,
+		ReadBufferSize:  upstreamReadBuffer,
 	}
 	return &Client{http: &http.Client{Transport: t}, dev: DevTransport{}, prop: o.Propagator}
 }
+
+// Buffer sizes of an upstream connection (net/http's default is 4 KiB each).
+const (
+	upstreamWriteBuffer = 1 << 10
+	upstreamReadBuffer  = 2 << 10
+)
 
 // ErrTimeout marks an upstream that did not answer in time (504).
 var ErrTimeout = errors.New("upstream: timed out")

@@ -1,5 +1,5 @@
 {{/*
-Environment of `apiserver serve` and `apiserver migrate` (DESIGN.md §5).
+Environment of `apiserver serve` and `apiserver migrate` (docs/design.md §5).
 Credentials are files under svc.secretsDir, passed as SVC_*_FILE.
 */}}
 {{- define "svc.apiserver.env" -}}

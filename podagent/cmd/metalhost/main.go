@@ -1,4 +1,4 @@
-// Command metalhost is the micro-VM host daemon (spec 10.5; DESIGN.md §2):
+// Command metalhost is the micro-VM host daemon (spec 10.5; docs/design.md §2):
 // it boots one QEMU guest per project running `podagent` in guest mode,
 // moves every durable artifact of those guests (they hold no storage
 // credentials), and serves the API the apiserver's metal runtime driver
@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/podagent/internal/metal/guestimage"
@@ -90,10 +91,11 @@ func serve(cfg *config, log *zap.Logger) error {
 	}
 	log.Info("guest image ready", zap.String("hash", img.Hash), zap.String("kernel", img.KernelVersion), zap.Duration("took", time.Since(t0)))
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	h, err := host.New(host.Options{Store: store, Image: img, Dir: cfg.Dir, APIURL: cfg.APIURL, QEMU: cfg.QEMU,
 		Accel: cfg.Accel, MemoryMB: cfg.MemoryMB, DiskMB: cfg.DiskMB, ExportInterval: cfg.ExportInterval,
-		Snapshots: cfg.Snapshots, StartTimeout: cfg.StartTimeout, GuestEnv: cfg.GuestEnv, Registry: reg, Log: log})
+		Snapshots: cfg.Snapshots, StartTimeout: cfg.StartTimeout, HealthInterval: cfg.HealthInterval,
+		HealthTimeout: cfg.HealthTimeout, HealthFailures: cfg.HealthFailures, GuestEnv: cfg.GuestEnv, Registry: reg, Log: log})
 	if err != nil {
 		return err
 	}
@@ -141,6 +143,8 @@ type config struct {
 	QEMU, Accel, GuestAgent, Kernel                           string
 	MemoryMB, DiskMB                                          int
 	ExportInterval, StartTimeout                              time.Duration
+	HealthInterval, HealthTimeout                             time.Duration
+	HealthFailures                                            int
 	Snapshots                                                 bool
 	GuestEnv                                                  map[string]string
 }
@@ -188,6 +192,9 @@ var options = []option{
 		return nil
 	}},
 	{"start-timeout", "SVC_METAL_START_TIMEOUT", "90s", "bound of one guest boot", false, func(c *config, v string) (err error) { c.StartTimeout, err = time.ParseDuration(v); return }},
+	{"health-interval", "SVC_METAL_HEALTH_INTERVAL", "30s", "health gate: how often a guest's /healthz is probed", false, func(c *config, v string) (err error) { c.HealthInterval, err = time.ParseDuration(v); return }},
+	{"health-timeout", "SVC_METAL_HEALTH_TIMEOUT", "10s", "health gate: bound of one probe", false, func(c *config, v string) (err error) { c.HealthTimeout, err = time.ParseDuration(v); return }},
+	{"health-failures", "SVC_METAL_HEALTH_FAILURES", "3", "health gate: failed probes in a row that discard the VM (rescue first)", false, integer(func(c *config) *int { return &c.HealthFailures })},
 	{"snapshots", "SVC_METAL_SNAPSHOTS", "true", "save the VM state at suspend for a fast resume", false, func(c *config, v string) (err error) { c.Snapshots, err = strconv.ParseBool(v); return }},
 }
 

@@ -1,4 +1,4 @@
-// Command podagent is the pod-side agent of one project (DESIGN.md §5).
+// Command podagent is the pod-side agent of one project (docs/design.md §5).
 //
 //	podagent serve [flags]   settings from SVC_* env (see -h)
 //	podagent paired --api URL --token PAIRING_TOKEN [flags]   serve the agent through a tunnel (internal/paired)
@@ -26,6 +26,7 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/metal/guest"
 	"github.com/svc-dev/svc/podagent/internal/paired"
 	"github.com/svc-dev/svc/podagent/internal/pod"
+	"github.com/svc-dev/svc/podagent/internal/shutdown"
 	"github.com/svc-dev/svc/podagent/internal/webhook"
 	"github.com/svc-dev/svc/shared/logging"
 	"github.com/svc-dev/svc/shared/objstore"
@@ -80,6 +81,15 @@ type extras struct {
 func serveWith(cfg *config.Config, log *zap.Logger, ln net.Listener, x extras) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	if cfg.PprofAddr != "" {
+		// Before cold start, so the restore itself can be profiled.
+		pl, err := net.Listen("tcp", cfg.PprofAddr)
+		if err != nil {
+			return fmt.Errorf("pprof listener: %w", err)
+		}
+		ps := servePprof(pl, log)
+		defer ps.Close()
+	}
 
 	store, err := pod.OpenStore(ctx, cfg, log)
 	if err != nil {
@@ -118,14 +128,20 @@ func serveWith(cfg *config.Config, log *zap.Logger, ln net.Listener, x extras) e
 	case <-ctx.Done():
 	}
 	stop()
-	log.Info("SIGTERM: shutting down")
+	// The sequence fits the runtime's grace period: the final git and S3
+	// flushes keep their 5 s and 10 s, the drain gets the rest (issue 8).
+	deadline := shutdown.Deadline(time.Now(), cfg.ShutdownGrace)
+	log.Info("SIGTERM: shutting down", zap.Duration("grace", cfg.ShutdownGrace),
+		zap.Time("drainUntil", shutdown.DrainDeadline(deadline)))
 	// 10.2.1: drain in-flight requests, then in-flight turns (in Shutdown).
-	hctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	hctx, cancel := context.WithDeadline(context.Background(), shutdown.DrainDeadline(deadline))
 	defer cancel()
 	if err := srv.Shutdown(hctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Warn("http drain", zap.Error(err))
+		log.Warn("http drain cut off to leave the flushes their time", zap.Error(err))
 	}
-	res := p.Shutdown(context.Background())
+	sctx, scancel := context.WithDeadline(context.Background(), deadline)
+	defer scancel()
+	res := p.Shutdown(sctx)
 	log.Info("shutdown complete", zap.Bool("healthy", res.HealthyAtFlush), zap.Bool("coldStartTarballWritten", res.ColdStartWritten),
 		zap.NamedError("gitFlush", res.GitFlushErr), zap.NamedError("s3Flush", res.S3FlushErr))
 	return nil

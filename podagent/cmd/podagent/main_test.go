@@ -294,6 +294,7 @@ func sigterm(t *testing.T, p *proc) {
 // nothing recorded is lost, the object is never half-written, and the next
 // turn persists everything.
 func TestKill9(t *testing.T) {
+	t.Parallel()
 	for _, storage := range []string{"fs", "minio"} {
 		for _, point := range []string{"after-commit", "mid-upload"} {
 			t.Run(storage+"/"+point, func(t *testing.T) {
@@ -355,6 +356,7 @@ func TestKill9(t *testing.T) {
 }
 
 func TestAgentRoutesRequireRuntimeToken(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "fs")
 	p := e.start()
 	for _, h := range []string{"", "Bearer wrong", "Basic " + token, token} {
@@ -413,6 +415,7 @@ func TestAgentRoutesRequireRuntimeToken(t *testing.T) {
 
 // SIGTERM in the healthy case: final flush, HEAD snapshot as project-src.
 func TestSIGTERMHealthy(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "fs")
 	e.write(".gitignore", ".env\n")
 	e.write("index.js", "v0")
@@ -436,6 +439,7 @@ func TestSIGTERMHealthy(t *testing.T) {
 // SIGTERM in the degraded case: the final git flush fails, then the S3
 // flush with forceProjectArchive tars the live work tree.
 func TestSIGTERMDegraded(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "minio")
 	s3 := testenv.MinIO(t)
 	proxy := testenv.NewFaultProxy(t, s3.Endpoint)
@@ -471,5 +475,35 @@ func TestSIGTERMDegraded(t *testing.T) {
 	src := archivetest.StoredEntries(t, e.store, objstore.SourceKey("p1"))
 	if src[".env"] != "live-only" || src["index.js"] != "v3" {
 		t.Fatalf("project-src.tar.gz is not the live tree: %v", src)
+	}
+}
+
+// SVC_PPROF_ADDR serves the Go profiler on its own listener, not on the
+// pod's API listener.
+func TestPprofListener(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "fs")
+	port, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	p := e.start("SVC_PPROF_ADDR=" + addr)
+	resp, err := http.Get("http://" + addr + "/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !bytes.Contains(b, []byte("goroutine profile:")) {
+		t.Fatalf("pprof: %d %.200s", resp.StatusCode, b)
+	}
+	resp, err = http.Get("http://" + p.addr + "/debug/pprof/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode == 200 {
+		t.Fatal("the pod's API listener serves pprof")
 	}
 }

@@ -71,7 +71,7 @@ func newReceiver(t *testing.T, secret string) *receiver {
 	return r
 }
 
-// The 202 is a promise (issue 8, item 1): async messages are accepted by a
+// The 202 is a promise: async messages are accepted by a
 // real podagent that is killed with SIGKILL, again and again, at a random
 // one of the points where a message can be — journaled before its 202, its
 // turn about to run, its reply journaled before the commit, the commit made

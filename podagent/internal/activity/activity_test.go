@@ -13,6 +13,7 @@ import (
 )
 
 func TestKeepsExactlyTheLast50(t *testing.T) {
+	t.Parallel()
 	l := activity.New(nil)
 	if got := l.List(); len(got) != 0 {
 		t.Fatalf("empty log lists %d", len(got))
@@ -42,6 +43,7 @@ func TestKeepsExactlyTheLast50(t *testing.T) {
 }
 
 func TestFinishSetsDurationAndTimestamps(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
@@ -60,7 +62,7 @@ func TestFinishSetsDurationAndTimestamps(t *testing.T) {
 	}
 }
 
-// The window survives a restart when persisted (issue 8: the activity log
+// The window survives a restart when persisted (the activity log
 // lived in memory only), newest first, updates included.
 func TestPersistSurvivesRestart(t *testing.T) {
 	t.Parallel()

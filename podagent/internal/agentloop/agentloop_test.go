@@ -65,6 +65,7 @@ func call(id, name string, args map[string]any) fakegateway.ToolCall {
 }
 
 func TestToolLoopWritesFilesAndCommitsOnce(t *testing.T) {
+	t.Parallel()
 	a, gw, cm, ws := newAgent(t, 10)
 	gw.Sequence(
 		fakegateway.Reply{ToolCalls: []fakegateway.ToolCall{
@@ -131,6 +132,7 @@ func TestToolLoopWritesFilesAndCommitsOnce(t *testing.T) {
 }
 
 func TestToolLoopRefusesPathEscapes(t *testing.T) {
+	t.Parallel()
 	a, gw, cm, ws := newAgent(t, 10)
 	outside := t.TempDir()
 	if err := os.Symlink(outside, filepath.Join(ws, "out")); err != nil {
@@ -190,6 +192,7 @@ func TestToolLoopRefusesPathEscapes(t *testing.T) {
 }
 
 func TestToolLoopBoundedIterations(t *testing.T) {
+	t.Parallel()
 	a, gw, cm, _ := newAgent(t, 3)
 	gw.Sequence(
 		fakegateway.Reply{ToolCalls: []fakegateway.ToolCall{call("w", "write_file", map[string]any{"path": "x.txt", "content": "1"})}},
@@ -210,6 +213,7 @@ func TestToolLoopBoundedIterations(t *testing.T) {
 }
 
 func TestToolLoopGatewayErrorGivesClearReply(t *testing.T) {
+	t.Parallel()
 	a, gw, cm, _ := newAgent(t, 3)
 	gw.Sequence(fakegateway.Reply{Status: 402, Code: "usage_limit_reached"})
 	res, err := a.Run(context.Background(), agentloop.Request{Message: "hi"})
@@ -230,6 +234,7 @@ func TestToolLoopGatewayErrorGivesClearReply(t *testing.T) {
 }
 
 func TestCommitFailure(t *testing.T) {
+	t.Parallel()
 	a, gw, cm, _ := newAgent(t, 3)
 	cm.err = errors.New("fenced")
 	gw.Sequence(
@@ -244,6 +249,7 @@ func TestCommitFailure(t *testing.T) {
 }
 
 func TestOneTurnAtATime(t *testing.T) {
+	t.Parallel()
 	a, gw, _, _ := newAgent(t, 3)
 	hold := make(chan struct{})
 	arrived := make(chan struct{}, 1)
@@ -274,6 +280,7 @@ func TestOneTurnAtATime(t *testing.T) {
 }
 
 func TestTurnTimeoutNeverHangs(t *testing.T) {
+	t.Parallel()
 	a, gw, _, _ := newAgent(t, 3)
 	hold := make(chan struct{})
 	defer close(hold)

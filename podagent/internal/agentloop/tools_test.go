@@ -9,6 +9,7 @@ import (
 )
 
 func TestResolve(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "sub", "deep"), 0o755); err != nil {
 		t.Fatal(err)
@@ -60,6 +61,7 @@ func TestResolve(t *testing.T) {
 }
 
 func TestToolsRoundTrip(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	w, err := OpenWorkspace(dir)
 	if err != nil {

@@ -1,4 +1,4 @@
-// Package callback delivers async webhook replies (spec 6, DESIGN.md §6):
+// Package callback delivers async webhook replies (spec 6, docs/design.md §6):
 // POST {reply, correlationId, metadata} to the caller's callbackUrl with
 // Content-Type application/json, the channel's callbackHeaders and Standard
 // Webhooks signature headers (webhook-id, webhook-timestamp,

@@ -74,6 +74,7 @@ func newDeliverer(t *testing.T, allowed []netip.Prefix, attempts int) (*callback
 }
 
 func TestDeliverSignedWithHeaders(t *testing.T) {
+	t.Parallel()
 	rcv := newReceiver(t, 204)
 	d, _ := newDeliverer(t, loopback, 3)
 	body := []byte(`{"reply":"hi","correlationId":"cor_1","metadata":{"a":1}}`)
@@ -99,6 +100,7 @@ func TestDeliverSignedWithHeaders(t *testing.T) {
 }
 
 func TestWhsecSecretIsBase64Key(t *testing.T) {
+	t.Parallel()
 	// The Standard Webhooks test vector.
 	sig, err := callback.Sign("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "msg_p5jXN8AQM9LWM0D4loKWxJek",
 		time.Unix(1614265330, 0), []byte(`{"test": 2432232314}`))
@@ -108,6 +110,7 @@ func TestWhsecSecretIsBase64Key(t *testing.T) {
 }
 
 func TestRetriesUntilSuccessWithSameID(t *testing.T) {
+	t.Parallel()
 	rcv := newReceiver(t, 503, 503, 200)
 	d, waits := newDeliverer(t, loopback, 5)
 	res := d.Deliver(context.Background(), callback.Delivery{URL: rcv.URL, MsgID: "msg_same", Secret: "s", Body: []byte(`{}`)})
@@ -132,6 +135,7 @@ func TestRetriesUntilSuccessWithSameID(t *testing.T) {
 }
 
 func TestRetryAfterHonoured(t *testing.T) {
+	t.Parallel()
 	rcv := newReceiver(t, 429, 200)
 	rcv.headers = map[string]string{"Retry-After": "7"}
 	d, waits := newDeliverer(t, loopback, 3)
@@ -142,6 +146,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 }
 
 func TestStopsOn4xxAndGivesUp(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		statuses []int
@@ -169,6 +174,7 @@ func TestStopsOn4xxAndGivesUp(t *testing.T) {
 }
 
 func TestNetworkErrorsRetried(t *testing.T) {
+	t.Parallel()
 	rcv := newReceiver(t, 200)
 	url := rcv.URL
 	rcv.Close() // connection refused
@@ -180,6 +186,7 @@ func TestNetworkErrorsRetried(t *testing.T) {
 }
 
 func TestSSRFRefused(t *testing.T) {
+	t.Parallel()
 	rcv := newReceiver(t, 200) // on 127.0.0.1: refused when loopback is not allowed
 	_, port, _ := splitPort(rcv.URL)
 	d, waits := newDeliverer(t, nil, 5)
@@ -213,6 +220,7 @@ func TestSSRFRefused(t *testing.T) {
 }
 
 func TestAllowedNets(t *testing.T) {
+	t.Parallel()
 	nets, err := callback.ParseAllowedNets("127.0.0.0/8, 10.1.0.0/16 fd00::/8 192.168.0.7")
 	if err != nil || len(nets) != 4 || nets[3].String() != "192.168.0.7/32" {
 		t.Fatalf("%v %v", nets, err)

@@ -14,6 +14,7 @@ import (
 )
 
 func TestFetchCacheAndChange(t *testing.T) {
+	t.Parallel()
 	gw := fakegateway.New(t, "prj_1", "tok")
 	gw.SetChannel(wire.ChannelConfig{Configured: true, ChannelID: "ch_1", Secret: "s1",
 		CallbackHeaders: map[string]string{"X-A": "1"}}, 0)

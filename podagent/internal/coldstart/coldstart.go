@@ -9,16 +9,18 @@
 //  3. else: git init, an initial commit of the on-disk tree, persist it.
 //
 // Then large files are pulled (spec 10.3). The deps layer (layer 1) is
-// restored concurrently: after a restore its key comes from HEAD's lockfile
-// in the object database, so the download starts before the work-tree reset.
+// restored concurrently from the first moment: the durable object
+// carries the deps key of its HEAD in a manifest, its first entry, so the
+// deps download starts as soon as the .git download begins and the two
+// extract side by side. An object written before manifests existed falls
+// back to the key of HEAD's lockfile read from the object database, before
+// the work-tree reset.
 package coldstart
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
+	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -27,6 +29,8 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/gitsync"
 	"github.com/svc-dev/svc/podagent/internal/s3sync"
 	"github.com/svc-dev/svc/shared/archive"
+	"github.com/svc-dev/svc/shared/repoarchive"
+	"github.com/svc-dev/svc/shared/syncmode"
 )
 
 // SeedMessage is the message of the initial commit.
@@ -48,6 +52,11 @@ type LargeFiles interface {
 
 // Options are the parts cold start uses.
 type Options struct {
+	// Mode picks the procedure: git_only (empty) as above; s3 and
+	// dual_shadow in modes.go.
+	Mode    syncmode.Mode
+	Origin  *gitsync.Origin // dual_shadow
+	Assets  Assets          // s3 and dual_shadow; nil: none
 	Repo    *gitsync.Repo
 	Durable *durable.Persister
 	Sync    Persister
@@ -60,9 +69,13 @@ type Options struct {
 // Result says what cold start did.
 type Result struct {
 	Local, Restored, Seeded bool
-	DepsRestored            bool
-	Head                    string
-	Took                    time.Duration
+	// SourceRestored: the work tree came from project-src.tar.gz; Assets
+	// lists the large files downloaded from <projectId>/assets/.
+	SourceRestored bool
+	Assets         []string
+	DepsRestored   bool
+	Head           string
+	Took           time.Duration
 	// Phases is where the time went: restore, reset, fsck, lfs on the main
 	// path; deps runs concurrently with reset..lfs and is its own duration;
 	// depsWait is how long the main path waited for it at the end.
@@ -85,6 +98,16 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		mark = now
 	}
 	o.Durable.Cleanup()
+	if o.Mode == syncmode.S3 || o.Mode == syncmode.DualShadow {
+		err := runS3Modes(ctx, o, &res, log)
+		res.Took = time.Since(start)
+		if err == nil {
+			log.Info("cold start done", zap.String("mode", string(o.Mode)), zap.Bool("local", res.Local),
+				zap.Bool("restored", res.Restored), zap.Bool("seeded", res.Seeded), zap.Bool("sourceRestored", res.SourceRestored),
+				zap.Int("assets", len(res.Assets)), zap.String("head", res.Head), zap.Duration("took", res.Took))
+		}
+		return res, err
+	}
 
 	// deps runs layer 1 concurrently with the rest of the cold start.
 	var deps *depsJob
@@ -102,12 +125,22 @@ func Run(ctx context.Context, o Options) (Result, error) {
 			return res, err
 		}
 		deps = startDeps(ctx, o, "")
-		if err := o.Durable.Adopt(ctx); err != nil {
+		if err := o.Durable.Adopt(ctx); errors.Is(err, durable.ErrAdoptPending) {
+			// Object storage is down: serve turns from the local .git; the
+			// persists fail and degrade (spec 3.2) until it is back.
+			log.Warn("starting on the local .git while object storage is unavailable", zap.Error(err))
+		} else if err != nil {
 			return res, err
 		}
 		phase("adopt")
 	default:
-		restored, err := o.Durable.Restore(ctx, o.Limits)
+		manifest := false
+		restored, err := o.Durable.RestoreWith(ctx, o.Limits, func(m repoarchive.Manifest) {
+			manifest = true
+			if m.DepsHash != "" && deps == nil {
+				deps = startDeps(ctx, o, m.DepsHash)
+			}
+		})
 		phase("restore")
 		if err != nil {
 			return res, err
@@ -122,13 +155,15 @@ func Run(ctx context.Context, o Options) (Result, error) {
 				return res, err
 			}
 			if head != "" {
-				// The deps layer is keyed by HEAD's lockfile: read it from
-				// the object database and start the download now, while
-				// the work tree is being reset.
-				if hash, err := lockfileHashAtHEAD(ctx, o.Repo); err != nil {
-					log.Warn("reading the lockfile of HEAD", zap.Error(err))
-				} else if hash != "" {
-					deps = startDeps(ctx, o, hash)
+				// Without a manifest the deps layer's key is HEAD's
+				// lockfile: read it from the object database and start the
+				// download now, while the work tree is being reset.
+				if deps == nil && !manifest {
+					if hash, err := o.Repo.LockfileHash(ctx); err != nil {
+						log.Warn("reading the lockfile of HEAD", zap.Error(err))
+					} else if hash != "" {
+						deps = startDeps(ctx, o, hash)
+					}
 				}
 				if err := o.Repo.ResetHard(ctx); err != nil {
 					return res, fmt.Errorf("coldstart: reset to HEAD: %w", err)
@@ -142,9 +177,21 @@ func Run(ctx context.Context, o Options) (Result, error) {
 				return res, fmt.Errorf("coldstart: restored repository fails fsck: %w", err)
 			}
 			phase("fsck")
+			if err := overlayNewerSource(ctx, o, &res, log); err != nil {
+				return res, err
+			}
 			break
 		}
 		res.Seeded = true
+		// No durable .git: seed from the S3 layers when they exist (a
+		// project that was in s3 mode), else from what is on disk.
+		if o.S3 != nil {
+			found, _, err := o.S3.RestoreProjectArchive(ctx)
+			if err != nil {
+				return res, err
+			}
+			res.SourceRestored = found
+		}
 		deps = startDeps(ctx, o, "")
 		if err := o.Repo.Init(ctx); err != nil {
 			return res, err
@@ -235,32 +282,4 @@ func startDeps(ctx context.Context, o Options, hash string) *depsJob {
 		j.took = time.Since(start)
 	}()
 	return j
-}
-
-// lockfileHashAtHEAD is s3sync.LockfileHash of HEAD's tree: the sha256 of
-// the first of s3sync.Lockfiles that HEAD holds at its root, or "".
-func lockfileHashAtHEAD(ctx context.Context, r *gitsync.Repo) (string, error) {
-	out, err := r.Runner.Command("ls-tree", "-z", "HEAD").Dir(r.Dir).AddDashesAndList(s3sync.Lockfiles...).Output(ctx)
-	if err != nil {
-		return "", err
-	}
-	blobs := map[string]string{}
-	for _, rec := range strings.Split(string(out), "\x00") {
-		meta, name, ok := strings.Cut(rec, "\t")
-		if f := strings.Fields(meta); ok && len(f) == 3 && f[1] == "blob" {
-			blobs[name] = f[2]
-		}
-	}
-	for _, name := range s3sync.Lockfiles {
-		oid, ok := blobs[name]
-		if !ok {
-			continue
-		}
-		h := sha256.New()
-		if err := r.Runner.Command("cat-file", "blob").Dir(r.Dir).AddDynamic(oid).Stdout(h).Run(ctx); err != nil {
-			return "", err
-		}
-		return hex.EncodeToString(h.Sum(nil)), nil
-	}
-	return "", nil
 }

@@ -1,5 +1,5 @@
 // Package config declares every podagent setting once: its flag, its
-// environment variable (DESIGN.md §5), its default, and whether it is a
+// environment variable (docs/design.md §5), its default, and whether it is a
 // secret (secrets also accept <VAR>_FILE, for Kubernetes-mounted files).
 // A flag given on the command line wins over the environment.
 package config
@@ -37,10 +37,16 @@ type Config struct {
 	LargeFileBytes       int64
 	DegradeAfterFailures int
 	HTTPAddr             string
+	PprofAddr            string
 	LogLevel             string
 	PersistRetryMin      time.Duration
 	PersistRetryMax      time.Duration
-	LFS                  bool
+	// ShutdownGrace is the time between SIGTERM and SIGKILL that the
+	// runtime gives the pod (the local driver's stop grace, the pod's
+	// terminationGracePeriodSeconds): the drain gets what is left after the
+	// git and S3 flushes of spec 10.2 (issue 8, item 7).
+	ShutdownGrace time.Duration
+	LFS           bool
 	// Channel holds the webhook channel's settings (flag or env), read by
 	// webhook.SettingsFromEnv through ChannelSetting.
 	Channel map[string]string
@@ -113,9 +119,11 @@ var options = []option{
 	{flag: "large-file-bytes", env: "LARGE_FILE_BYTES", def: strconv.Itoa(DefaultLargeFileBytes), usage: "files above this size are tracked as large files", set: func(c *Config, v string) (err error) { c.LargeFileBytes, err = strconv.ParseInt(v, 10, 64); return }},
 	{flag: "degrade-after-failures", env: "SVC_DEGRADE_AFTER_FAILURES", def: "3", usage: "degradeAfterFailures: consecutive persist failures before degraded", set: func(c *Config, v string) (err error) { c.DegradeAfterFailures, err = strconv.Atoi(v); return }},
 	{flag: "http-addr", env: "SVC_HTTP_ADDR", def: "127.0.0.1:8081", usage: "listen address", set: str(func(c *Config) *string { return &c.HTTPAddr })},
+	{flag: "pprof-addr", env: "SVC_PPROF_ADDR", usage: "serve net/http/pprof on this address (off when empty; keep it on loopback)", set: str(func(c *Config) *string { return &c.PprofAddr })},
 	{flag: "log-level", env: "SVC_LOG_LEVEL", def: "info", usage: "debug, info, warn, error", set: str(func(c *Config) *string { return &c.LogLevel })},
 	{flag: "persist-retry-min", env: "SVC_PERSIST_RETRY_MIN", def: "1s", usage: "first backoff of background persist/record retries", set: dur(func(c *Config) *time.Duration { return &c.PersistRetryMin })},
 	{flag: "persist-retry-max", env: "SVC_PERSIST_RETRY_MAX", def: "60s", usage: "cap of background persist/record retry backoff", set: dur(func(c *Config) *time.Duration { return &c.PersistRetryMax })},
+	{flag: "shutdown-grace", env: "SVC_SHUTDOWN_GRACE", def: "25s", usage: "time from SIGTERM to SIGKILL the runtime grants; the drain gets what the final git (5 s) and S3 (10 s) flushes leave", set: dur(func(c *Config) *time.Duration { return &c.ShutdownGrace })},
 	{flag: "lfs", env: "SVC_LFS", def: "true", usage: "track files above LARGE_FILE_BYTES and curated binary types with git-lfs through the API's batch endpoint (spec 10.3)", set: func(c *Config, v string) (err error) { c.LFS, err = strconv.ParseBool(v); return }},
 }
 
@@ -199,8 +207,8 @@ func (c *Config) validate() error {
 	if c.DegradeAfterFailures <= 0 {
 		errs = append(errs, errors.New("SVC_DEGRADE_AFTER_FAILURES must be positive"))
 	}
-	if c.Mode != syncmode.GitOnly {
-		errs = append(errs, fmt.Errorf("%s=%s is not implemented by this podagent yet (git_only only)", syncmode.EnvVar, c.Mode))
+	if c.Mode == syncmode.DualShadow && c.APIURL == "" {
+		errs = append(errs, fmt.Errorf("%s=dual_shadow needs SVC_API_URL: the pod pushes each turn to the API's git endpoint", syncmode.EnvVar))
 	}
 	return errors.Join(errs...)
 }

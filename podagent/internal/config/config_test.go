@@ -10,6 +10,7 @@ import (
 )
 
 func TestParse(t *testing.T) {
+	t.Parallel()
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	os.WriteFile(tokenFile, []byte("svc_rt_p1.sig\n"), 0o600)
 	env := map[string]string{
@@ -32,6 +33,7 @@ func TestParse(t *testing.T) {
 }
 
 func TestParseRejects(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		env  map[string]string
 		want string
@@ -52,6 +54,7 @@ func TestParseRejects(t *testing.T) {
 
 // Webhook channel settings have flags too; a flag wins over the environment.
 func TestChannelSettings(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{"SVC_PROJECT_ID": "prj_a", "SVC_RUNTIME_TOKEN": "t",
 		"SVC_WEBHOOK_SYNC_TIMEOUT": "9s", "SVC_CALLBACK_ALLOWED_NETS": "127.0.0.0/8"}
 	c, err := Parse("podagent serve", []string{"--webhook-sync-timeout", "5s"}, func(k string) string { return env[k] })

@@ -36,6 +36,7 @@ func (r *recorder) logger() *zap.Logger {
 }
 
 func TestTransitionsInExactOrder(t *testing.T) {
+	t.Parallel()
 	rec := &recorder{}
 	m := New(syncmode.GitOnly, 3, rec.callbacks(), rec.logger())
 	boom := errors.New("PUT repo.git.tar.gz: connection refused")
@@ -82,6 +83,7 @@ func TestTransitionsInExactOrder(t *testing.T) {
 }
 
 func TestThresholdConfigurableAndModeInLogLine(t *testing.T) {
+	t.Parallel()
 	core, logs := observer.New(zapcore.InfoLevel)
 	m := New(syncmode.DualShadow, 1, Callbacks{}, zap.New(core))
 	if m.Failure(errors.New("x")) != Degraded {

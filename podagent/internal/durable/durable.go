@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -37,6 +38,10 @@ import (
 	"github.com/svc-dev/svc/shared/objstore"
 	"github.com/svc-dev/svc/shared/repoarchive"
 )
+
+// ErrAdoptPending is Adopt's answer when object storage cannot be asked:
+// the pod may serve from its local .git, and the first Upload adopts first.
+var ErrAdoptPending = errors.New("durable: object storage unavailable; adopting at the first upload")
 
 // StateDirName is the pod's own directory inside .git; never archived.
 const StateDirName = "svc-agent"
@@ -58,6 +63,12 @@ type Options struct {
 	// GzipLevel of the archive; 0 means 1 (fastest: git objects are
 	// already zlib-compressed, so higher levels buy little).
 	GzipLevel int
+	// Manifest, when set, is called by Snapshot (under the caller's
+	// repository lock) and its result written as the archive's first entry
+	// (repoarchive.ManifestName), so it is fenced with the object itself.
+	// An error leaves the manifest out; cold start then falls back to
+	// reading the deps key from HEAD.
+	Manifest func(ctx context.Context) (repoarchive.Manifest, error)
 }
 
 // Persister owns the durable object of one project. Persist calls must be
@@ -68,9 +79,12 @@ type Persister struct {
 	gitDir string
 	log    *zap.Logger
 
-	mu     sync.Mutex
-	etag   string // last ETag written or adopted; "" = no object yet
-	fenced bool
+	mu   sync.Mutex
+	etag string // last ETag written or adopted; "" = no object yet
+	// adoptPending: Adopt could not reach storage at start; Upload adopts
+	// first (issue 8, item 3).
+	adoptPending atomic.Bool
+	fenced       bool
 }
 
 // New returns a Persister; call Restore or Adopt before the first Persist.
@@ -144,7 +158,15 @@ func (p *Persister) Snapshot(ctx context.Context, includeLFS bool) (*Snapshot, e
 		return nil, err
 	}
 	snap := &Snapshot{Path: f.Name()}
-	st, err := repoarchive.Create(f, p.gitDir, repoarchive.Options{Level: p.opts.GzipLevel, IncludeLFS: includeLFS})
+	ropts := repoarchive.Options{Level: p.opts.GzipLevel, IncludeLFS: includeLFS}
+	if p.opts.Manifest != nil {
+		if m, err := p.opts.Manifest(ctx); err != nil {
+			p.log.Warn("building the manifest of the durable object; writing it without one", zap.Error(err))
+		} else {
+			ropts.Manifest = &m
+		}
+	}
+	st, err := repoarchive.Create(f, p.gitDir, ropts)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -167,6 +189,11 @@ func (p *Persister) Snapshot(ctx context.Context, includeLFS bool) (*Snapshot, e
 // Upload writes snap with the fencing condition. On success the new ETag is
 // remembered (in memory and on disk).
 func (p *Persister) Upload(ctx context.Context, snap *Snapshot) (objstore.ObjectInfo, error) {
+	if p.adoptPending.Load() {
+		if err := p.Adopt(ctx); err != nil {
+			return objstore.ObjectInfo{}, err
+		}
+	}
 	if p.Fenced() {
 		return objstore.ObjectInfo{}, ErrFenced
 	}
@@ -256,6 +283,15 @@ func (p *Persister) HasLocalRepo() bool {
 // object exists. It extracts into a staging directory first, so a crash
 // never leaves a partial .git.
 func (p *Persister) Restore(ctx context.Context, limits archive.ExtractOptions) (restored bool, err error) {
+	return p.RestoreWith(ctx, limits, nil)
+}
+
+// RestoreWith is Restore that hands the object's manifest to onManifest as
+// soon as the download reaches it (the first entry), while the rest of .git
+// is still being extracted; nil onManifest ignores it. onManifest must not
+// block. An object without a manifest (written before it existed) never
+// calls it.
+func (p *Persister) RestoreWith(ctx context.Context, limits archive.ExtractOptions, onManifest func(repoarchive.Manifest)) (restored bool, err error) {
 	staging := filepath.Join(p.opts.Workspace, restoreStaging)
 	_ = os.RemoveAll(staging)
 	if p.HasLocalRepo() {
@@ -269,8 +305,18 @@ func (p *Persister) Restore(ctx context.Context, limits archive.ExtractOptions) 
 		return false, fmt.Errorf("durable: get %s: %w", p.key, err)
 	}
 	defer rc.Close()
-	limits.NoLinks = true // a .git never holds a link (issue 8, item 5)
-	if _, err := s3sync.ExtractTarGz(rc, staging, limits); err != nil {
+	limits.NoLinks = true // a .git never holds a link
+	tap := &s3sync.Tap{Name: repoarchive.ManifestName, Fn: func(b []byte) {
+		m, err := repoarchive.ParseManifest(b)
+		if err != nil {
+			p.log.Warn("ignoring the manifest of the durable object", zap.Error(err))
+			return
+		}
+		if onManifest != nil {
+			onManifest(m)
+		}
+	}}
+	if _, err := s3sync.ExtractTarGzTap(rc, staging, limits, tap); err != nil {
 		_ = os.RemoveAll(staging)
 		return false, fmt.Errorf("durable: extract %s: %w", p.key, err)
 	}
@@ -303,11 +349,20 @@ func (p *Persister) Adopt(ctx context.Context) error {
 		p.mu.Lock()
 		p.etag = ""
 		p.mu.Unlock()
+		p.adoptPending.Store(false)
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("durable: head %s: %w", p.key, err)
+		// Storage is down: the pod serves from its local .git and the first
+		// upload adopts (or fences) before it writes anything.
+		p.adoptPending.Store(true)
+		return fmt.Errorf("%w: head %s: %w", ErrAdoptPending, p.key, err)
 	}
+	defer func() {
+		if p.Fenced() || p.ETag() == info.ETag {
+			p.adoptPending.Store(false)
+		}
+	}()
 	if st, err := p.loadState(); err == nil && st.ETag == info.ETag {
 		p.mu.Lock()
 		p.etag = info.ETag

@@ -19,7 +19,7 @@ var untrusted = []string{"hooks", "config.worktree", "objects/info/alternates", 
 	"info/attributes", "commondir", "gitdir", "worktrees", "modules", StateDirName}
 
 // Sanitize makes a restored .git (gitDir, before any git command touches
-// it) safe to run git in (issue 8, item 6; DESIGN.md §7 "restored
+// it) safe to run git in (docs/design.md §7 "restored
 // repositories"): the archive's config is replaced by a fresh one — so no
 // core.fsmonitor, filter.<x>.smudge/clean, diff or merge driver,
 // core.sshCommand, include.path or alias it names can take effect, and a

@@ -4,7 +4,7 @@
 //
 // Concurrency: turns, flushes and the final shutdown flush are serialised by
 // the turn lock. Inside it, stage+commit and the .git snapshot each take the
-// repository lock (the "one lock around commit + snapshot" of DESIGN.md §6),
+// repository lock (the "one lock around commit + snapshot" of docs/design.md §6),
 // so a snapshot never sees a half-written commit. Uploads are ordered by the
 // persist lock, so an older snapshot can never be uploaded after a newer one.
 package gitsync
@@ -15,18 +15,20 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/sethvargo/go-retry"
 	"go.uber.org/zap"
 
-	"github.com/svc-dev/svc/podagent/internal/checkpoints"
+	"github.com/svc-dev/svc/podagent/internal/checkpointjournal"
 	"github.com/svc-dev/svc/podagent/internal/degrade"
 	"github.com/svc-dev/svc/podagent/internal/durable"
 	"github.com/svc-dev/svc/podagent/internal/metrics"
 	"github.com/svc-dev/svc/podagent/internal/s3sync"
 	"github.com/svc-dev/svc/podagent/internal/testhook"
+	"github.com/svc-dev/svc/shared/syncmode"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -52,9 +54,14 @@ type LargeFiles interface {
 
 // Options configure a GitWorkspaceSync.
 type Options struct {
+	// Mode selects the per-turn writes (docs/sync-modes.md §1): git_only
+	// (empty) persists .git and records; dual_shadow writes the S3 layers
+	// and pushes to Origin; s3 writes the S3 layers only.
+	Mode      syncmode.Mode
+	Origin    *Origin
 	Repo      *Repo
 	Persister *durable.Persister
-	Recorder  *checkpoints.Recorder
+	Recorder  *checkpointjournal.Recorder
 	Machine   *degrade.Machine
 	S3        *s3sync.S3Sync
 	LFS       LargeFiles
@@ -70,7 +77,19 @@ type Options struct {
 	// RetryMin and RetryMax bound the background retry backoff while
 	// degraded or while records are pending (defaults 1s and 60s).
 	RetryMin, RetryMax time.Duration
+	// RepackLooseObjects: once a persist finds more loose objects than
+	// this, they are packed in the background under the commit lock, so a
+	// restore's cost follows the pack count, not the turn count (pods set
+	// gc.auto=0). 0 means DefaultRepackLooseObjects; negative disables.
+	RepackLooseObjects int
+	// RepackTimeout bounds one repack (default 60s).
+	RepackTimeout time.Duration
 }
+
+// DefaultRepackLooseObjects is the default loose-object threshold: about
+// 25 turns of a typical project (a turn writes a commit, a few trees and
+// the changed blobs).
+const DefaultRepackLooseObjects = 256
 
 // GitWorkspaceSync drives turns. Create with New after cold start.
 type GitWorkspaceSync struct {
@@ -83,10 +102,16 @@ type GitWorkspaceSync struct {
 	closed    bool       // guarded by turnMu
 
 	stateMu   sync.Mutex
-	dirty     bool // HEAD has commits not in the durable object
+	dirty     bool // HEAD has commits not in the durable object (or origin)
+	s3Owed    bool // the last S3 write of a turn failed (s3, dual_shadow)
 	lfsPushed bool
 
 	kick chan struct{}
+
+	bgCtx     context.Context // background maintenance; Close cancels it
+	bgCancel  context.CancelFunc
+	bg        sync.WaitGroup
+	repacking atomic.Bool
 }
 
 // New returns a GitWorkspaceSync.
@@ -109,7 +134,17 @@ func New(o Options) *GitWorkspaceSync {
 	if o.RetryMax <= 0 {
 		o.RetryMax = time.Minute
 	}
+	if o.Mode == "" {
+		o.Mode = syncmode.GitOnly
+	}
+	if o.RepackLooseObjects == 0 {
+		o.RepackLooseObjects = DefaultRepackLooseObjects
+	}
+	if o.RepackTimeout <= 0 {
+		o.RepackTimeout = time.Minute
+	}
 	g := &GitWorkspaceSync{o: o, log: o.Log.Named("gitsync"), kick: make(chan struct{}, 1)}
+	g.bgCtx, g.bgCancel = context.WithCancel(context.Background())
 	if o.Recorder != nil && o.Metrics != nil {
 		o.Metrics.RecordsPending.Set(float64(o.Recorder.Len()))
 	}
@@ -121,6 +156,11 @@ func New(o Options) *GitWorkspaceSync {
 
 // Repo returns the repository.
 func (g *GitWorkspaceSync) Repo() *Repo { return g.o.Repo }
+
+// Mode returns the sync mode the sync was built for.
+func (g *GitWorkspaceSync) Mode() syncmode.Mode { return g.o.Mode }
+
+func (g *GitWorkspaceSync) gitOnly() bool { return g.o.Mode == syncmode.GitOnly }
 
 // Healthy reports whether the durability state is healthy.
 func (g *GitWorkspaceSync) Healthy() bool { return !g.o.Machine.Degraded() }
@@ -185,15 +225,24 @@ func (g *GitWorkspaceSync) commitLocked(ctx context.Context, message string) (st
 		return "", err
 	}
 	g.setDirty(true)
-	rec, err := g.o.Repo.Checkpoint(ctx, sha)
-	if err != nil {
-		g.log.Warn("reading commit metadata", zap.String("sha", sha), zap.Error(err))
-		rec = wire.CheckpointRecord{CommitSHA: sha, Message: message, Branch: Branch, CreatedAt: time.Now().UTC()}
+	turn, terr := g.o.Repo.Turn(ctx, sha)
+	if terr != nil {
+		g.log.Warn("reading the turn number", zap.String("sha", sha), zap.Error(terr))
 	}
-	if err := g.o.Recorder.Remember(rec); err != nil {
-		g.log.Warn("saving checkpoint journal", zap.String("sha", sha), zap.Error(err))
+	if g.gitOnly() {
+		// Only git_only records from the pod; in dual_shadow the API's
+		// post-receive writes the row, in s3 nobody does (spec 3.1).
+		rec, err := g.o.Repo.Checkpoint(ctx, sha)
+		if err != nil {
+			g.log.Warn("reading commit metadata", zap.String("sha", sha), zap.Error(err))
+			rec = wire.CheckpointRecord{CommitSHA: sha, Message: message, Branch: Branch, CreatedAt: time.Now().UTC()}
+		}
+		rec.Turn = turn
+		if err := g.o.Recorder.Remember(rec); err != nil {
+			g.log.Warn("saving checkpoint journal", zap.String("sha", sha), zap.Error(err))
+		}
 	}
-	g.log.Info("committed turn", zap.String("sha", sha))
+	g.log.Info("committed turn", zap.String("sha", sha), zap.Int64("turn", turn), zap.String("mode", string(g.o.Mode)))
 	testhook.Reach(testhook.AfterCommit)
 	return sha, nil
 }
@@ -213,15 +262,47 @@ func (g *GitWorkspaceSync) removeStaleLocks() {
 // afterCommit is spec 6's afterCommit(sha): push large files, persist .git,
 // then record; then the S3 layers (layer 2 only when not suppressed).
 func (g *GitWorkspaceSync) afterCommit(ctx context.Context, sha string) {
+	if !g.gitOnly() {
+		// s3 and dual_shadow: S3 (layers + assets) first, it is what reads
+		// and cold starts trust; then the push in dual_shadow.
+		_ = g.s3Write(ctx)
+		_ = g.persistStep(ctx)
+		return
+	}
 	g.pushLargeFiles(ctx)
 	if err := g.persistStep(ctx); err == nil {
 		g.recordPending(ctx)
+		g.maybeRepack()
 	}
 	if g.o.S3 != nil && !g.Fenced() {
 		if err := g.o.S3.AfterTurn(ctx); err != nil {
 			g.log.Warn("s3sync after turn", zap.Error(err))
 		}
 	}
+}
+
+// s3Write is the per-turn S3 write of s3 and dual_shadow: large files as
+// assets, then layer 1 and layer 2. A failure is retried by Run.
+func (g *GitWorkspaceSync) s3Write(ctx context.Context) error {
+	if g.o.S3 == nil {
+		return nil
+	}
+	var err error
+	if g.o.LFS != nil {
+		err = g.o.LFS.Push(ctx)
+	}
+	err = errors.Join(err, g.o.S3.AfterTurn(ctx))
+	g.stateMu.Lock()
+	g.s3Owed = err != nil
+	g.stateMu.Unlock()
+	if err != nil {
+		if g.o.Metrics != nil {
+			g.o.Metrics.PersistFailures.Inc()
+		}
+		g.log.Warn("S3 write of the turn failed; retrying in the background", zap.Error(err))
+		g.poke()
+	}
+	return err
 }
 
 // pushLargeFiles pushes the large-file bytes not yet stored (spec 10.3) and
@@ -243,7 +324,16 @@ func (g *GitWorkspaceSync) pushLargeFiles(ctx context.Context) {
 // persistStep is one durability step: snapshot under the repository lock,
 // upload with bounded retries, report the outcome to the degrade machine.
 func (g *GitWorkspaceSync) persistStep(ctx context.Context) error {
-	err := g.persist(ctx)
+	var err error
+	switch g.o.Mode {
+	case syncmode.S3:
+		g.setDirty(false) // no durability step in s3 (spec 3.2)
+		return nil
+	case syncmode.DualShadow:
+		err = g.push(ctx)
+	default:
+		err = g.persist(ctx)
+	}
 	switch {
 	case err == nil:
 		g.o.Machine.Success()
@@ -256,7 +346,8 @@ func (g *GitWorkspaceSync) persistStep(ctx context.Context) error {
 		if g.o.Metrics != nil {
 			g.o.Metrics.PersistFailures.Inc()
 		}
-		g.log.Warn("persist of .git failed", zap.Error(err), zap.Int("consecutiveFailures", g.o.Machine.ConsecutiveFailures()+1))
+		g.log.Warn("durability step failed", zap.String("mode", string(g.o.Mode)), zap.Error(err),
+			zap.Int("consecutiveFailures", g.o.Machine.ConsecutiveFailures()+1))
 		g.o.Machine.Failure(err)
 		g.poke()
 	}
@@ -264,6 +355,37 @@ func (g *GitWorkspaceSync) persistStep(ctx context.Context) error {
 		g.o.Metrics.Degraded.Set(boolGauge(g.o.Machine.Degraded()))
 	}
 	return err
+}
+
+// push is the durability step of dual_shadow: push the branch and tags to
+// the API origin, which makes them durable and writes the rows.
+func (g *GitWorkspaceSync) push(ctx context.Context) error {
+	g.persistMu.Lock()
+	defer g.persistMu.Unlock()
+	if g.o.Origin == nil {
+		return errors.New("gitsync: dual_shadow without an origin (SVC_API_URL)")
+	}
+	start := time.Now()
+	b := retry.WithMaxRetries(uint64(g.o.PersistAttempts-1), retry.NewExponential(g.o.PersistBackoff))
+	err := retry.Do(ctx, b, func(ctx context.Context) error {
+		actx, cancel := context.WithTimeout(ctx, g.o.PersistTimeout)
+		defer cancel()
+		if err := g.o.Origin.Push(actx, g.o.Repo); err != nil {
+			g.log.Debug("push attempt failed", zap.Error(err))
+			return retry.RetryableError(err)
+		}
+		return nil
+	})
+	if g.o.Metrics != nil {
+		g.o.Metrics.PersistDuration.Observe(time.Since(start).Seconds())
+	}
+	if err != nil {
+		return err
+	}
+	g.setDirty(false)
+	g.log.Info("pushed to origin", zap.String("origin", g.o.Origin.URL()), zap.Duration("took", time.Since(start)))
+	testhook.Reach(testhook.AfterPersist)
+	return nil
 }
 
 func (g *GitWorkspaceSync) persist(ctx context.Context) error {
@@ -312,6 +434,58 @@ func (g *GitWorkspaceSync) persist(ctx context.Context) error {
 	return nil
 }
 
+// ensureDeps makes sure the deps layer of the current lockfile exists
+// (git-flush and the shutdown flush; turns upload it in the background). A
+// failure is logged, not returned: the layer is a cache of node_modules and
+// .git is already durable.
+func (g *GitWorkspaceSync) ensureDeps(ctx context.Context) {
+	if g.o.S3 == nil || g.Fenced() {
+		return
+	}
+	if err := g.o.S3.EnsureDeps(ctx); err != nil {
+		g.log.Warn("deps layer upload failed", zap.Error(err))
+	}
+}
+
+// maybeRepack packs loose objects in the background once there are more
+// than RepackLooseObjects (see Options). One runs at a time; it holds the
+// repository (commit) lock, so no commit or snapshot sees a half-done
+// repack, and it is bounded by RepackTimeout.
+func (g *GitWorkspaceSync) maybeRepack() {
+	if g.o.RepackLooseObjects < 0 || !g.repacking.CompareAndSwap(false, true) {
+		return
+	}
+	g.bg.Add(1)
+	go func() {
+		defer g.bg.Done()
+		defer g.repacking.Store(false)
+		loose, err := g.o.Repo.LooseObjects()
+		if err != nil || loose <= g.o.RepackLooseObjects {
+			return
+		}
+		ctx, cancel := context.WithTimeout(g.bgCtx, g.o.RepackTimeout)
+		defer cancel()
+		start := time.Now()
+		g.repoMu.Lock()
+		packs, err := g.o.Repo.Repack(ctx)
+		g.repoMu.Unlock()
+		if err != nil {
+			g.log.Warn("packing loose objects failed", zap.Int("loose", loose), zap.Error(err))
+			return
+		}
+		g.log.Info("packed loose objects", zap.Int("loose", loose), zap.Int("packs", packs), zap.Duration("took", time.Since(start)))
+	}()
+}
+
+// WaitBackground waits for background maintenance (a repack) to end.
+func (g *GitWorkspaceSync) WaitBackground() { g.bg.Wait() }
+
+// Close cancels background maintenance and waits for it.
+func (g *GitWorkspaceSync) Close() {
+	g.bgCancel()
+	g.bg.Wait()
+}
+
 // recordPending posts the persisted, unrecorded commits. Failures are not
 // durability failures; the background loop retries them.
 func (g *GitWorkspaceSync) recordPending(ctx context.Context) {
@@ -327,6 +501,8 @@ type FlushOptions struct {
 	TagMessage string
 	// Timeout bounds the whole flush (spec 10.2.2 uses 5000 ms).
 	Timeout time.Duration
+	// skipS3: the shutdown flush leaves the S3 write to the S3 flush step.
+	skipS3 bool
 }
 
 // Flush commits pending changes (if any), persists .git and records; with
@@ -357,11 +533,20 @@ func (g *GitWorkspaceSync) flushLocked(ctx context.Context, fo FlushOptions) (wi
 	if _, err := g.commitLocked(ctx, msg); err != nil {
 		return wire.GitFlushResponse{}, err
 	}
-	g.pushLargeFiles(ctx)
+	if g.gitOnly() {
+		g.pushLargeFiles(ctx)
+	} else if !fo.skipS3 {
+		if err := g.s3Write(ctx); err != nil && g.o.Mode == syncmode.S3 {
+			return wire.GitFlushResponse{}, errors.Join(ErrNotPersisted, err)
+		}
+	}
 	if err := g.persistStep(ctx); err != nil {
 		return wire.GitFlushResponse{}, errors.Join(ErrNotPersisted, err)
 	}
-	g.recordPending(ctx)
+	if g.gitOnly() {
+		g.recordPending(ctx)
+	}
+	g.ensureDeps(ctx)
 	head, err := g.o.Repo.Head(ctx)
 	if err != nil {
 		return wire.GitFlushResponse{}, err
@@ -413,7 +598,7 @@ func (g *GitWorkspaceSync) FinalFlush(ctx context.Context, timeout time.Duration
 	defer cancel()
 	g.turnMu.Lock()
 	defer g.turnMu.Unlock()
-	_, err := g.flushLocked(ctx, FlushOptions{Message: "shutdown flush"})
+	_, err := g.flushLocked(ctx, FlushOptions{Message: "shutdown flush", skipS3: true})
 	return err
 }
 
@@ -425,6 +610,9 @@ func (g *GitWorkspaceSync) SnapshotHEAD(ctx context.Context) (string, error) {
 		return "", err
 	}
 	zw, _ := gzip.NewWriterLevel(f, gzip.DefaultCompression)
+	if head, err := g.o.Repo.Head(ctx); err == nil {
+		zw.Header.Comment = wire.SourceHeadComment(head)
+	}
 	g.repoMu.Lock()
 	err = g.o.Repo.ArchiveHEAD(ctx, zw)
 	g.repoMu.Unlock()
@@ -458,6 +646,18 @@ func (g *GitWorkspaceSync) Resume(ctx context.Context) {
 	g.turnMu.Lock()
 	defer g.turnMu.Unlock()
 	if g.Fenced() {
+		return
+	}
+	switch g.o.Mode {
+	case syncmode.S3:
+		return
+	case syncmode.DualShadow:
+		// A restarted pod may hold commits the origin lacks: push (a
+		// no-op when it is up to date).
+		if head, _ := g.o.Repo.Head(ctx); head != "" {
+			g.setDirty(true)
+			_ = g.persistStep(ctx)
+		}
 		return
 	}
 	unpersisted := false
@@ -518,8 +718,13 @@ func (g *GitWorkspaceSync) needsWork() bool {
 	if g.Fenced() {
 		return false
 	}
-	if g.o.Machine.Degraded() && g.isDirty() {
+	// A failed durability step is retried in the background right away,
+	// below the degrade threshold too (docs/sync-modes.md §1).
+	if g.isDirty() || g.isS3Owed() {
 		return true
+	}
+	if !g.gitOnly() {
+		return false
 	}
 	for _, e := range g.o.Recorder.Pending() {
 		if e.Persisted {
@@ -536,10 +741,18 @@ func (g *GitWorkspaceSync) retryOnce(ctx context.Context) bool {
 	if g.closed || g.Fenced() {
 		return true
 	}
-	if g.o.Machine.Degraded() && g.isDirty() {
+	if g.isS3Owed() {
+		if err := g.s3Write(ctx); err != nil {
+			return false
+		}
+	}
+	if g.isDirty() {
 		if err := g.persistStep(ctx); err != nil {
 			return false
 		}
+	}
+	if !g.gitOnly() {
+		return true
 	}
 	return g.o.Recorder.Flush(ctx) == nil
 }
@@ -555,6 +768,12 @@ func (g *GitWorkspaceSync) setDirty(v bool) {
 	g.stateMu.Lock()
 	g.dirty = v
 	g.stateMu.Unlock()
+}
+
+func (g *GitWorkspaceSync) isS3Owed() bool {
+	g.stateMu.Lock()
+	defer g.stateMu.Unlock()
+	return g.s3Owed
 }
 
 func (g *GitWorkspaceSync) isDirty() bool {

@@ -15,7 +15,7 @@ var lockDirs = []string{"", "refs", "logs"}
 
 // RemoveStaleLocks deletes the lock files git left in .git (a git process
 // killed mid-write leaves index.lock, HEAD.lock, refs/heads/main.lock... and
-// every later git write fails with "File exists" forever; issue 8, item 2).
+// every later git write fails with "File exists" forever).
 // The pod is the repository's sole writer (spec 10.1.1, fenced), so it calls
 // this at start, before anything runs git, and before each turn's stage and
 // commit under the repository lock, when none of its own git writers runs:

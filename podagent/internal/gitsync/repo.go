@@ -3,11 +3,19 @@ package gitsync
 import (
 	"archive/tar"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 
+	"github.com/svc-dev/svc/podagent/internal/s3sync"
+	"github.com/svc-dev/svc/shared/atomicfile"
 	"github.com/svc-dev/svc/shared/gitrun"
 	"github.com/svc-dev/svc/shared/wire"
 )
@@ -27,6 +35,10 @@ type Repo struct {
 	Dir    string
 	Runner *gitrun.Runner
 	Author Author
+
+	lockMu   sync.Mutex
+	lockBlob string // blob id of the lockfile last hashed
+	lockHash string // its sha256
 }
 
 func (r *Repo) git(args ...gitrun.Arg) *gitrun.Cmd {
@@ -46,26 +58,77 @@ func (r *Repo) Init(ctx context.Context) error {
 }
 
 // Configure applies the pod repository settings: gc.auto=0 (no automatic
-// repack while a snapshot may run), no hooks, no signing, stable output.
+// repack while a snapshot may run; the pod packs itself, see Repack), no
+// hooks, no signing, stable output. The whole .git/config is written in one
+// atomic write (ten `git config` processes took 50-65 ms of every
+// cold start); whatever a restored config held is dropped (only its object
+// format is kept), so nothing from it can run a command. Settings added later (the large-file filter) are
+// written after this.
 func (r *Repo) Configure(ctx context.Context) error {
-	settings := [][2]string{
-		{"gc.auto", "0"},
-		{"gc.autoDetach", "false"},
-		{"maintenance.auto", "false"},
-		{"core.hooksPath", "/dev/null"},
-		{"core.autocrlf", "false"},
-		{"core.quotePath", "false"},
-		{"commit.gpgSign", "false"},
-		{"tag.gpgSign", "false"},
-		{"user.name", r.Author.Name},
-		{"user.email", r.Author.Email},
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	for _, kv := range settings {
-		if err := r.git("config", "--local").AddDynamic(kv[0], kv[1]).Run(ctx); err != nil {
-			return err
+	path := filepath.Join(r.GitDir(), "config")
+	sha256 := false // the object format is the one thing carried over
+	if b, err := os.ReadFile(path); err == nil {
+		if m := objectFormatRE.FindSubmatch(b); m != nil {
+			switch f := strings.ToLower(string(m[1])); f {
+			case "sha1":
+			case "sha256":
+				sha256 = true
+			default:
+				return fmt.Errorf("gitsync: unsupported object format %q", f)
+			}
 		}
 	}
-	return nil
+	return atomicfile.Write(path, []byte(r.configText(sha256)), 0o644)
+}
+
+// objectFormatRE reads extensions.objectformat from a config as text.
+var objectFormatRE = regexp.MustCompile(`(?im)^\s*objectformat\s*=\s*"?([a-z0-9]+)"?\s*$`)
+
+// configText is the pod's .git/config (git init's core settings plus ours).
+func (r *Repo) configText(sha256 bool) string {
+	var b strings.Builder
+	version := "0"
+	if sha256 {
+		version = "1"
+	}
+	b.WriteString("[core]\n\trepositoryformatversion = " + version + "\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n" +
+		"\thooksPath = /dev/null\n\tautocrlf = false\n\tquotePath = false\n" +
+		"[gc]\n\tauto = 0\n\tautoDetach = false\n" +
+		"[maintenance]\n\tauto = false\n" +
+		"[commit]\n\tgpgSign = false\n" +
+		"[tag]\n\tgpgSign = false\n" +
+		"[user]\n")
+	fmt.Fprintf(&b, "\tname = %s\n\temail = %s\n", configQuote(r.Author.Name), configQuote(r.Author.Email))
+	if sha256 {
+		b.WriteString("[extensions]\n\tobjectformat = sha256\n")
+	}
+	return b.String()
+}
+
+// configQuote writes v as a git config value: double-quoted, with
+// backslash, quote and control characters escaped (newlines cannot be
+// represented and become spaces).
+func configQuote(v string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, c := range v {
+		switch {
+		case c == '\\' || c == '"':
+			b.WriteByte('\\')
+			b.WriteRune(c)
+		case c == '\t':
+			b.WriteString(`\t`)
+		case c < 0x20 || c == 0x7f:
+			b.WriteByte(' ')
+		default:
+			b.WriteRune(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }
 
 // StageAll stages every change of the work tree (respecting .gitignore).
@@ -128,7 +191,7 @@ func (r *Repo) Tag(ctx context.Context, name, message string) error {
 // ErrTagExists is returned when a tag name is taken by another commit.
 var ErrTagExists = errors.New("gitsync: tag exists")
 
-// Checkpoint builds the record of commit sha (DESIGN.md §6).
+// Checkpoint builds the record of commit sha (docs/design.md §6).
 func (r *Repo) Checkpoint(ctx context.Context, sha string) (wire.CheckpointRecord, error) {
 	out, err := r.git("show", "-s", "--format="+wire.CommitFormat).AddDynamic(sha).String(ctx)
 	if err != nil {
@@ -171,8 +234,20 @@ func (r *Repo) ArchiveHEAD(ctx context.Context, w interface{ Write([]byte) (int,
 	if strings.TrimSpace(tree) == emptyTree {
 		return tar.NewWriter(w).Close()
 	}
-	return r.git("archive", "--format=tar", "HEAD").
-		AddDashesAndList(".", ":(exclude,glob)node_modules/**", ":(exclude,glob)**/node_modules/**").Stdout(w).Run(ctx)
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := smudgeTar(pr, w, filepath.Join(r.GitDir(), "lfs", "objects"))
+		pr.CloseWithError(err)
+		done <- err
+	}()
+	err = r.git("archive", "--format=tar", "HEAD").
+		AddDashesAndList(".", ":(exclude,glob)node_modules/**", ":(exclude,glob)**/node_modules/**").Stdout(pw).Run(ctx)
+	pw.CloseWithError(err)
+	if serr := <-done; err == nil {
+		err = serr
+	}
+	return err
 }
 
 // emptyTree is git's id of the tree with no entries.
@@ -180,3 +255,102 @@ const emptyTree = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
 // GitDir is <Dir>/.git.
 func (r *Repo) GitDir() string { return filepath.Join(r.Dir, ".git") }
+
+// LockfileHash is s3sync.LockfileHash of HEAD's tree: the sha256 (hex) of
+// the first of s3sync.Lockfiles that HEAD holds at its root, or "" (also
+// for an unborn HEAD). It is the deps-layer key of HEAD, read from the
+// object database, so it needs no work tree; the hash of the last blob seen
+// is cached, so an unchanged lockfile costs one ls-tree.
+func (r *Repo) LockfileHash(ctx context.Context) (string, error) {
+	out, err := r.git("ls-tree", "-z", "HEAD").AddDashesAndList(s3sync.Lockfiles...).Output(ctx)
+	if err != nil {
+		if head, herr := r.Head(ctx); herr == nil && head == "" {
+			return "", nil
+		}
+		return "", err
+	}
+	blobs := map[string]string{}
+	for _, rec := range strings.Split(string(out), "\x00") {
+		meta, name, ok := strings.Cut(rec, "\t")
+		if f := strings.Fields(meta); ok && len(f) == 3 && f[1] == "blob" {
+			blobs[name] = f[2]
+		}
+	}
+	for _, name := range s3sync.Lockfiles {
+		oid, ok := blobs[name]
+		if !ok {
+			continue
+		}
+		r.lockMu.Lock()
+		if r.lockBlob == oid {
+			h := r.lockHash
+			r.lockMu.Unlock()
+			return h, nil
+		}
+		r.lockMu.Unlock()
+		h := sha256.New()
+		if err := r.git("cat-file", "blob").AddDynamic(oid).Stdout(h).Run(ctx); err != nil {
+			return "", err
+		}
+		sum := hex.EncodeToString(h.Sum(nil))
+		r.lockMu.Lock()
+		r.lockBlob, r.lockHash = oid, sum
+		r.lockMu.Unlock()
+		return sum, nil
+	}
+	return "", nil
+}
+
+// LooseObjects counts the loose objects of the repository.
+func (r *Repo) LooseObjects() (int, error) {
+	objects := filepath.Join(r.GitDir(), "objects")
+	dirs, err := os.ReadDir(objects)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, d := range dirs {
+		if name := d.Name(); !d.IsDir() || len(name) != 2 || !isHex(name) {
+			continue
+		}
+		entries, err := os.ReadDir(filepath.Join(objects, d.Name()))
+		if err != nil {
+			return 0, err
+		}
+		n += len(entries)
+	}
+	return n, nil
+}
+
+func isHex(s string) bool {
+	for _, c := range s {
+		if !strings.ContainsRune("0123456789abcdef", c) {
+			return false
+		}
+	}
+	return true
+}
+
+// maxPacks is the pack count past which Repack packs everything into one.
+const maxPacks = 16
+
+// Repack packs the loose objects into a new pack and deletes them (git
+// repack -d); once there are more than maxPacks packs it packs everything
+// into one (-a -d). No object is dropped: unreachable loose objects are
+// packed too (no -l, no prune). It returns the number of packs after.
+func (r *Repo) Repack(ctx context.Context) (int, error) {
+	cmd := r.git("repack", "-d", "-q", "--no-write-bitmap-index")
+	if packs, err := r.Packs(); err == nil && packs >= maxPacks {
+		cmd = r.git("repack", "-a", "-d", "-q", "--no-write-bitmap-index")
+	}
+	if err := cmd.Run(ctx); err != nil {
+		return 0, err
+	}
+	return r.Packs()
+}
+
+// Packs counts the pack files of the repository.
+func (r *Repo) Packs() (int, error) {
+	m, err := filepath.Glob(filepath.Join(r.GitDir(), "objects", "pack", "*.pack"))
+	return len(m), err
+}

@@ -47,6 +47,7 @@ func tarNames(t *testing.T, b []byte) []string {
 // A workspace seeded with no files still snapshots (an empty tar), and a
 // normal one leaves node_modules out.
 func TestArchiveHEAD(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	r := newRepo(t)
 	if _, err := r.Commit(ctx, "seed", true); err != nil {

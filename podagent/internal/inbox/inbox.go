@@ -1,5 +1,5 @@
 // Package inbox is the pod's durable journal of accepted async webhook
-// messages (spec 2.5, 3.3: the 202 is a promise; DESIGN.md §7 "accepted async
+// messages (spec 2.5, 3.3: the 202 is a promise; docs/design.md §7 "accepted async
 // messages"). A message is written to disk before the 202 is answered and
 // stays until its reply was delivered by callback or handed to the outbox.
 // On restart the pod resumes every entry by its correlationId:

@@ -284,6 +284,7 @@ func lfsEntries(entries map[string]string) []string {
 }
 
 func TestLargeFilesPushDedupAndColdStart(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	project, token := w.project("lfs-a")
 	ctx := context.Background()
@@ -393,6 +394,7 @@ func TestLargeFilesPushDedupAndColdStart(t *testing.T) {
 }
 
 func TestPushFailureKeepsCacheInArchive(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	project, token := w.project("lfs-b")
 	ctx := context.Background()

@@ -1,4 +1,4 @@
-// Package metrics holds the pod's Prometheus collectors (DESIGN.md §5,
+// Package metrics holds the pod's Prometheus collectors (docs/design.md §5,
 // /metrics): persist duration, persist failures, degraded state and
 // checkpoint records pending.
 package metrics

@@ -1,5 +1,5 @@
 // Package outbox holds the webhook channel's outbound messages that could
-// not be given inline or by callback (DESIGN.md §6): replies of sync
+// not be given inline or by callback (docs/design.md §6): replies of sync
 // requests that timed out (504 reply_timeout) and async replies whose
 // callback gave up.
 //
@@ -23,7 +23,7 @@ import (
 	"github.com/svc-dev/svc/shared/wire"
 )
 
-// Limits of a poll (DESIGN.md §6).
+// Limits of a poll (docs/design.md §6).
 const (
 	MaxWait      = wire.OutboxMaxWait
 	DefaultLimit = wire.OutboxDefaultLimit

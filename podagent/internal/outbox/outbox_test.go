@@ -15,6 +15,7 @@ func msg(i int) wire.OutboxMessage {
 }
 
 func TestTakeReturnsAndAcknowledges(t *testing.T) {
+	t.Parallel()
 	o := outbox.New(0)
 	for i := range 130 {
 		o.Put("ch", msg(i))
@@ -42,6 +43,7 @@ func TestTakeReturnsAndAcknowledges(t *testing.T) {
 }
 
 func TestLongPollWakesOnPut(t *testing.T) {
+	t.Parallel()
 	o := outbox.New(0)
 	res := make(chan []wire.OutboxMessage)
 	go func() { res <- o.Take(context.Background(), "ch", 5, time.Minute) }()
@@ -54,6 +56,7 @@ func TestLongPollWakesOnPut(t *testing.T) {
 }
 
 func TestLongPollEndsWithContext(t *testing.T) {
+	t.Parallel()
 	o := outbox.New(0)
 	ctx, cancel := context.WithCancel(context.Background())
 	res := make(chan []wire.OutboxMessage)
@@ -65,6 +68,7 @@ func TestLongPollEndsWithContext(t *testing.T) {
 }
 
 func TestCapacityAndRequeue(t *testing.T) {
+	t.Parallel()
 	o := outbox.New(3)
 	for i := range 5 {
 		o.Put("ch", msg(i))

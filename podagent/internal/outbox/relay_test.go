@@ -111,6 +111,7 @@ func out(corr string) wire.OutboxMessage {
 // The API is down: the message waits in the journal on disk, survives a
 // restart of the pod, and reaches the API once it is back.
 func TestRelayJournalSurvivesRestartWhileAPIDown(t *testing.T) {
+	t.Parallel()
 	api := newFakeAPI(t, http.StatusServiceUnavailable)
 	dir := t.TempDir()
 	r := open(t, dir, api)
@@ -152,6 +153,7 @@ func TestRelayJournalSurvivesRestartWhileAPIDown(t *testing.T) {
 // A message the API refuses for good is set aside, not retried forever; a
 // corrupt journal entry is set aside at start; a half-written one is removed.
 func TestRelayRejectedAndCorruptEntries(t *testing.T) {
+	t.Parallel()
 	api := newFakeAPI(t, http.StatusNotFound)
 	dir := t.TempDir()
 	must(t, os.WriteFile(filepath.Join(dir, "junk.json"), []byte("{not json"), 0o600))
@@ -171,6 +173,7 @@ func TestRelayRejectedAndCorruptEntries(t *testing.T) {
 // Messages put while the API is up are handed over at once and leave the
 // journal.
 func TestRelayHandsOverAndForgets(t *testing.T) {
+	t.Parallel()
 	api := newFakeAPI(t, http.StatusCreated)
 	dir := t.TempDir()
 	r := open(t, dir, api)

@@ -113,6 +113,7 @@ func get(t *testing.T, c *http.Client, path string) string {
 }
 
 func TestTunnelServesAndRedials(t *testing.T) {
+	t.Parallel()
 	api := newFakeAPI(t)
 	l := &Listener{Client: &Client{APIURL: api.srv.URL, Token: goodToken, Log: zaptest.NewLogger(t)},
 		MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}
@@ -144,6 +145,7 @@ func TestTunnelServesAndRedials(t *testing.T) {
 }
 
 func TestRevokedTokenEndsServe(t *testing.T) {
+	t.Parallel()
 	api := newFakeAPI(t)
 	c := &Client{APIURL: api.srv.URL, Token: "svc_pt_revoked", Log: zaptest.NewLogger(t)}
 	if _, err := c.Session(context.Background()); !errors.Is(err, ErrUnauthorized) {
@@ -156,6 +158,7 @@ func TestRevokedTokenEndsServe(t *testing.T) {
 }
 
 func TestSession(t *testing.T) {
+	t.Parallel()
 	api := newFakeAPI(t)
 	s, err := (&Client{APIURL: api.srv.URL + "/", Token: goodToken}).Session(context.Background())
 	if err != nil || s != (Session{ProjectID: "prj_1", CloudSyncMode: "git_only", RuntimeToken: "svc_rt_prj_1.x"}) {
@@ -164,6 +167,7 @@ func TestSession(t *testing.T) {
 }
 
 func TestSplitArgs(t *testing.T) {
+	t.Parallel()
 	own, rest := splitArgs([]string{"--api", "http://a", "--data-dir", "/d", "-token=t", "--workspace-dir=/w"}, "api", "token")
 	if !slices.Equal(own, []string{"--api", "http://a", "-token=t"}) || !slices.Equal(rest, []string{"--data-dir", "/d", "--workspace-dir=/w"}) {
 		t.Fatalf("own %q rest %q", own, rest)

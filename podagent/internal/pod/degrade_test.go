@@ -21,6 +21,7 @@ import (
 // the next success recovers (log line, layer 2 suppressed again), and every
 // commit is persisted and recorded.
 func TestDegradeAndRecoverWithRealMinIO(t *testing.T) {
+	t.Parallel()
 	env := testenv.MinIO(t)
 	proxy := testenv.NewFaultProxy(t, env.Endpoint)
 	durableStore := openS3(t, proxy.Addr(), env) // .git goes through the proxy
@@ -115,6 +116,7 @@ func TestDegradeAndRecoverWithRealMinIO(t *testing.T) {
 // A failed checkpoint POST is not a durability failure; the pod remembers
 // the commit (on disk) and records it later, also after a restart.
 func TestRecordFailuresAreRetriedAndSurviveRestart(t *testing.T) {
+	t.Parallel()
 	store, _ := storeKinds()[0].open(t), 0
 	api := newFakeAPI(t, "p1")
 	api.down.Store(true)
@@ -147,6 +149,7 @@ func TestRecordFailuresAreRetriedAndSurviveRestart(t *testing.T) {
 
 // The background loop retries pending records with backoff.
 func TestBackgroundLoopRecordsLater(t *testing.T) {
+	t.Parallel()
 	store := storeKinds()[0].open(t)
 	api := newFakeAPI(t, "p1")
 	api.down.Store(true)
@@ -168,5 +171,52 @@ func TestBackgroundLoopRecordsLater(t *testing.T) {
 	}
 	if len(api.recorded()) != 1 {
 		t.Fatal("not recorded")
+	}
+}
+
+// A persist failure below the degrade threshold is retried in the
+// background: the committed turn becomes durable and recorded without
+// waiting for the next turn (issue 11), and the machine never degrades.
+func TestPersistRetriedInTheBackgroundBelowTheThreshold(t *testing.T) {
+	env := testenv.MinIO(t)
+	proxy := testenv.NewFaultProxy(t, env.Endpoint)
+	durableStore := openS3(t, proxy.Addr(), env)
+	api := newFakeAPI(t, "p1")
+	ws := t.TempDir()
+	writeFile(t, ws, "app.js", "v0")
+	cfg := testConfig("p1", ws, api.srv.URL)
+	cfg.PersistRetryMin, cfg.PersistRetryMax = 20*time.Millisecond, 100*time.Millisecond
+	p := startPod(t, Options{Config: cfg, Store: durableStore, LayerStore: openS3(t, env.Endpoint, env),
+		PersistAttempts: 1, PersistTimeout: time.Second})
+	ctx := context.Background()
+	proxy.SetDown(true)
+	writeFile(t, ws, "app.js", "v1")
+	sha, err := p.Turn(ctx, "turn 1")
+	if err != nil || sha == "" {
+		t.Fatalf("turn: %q %v", sha, err)
+	}
+	if p.Machine.ConsecutiveFailures() == 0 || p.Machine.Degraded() {
+		t.Fatalf("after one failed persist: failures=%d degraded=%v", p.Machine.ConsecutiveFailures(), p.Machine.Degraded())
+	}
+	proxy.SetDown(false)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		recorded := false
+		for _, r := range api.recorded() {
+			recorded = recorded || r.CommitSHA == sha
+		}
+		if recorded {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the turn was not persisted and recorded in the background (failures=%d)", p.Machine.ConsecutiveFailures())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if p.Machine.Degraded() {
+		t.Fatal("degraded although the retry succeeded below the threshold")
+	}
+	if got := gitIn(t, ws, "rev-parse", "HEAD"); got != sha {
+		t.Fatalf("HEAD %s, want %s (no further turn)", got, sha)
 	}
 }

@@ -1,7 +1,10 @@
-// Package pod assembles a git_only pod from its parts (spec 10.1): the git
-// runner, GitWorkspaceSync, the durable store with fencing, the checkpoint
+// Package pod assembles a pod from its parts (spec 10.1): the git runner,
+// GitWorkspaceSync, the durable store with fencing, the checkpoint
 // recorder, the degrade machine, S3Sync, cold start, the HTTP server and the
-// shutdown sequence. cmd/podagent runs it; tests run it in-process.
+// shutdown sequence, for each sync mode (spec 3.1; docs/sync-modes.md):
+// git_only persists .git and records, dual_shadow writes the S3 layers and
+// pushes to the API origin, s3 writes the S3 layers only. cmd/podagent runs
+// it; tests run it in-process.
 package pod
 
 import (
@@ -16,7 +19,8 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
 
-	"github.com/svc-dev/svc/podagent/internal/checkpoints"
+	"github.com/svc-dev/svc/podagent/internal/assets"
+	"github.com/svc-dev/svc/podagent/internal/checkpointjournal"
 	"github.com/svc-dev/svc/podagent/internal/coldstart"
 	"github.com/svc-dev/svc/podagent/internal/config"
 	"github.com/svc-dev/svc/podagent/internal/degrade"
@@ -34,6 +38,8 @@ import (
 	"github.com/svc-dev/svc/shared/objstore"
 	fsstore "github.com/svc-dev/svc/shared/objstore/fs"
 	s3store "github.com/svc-dev/svc/shared/objstore/s3"
+	"github.com/svc-dev/svc/shared/repoarchive"
+	"github.com/svc-dev/svc/shared/syncmode"
 )
 
 // Options configure Start.
@@ -54,6 +60,8 @@ type Options struct {
 	// Webhook tunes the webhook channel (zero value: the defaults; see
 	// webhook.SettingsFromEnv).
 	Webhook webhook.Settings
+	// RepackLooseObjects is gitsync.Options.RepackLooseObjects (0: default).
+	RepackLooseObjects int
 	// AfterTurn runs after every turn (the micro-VM guest flushes its disk,
 	// so a host that finds the VM dead reads the last commit).
 	AfterTurn func()
@@ -61,17 +69,20 @@ type Options struct {
 
 // Pod is a running pod.
 type Pod struct {
-	Config    *config.Config
-	Repo      *gitsync.Repo
-	Sync      *gitsync.GitWorkspaceSync
-	Durable   *durable.Persister
-	Recorder  *checkpoints.Recorder
+	Config   *config.Config
+	Repo     *gitsync.Repo
+	Sync     *gitsync.GitWorkspaceSync
+	Durable  *durable.Persister
+	Recorder *checkpointjournal.Recorder
+	// Assets offloads large files in s3 and dual_shadow (and holds the
+	// legacy offload that git_only migrates to git-lfs).
+	Assets    *assets.Assets
 	Machine   *degrade.Machine
 	S3        *s3sync.S3Sync
 	Metrics   *metrics.Metrics
 	Echo      *echo.Echo
 	ColdStart coldstart.Result
-	// Webhook serves /agent/channels/webhook/* (issue 5).
+	// Webhook serves /agent/channels/webhook/*.
 	Webhook *webhook.Handler
 
 	log       *zap.Logger
@@ -84,7 +95,9 @@ type Pod struct {
 func OpenStore(ctx context.Context, cfg *config.Config, log *zap.Logger) (objstore.Store, error) {
 	switch cfg.Storage {
 	case "s3":
-		return s3store.New(ctx, s3store.Config{Endpoint: cfg.S3Endpoint, Bucket: cfg.S3Bucket,
+		// No network call: a pod with a local .git starts while storage is
+		// down (issue 8, item 3); every use of the store reports it.
+		return s3store.Open(s3store.Config{Endpoint: cfg.S3Endpoint, Bucket: cfg.S3Bucket,
 			AccessKey: cfg.S3AccessKey, SecretKey: cfg.S3SecretKey, UseSSL: cfg.S3UseSSL})
 	default:
 		return fsstore.New(cfg.FSStoreDir(), fsstore.Options{Logger: log})
@@ -123,10 +136,31 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 		o.LayerStore = o.Store
 	}
 	runner := NewRunner(ws)
+	mode := cfg.Mode
+	if mode == "" {
+		mode = syncmode.GitOnly
+	}
 	p := &Pod{Config: cfg, Metrics: metrics.New(), log: log, afterTurn: o.AfterTurn}
 	p.Repo = &gitsync.Repo{Dir: ws, Runner: runner, Author: gitsync.DefaultAuthor}
-	p.S3 = s3sync.New(s3sync.Options{Store: o.LayerStore, ProjectID: cfg.ProjectID, Workspace: ws,
-		SuppressProjectArchive: true, Log: log})
+	p.Assets = assets.New(assets.Options{Store: o.LayerStore, ProjectID: cfg.ProjectID, Workspace: ws,
+		Threshold: cfg.LargeFileBytes, StateFile: filepath.Join(ws, ".git", durable.StateDirName, "assets.json"), Log: log,
+		Untrack: func(ctx context.Context, paths []string) error {
+			return runner.Command("rm", "--cached", "-q", "--ignore-unmatch").Dir(ws).Env("GIT_LITERAL_PATHSPECS=1").AddDashesAndList(paths...).Run(ctx)
+		}})
+	sopt := s3sync.Options{Store: o.LayerStore, ProjectID: cfg.ProjectID, Workspace: ws,
+		SuppressProjectArchive: mode == syncmode.GitOnly, Log: log,
+		Fenced: func() bool { return p.Durable != nil && p.Durable.Fenced() },
+		Head:   func(ctx context.Context) string { h, _ := p.Repo.Head(ctx); return h }}
+	if mode != syncmode.GitOnly {
+		sopt.Exclude = p.Assets.IsOffloaded
+	}
+	p.S3 = s3sync.New(sopt)
+	// Layer 2 is suppressed only in git_only; in dual_shadow S3 stays
+	// authoritative, so degrading changes nothing there but the log line.
+	setSuppress := p.S3.SetSuppressProjectArchive
+	if mode != syncmode.GitOnly {
+		setSuppress = nil
+	}
 	p.Machine = degrade.New(cfg.Mode, cfg.DegradeAfterFailures, degrade.Callbacks{
 		OnDegrade: func() {
 			p.Metrics.Degraded.Set(1)
@@ -140,11 +174,15 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 				o.OnRecovered()
 			}
 		},
-		SetSuppressProjectArchive: p.S3.SetSuppressProjectArchive,
+		SetSuppressProjectArchive: setSuppress,
 	}, log.Named("degrade"))
-	p.Durable = durable.New(durable.Options{Store: o.Store, ProjectID: cfg.ProjectID, Workspace: ws, Runner: runner, Log: log})
+	p.Durable = durable.New(durable.Options{Store: o.Store, ProjectID: cfg.ProjectID, Workspace: ws, Runner: runner, Log: log,
+		Manifest: func(ctx context.Context) (repoarchive.Manifest, error) {
+			hash, err := p.Repo.LockfileHash(ctx)
+			return repoarchive.Manifest{DepsHash: hash}, err
+		}})
 	client := &internalapi.Client{BaseURL: cfg.APIURL, ProjectID: cfg.ProjectID, Token: cfg.RuntimeToken, HTTP: o.HTTPClient}
-	p.Recorder, err = checkpoints.Open(filepath.Join(ws, ".git", durable.StateDirName, "checkpoints.json"), client, log)
+	p.Recorder, err = checkpointjournal.Open(filepath.Join(ws, ".git", durable.StateDirName, "checkpoints.json"), client, log)
 	if err != nil {
 		return nil, err
 	}
@@ -153,21 +191,30 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 	// Large files through git-lfs and the API's batch endpoint (spec 10.3).
 	var large *lfs.LFS
 	switch {
+	case mode != syncmode.GitOnly:
+		// s3 and dual_shadow offload large files as assets (spec 10.3).
 	case cfg.LFS && cfg.APIURL == "":
 		log.Warn("SVC_LFS=true but SVC_API_URL is empty: large files are committed as ordinary blobs")
 	case cfg.LFS:
 		large = lfs.New(lfs.Options{Dir: ws, Runner: runner, APIURL: cfg.APIURL, ProjectID: cfg.ProjectID,
 			Token: cfg.RuntimeToken, Threshold: cfg.LargeFileBytes, Log: log})
 	}
-	sopts := gitsync.Options{Repo: p.Repo, Persister: p.Durable, Recorder: p.Recorder, Machine: p.Machine,
+	sopts := gitsync.Options{Mode: mode, Repo: p.Repo, Persister: p.Durable, Recorder: p.Recorder, Machine: p.Machine,
 		S3: p.S3, Metrics: p.Metrics, Log: log, RetryMin: cfg.PersistRetryMin, RetryMax: cfg.PersistRetryMax,
-		PersistAttempts: o.PersistAttempts, PersistTimeout: o.PersistTimeout}
-	copts := coldstart.Options{Repo: p.Repo, Durable: p.Durable, S3: p.S3, Log: log}
+		PersistAttempts: o.PersistAttempts, PersistTimeout: o.PersistTimeout, RepackLooseObjects: o.RepackLooseObjects}
+	copts := coldstart.Options{Mode: mode, Repo: p.Repo, Durable: p.Durable, S3: p.S3, Log: log}
 	if large != nil {
 		sopts.LFS, copts.LFS = large, large
 	}
+	if mode != syncmode.GitOnly {
+		sopts.LFS, copts.Assets = p.Assets, p.Assets
+	}
+	if mode == syncmode.DualShadow {
+		origin := &gitsync.Origin{APIURL: cfg.APIURL, ProjectID: cfg.ProjectID, Token: cfg.RuntimeToken}
+		sopts.Origin, copts.Origin = origin, origin
+	}
 	// The pod is the sole writer: a lock a killed git left blocks every
-	// later write, so it goes before anything runs git (issue 8, item 2).
+	// later write, so it goes before anything runs git.
 	if removed, err := p.Repo.RemoveStaleLocks(); len(removed) > 0 || err != nil {
 		log.Warn("removed stale git lock files at start", zap.Strings("files", removed), zap.Error(err))
 	}
@@ -181,27 +228,26 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 		p.Metrics.Fenced.Set(1)
 	}
 	p.Sync.Resume(ctx)
+	if mode == syncmode.GitOnly && !p.Durable.Fenced() {
+		p.migrateLegacyAssets(ctx)
+	}
 
-	p.Echo = server.New(server.Options{RuntimeToken: cfg.RuntimeToken, Registry: p.Metrics.Registry, Flusher: p.Sync, Log: log,
-		Ready: func() error {
-			if p.Durable.Fenced() {
-				return durable.ErrFenced
-			}
-			return nil
-		}})
+	ready := func() error {
+		if p.Durable.Fenced() {
+			return durable.ErrFenced
+		}
+		return nil
+	}
 	// Webhook channel: the agent's tool loop ends each turn with p.Turn.
 	wdeps, err := webhook.PodDeps(webhook.PodOptions{APIURL: cfg.APIURL, ProjectID: cfg.ProjectID,
 		RuntimeToken: cfg.RuntimeToken, API: client, Workspace: ws, Committer: p, Settings: o.Webhook, Log: log, HTTP: o.HTTPClient,
-		Ready: func() error {
-			if p.Durable.Fenced() {
-				return durable.ErrFenced
-			}
-			return nil
-		}})
+		Ready: ready})
 	if err != nil {
 		return nil, err
 	}
-	p.Webhook = webhook.Register(p.Echo.Group(webhook.Prefix, server.RequireRuntimeToken(cfg.RuntimeToken)), wdeps)
+	p.Webhook = webhook.New(wdeps)
+	p.Echo = server.New(server.Options{RuntimeToken: cfg.RuntimeToken, Registry: p.Metrics.Registry, Flusher: p.Sync, Restorer: p.Sync,
+		Webhook: p.Webhook, Log: log, Ready: ready})
 	p.Webhook.Resume() // accepted async messages an earlier run did not finish
 
 	bgCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -225,8 +271,14 @@ func (p *Pod) Turn(ctx context.Context, message string) (string, error) {
 // Shutdown runs the spec 10.2 sequence and stops the background loop.
 func (p *Pod) Shutdown(ctx context.Context) shutdown.Result {
 	if p.Webhook != nil {
-		// Running webhook turns end (and commit) before the drain.
+		// Running webhook turns end (and commit) before the drain; with a
+		// deadline they get only what the flushes leave (shutdown.Run), and
+		// a journaled async turn cut off resumes at the next start.
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		if dl, ok := ctx.Deadline(); ok {
+			cancel()
+			wctx, cancel = context.WithDeadline(ctx, shutdown.DrainDeadline(dl))
+		}
 		_ = p.Webhook.Shutdown(wctx)
 		cancel()
 	}
@@ -235,12 +287,20 @@ func (p *Pod) Shutdown(ctx context.Context) shutdown.Result {
 	return res
 }
 
-// ShutdownSteps wires the sequence to this pod.
+// ShutdownSteps wires the sequence to this pod. In s3 and dual_shadow
+// (and degraded git_only) the sequence ends with the S3 flush (spec 10.2.4):
+// Healthy reports false there, so the HEAD snapshot is git_only's alone,
+// and forceProjectArchive is set in git_only only.
 func (p *Pod) ShutdownSteps() shutdown.Steps {
+	gitOnly := p.Sync.Mode() == syncmode.GitOnly
+	healthy := p.Sync.Healthy
+	if !gitOnly {
+		healthy = func() bool { return false }
+	}
 	return shutdown.Steps{
 		Drain:    p.Sync.Drain,
 		GitFlush: p.Sync.FinalFlush,
-		Healthy:  p.Sync.Healthy,
+		Healthy:  healthy,
 		Fenced:   p.Sync.Fenced,
 		UploadHEADSnapshot: func(ctx context.Context) error {
 			path, err := p.Sync.SnapshotHEAD(ctx)
@@ -252,17 +312,29 @@ func (p *Pod) ShutdownSteps() shutdown.Steps {
 		},
 		S3Flush: func(ctx context.Context, force bool) error {
 			testhook.Reach(testhook.BeforeS3Flush)
-			return p.S3.Flush(ctx, force)
+			var assetsErr error
+			if !gitOnly {
+				// Large files are uploaded at shutdown too (spec 2.7).
+				assetsErr = p.Assets.Push(ctx)
+			}
+			return errors.Join(assetsErr, p.S3.Flush(ctx, force))
 		},
-		ForceProjectArchive: true,
+		ForceProjectArchive: gitOnly,
 		Log:                 p.log,
 	}
 }
 
-// Close stops the background loop (idempotent).
+// Close stops the background loop and background maintenance (a repack,
+// a deps upload) (idempotent).
 func (p *Pod) Close() {
 	if p.bgCancel != nil {
 		p.bgCancel()
 		<-p.bgDone
+	}
+	if p.Sync != nil {
+		p.Sync.Close()
+	}
+	if p.S3 != nil {
+		p.S3.Close()
 	}
 }

@@ -18,6 +18,7 @@ import (
 // N turns -> N commits, N records; the durable object restores to exactly
 // that history in a new directory.
 func TestTurnsCommitPersistRecordAndRestore(t *testing.T) {
+	t.Parallel()
 	for _, sk := range storeKinds() {
 		t.Run(sk.name, func(t *testing.T) {
 			store := sk.open(t)
@@ -125,6 +126,7 @@ func TestTurnsCommitPersistRecordAndRestore(t *testing.T) {
 // Two pods on one project: the second cannot overwrite the first's newer
 // object; it stops and says so.
 func TestSecondPodCannotOverwriteNewerHistory(t *testing.T) {
+	t.Parallel()
 	for _, sk := range storeKinds() {
 		t.Run(sk.name, func(t *testing.T) {
 			store := sk.open(t)

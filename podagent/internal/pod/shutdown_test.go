@@ -14,6 +14,7 @@ import (
 // Healthy shutdown: the final flush commits the last edits, and
 // project-src.tar.gz is HEAD's content (no node_modules, no ignored files).
 func TestShutdownHealthy(t *testing.T) {
+	t.Parallel()
 	store := storeKinds()[0].open(t)
 	api := newFakeAPI(t, "p1")
 	ws := t.TempDir()
@@ -47,6 +48,7 @@ func TestShutdownHealthy(t *testing.T) {
 // Degraded shutdown: the final git flush fails (storage for .git is down),
 // so the S3 flush with forceProjectArchive tars the live work tree.
 func TestShutdownDegraded(t *testing.T) {
+	t.Parallel()
 	env := testenv.MinIO(t)
 	proxy := testenv.NewFaultProxy(t, env.Endpoint)
 	durableStore := openS3(t, proxy.Addr(), env)

@@ -30,6 +30,9 @@ var Statuses = map[string]int{
 	"tag_exists":            http.StatusConflict,
 	"shutting_down":         http.StatusServiceUnavailable,
 	"not_persisted":         http.StatusServiceUnavailable,
+	// rollback (docs/sync-modes.md §6)
+	"invalid_sha":      http.StatusBadRequest,
+	"commit_not_found": http.StatusNotFound,
 	// webhook channel
 	"request_too_large":          http.StatusRequestEntityTooLarge,
 	"agent_not_ready":            http.StatusServiceUnavailable,
@@ -38,6 +41,7 @@ var Statuses = map[string]int{
 	"channel_config_unavailable": http.StatusServiceUnavailable,
 	"channel_secret_not_set":     http.StatusUnauthorized,
 	"invalid_webhook_secret":     http.StatusUnauthorized,
+	"journal_unavailable":        http.StatusServiceUnavailable,
 	"internal_error":             http.StatusInternalServerError,
 }
 

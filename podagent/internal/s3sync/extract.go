@@ -48,6 +48,43 @@ var errAborted = errors.New("s3sync: extraction aborted")
 // No file is fsynced: the result is a cache of object storage, rebuilt by
 // the next cold start if the node dies.
 func ExtractTarGz(r io.Reader, dst string, opts archive.ExtractOptions) (archive.Stats, error) {
+	return ExtractTarGzTap(r, dst, opts, nil)
+}
+
+// ExtractTarZstd is ExtractTarGz for a zstd-compressed tar (the deps
+// layer's current form): the same read-ahead, writers and limits.
+func ExtractTarZstd(r io.Reader, dst string, opts archive.ExtractOptions) (archive.Stats, error) {
+	src, err := readahead.NewReaderSize(r, readaheadBuffers, readaheadBufferBytes)
+	if err != nil {
+		return archive.Stats{}, err
+	}
+	defer src.Close()
+	zr, err := archive.NewZstdReader(src)
+	if err != nil {
+		return archive.Stats{}, err
+	}
+	defer zr.Close()
+	plain, err := readahead.NewReaderSize(zr, readaheadBuffers, readaheadBufferBytes)
+	if err != nil {
+		return archive.Stats{}, err
+	}
+	defer plain.Close()
+	return extractTarParallel(plain, dst, opts, ExtractWorkers, nil)
+}
+
+// Tap takes one small regular entry out of an archive being extracted: Fn
+// gets its content as soon as the feed reaches it (before the rest of the
+// archive is read), and the entry is not written to dst. Fn runs on the
+// feeding goroutine and must not block. Entries over maxTapBytes are refused.
+type Tap struct {
+	Name string
+	Fn   func([]byte)
+}
+
+const maxTapBytes = 64 << 10
+
+// ExtractTarGzTap is ExtractTarGz with a tap (nil: none).
+func ExtractTarGzTap(r io.Reader, dst string, opts archive.ExtractOptions, tap *Tap) (archive.Stats, error) {
 	src, err := readahead.NewReaderSize(r, readaheadBuffers, readaheadBufferBytes)
 	if err != nil {
 		return archive.Stats{}, err
@@ -63,7 +100,7 @@ func ExtractTarGz(r io.Reader, dst string, opts archive.ExtractOptions) (archive
 		return archive.Stats{}, err
 	}
 	defer plain.Close()
-	return ExtractTarParallel(plain, dst, opts, ExtractWorkers)
+	return extractTarParallel(plain, dst, opts, ExtractWorkers, tap)
 }
 
 type extractWriter struct {
@@ -77,9 +114,14 @@ type extractWriter struct {
 // ExtractTarParallel extracts an uncompressed tar into dst with n writers
 // (see ExtractTarGz). n <= 1 is archive.ExtractTar.
 func ExtractTarParallel(r io.Reader, dst string, opts archive.ExtractOptions, n int) (archive.Stats, error) {
-	if n <= 1 {
+	return extractTarParallel(r, dst, opts, n, nil)
+}
+
+func extractTarParallel(r io.Reader, dst string, opts archive.ExtractOptions, n int, tap *Tap) (archive.Stats, error) {
+	if n <= 1 && tap == nil {
 		return archive.ExtractTar(r, dst, opts)
 	}
+	n = max(n, 1)
 	maxEntries, maxTotal := opts.MaxEntries, opts.MaxTotalBytes
 	if maxEntries <= 0 {
 		maxEntries = archive.DefaultMaxEntries
@@ -136,6 +178,17 @@ func ExtractTarParallel(r io.Reader, dst string, opts archive.ExtractOptions, n 
 				if total += hdr.Size; hdr.Size < 0 || total > maxTotal {
 					return &archive.EntryError{Name: hdr.Name, Reason: fmt.Sprintf("archive content exceeds the total limit of %d bytes", maxTotal), Kind: archive.ErrTooLarge}
 				}
+			}
+			if tap != nil && hdr.Name == tap.Name {
+				if hdr.Typeflag != tar.TypeReg || hdr.Size > maxTapBytes {
+					return &archive.EntryError{Name: hdr.Name, Reason: "not a small regular file", Kind: archive.ErrUnsafeEntry}
+				}
+				b, err := io.ReadAll(tr)
+				if err != nil {
+					return fmt.Errorf("archive: reading %s: %w", hdr.Name, err)
+				}
+				tap.Fn(b)
+				continue
 			}
 			key := hdr.Name
 			if hdr.Typeflag == tar.TypeLink {

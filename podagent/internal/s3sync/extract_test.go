@@ -50,6 +50,7 @@ func tarGz(t testing.TB, entries []entry) []byte {
 }
 
 func TestExtractParallel(t *testing.T) {
+	t.Parallel()
 	var entries []entry
 	entries = append(entries, entry{name: "node_modules/", typ: tar.TypeDir})
 	for i := 0; i < 200; i++ {
@@ -83,6 +84,7 @@ func TestExtractParallel(t *testing.T) {
 // TestExtractParallelRefusesHostile: the shared extractor's checks hold
 // through the parallel path, whichever writer gets the entry.
 func TestExtractParallelRefusesHostile(t *testing.T) {
+	t.Parallel()
 	filler := func() []entry {
 		var es []entry
 		for i := 0; i < 20; i++ {

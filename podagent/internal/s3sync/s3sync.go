@@ -11,6 +11,7 @@
 package s3sync
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -20,13 +21,17 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/klauspost/compress/gzip"
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/shared/archive"
 	"github.com/svc-dev/svc/shared/objstore"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // Lockfiles, in the order they are looked for.
@@ -44,7 +49,16 @@ type Options struct {
 	TempDir string
 	// SuppressProjectArchive is the initial suppression (true in git_only).
 	SuppressProjectArchive bool
-	Log                    *zap.Logger
+	// Fenced, when set and true, stops deps uploads (another pod owns the
+	// project; nothing is written).
+	Fenced func() bool
+	Log    *zap.Logger
+	// Exclude, when set, leaves more work-tree files out of layer 2 (the
+	// large files offloaded as assets in s3 and dual_shadow).
+	Exclude func(rel string) bool
+	// Head, when set, names the commit layer 2 is taken at; it is recorded
+	// in the archive's gzip comment (wire.SourceHeadComment).
+	Head func(ctx context.Context) string
 }
 
 // S3Sync is safe for concurrent use; uploads are serialised.
@@ -53,8 +67,16 @@ type S3Sync struct {
 	log      *zap.Logger
 	suppress atomic.Bool
 
-	mu           sync.Mutex // serialises uploads
-	lastDepsHash string
+	mu       sync.Mutex             // serialises uploads
+	lastDeps atomic.Pointer[string] // hash of the last deps layer known to exist
+
+	bgCtx     context.Context // background uploads; Close cancels it
+	bgCancel  context.CancelFunc
+	bgMu      sync.Mutex
+	bgRunning bool
+	bgAgain   bool
+	bgClosed  bool
+	bgDone    chan struct{} // closed when the running background upload ends
 }
 
 // New returns an S3Sync.
@@ -63,6 +85,7 @@ func New(opts Options) *S3Sync {
 		opts.Log = zap.NewNop()
 	}
 	s := &S3Sync{opts: opts, log: opts.Log.Named("s3sync")}
+	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	s.suppress.Store(opts.SuppressProjectArchive)
 	return s
 }
@@ -77,15 +100,107 @@ func (s *S3Sync) SetSuppressProjectArchive(v bool) {
 func (s *S3Sync) SuppressProjectArchive() bool { return s.suppress.Load() }
 
 // AfterTurn is the per-turn S3 write: layer 1 when the lockfile changed,
-// layer 2 unless suppressed.
+// in the background (SyncDepsInBackground: a turn is not held up by the
+// deps layer), and layer 2 unless suppressed.
 func (s *S3Sync) AfterTurn(ctx context.Context) error {
-	return s.Flush(ctx, false)
+	s.SyncDepsInBackground()
+	if s.SuppressProjectArchive() {
+		return nil
+	}
+	return s.WriteProjectArchive(ctx)
 }
+
+// SyncDepsInBackground runs SyncDeps on its own goroutine when the
+// lockfile's hash differs from the last one handled. At most one
+// runs at a time; a call while one runs makes it run once more after, so
+// the last lockfile is always looked at. The upload is content-addressed
+// and conditional (If-None-Match), so a retry or a race with another pod
+// is free; a fenced pod uploads nothing. WaitDeps waits for it; EnsureDeps
+// (git-flush, shutdown) makes sure the layer exists.
+func (s *S3Sync) SyncDepsInBackground() {
+	if hash, err := s.LockfileHash(); err != nil || hash == "" || hash == s.lastHash() {
+		return
+	}
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	if s.bgClosed {
+		return
+	}
+	if s.bgRunning {
+		s.bgAgain = true
+		return
+	}
+	s.bgRunning, s.bgDone = true, make(chan struct{})
+	go s.runBackground(s.bgCtx, s.bgDone)
+}
+
+func (s *S3Sync) runBackground(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	for {
+		start := time.Now()
+		if err := s.SyncDeps(ctx); err != nil {
+			s.log.Warn("background deps layer upload failed (git-flush and shutdown retry it)", zap.Error(err))
+		} else {
+			s.log.Debug("background deps layer sync done", zap.Duration("took", time.Since(start)))
+		}
+		s.bgMu.Lock()
+		if !s.bgAgain {
+			s.bgRunning = false
+			s.bgMu.Unlock()
+			return
+		}
+		s.bgAgain = false
+		s.bgMu.Unlock()
+	}
+}
+
+// Close cancels a running background upload and waits for it to end.
+func (s *S3Sync) Close() {
+	s.bgMu.Lock()
+	s.bgClosed = true
+	s.bgMu.Unlock()
+	s.bgCancel()
+	_ = s.WaitDeps(context.Background())
+}
+
+// WaitDeps waits for the background deps upload, if one runs.
+func (s *S3Sync) WaitDeps(ctx context.Context) error {
+	s.bgMu.Lock()
+	done, running := s.bgDone, s.bgRunning
+	s.bgMu.Unlock()
+	if !running {
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// EnsureDeps waits for the background upload and then runs SyncDeps, so
+// the deps layer of the current lockfile exists when it returns nil.
+func (s *S3Sync) EnsureDeps(ctx context.Context) error {
+	if err := s.WaitDeps(ctx); err != nil {
+		return err
+	}
+	return s.SyncDeps(ctx)
+}
+
+func (s *S3Sync) lastHash() string {
+	if p := s.lastDeps.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+func (s *S3Sync) setLastHash(h string) { s.lastDeps.Store(&h) }
 
 // Flush writes layer 1 (if the lockfile changed) and layer 2 (unless
 // suppressed and not forced). forceProjectArchive is spec 10.2.4.
 func (s *S3Sync) Flush(ctx context.Context, forceProjectArchive bool) error {
-	depsErr := s.SyncDeps(ctx)
+	depsErr := s.EnsureDeps(ctx)
 	if depsErr != nil {
 		s.log.Warn("deps layer upload failed", zap.Error(depsErr))
 	}
@@ -126,29 +241,48 @@ func (s *S3Sync) SyncDeps(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if hash == s.lastDepsHash {
+	if hash == s.lastHash() {
 		return nil
+	}
+	if s.opts.Fenced != nil && s.opts.Fenced() {
+		return nil // another pod owns the project
 	}
 	depsDir := filepath.Join(s.opts.Workspace, DepsDir)
 	if fi, err := os.Stat(depsDir); err != nil || !fi.IsDir() {
 		return nil // lockfile without installed deps: nothing to upload yet
 	}
-	key := objstore.DepsKey(hash)
-	if _, err := s.opts.Store.Head(ctx, key); err == nil {
-		s.lastDepsHash = hash
-		return nil
-	} else if !errors.Is(err, objstore.ErrNotExist) {
-		return fmt.Errorf("s3sync: head %s: %w", key, err)
+	// Either form of the layer will do (content-addressed); pods write
+	// zstd (docs/performance.md) and still read the gzip form.
+	key := objstore.DepsKeyZstd(hash)
+	for _, k := range []string{key, objstore.DepsKey(hash)} {
+		if _, err := s.opts.Store.Head(ctx, k); err == nil {
+			s.setLastHash(hash)
+			return nil
+		} else if !errors.Is(err, objstore.ErrNotExist) {
+			return fmt.Errorf("s3sync: head %s: %w", k, err)
+		}
 	}
-	err = s.upload(ctx, key, depsDir, archive.CreateOptions{Prefix: DepsDir + "/", SkipVanished: true,
-		MemberBytes: archive.DefaultMemberBytes, Level: 1}, objstore.PutOptions{IfNoneMatch: "*"})
+	// The layer is keyed by the lockfile: if the lockfile changed while
+	// node_modules was being archived (an install running), the archive may
+	// mix two installs and is not uploaded under either key.
+	err = s.uploadIf(ctx, key, depsDir, archive.CreateOptions{Prefix: DepsDir + "/", SkipVanished: true},
+		objstore.PutOptions{IfNoneMatch: "*"}, func() error {
+			if now, err := s.LockfileHash(); err != nil || now != hash {
+				return fmt.Errorf("%w (lockfile changed while node_modules was archived)", errDepsChanged)
+			}
+			return nil
+		})
+	if errors.Is(err, errDepsChanged) {
+		s.log.Info("deps layer not uploaded: the lockfile changed meanwhile", zap.String("key", key))
+		return nil // the next turn (or flush) handles the new lockfile
+	}
 	if errors.Is(err, objstore.ErrPreconditionFailed) {
 		err = nil // another pod uploaded the same content-addressed layer
 	}
 	if err != nil {
 		return err
 	}
-	s.lastDepsHash = hash
+	s.setLastHash(hash)
 	s.log.Info("deps layer uploaded", zap.String("key", key))
 	return nil
 }
@@ -174,8 +308,12 @@ func (s *S3Sync) RestoreDepsHash(ctx context.Context, hash string) (bool, error)
 	if _, err := os.Lstat(target); err == nil {
 		return false, nil // installed locally; SyncDeps uploads it if the layer is missing
 	}
-	key := objstore.DepsKey(hash)
+	key, extract := objstore.DepsKeyZstd(hash), ExtractTarZstd
 	rc, _, err := s.opts.Store.Get(ctx, key)
+	if errors.Is(err, objstore.ErrNotExist) { // a layer written before zstd
+		key, extract = objstore.DepsKey(hash), ExtractTarGz
+		rc, _, err = s.opts.Store.Get(ctx, key)
+	}
 	if errors.Is(err, objstore.ErrNotExist) {
 		return false, nil
 	}
@@ -188,7 +326,7 @@ func (s *S3Sync) RestoreDepsHash(ctx context.Context, hash string) (bool, error)
 		return false, err
 	}
 	defer os.RemoveAll(staging)
-	if _, err := ExtractTarGz(rc, staging, archive.ExtractOptions{}); err != nil {
+	if _, err := extract(rc, staging, archive.ExtractOptions{}); err != nil {
 		return false, fmt.Errorf("s3sync: extract %s: %w", key, err)
 	}
 	if err := os.Rename(filepath.Join(staging, DepsDir), target); err != nil {
@@ -197,9 +335,7 @@ func (s *S3Sync) RestoreDepsHash(ctx context.Context, hash string) (bool, error)
 		}
 		return false, fmt.Errorf("s3sync: %s has no %s/: %w", key, DepsDir, err)
 	}
-	s.mu.Lock()
-	s.lastDepsHash = hash
-	s.mu.Unlock()
+	s.setLastHash(hash)
 	return true, nil
 }
 
@@ -209,10 +345,77 @@ func (s *S3Sync) WriteProjectArchive(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	excl := func(rel string, d fs.DirEntry) bool {
-		return rel == ".git" || rel == DepsDir || rel == ".git.restoring"
+		if rel == ".git" || rel == DepsDir || rel == ".git.restoring" {
+			return true
+		}
+		return s.opts.Exclude != nil && !d.IsDir() && s.opts.Exclude(rel)
 	}
-	return s.upload(ctx, objstore.SourceKey(s.opts.ProjectID), s.opts.Workspace,
-		archive.CreateOptions{Exclude: excl, SkipVanished: true}, objstore.PutOptions{})
+	head := ""
+	if s.opts.Head != nil {
+		head = s.opts.Head(ctx)
+	}
+	f, err := os.CreateTemp(s.opts.TempDir, "s3sync-src-*.tar.gz")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	zw := gzip.NewWriter(f)
+	zw.Header.Comment = wire.SourceHeadComment(head)
+	_, err = archive.CreateTar(zw, s.opts.Workspace, archive.CreateOptions{Exclude: excl, SkipVanished: true})
+	if cerr := zw.Close(); err == nil {
+		err = cerr
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("s3sync: archive for %s: %w", objstore.SourceKey(s.opts.ProjectID), err)
+	}
+	return s.putFile(ctx, objstore.SourceKey(s.opts.ProjectID), f.Name(), objstore.PutOptions{})
+}
+
+// ProjectArchiveHead returns the head recorded in project-src.tar.gz ("" if
+// none or no object), reading only the first bytes.
+func (s *S3Sync) ProjectArchiveHead(ctx context.Context) (string, error) {
+	rc, _, err := s.opts.Store.Get(ctx, objstore.SourceKey(s.opts.ProjectID))
+	if errors.Is(err, objstore.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	defer rc.Close()
+	zr, err := gzip.NewReader(bufio.NewReaderSize(rc, 4096))
+	if err != nil {
+		return "", nil
+	}
+	return wire.SourceHead(zr.Header.Comment), nil
+}
+
+// RestoreProjectArchive extracts <projectId>/project-src.tar.gz into the
+// workspace (cold start in s3 and dual_shadow). It reports whether the
+// object existed and the head it records ("" when none).
+func (s *S3Sync) RestoreProjectArchive(ctx context.Context) (bool, string, error) {
+	key := objstore.SourceKey(s.opts.ProjectID)
+	rc, _, err := s.opts.Store.Get(ctx, key)
+	if errors.Is(err, objstore.ErrNotExist) {
+		return false, "", nil
+	}
+	if err != nil {
+		return false, "", fmt.Errorf("s3sync: get %s: %w", key, err)
+	}
+	defer rc.Close()
+	br := bufio.NewReaderSize(rc, 1<<20)
+	zr, err := gzip.NewReader(br)
+	if err != nil {
+		return false, "", fmt.Errorf("s3sync: %s: %w", key, err)
+	}
+	defer zr.Close()
+	head := wire.SourceHead(zr.Header.Comment)
+	if _, err := archive.ExtractTar(zr, s.opts.Workspace, archive.ExtractOptions{}); err != nil {
+		return false, "", fmt.Errorf("s3sync: extract %s: %w", key, err)
+	}
+	return true, head, nil
 }
 
 // UploadProjectArchive uploads an already built project-src.tar.gz stream
@@ -223,18 +426,37 @@ func (s *S3Sync) UploadProjectArchive(ctx context.Context, path string) error {
 	return s.putFile(ctx, objstore.SourceKey(s.opts.ProjectID), path, objstore.PutOptions{})
 }
 
+// errDepsChanged: the lockfile changed during a deps archive.
+var errDepsChanged = errors.New("s3sync: deps changed")
+
 func (s *S3Sync) upload(ctx context.Context, key, dir string, copts archive.CreateOptions, popts objstore.PutOptions) error {
+	return s.uploadIf(ctx, key, dir, copts, popts, nil)
+}
+
+// uploadIf archives dir, then calls check (when set) before the PUT; an
+// error from check cancels the upload.
+func (s *S3Sync) uploadIf(ctx context.Context, key, dir string, copts archive.CreateOptions, popts objstore.PutOptions, check func() error) error {
 	f, err := os.CreateTemp(s.opts.TempDir, "s3sync-*.tar.gz")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(f.Name())
-	_, err = archive.CreateTarGz(f, dir, copts)
+	create, ctype := archive.CreateTarGz, "application/gzip"
+	if strings.HasSuffix(key, ".zst") {
+		create, ctype = archive.CreateTarZstd, "application/zstd"
+	}
+	popts.ContentType = ctype
+	_, err = create(f, dir, copts)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return fmt.Errorf("s3sync: archive for %s: %w", key, err)
+	}
+	if check != nil {
+		if err := check(); err != nil {
+			return err
+		}
 	}
 	return s.putFile(ctx, key, f.Name(), popts)
 }
@@ -249,7 +471,9 @@ func (s *S3Sync) putFile(ctx context.Context, key, path string, popts objstore.P
 	if err != nil {
 		return err
 	}
-	popts.ContentType = "application/gzip"
+	if popts.ContentType == "" {
+		popts.ContentType = "application/gzip"
+	}
 	if _, err := s.opts.Store.Put(ctx, key, f, fi.Size(), popts); err != nil {
 		return fmt.Errorf("s3sync: put %s: %w", key, err)
 	}

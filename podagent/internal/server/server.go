@@ -1,4 +1,4 @@
-// Package server is the pod's HTTP surface (DESIGN.md §5): /healthz,
+// Package server is the pod's HTTP surface (docs/design.md §5): /healthz,
 // /readyz, /metrics, and the /agent/* routes, which require the project's
 // runtime token as a bearer (compared in constant time).
 package server
@@ -17,6 +17,7 @@ import (
 
 	"github.com/svc-dev/svc/podagent/internal/gitsync"
 	"github.com/svc-dev/svc/podagent/internal/poderr"
+	"github.com/svc-dev/svc/podagent/internal/webhook"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/runtimetoken"
 	"github.com/svc-dev/svc/shared/wire"
@@ -34,7 +35,16 @@ type Options struct {
 	// Ready returns nil when the pod can serve turns.
 	Ready   func() error
 	Flusher Flusher
+	// Restorer serves POST /agent/restore (rollback); nil: not mounted.
+	Restorer Restorer
+	// Webhook is the channel (nil: its routes are not mounted).
+	Webhook *webhook.Handler
 	Log     *zap.Logger
+}
+
+// Restorer is what POST /agent/restore drives (gitsync.GitWorkspaceSync).
+type Restorer interface {
+	Restore(ctx context.Context, sha string) (wire.RestoreResponse, error)
 }
 
 // New builds the echo server.
@@ -46,7 +56,14 @@ func New(o Options) *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = poderr.Handler(log)
+	routes(e, o)
+	return e
+}
 
+// routes is the pod's whole route table (docs/design.md §5): the probes,
+// and under /agent, behind the runtime token, git-flush and the webhook
+// channel. The paths are shared/internalapi's and wire's.
+func routes(e *echo.Echo, o Options) {
 	e.GET(internalapi.PodHealthz, func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET(internalapi.PodReadyz, func(c echo.Context) error {
 		if o.Ready != nil {
@@ -59,8 +76,20 @@ func New(o Options) *echo.Echo {
 	if o.Registry != nil {
 		e.GET(internalapi.PodMetrics, echo.WrapHandler(promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{})))
 	}
-	e.POST(internalapi.PodGitFlush, gitFlush(o), RequireRuntimeToken(o.RuntimeToken))
-	return e
+	agent := e.Group(internalapi.PodAgent, RequireRuntimeToken(o.RuntimeToken))
+	agent.POST(strings.TrimPrefix(internalapi.PodGitFlush, internalapi.PodAgent), gitFlush(o))
+	if o.Restorer != nil {
+		agent.POST(strings.TrimPrefix(internalapi.PodRestore, internalapi.PodAgent), restore(o))
+	}
+	if h := o.Webhook; h != nil {
+		ch := agent.Group(strings.TrimPrefix(wire.WebhookPathPrefix, internalapi.PodAgent))
+		ch.POST("/incoming", h.Incoming)
+		ch.GET("/health", h.Health)
+		ch.GET("/activity", h.ActivityLog)
+		if h.ServesOutbox() {
+			ch.GET("/outbox/:channelId", h.OutboxPoll)
+		}
+	}
 }
 
 // RequireRuntimeToken accepts only "Authorization: Bearer <token>".
@@ -111,6 +140,32 @@ func gitFlush(o Options) echo.HandlerFunc {
 		}
 		return c.JSON(http.StatusOK, resp)
 	}
+}
+
+// restore is the rollback of docs/sync-modes.md §6: a new commit whose
+// tree is that of the given checkpoint, persisted and recorded like a turn.
+func restore(o Options) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		var req wire.RestoreRequest
+		if err := c.Bind(&req); err != nil || !validSHA(req.SHA) {
+			return poderr.New("invalid_sha", "body must be JSON {sha} with a full hex commit id")
+		}
+		resp, err := o.Restorer.Restore(c.Request().Context(), req.SHA)
+		if errors.Is(err, gitsync.ErrUnknownCommit) {
+			return poderr.New("commit_not_found", "the project has no commit "+req.SHA)
+		}
+		if err != nil {
+			return mapFlushError(err)
+		}
+		return c.JSON(http.StatusOK, resp)
+	}
+}
+
+func validSHA(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	return strings.Trim(s, "0123456789abcdef") == ""
 }
 
 func mapFlushError(err error) error {

@@ -39,6 +39,7 @@ func (f *fake) steps() Steps {
 }
 
 func TestSequenceOrder(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		f    fake
@@ -63,6 +64,7 @@ func TestSequenceOrder(t *testing.T) {
 }
 
 func TestFencedWritesNothing(t *testing.T) {
+	t.Parallel()
 	f := &fake{healthy: true}
 	s := f.steps()
 	s.Fenced = func() bool { return true }

@@ -1,13 +1,13 @@
 // Package testhook lets an end-to-end test stop a real podagent process at
 // an exact point (for kill -9 and shutdown tests) without sleeps.
 //
-// When SVC_TEST_PAUSE_AT names the point, Reach opens $SVC_TEST_HOOK_DIR/<point>
-// for writing, writes the point's name and closes it. A test that created
-// that path as a FIFO is blocked reading it until this moment, so it learns
-// exactly when the pod got there. Then, if $SVC_TEST_HOOK_DIR/<point>.go is
-// a FIFO, Reach waits until the test writes to it and continues; otherwise it
-// blocks forever (the test kills the process). With the variables unset
-// (production) Reach does nothing.
+// When SVC_TEST_PAUSE_AT names the point and the test created
+// $SVC_TEST_HOOK_DIR/<point> as a FIFO, Reach writes the point's name to it;
+// the test, blocked reading it, learns exactly when the pod got there. Then,
+// if $SVC_TEST_HOOK_DIR/<point>.go is a FIFO, Reach waits until the test
+// writes to it and continues; otherwise it blocks forever (the test kills the
+// process). Without the variables, or without the FIFO on disk, Reach does
+// nothing: the environment alone cannot stop a production pod.
 package testhook
 
 import (
@@ -35,29 +35,40 @@ const (
 // Enabled reports whether any pause point is configured.
 func Enabled() bool { return os.Getenv(EnvPauseAt) != "" }
 
-// Reach pauses at point if the environment asks for it.
+// Reach pauses at point if the environment asks for it and the test has
+// prepared the point: $SVC_TEST_HOOK_DIR/<point> must already be a FIFO.
+// An environment variable alone never stops a process (a production pod
+// with a stray SVC_TEST_PAUSE_AT runs on).
 func Reach(point string) {
-	at := os.Getenv(EnvPauseAt)
-	if at == "" {
+	if !listed(os.Getenv(EnvPauseAt), point) {
 		return
 	}
-	for _, p := range strings.Split(at, ",") {
-		if p != point {
-			continue
-		}
-		dir := os.Getenv(EnvHookDir)
-		if dir == "" {
-			select {}
-		}
-		if f, err := os.OpenFile(filepath.Join(dir, point), os.O_WRONLY|os.O_CREATE, 0o644); err == nil {
-			_, _ = f.WriteString(point)
-			_ = f.Close()
-		}
-		goPath := filepath.Join(dir, point+".go")
-		if fi, err := os.Stat(goPath); err == nil && fi.Mode()&os.ModeNamedPipe != 0 {
-			_, _ = os.ReadFile(goPath)
-			return
-		}
-		select {}
+	dir := os.Getenv(EnvHookDir)
+	hook := filepath.Join(dir, point)
+	if dir == "" || !isFIFO(hook) {
+		return
 	}
+	if f, err := os.OpenFile(hook, os.O_WRONLY, 0); err == nil {
+		_, _ = f.WriteString(point)
+		_ = f.Close()
+	}
+	if goPath := hook + ".go"; isFIFO(goPath) {
+		_, _ = os.ReadFile(goPath)
+		return
+	}
+	select {} // the test kills the process here
+}
+
+func listed(at, point string) bool {
+	for _, p := range strings.Split(at, ",") {
+		if p == point {
+			return true
+		}
+	}
+	return false
+}
+
+func isFIFO(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode()&os.ModeNamedPipe != 0
 }

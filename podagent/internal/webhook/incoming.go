@@ -169,7 +169,7 @@ func (h *Handler) incoming(c echo.Context) error {
 			AcceptedAt: h.now()})
 		if err != nil {
 			h.d.Activity.Finish(actID, wire.ActivityFailed, "not journaled")
-			return &Error{Status: http.StatusServiceUnavailable, Code: "journal_unavailable", Type: "unavailable",
+			return &Error{Code: "journal_unavailable",
 				Message: "The message could not be stored durably, so it was not accepted; retry shortly.", Cause: err}
 		}
 		testhook.Reach(testhook.WebhookAccepted)

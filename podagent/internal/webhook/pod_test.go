@@ -25,6 +25,7 @@ import (
 // A real pod (git_only, fs store) behind the route: the turn's files end in
 // one commit, the .git is persisted and one checkpoint row is recorded.
 func TestPodWebhookTurnCommitsPersistsRecords(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Fatalf("git is required (.ci/run installs it): %v", err)
 	}

@@ -22,6 +22,7 @@ func (p poster) PutOutbox(_ context.Context, m wire.OutboxPut) (wire.OutboxPutRe
 // API's durable outbox; the pod does not serve the outbox path itself (the
 // API does, from its database).
 func TestSyncTimeoutReplyGoesToTheAPIOutbox(t *testing.T) {
+	t.Parallel()
 	api := make(poster, 4)
 	relay, err := outbox.OpenRelay(outbox.RelayOptions{Dir: t.TempDir(), Poster: api, Log: logger(t)})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 )
 
 func TestSettingsFromEnv(t *testing.T) {
+	t.Parallel()
 	s, err := webhook.SettingsFromEnv(nil)
 	if err != nil || s.SyncTimeout != 120*time.Second || s.MaxBodyBytes != 1<<20 || len(s.AllowedNets) != 0 || s.AgentModel != "svc-2-0" {
 		t.Fatalf("defaults %+v %v", s, err)

@@ -1,5 +1,5 @@
 // Package webhook is the pod side of the webhook channel (spec 1, 2.4, 2.5,
-// 3.3, 4.2, 5.2, 7.2, 8; DESIGN.md §6). The API's agent-proxy forwards
+// 3.3, 4.2, 5.2, 7.2, 8; docs/design.md §6). The API's agent-proxy forwards
 // /api/projects/{id}/agent-proxy/agent/channels/webhook/* here with the
 // project's runtime token (checked by the group's middleware) and the
 // caller's X-Webhook-Secret and body unchanged.
@@ -43,7 +43,7 @@ import (
 	"github.com/svc-dev/svc/shared/wire"
 )
 
-// Prefix is where Register's group must be mounted.
+// Prefix is where the pod's route table mounts the channel.
 const Prefix = wire.WebhookPathPrefix
 
 // Agent runs one turn (agentloop.Agent).
@@ -139,23 +139,27 @@ func New(d Deps) *Handler {
 	return &Handler{d: d, log: d.Log.Named("webhook"), base: base, cancel: cancel}
 }
 
-// Register builds the handler and mounts its routes on g, which must be
-// the runtime-token-gated group at Prefix
-// (e.Group(webhook.Prefix, server.RequireRuntimeToken(token))).
-func Register(g *echo.Group, d Deps) *Handler {
-	h := New(d)
-	h.Mount(g)
-	return h
-}
+// The channel's handlers; the pod's route table (server.New) mounts them
+// under Prefix behind the runtime token.
 
-// Mount adds the routes to g (see Register).
-func (h *Handler) Mount(g *echo.Group) {
-	g.POST("/incoming", h.wrap(h.incoming))
-	g.GET("/health", h.wrap(h.health))
-	g.GET("/activity", h.wrap(h.activity))
-	if _, ok := h.d.Outbox.(taker); ok {
-		g.GET("/outbox/:channelId", h.wrap(h.outbox))
-	}
+// Incoming is POST …/incoming.
+func (h *Handler) Incoming(c echo.Context) error { return h.wrap(h.incoming)(c) }
+
+// Health is GET …/health.
+func (h *Handler) Health(c echo.Context) error { return h.wrap(h.health)(c) }
+
+// Activity is GET …/activity.
+func (h *Handler) ActivityLog(c echo.Context) error { return h.wrap(h.activity)(c) }
+
+// OutboxPoll is GET …/outbox/:channelId, served only when the outbox can be
+// taken from (ServesOutbox).
+func (h *Handler) OutboxPoll(c echo.Context) error { return h.wrap(h.outbox)(c) }
+
+// ServesOutbox reports whether the pod serves the outbox poll itself (an
+// in-memory outbox; with an API the API serves it from its database).
+func (h *Handler) ServesOutbox() bool {
+	_, ok := h.d.Outbox.(taker)
+	return ok
 }
 
 // Outbox returns the outbox; Activity the activity log.

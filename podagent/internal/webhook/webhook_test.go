@@ -128,8 +128,7 @@ func newEnv(t testing.TB, o opts) *env {
 	cb := callback.New(callback.Options{Guard: callback.NewGuard(allowed),
 		Attempts: o.attempts, Log: logger(t),
 		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }})
-	e := server.New(server.Options{RuntimeToken: runtimeToken, Log: logger(t)})
-	ev.h = webhook.Register(e.Group(webhook.Prefix, server.RequireRuntimeToken(runtimeToken)), webhook.Deps{
+	ev.h = webhook.New(webhook.Deps{
 		Channel: ev.src, Agent: a, Callbacks: cb, Log: logger(t),
 		Ready: func() error {
 			ev.readyM.Lock()
@@ -141,6 +140,7 @@ func newEnv(t testing.TB, o opts) *env {
 		},
 		SyncTimeout: o.syncTimeout, MaxBodyBytes: o.maxBody, Outbox: o.outbox,
 	})
+	e := server.New(server.Options{RuntimeToken: runtimeToken, Webhook: ev.h, Log: logger(t)})
 	ev.srv = httptest.NewServer(e)
 	t.Cleanup(func() {
 		ev.srv.Close()
@@ -202,6 +202,7 @@ func (ev *env) post(body string) resp {
 }
 
 func TestIncomingAuthAndBodyMatrix(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		setup  func(ev *env)
@@ -262,6 +263,7 @@ func TestIncomingAuthAndBodyMatrix(t *testing.T) {
 }
 
 func TestTooLargeChunkedBody(t *testing.T) {
+	t.Parallel()
 	ev := newEnv(t, opts{maxBody: 1024})
 	// No Content-Length: the limit applies while reading.
 	r := ev.do(http.MethodPost, "/incoming", nil, io.MultiReader(strings.NewReader(`{"message":"`),
@@ -272,6 +274,7 @@ func TestTooLargeChunkedBody(t *testing.T) {
 }
 
 func TestSyncReplyAndFieldsReachTheAgent(t *testing.T) {
+	t.Parallel()
 	ev := newEnv(t, opts{})
 	meta := `{ "ticket": 42, "nested": {"z": [1, 2], "a": null} }`
 	r := ev.post(`{"message":"hello","sender_id":"u-7","sender_name":"Ada","metadata":` + meta + `}`)
@@ -300,6 +303,7 @@ func TestSyncReplyAndFieldsReachTheAgent(t *testing.T) {
 }
 
 func TestSyncAgentErrorGivesClearAnswer(t *testing.T) {
+	t.Parallel()
 	ev := newEnv(t, opts{})
 	ev.agent.setRun(func(context.Context, agentloop.Request) (agentloop.Result, error) {
 		return agentloop.Result{Reply: "The agent could not complete this request (usage_limit_reached): out of credits."},
@@ -315,6 +319,7 @@ func TestSyncAgentErrorGivesClearAnswer(t *testing.T) {
 }
 
 func TestSyncTimeoutThenOutboxLongPoll(t *testing.T) {
+	t.Parallel()
 	ev := newEnv(t, opts{syncTimeout: 50 * time.Millisecond})
 	release, r, eb := slowJob(t, ev)
 	if r.status != http.StatusGatewayTimeout || eb.Error.Code != "reply_timeout" || !strings.HasPrefix(eb.Error.CorrelationID, "cor_") ||
@@ -357,6 +362,7 @@ func TestSyncTimeoutThenOutboxLongPoll(t *testing.T) {
 }
 
 func TestOutboxRouteChecks(t *testing.T) {
+	t.Parallel()
 	ev := newEnv(t, opts{})
 	for _, tc := range []struct {
 		path, code string
@@ -388,6 +394,7 @@ func TestOutboxRouteChecks(t *testing.T) {
 }
 
 func TestHealth(t *testing.T) {
+	t.Parallel()
 	ev := newEnv(t, opts{})
 	var h wire.WebhookHealth
 	ev.post(`{"message":"one"}`)
@@ -451,6 +458,7 @@ func (r *callbackReceiver) Got() []received {
 }
 
 func TestAsyncCallbackSigned(t *testing.T) {
+	t.Parallel()
 	ev := newEnv(t, opts{})
 	rcv := newCallbackReceiver(t, 200)
 	r := ev.post(`{"message":"async hi","senderId":"u1","callbackUrl":"` + rcv.URL + `/cb","metadata":{"thread":"t-9"}}`)
@@ -477,6 +485,7 @@ func TestAsyncCallbackSigned(t *testing.T) {
 }
 
 func TestAsyncCallbackRetriedThenDelivered(t *testing.T) {
+	t.Parallel()
 	ev := newEnv(t, opts{attempts: 5})
 	rcv := newCallbackReceiver(t, 503, 503, 200)
 	r := ev.post(`{"message":"retry me","callbackUrl":"` + rcv.URL + `"}`)
@@ -521,6 +530,7 @@ func TestAsyncCallbackRetriedThenDelivered(t *testing.T) {
 }
 
 func TestAsyncCallbackGivesUpToOutbox(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		statuses []int
@@ -547,6 +557,7 @@ func TestAsyncCallbackGivesUpToOutbox(t *testing.T) {
 }
 
 func TestAsyncCallbackToRefusedHostGoesToOutbox(t *testing.T) {
+	t.Parallel()
 	ev := newEnv(t, opts{denyLoopback: true})
 	rcv := newCallbackReceiver(t, 200)
 	port := rcv.URL[strings.LastIndexByte(rcv.URL, ':')+1:]
@@ -578,6 +589,7 @@ func TestAsyncCallbackToRefusedHostGoesToOutbox(t *testing.T) {
 }
 
 func TestActivityRouteKeepsLast50(t *testing.T) {
+	t.Parallel()
 	ev := newEnv(t, opts{})
 	for range 40 { // 2 events each: inbound + outbound sync reply
 		if r := ev.post(`{"message":"m","senderId":"s"}`); r.status != 200 {
@@ -600,6 +612,7 @@ func TestActivityRouteKeepsLast50(t *testing.T) {
 }
 
 func TestShutdownRefusesNewMessages(t *testing.T) {
+	t.Parallel()
 	ev := newEnv(t, opts{})
 	if err := ev.h.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
@@ -611,6 +624,7 @@ func TestShutdownRefusesNewMessages(t *testing.T) {
 
 // The real tool loop behind the route: files written, one commit.
 func TestSyncWithToolLoop(t *testing.T) {
+	t.Parallel()
 	gw := fakegateway.New(t, "prj_1", runtimeToken)
 	ws := t.TempDir()
 	cm := &committer{}

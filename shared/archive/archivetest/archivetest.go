@@ -54,3 +54,29 @@ func StoredEntries(t testing.TB, s objstore.Store, key string) map[string]string
 		out[strings.TrimPrefix(h.Name, "./")] = string(b)
 	}
 }
+
+// FirstEntry returns the name and content of the first entry of the gzip
+// tar stored under key.
+func FirstEntry(t testing.TB, s objstore.Store, key string) (string, []byte) {
+	t.Helper()
+	rc, _, err := s.Get(context.Background(), key)
+	if err != nil {
+		t.Fatalf("get %s: %v", key, err)
+	}
+	defer rc.Close()
+	zr, err := archive.NewGzipReader(rc, 0)
+	if err != nil {
+		t.Fatalf("%s: %v", key, err)
+	}
+	defer zr.Close()
+	tr := tar.NewReader(zr)
+	h, err := tr.Next()
+	if err != nil {
+		t.Fatalf("%s: %v", key, err)
+	}
+	b, err := io.ReadAll(io.LimitReader(tr, MaxContent))
+	if err != nil {
+		t.Fatalf("%s: %s: %v", key, h.Name, err)
+	}
+	return h.Name, b
+}

@@ -14,6 +14,7 @@ import (
 )
 
 func TestStoredEntries(t *testing.T) {
+	t.Parallel()
 	src := t.TempDir()
 	os.MkdirAll(filepath.Join(src, "d"), 0o755)
 	os.WriteFile(filepath.Join(src, "d", "a.txt"), []byte("hello"), 0o644)

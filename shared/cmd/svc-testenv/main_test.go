@@ -3,6 +3,7 @@ package main
 import "testing"
 
 func TestRunExportsEnvAndForwardsExitCode(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		args []string

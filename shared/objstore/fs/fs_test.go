@@ -42,12 +42,14 @@ func newServedStore(t *testing.T, opts fs.Options) *fs.Store {
 }
 
 func TestContract(t *testing.T) {
+	t.Parallel()
 	objstoretest.Run(t, func(t *testing.T) objstore.Store { return newServedStore(t, fs.Options{}) })
 }
 
 // TestKeysStayInsideRoot is the counterpart of Gitea's local_test.go: no
 // key, however spelled, reaches a file outside the root.
 func TestKeysStayInsideRoot(t *testing.T) {
+	t.Parallel()
 	parent := t.TempDir()
 	root := filepath.Join(parent, "root")
 	s, err := fs.New(root, fs.Options{})
@@ -99,6 +101,7 @@ func TestKeysStayInsideRoot(t *testing.T) {
 }
 
 func TestListSkipsInternalFiles(t *testing.T) {
+	t.Parallel()
 	s, err := fs.New(t.TempDir(), fs.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -120,6 +123,7 @@ func TestListSkipsInternalFiles(t *testing.T) {
 }
 
 func TestPresignWithoutBaseURL(t *testing.T) {
+	t.Parallel()
 	s, err := fs.New(t.TempDir(), fs.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -133,6 +137,7 @@ func TestPresignWithoutBaseURL(t *testing.T) {
 }
 
 func TestPresignExpiryAndLimits(t *testing.T) {
+	t.Parallel()
 	var now atomic.Int64
 	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Unix())
 	s := newServedStore(t, fs.Options{
@@ -207,6 +212,7 @@ func TestPresignExpiryAndLimits(t *testing.T) {
 }
 
 func TestHeadDoesNotReadContent(t *testing.T) {
+	t.Parallel()
 	s, err := fs.New(t.TempDir(), fs.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -235,6 +241,7 @@ func TestHeadDoesNotReadContent(t *testing.T) {
 // TestConditionalPutAcrossProcesses races IfMatch writers in several
 // processes sharing one directory: exactly one wins.
 func TestConditionalPutAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	if dir := os.Getenv("SVC_FS_RACE_DIR"); dir != "" {
 		raceHelper(t, dir)
 		return

@@ -46,12 +46,27 @@ type Store struct {
 	client   *minio.Client
 	bucket   string
 	partSize uint64
+	cfg      Config
 }
 
 var _ objstore.Store = (*Store)(nil)
 
 // New connects to cfg.Endpoint and checks (or creates) the bucket.
 func New(ctx context.Context, cfg Config) (*Store, error) {
+	s, err := Open(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Check(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Open validates cfg and builds the client without a network call, so a
+// process can start while object storage is down (issue 8, item 3); Check
+// then tells whether the bucket is reachable.
+func Open(cfg Config) (*Store, error) {
 	if cfg.Endpoint == "" || cfg.Bucket == "" {
 		return nil, errors.New("objstore/s3: Endpoint and Bucket are required")
 	}
@@ -74,20 +89,28 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if s.partSize < 5<<20 {
 		return nil, fmt.Errorf("objstore/s3: PartSize %d is below the S3 minimum of 5 MiB", cfg.PartSize)
 	}
-	ok, err := client.BucketExists(ctx, cfg.Bucket)
+	s.cfg = cfg
+	return s, nil
+}
+
+// Check verifies that the bucket exists (creating it when the config says
+// so).
+func (s *Store) Check(ctx context.Context) error {
+	cfg := s.cfg
+	ok, err := s.client.BucketExists(ctx, cfg.Bucket)
 	if err != nil {
-		return nil, fmt.Errorf("objstore/s3: bucket %q at %s: %w", cfg.Bucket, cfg.Endpoint, err)
+		return fmt.Errorf("objstore/s3: bucket %q at %s: %w", cfg.Bucket, cfg.Endpoint, err)
 	}
 	if !ok {
 		if !cfg.CreateBucket {
-			return nil, fmt.Errorf("objstore/s3: bucket %q does not exist at %s", cfg.Bucket, cfg.Endpoint)
+			return fmt.Errorf("objstore/s3: bucket %q does not exist at %s", cfg.Bucket, cfg.Endpoint)
 		}
-		err := client.MakeBucket(ctx, cfg.Bucket, minio.MakeBucketOptions{Region: cfg.Region})
+		err := s.client.MakeBucket(ctx, cfg.Bucket, minio.MakeBucketOptions{Region: cfg.Region})
 		if err != nil && !isCode(err, "BucketAlreadyOwnedByYou") {
-			return nil, fmt.Errorf("objstore/s3: create bucket %q: %w", cfg.Bucket, err)
+			return fmt.Errorf("objstore/s3: create bucket %q: %w", cfg.Bucket, err)
 		}
 	}
-	return s, nil
+	return nil
 }
 
 // Client exposes the minio-go client (for operators' tooling and tests).

@@ -25,10 +25,12 @@ func newStore(t *testing.T) *s3.Store {
 }
 
 func TestContract(t *testing.T) {
+	t.Parallel()
 	objstoretest.Run(t, func(t *testing.T) objstore.Store { return newStore(t) })
 }
 
 func TestNewConfig(t *testing.T) {
+	t.Parallel()
 	env := testenv.MinIO(t)
 	tests := []struct {
 		name    string
@@ -52,6 +54,7 @@ func TestNewConfig(t *testing.T) {
 }
 
 func TestCreateBucket(t *testing.T) {
+	t.Parallel()
 	env := testenv.MinIO(t)
 	cfg := s3.Config{Endpoint: env.Endpoint, Bucket: env.Bucket + "-created", AccessKey: env.AccessKey, SecretKey: env.SecretKey, CreateBucket: true}
 	s, err := s3.New(t.Context(), cfg)

@@ -1,5 +1,5 @@
 // Package login holds what both the console and the admin CLI need to sign
-// users in (issue 13): argon2id password hashes, one-time sign-in links and
+// users in: argon2id password hashes, one-time sign-in links and
 // the random tokens of sessions, of which only SHA-256 hashes are stored.
 package login
 

@@ -2,7 +2,6 @@ package hydratetest
 
 import (
 	"context"
-	"net/http/httptest"
 	"path/filepath"
 	"testing"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/admin"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/server"
+	"github.com/svc-dev/svc/apiserver/internal/server/servertest"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
 	"github.com/svc-dev/svc/shared/objstore/s3"
@@ -22,8 +22,8 @@ import (
 // RuntimeSecret of fixtures.
 const RuntimeSecret = "hydratetest-runtime-secret"
 
-// Fixture is the whole API server in process (server.New, the real wiring)
-// on a real Postgres and a real MinIO bucket, with one project whose
+// Fixture is the whole API server in process (servertest.New, the real
+// wiring) on a real Postgres and a real MinIO bucket, with one project whose
 // workspace has a member key, a key of another workspace's user, and the
 // project's runtime token.
 type Fixture struct {
@@ -64,11 +64,9 @@ func NewFixture(t testing.TB, mod func(*hydrate.Options)) *Fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(hyd.Wait)
-	srv := server.New(server.Deps{Store: db, Log: log, RuntimeSecret: []byte(RuntimeSecret), Hydrate: hyd})
-	hs := httptest.NewServer(srv.Echo)
-	t.Cleanup(hs.Close)
+	srv := servertest.New(t, server.Deps{Store: db, Log: log, RuntimeSecret: []byte(RuntimeSecret), Hydrate: hyd, Objects: objs})
 
-	f := &Fixture{URL: hs.URL, Store: db, Objects: objs, Hydrate: hyd}
+	f := &Fixture{URL: srv.URL, Store: db, Objects: objs, Hydrate: hyd}
 	f.Project, f.Key = account(t, db, true)
 	_, f.OtherKey = account(t, db, false)
 	f.RuntimeToken = runtimetoken.Mint([]byte(RuntimeSecret), f.Project.ID)

@@ -1,4 +1,4 @@
-// Package local is the embedded default runtime driver (DESIGN.md §4): one
+// Package local is the embedded default runtime driver (docs/design.md §4): one
 // `podagent serve` process per project on this machine, started on demand
 // with the project's environment, reached on a loopback port, restarted on
 // the next request after it died, and stopped (SIGTERM, then SIGKILL after a
@@ -257,6 +257,9 @@ func (d *Driver) startOnce(projectID string, mode syncmode.Mode, deadline time.T
 		"SVC_DATA_DIR="+dataDir,
 		"SVC_WORKSPACE_DIR="+filepath.Join(dir, "workspace"),
 		"SVC_HTTP_ADDR="+addr,
+		// The pod fits its shutdown (drain, 5 s git, 10 s S3 flush) into the
+		// time before this driver's SIGKILL.
+		"SVC_SHUTDOWN_GRACE="+d.o.StopGrace.String(),
 	)
 	setProcAttr(cmd)
 	if err := cmd.Start(); err != nil {

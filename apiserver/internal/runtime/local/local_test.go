@@ -6,6 +6,7 @@ import (
 )
 
 func TestBaseEnvKeepsNoSecrets(t *testing.T) {
+	t.Parallel()
 	got := baseEnv([]string{
 		"PATH=/bin", "HOME=/root", "LC_ALL=C", "SVC_LOG_LEVEL=debug",
 		"SVC_DATABASE_URL=postgres://u:p@db/x", "SVC_RUNTIME_AUTH_SECRET=s", "SVC_S3_SECRET_KEY=k",
@@ -18,6 +19,7 @@ func TestBaseEnvKeepsNoSecrets(t *testing.T) {
 }
 
 func TestPodEnv(t *testing.T) {
+	t.Parallel()
 	if got := PodEnv("fs", "e", "b", "a", "s", false, ""); !slices.Equal(got, []string{"SVC_STORAGE=fs"}) {
 		t.Errorf("fs: %q", got)
 	}

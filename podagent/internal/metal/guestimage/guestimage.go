@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/svc-dev/svc/shared/atomicfile"
 )
@@ -96,6 +97,8 @@ func Build(o Options) (Image, error) {
 	img := Image{Kernel: filepath.Join(dir, "vmlinux"), Initrd: filepath.Join(dir, "initramfs.cpio"),
 		KernelVersion: filepath.Base(o.ModulesDir), Hash: sum}
 	if exists(img.Kernel) && exists(img.Initrd) {
+		now := time.Now()
+		_ = os.Chtimes(dir, now, now) // recently used: kept by prune
 		return img, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -111,7 +114,37 @@ func Build(o Options) (Image, error) {
 	if err := atomicfile.Write(img.Initrd, buf.Bytes(), 0o644); err != nil {
 		return Image{}, err
 	}
+	prune(o.CacheDir, sum, keepImages)
 	return img, nil
+}
+
+// keepImages is how many older images stay cached beside the current one
+// (each is ~80 MB; a host or test run may still boot a recent one).
+const keepImages = 3
+
+// prune removes all but the keep most recent images other than current.
+func prune(cacheDir, current string, keep int) {
+	entries, err := os.ReadDir(cacheDir)
+	if err != nil {
+		return
+	}
+	type dir struct {
+		name string
+		mod  int64
+	}
+	var old []dir
+	for _, e := range entries {
+		if !e.IsDir() || e.Name() == current {
+			continue
+		}
+		if fi, err := e.Info(); err == nil {
+			old = append(old, dir{e.Name(), fi.ModTime().UnixNano()})
+		}
+	}
+	sort.Slice(old, func(i, j int) bool { return old[i].mod > old[j].mod })
+	for i := keep; i < len(old); i++ {
+		_ = os.RemoveAll(filepath.Join(cacheDir, old[i].name))
+	}
 }
 
 func (o *Options) defaults() error {
@@ -204,7 +237,7 @@ func resolveModules(dir string, names []string) ([]string, error) {
 		if !ok {
 			continue
 		}
-		name := strings.TrimSuffix(filepath.Base(path), ".ko")
+		name, _, _ := strings.Cut(filepath.Base(path), ".ko") // also .ko.xz, .ko.zst
 		deps[name] = append([]string{path}, strings.Fields(rest)...)
 		byPath[path] = name
 	}

@@ -10,7 +10,8 @@
 //   - Export: every ExportInterval (METAL_PROJECT_DATA_EXPORT_INTERVAL_MS)
 //     pull .git (the guest commits the live tree first) and the writable
 //     state; at suspend also the source archive. Writes are fenced by ETag.
-//   - Discard (health gate, dead-VM reaper): rescue through the guest's
+//   - Discard (health gate: HealthFailures failed /healthz probes in a row;
+//     dead-VM reaper: QEMU exited while nobody stopped it): rescue through the guest's
 //     export, else stop the VM and read its disk read-only (package disk);
 //     if nothing is saved, quarantine the disk with a JSON note
 //     (metal_rescue_failed_quarantined_total).
@@ -65,6 +66,12 @@ type Options struct {
 	ExportInterval time.Duration
 	// Snapshots saves the VM state at suspend for a fast resume.
 	Snapshots bool
+	// HealthInterval is how often the health gate probes a guest's
+	// /healthz (default 30s); HealthFailures consecutive failures (default
+	// 3, each bounded by HealthTimeout, default 10s) discard the VM.
+	HealthInterval time.Duration
+	HealthTimeout  time.Duration
+	HealthFailures int
 	// PipeCommand is argv of the per-connection relay pipe (metalhost pipe);
 	// the relay's address is appended.
 	PipeCommand []string
@@ -116,6 +123,15 @@ func New(o Options) (*Host, error) {
 	}
 	if o.ExportInterval <= 0 {
 		o.ExportInterval = DefaultExportInterval
+	}
+	if o.HealthInterval <= 0 {
+		o.HealthInterval = 30 * time.Second
+	}
+	if o.HealthTimeout <= 0 {
+		o.HealthTimeout = 10 * time.Second
+	}
+	if o.HealthFailures <= 0 {
+		o.HealthFailures = 3
 	}
 	if o.DiskMB <= 0 {
 		o.DiskMB = 512
@@ -333,6 +349,7 @@ func (h *Host) start(ctx context.Context, id, token string) (*project, error) {
 	p.loopStop, p.loopDone = make(chan struct{}), make(chan struct{})
 	go h.exportLoop(p)
 	go h.reap(p)
+	go h.healthGate(p)
 	return p, nil
 }
 

@@ -55,7 +55,7 @@ func newWorld(t testing.TB, project, token string, snapshots bool, afterDisk fun
 	pipe := pipeBinary(t)
 	w := &world{store: store, gw: gw, stopped: make(chan [2]string, 16), dir: t.TempDir()}
 	w.h, err = host.New(host.Options{Store: store, Image: img, Dir: w.dir, APIURL: gw.URL, DiskMB: 128,
-		ExportInterval: time.Hour, Snapshots: snapshots, StartTimeout: 5 * time.Minute, PipeCommand: []string{pipe, "pipe"}, Registry: prometheus.NewRegistry(),
+		ExportInterval: time.Hour, Snapshots: snapshots, HealthInterval: time.Second, StartTimeout: 5 * time.Minute, PipeCommand: []string{pipe, "pipe"}, Registry: prometheus.NewRegistry(),
 		Log: zaptest.NewLogger(t), AfterDisk: afterDisk,
 		OnStopped: func(id, state string) { w.stopped <- [2]string{id, state} }})
 	if err != nil {
@@ -73,6 +73,11 @@ func newWorld(t testing.TB, project, token string, snapshots bool, afterDisk fun
 // pipeBinary builds metalhost (its pipe subcommand is QEMU's guestfwd).
 func pipeBinary(t testing.TB) string {
 	t.Helper()
+	if dir := os.Getenv("SVC_BIN_DIR"); dir != "" { // make test built it
+		if _, err := os.Stat(filepath.Join(dir, "metalhost")); err == nil {
+			return filepath.Join(dir, "metalhost")
+		}
+	}
 	out := filepath.Join(t.TempDir(), "metalhost")
 	cmd := exec.Command("go", "build", "-o", out, "../../../cmd/metalhost")
 	cmd.Env = append(os.Environ(), "GOWORK=off")
@@ -185,6 +190,7 @@ func must(t testing.TB, err error) {
 // nothing lost), a stale snapshot skipped, and an unreadable disk
 // quarantined.
 func TestGuestLifecycle(t *testing.T) {
+	t.Parallel()
 	const project, token = "prj_metal", "svc_rt_prj_metal.test"
 	tools := &disk.Tools{}
 	w := newWorld(t, project, token, true, func(ctx context.Context, _, image string) error {
@@ -278,12 +284,11 @@ func TestGuestLifecycle(t *testing.T) {
 		t.Fatalf("after overwriting an archive: %+v, stale skipped %v", st, testutil.ToFloat64(w.h.Metrics.StaleSnapshotSkipped))
 	}
 
-	// The disk becomes unreadable while the VM is frozen, then QEMU dies:
-	// neither the guest nor the disk can be read, so the disk is
-	// quarantined with a note and the metric counts it.
+	// The VM freezes and its disk becomes unreadable: the health gate
+	// discards it, neither the guest nor the disk can be read, so the disk
+	// is quarantined with a note and the metric counts it.
 	must(t, syscall.Kill(st.PID, syscall.SIGSTOP))
 	zeroFile(t, filepath.Join(w.dir, "projects", project, "disk.ext4"))
-	must(t, syscall.Kill(st.PID, syscall.SIGKILL))
 	w.waitStopped(t, project, host.StateQuarantined)
 	if n := testutil.ToFloat64(w.h.Metrics.RescueFailedQuarantined); n != 1 {
 		t.Fatalf("metal_rescue_failed_quarantined_total = %v", n)
@@ -299,7 +304,7 @@ func TestGuestLifecycle(t *testing.T) {
 	b, err := os.ReadFile(notes[0])
 	must(t, err)
 	must(t, json.Unmarshal(b, &note))
-	if note.ProjectID != project || note.Disk == "" || len(note.Errors) == 0 {
+	if note.ProjectID != project || note.Disk == "" || len(note.Errors) == 0 || !strings.HasPrefix(note.Reason, "health gate") {
 		t.Fatalf("note: %s", b)
 	}
 	if _, err := os.Stat(note.Disk); err != nil {

@@ -98,6 +98,58 @@ func (h *Host) finish(p *project, state, lastErr string) {
 	}
 }
 
+// healthGate probes the guest's /healthz every HealthInterval; after
+// HealthFailures failures in a row the VM is discarded (rescued first).
+func (h *Host) healthGate(p *project) {
+	t := time.NewTicker(h.o.HealthInterval)
+	defer t.Stop()
+	failures := 0
+	for {
+		select {
+		case <-p.vm.Done():
+			return
+		case <-t.C:
+		}
+		p.mu.Lock()
+		stopping := p.stopping
+		p.mu.Unlock()
+		if stopping {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), h.o.HealthTimeout)
+		err := h.probe(ctx, p)
+		cancel()
+		if err == nil {
+			failures = 0
+			continue
+		}
+		failures++
+		h.log.Warn("guest health probe failed", zap.String("projectId", p.id), zap.Int("failures", failures), zap.Error(err))
+		if failures >= h.o.HealthFailures {
+			dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			_ = h.discard(dctx, p, fmt.Sprintf("health gate: %d failed probes: %v", failures, err))
+			dcancel()
+			return
+		}
+	}
+}
+
+func (h *Host) probe(ctx context.Context, p *project) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url.JoinPath(internalapi.PodHealthz).String(), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("/healthz answered %d", resp.StatusCode)
+	}
+	return nil
+}
+
 // reap is the dead-VM reaper: a VM that exits while nobody stops it is
 // discarded (its disk rescued).
 func (h *Host) reap(p *project) {
@@ -159,9 +211,14 @@ func (h *Host) doDiscard(ctx context.Context, p *project, reason string) error {
 	log := h.log.With(zap.String("projectId", p.id), zap.String("reason", reason))
 	var errs []error
 	if p.vm.Alive() {
-		ectx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		err := h.exportLocked(ectx, p, false)
-		cancel()
+		pctx, pcancel := context.WithTimeout(ctx, h.o.HealthTimeout)
+		err := h.probe(pctx, p) // export only from a guest that answers
+		pcancel()
+		if err == nil {
+			ectx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			err = h.exportLocked(ectx, p, false)
+			cancel()
+		}
 		if err == nil {
 			log.Info("rescued the workspace through the guest's export")
 			p.vm.Quit(5 * time.Second)

@@ -1,4 +1,4 @@
-// Package checkpointsapi serves the checkpoint reads of spec 4.3 from the
+// Package checkpointreads serves the checkpoint reads of spec 4.3 from the
 // hydrated copy of a project's durable .git (internal/hydrate):
 //
 //	GET /api/projects/:id/checkpoints/graph          commits newest first, tags, Published badge, cursor pagination
@@ -11,7 +11,7 @@
 // reaches git, and reaches it only through gitrun's dynamic arguments.
 // Authentication (API key of a member of the project's workspace) is the
 // routes' middleware.
-package checkpointsapi
+package checkpointreads
 
 import (
 	"context"
@@ -31,6 +31,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/objstore"
 )
 
 // Defaults.
@@ -45,21 +46,22 @@ const (
 type API struct {
 	Hydrate *hydrate.Manager
 	Store   *store.Store
+	// Objects serves the S3 read source (docs/sync-modes.md §5).
+	Objects objstore.Store
+	// Runtime reaches the pod for a rollback; nil leaves Restore unmounted.
+	Runtime Runtime
 	Log     *zap.Logger
 	// MaxDiffBytes caps a diff body (default DefaultMaxDiffBytes).
 	MaxDiffBytes int
 	Now          func() time.Time
 }
 
-// Register mounts the routes; mw authenticates and authorises (APIKey,
-// then ProjectMember on the "id" parameter).
-func (a *API) Register(e *echo.Echo, mw ...echo.MiddlewareFunc) {
+// WithDefaults fills the zero options and returns a; the server's route
+// table mounts Graph, Commit, Diff and Status behind APIKey and
+// ProjectMember on the "id" parameter.
+func (a *API) WithDefaults() *API {
 	a.defaults()
-	const p = "/api/projects/:id/checkpoints"
-	e.GET(p+"/graph", a.Graph, mw...)
-	e.GET(p+"/commits/:sha", a.Commit, mw...)
-	e.GET(p+"/diff", a.Diff, mw...)
-	e.GET(p+"/status", a.Status, mw...)
+	return a
 }
 
 func (a *API) defaults() {
@@ -237,7 +239,7 @@ func (a *API) ReadCommit(ctx context.Context, projectID, sha string, h http.Head
 	}
 	commits, err := parseLog(out)
 	if err != nil || len(commits) != 1 {
-		return CommitResponse{}, apierr.Internal(fmt.Errorf("checkpointsapi: reading commit %s: %v", full, err))
+		return CommitResponse{}, apierr.Internal(fmt.Errorf("checkpointreads: reading commit %s: %v", full, err))
 	}
 	tags, err := tagMap(ctx, r)
 	if err != nil {
@@ -349,10 +351,14 @@ func (a *API) ReadDiff(ctx context.Context, projectID, from, to string, h http.H
 
 // StatusResponse is the body of GET …/checkpoints/status.
 type StatusResponse struct {
-	ProjectID      string            `json:"projectId"`
-	Head           string            `json:"head"`
-	Branch         string            `json:"branch"`
-	SyncMode       string            `json:"syncMode"`
+	ProjectID string `json:"projectId"`
+	Head      string `json:"head"`
+	Branch    string `json:"branch"`
+	SyncMode  string `json:"syncMode"`
+	// ReadSource is where the project's current files are read from: s3
+	// in s3 and dual_shadow, git in git_only (docs/sync-modes.md §5).
+	ReadSource     string            `json:"readSource"`
+	Source         *SourceStatus     `json:"source,omitempty"`
 	LastCheckpoint *store.Checkpoint `json:"lastCheckpoint"`
 	Durable        DurableStatus     `json:"durable"`
 	Published      *PublishedStatus  `json:"published"`
@@ -391,7 +397,17 @@ func (a *API) Status(c echo.Context) error {
 // ReadStatus is Status without HTTP.
 func (a *API) ReadStatus(ctx context.Context, proj store.Project, h http.Header) (StatusResponse, error) {
 	a.defaults()
-	resp := StatusResponse{ProjectID: proj.ID, SyncMode: string(proj.CloudSyncMode)}
+	resp := StatusResponse{ProjectID: proj.ID, SyncMode: string(proj.CloudSyncMode), ReadSource: ReadSource(proj)}
+	if h != nil {
+		h.Set(ReadSourceHeader, resp.ReadSource)
+	}
+	if a.Objects != nil {
+		src, err := SourceHead(ctx, a.Objects, proj.ID)
+		if err != nil {
+			return StatusResponse{}, apierr.Unavailable(err)
+		}
+		resp.Source = &src
+	}
 	if proj.PublishedCommitSHA != "" || proj.PublishedTag != "" {
 		resp.Published = &PublishedStatus{SHA: proj.PublishedCommitSHA, Tag: proj.PublishedTag}
 	}

@@ -1,5 +1,5 @@
-// Package checkpoints records commits as ProjectCheckpoint rows through the
-// API's internal record endpoint (spec 4.3, DESIGN.md §6):
+// Package checkpointjournal records commits as ProjectCheckpoint rows through the
+// API's internal record endpoint (spec 4.3, docs/design.md §6):
 // POST <SVC_API_URL>/internal/projects/{id}/checkpoints/record with the
 // pod's runtime token.
 //
@@ -8,7 +8,7 @@
 // posted only then (a row never points at history the durable object lacks).
 // A failed POST is not a durability failure (spec 3.2): the entry stays in
 // the journal and is retried later, also after a restart.
-package checkpoints
+package checkpointjournal
 
 import (
 	"context"

@@ -1,10 +1,10 @@
-// Package checkpoint is the API side of POST
-// /internal/projects/{id}/checkpoints/record (spec 4.3, DESIGN.md §6): the
+// Package checkpointrecord is the API side of POST
+// /internal/projects/{id}/checkpoints/record (spec 4.3, docs/design.md §6): the
 // pod records commit metadata as one ProjectCheckpoint row, idempotent on
 // (projectId, commitSha). Runtime-token authentication (the token of that
 // project only) is the route's middleware; this package validates the
 // payload and hands it to a Recorder.
-package checkpoint
+package checkpointrecord
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package checkpointsapi
+package checkpointreads
 
 import (
 	"strings"
@@ -6,6 +6,7 @@ import (
 )
 
 func TestValidRev(t *testing.T) {
+	t.Parallel()
 	for _, ok := range []string{"HEAD", "main", "refs/heads/main", "publish/site/1700000000", "abcd",
 		"0123456789abcdef0123456789abcdef01234567", "v1.2.3", "feature/x_y-z"} {
 		if !validRev(ok) {

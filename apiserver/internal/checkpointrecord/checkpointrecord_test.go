@@ -1,4 +1,4 @@
-package checkpoint
+package checkpointrecord
 
 import (
 	"context"
@@ -60,6 +60,7 @@ func do(t *testing.T, rec Recorder, body string) (*httptest.ResponseRecorder, ma
 }
 
 func TestRecordIdempotent(t *testing.T) {
+	t.Parallel()
 	f := &fakeRecorder{rows: map[string]string{}}
 	b, _ := json.Marshal(validRecord())
 	w, out := do(t, f, string(b))
@@ -76,6 +77,7 @@ func TestRecordIdempotent(t *testing.T) {
 }
 
 func TestValidation(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		edit  func(m map[string]any)
@@ -127,6 +129,7 @@ func TestValidation(t *testing.T) {
 }
 
 func TestStoreErrorIs500WithoutDetails(t *testing.T) {
+	t.Parallel()
 	b, _ := json.Marshal(validRecord())
 	w, out := do(t, &fakeRecorder{err: errors.New("pq: connection refused to 10.0.0.7")}, string(b))
 	if w.Code != 500 || strings.Contains(w.Body.String(), "10.0.0.7") {

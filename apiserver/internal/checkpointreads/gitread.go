@@ -1,4 +1,4 @@
-package checkpointsapi
+package checkpointreads
 
 import (
 	"bytes"
@@ -47,7 +47,7 @@ func parseLog(out []byte) ([]Commit, error) {
 		}
 		f := strings.SplitN(string(rec), "\x00", 7)
 		if len(f) != 7 {
-			return nil, errors.New("checkpointsapi: unexpected git log output")
+			return nil, errors.New("checkpointreads: unexpected git log output")
 		}
 		c := Commit{SHA: f[0], Parents: strings.Fields(f[1]), Author: Person{Name: f[2], Email: f[3]},
 			Message: strings.TrimRight(f[6], "\n"), Tags: []string{}}
@@ -154,7 +154,7 @@ func changedFiles(ctx context.Context, r *hydrate.Repo, sha, parent string, maxF
 	for i < len(fields) && strings.HasPrefix(fields[i], ":") {
 		meta := strings.Fields(fields[i])
 		if i+1 >= len(fields) || len(meta) < 5 {
-			return nil, false, fmt.Errorf("checkpointsapi: unexpected diff-tree output")
+			return nil, false, fmt.Errorf("checkpointreads: unexpected diff-tree output")
 		}
 		fc := FileChange{Path: fields[i+1], Status: statusName(meta[4])}
 		index[fc.Path] = len(files)

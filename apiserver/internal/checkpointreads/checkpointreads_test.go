@@ -1,4 +1,4 @@
-package checkpointsapi_test
+package checkpointreads_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svc-dev/svc/apiserver/internal/checkpointsapi"
+	"github.com/svc-dev/svc/apiserver/internal/checkpointreads"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate/hydratetest"
 	"github.com/svc-dev/svc/shared/testenv"
@@ -79,8 +79,9 @@ func setup(t *testing.T) (*fx, *history) {
 }
 
 func TestGraphNewestFirstWithPublishedBadge(t *testing.T) {
+	t.Parallel()
 	f, h := setup(t)
-	var g checkpointsapi.GraphResponse
+	var g checkpointreads.GraphResponse
 	resp, m := get(t, f.url("/checkpoints/graph"), f.Key, &g)
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d: %v", resp.StatusCode, m)
@@ -133,8 +134,9 @@ func TestGraphNewestFirstWithPublishedBadge(t *testing.T) {
 }
 
 func TestGraphCursorPagination(t *testing.T) {
+	t.Parallel()
 	f, h := setup(t)
-	var p1, p2 checkpointsapi.GraphResponse
+	var p1, p2 checkpointreads.GraphResponse
 	get(t, f.url("/checkpoints/graph?limit=2"), f.Key, &p1)
 	if len(p1.Commits) != 2 || p1.Commits[0].SHA != h.c4 || p1.Commits[1].SHA != h.c3 || p1.NextCursor == "" {
 		t.Fatalf("page 1: %+v", p1)
@@ -149,8 +151,9 @@ func TestGraphCursorPagination(t *testing.T) {
 }
 
 func TestCommitFiles(t *testing.T) {
+	t.Parallel()
 	f, h := setup(t)
-	var c checkpointsapi.CommitResponse
+	var c checkpointreads.CommitResponse
 	resp, m := get(t, f.url("/checkpoints/commits/"+h.c2[:7]), f.Key, &c)
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d: %v", resp.StatusCode, m)
@@ -158,7 +161,7 @@ func TestCommitFiles(t *testing.T) {
 	if c.SHA != h.c2 || c.Message != "add logo" || len(c.Files) != 2 {
 		t.Fatalf("commit %+v", c)
 	}
-	byPath := map[string]checkpointsapi.FileChange{}
+	byPath := map[string]checkpointreads.FileChange{}
 	for _, fc := range c.Files {
 		byPath[fc.Path] = fc
 	}
@@ -172,12 +175,12 @@ func TestCommitFiles(t *testing.T) {
 		t.Fatalf("stats %+v", c.Stats)
 	}
 
-	var c3 checkpointsapi.CommitResponse
+	var c3 checkpointreads.CommitResponse
 	get(t, f.url("/checkpoints/commits/"+h.c3), f.Key, &c3)
 	if !c3.Published || len(c3.Files) != 1 || c3.Files[0].Status != "deleted" || c3.Files[0].Deletions != 1 {
 		t.Fatalf("c3 %+v", c3)
 	}
-	var root checkpointsapi.CommitResponse
+	var root checkpointreads.CommitResponse
 	get(t, f.url("/checkpoints/commits/"+h.c1), f.Key, &root)
 	if len(root.Files) != 2 || root.Stats.Additions != 4 {
 		t.Fatalf("root %+v", root)
@@ -190,8 +193,9 @@ func TestCommitFiles(t *testing.T) {
 }
 
 func TestDiff(t *testing.T) {
+	t.Parallel()
 	f, h := setup(t)
-	var d checkpointsapi.DiffResponse
+	var d checkpointreads.DiffResponse
 	resp, m := get(t, f.url("/checkpoints/diff"), f.Key, &d)
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d: %v", resp.StatusCode, m)
@@ -217,19 +221,20 @@ func TestDiff(t *testing.T) {
 	h.w.Persist(f.Objects, f.Project.ID)
 	resp, _ = get(t, f.url("/checkpoints/diff"), f.Key, &d)
 	if !d.Truncated || resp.Header.Get("X-Svc-Diff-Truncated") != "true" ||
-		!strings.HasSuffix(d.Diff, fmt.Sprintf(checkpointsapi.TruncationMarker, checkpointsapi.DefaultMaxDiffBytes)) ||
-		len(d.Diff) > checkpointsapi.DefaultMaxDiffBytes+200 {
+		!strings.HasSuffix(d.Diff, fmt.Sprintf(checkpointreads.TruncationMarker, checkpointreads.DefaultMaxDiffBytes)) ||
+		len(d.Diff) > checkpointreads.DefaultMaxDiffBytes+200 {
 		t.Fatalf("truncated=%v len=%d", d.Truncated, len(d.Diff))
 	}
 }
 
 func TestStatus(t *testing.T) {
+	t.Parallel()
 	f, h := setup(t)
 	ctx := context.Background()
 	if _, err := f.Store.SetPublished(ctx, f.Project.ID, h.c3, h.tag); err != nil {
 		t.Fatal(err)
 	}
-	var s checkpointsapi.StatusResponse
+	var s checkpointreads.StatusResponse
 	resp, m := get(t, f.url("/checkpoints/status"), f.Key, &s)
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d: %v", resp.StatusCode, m)
@@ -251,12 +256,13 @@ func TestStatus(t *testing.T) {
 }
 
 func TestMissingAndCorruptObject(t *testing.T) {
+	t.Parallel()
 	f := &fx{hydratetest.NewFixture(t, nil)}
 	resp, m := get(t, f.url("/checkpoints/graph"), f.Key, nil)
 	if resp.StatusCode != 404 || errCode(m) != hydrate.CodeNotFound {
 		t.Fatalf("missing: %d %v", resp.StatusCode, m)
 	}
-	var s checkpointsapi.StatusResponse
+	var s checkpointreads.StatusResponse
 	resp, _ = get(t, f.url("/checkpoints/status"), f.Key, &s)
 	if resp.StatusCode != 200 || s.Durable.Exists || s.SyncMode != "git_only" {
 		t.Fatalf("status without object: %d %+v", resp.StatusCode, s)
@@ -272,7 +278,7 @@ func TestMissingAndCorruptObject(t *testing.T) {
 	h.w.Persist(f.Objects, f.Project.ID)
 	get(t, f.url("/checkpoints/graph"), f.Key, nil)
 	hydratetest.PutObject(t, f.Objects, f.Project.ID, []byte("corrupt again"))
-	var g checkpointsapi.GraphResponse
+	var g checkpointreads.GraphResponse
 	resp, _ = get(t, f.url("/checkpoints/graph"), f.Key, &g)
 	if resp.StatusCode != 200 || resp.Header.Get(hydrate.HeaderStale) != "true" ||
 		resp.Header.Get(hydrate.HeaderError) != hydrate.CodeCorrupt || g.Head != h.c4 {
@@ -281,6 +287,7 @@ func TestMissingAndCorruptObject(t *testing.T) {
 }
 
 func TestHostileInputs(t *testing.T) {
+	t.Parallel()
 	f, _ := setup(t)
 	cases := []struct {
 		path   string
@@ -316,6 +323,7 @@ func TestHostileInputs(t *testing.T) {
 }
 
 func TestAuthMatrix(t *testing.T) {
+	t.Parallel()
 	f, _ := setup(t)
 	paths := []string{"/checkpoints/graph", "/checkpoints/status", "/checkpoints/diff", "/checkpoints/commits/abcd"}
 	cases := []struct {
@@ -356,7 +364,7 @@ func BenchmarkGraphUnchangedETag(b *testing.B) {
 	w.Tag("publish/bench/1700000000", "publish")
 	w.Persist(f.Objects, f.Project.ID)
 	u := f.url("/checkpoints/graph")
-	var g checkpointsapi.GraphResponse
+	var g checkpointreads.GraphResponse
 	if resp, m := get(b, u, f.Key, &g); resp.StatusCode != 200 || len(g.Commits) != 50 {
 		b.Fatalf("warm-up: %d %v", resp.StatusCode, m)
 	}
@@ -388,10 +396,11 @@ func BenchmarkGraphUnchangedETag(b *testing.B) {
 }
 
 func TestEmptyRepository(t *testing.T) {
+	t.Parallel()
 	f := &fx{hydratetest.NewFixture(t, nil)}
 	w := hydratetest.NewWork(t) // git init only: unborn main
 	w.Persist(f.Objects, f.Project.ID)
-	var g checkpointsapi.GraphResponse
+	var g checkpointreads.GraphResponse
 	resp, m := get(t, f.url("/checkpoints/graph"), f.Key, &g)
 	if resp.StatusCode != 200 || g.Head != "" || g.Branch != "main" || len(g.Commits) != 0 {
 		t.Fatalf("empty repo graph: %d %v %+v", resp.StatusCode, m, g)

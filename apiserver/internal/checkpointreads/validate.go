@@ -1,4 +1,4 @@
-package checkpointsapi
+package checkpointreads
 
 import (
 	"regexp"

@@ -1,0 +1,34 @@
+package e2e
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// An unknown runtime driver or storage backend stops `apiserver serve` at
+// start with a message naming the valid choices (not a warning and 503s).
+func TestServeRefusesUnknownSettings(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ env, want string }{
+		{"SVC_RUNTIME_DRIVER=nope", `SVC_RUNTIME_DRIVER="nope" is not a runtime driver of this build; choose one of: local, metal`},
+		{"SVC_STORAGE=nope", "SVC_STORAGE"},
+	} {
+		t.Run(tc.env, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, apiserverBin, "serve")
+			cmd.Env = []string{"PATH=/usr/bin:/bin", "SVC_DATA_DIR=" + t.TempDir(), "SVC_HTTP_ADDR=127.0.0.1:0", tc.env}
+			out, err := cmd.CombinedOutput()
+			if err == nil || ctx.Err() != nil {
+				t.Fatalf("serve with %s: err %v (context %v), want a prompt start-up error\n%s", tc.env, err, ctx.Err(), out)
+			}
+			if !strings.Contains(string(out), tc.want) {
+				t.Fatalf("serve with %s said:\n%s\nwant it to contain %q", tc.env, out, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,92 @@
+package parity_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/svc-dev/svc/apiserver/internal/admin"
+	"github.com/svc-dev/svc/apiserver/internal/parity"
+	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
+	"github.com/svc-dev/svc/shared/syncmode"
+	"github.com/svc-dev/svc/shared/testenv"
+	"github.com/svc-dev/svc/shared/wire"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func sha(i int) string { return fmt.Sprintf("%040x", i) }
+
+// Rows against turns: a gap is missing, two commits claiming one turn are a
+// duplicate, the seed (turn 0) is not a turn, s3 projects are skipped; the
+// admin command prints the JSON and exits non-zero on any mismatch.
+func TestParityFindsMissingAndDuplicateTurns(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name       string
+		mode       syncmode.Mode
+		turns      []int64 // one row per entry, commit sha(i)
+		status     string
+		missing    []int64
+		duplicates []int64
+	}{
+		{"exact", syncmode.GitOnly, []int64{0, 1, 2, 3}, parity.StatusOK, nil, nil},
+		{"exact dual_shadow", syncmode.DualShadow, []int64{1, 2}, parity.StatusOK, nil, nil},
+		{"gap", syncmode.DualShadow, []int64{1, 2, 4, 5}, parity.StatusMismatch, []int64{3}, nil},
+		{"duplicate", syncmode.GitOnly, []int64{1, 2, 2, 3}, parity.StatusMismatch, nil, []int64{2}},
+		{"s3 skipped", syncmode.S3, []int64{1, 3}, parity.StatusSkipped, nil, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			st := storetest.Postgres(t)
+			ws, err := st.CreateWorkspace(ctx, "w", "free")
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := st.CreateProject(ctx, ws.ID, "p")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.SetSyncMode(ctx, p.ID, tc.mode); err != nil {
+				t.Fatal(err)
+			}
+			for i, turn := range tc.turns {
+				if _, _, err := st.RecordCheckpoint(ctx, p.ID, wire.CheckpointRecord{CommitSHA: sha(i + 1), Turn: turn}, store.SourcePod); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var out bytes.Buffer
+			err = admin.Run(ctx, &admin.Env{Store: st, Out: &out}, []string{"parity-check", "--project", p.ID})
+			if (err != nil) != (tc.status == parity.StatusMismatch) || (err != nil && !errors.Is(err, parity.ErrMismatch)) {
+				t.Fatalf("exit error %v for status %s", err, tc.status)
+			}
+			var rep parity.Report
+			if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+				t.Fatalf("not JSON: %s", out.String())
+			}
+			res := rep.Projects[0]
+			if res.Status != tc.status || fmt.Sprint(res.Missing) != fmt.Sprint(tc.missing) {
+				t.Fatalf("result %+v", res)
+			}
+			var dups []int64
+			for _, d := range res.Duplicates {
+				dups = append(dups, d.Turn)
+			}
+			if fmt.Sprint(dups) != fmt.Sprint(tc.duplicates) {
+				t.Fatalf("duplicates %v, want %v", res.Duplicates, tc.duplicates)
+			}
+			if (len(rep.Mismatches) > 0) != (tc.status == parity.StatusMismatch) || rep.OK != (tc.status != parity.StatusMismatch) {
+				t.Fatalf("report %+v", rep)
+			}
+			if *rep.Checkpoints != len(tc.turns) {
+				t.Fatalf("checkpoints %d, want %d", *rep.Checkpoints, len(tc.turns))
+			}
+		})
+	}
+}

@@ -1,0 +1,41 @@
+package server_test
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/svc-dev/svc/apiserver/internal/tracing"
+)
+
+// BenchmarkCompletionInProcess is one plain completion through the whole
+// in-process server (auth, admit, router, upstream, meter) on Postgres,
+// for CPU and allocation profiles of the gateway's own code.
+func BenchmarkCompletionInProcess(b *testing.B) {
+	g := newGatewayTB(b, func(*tracetest.SpanRecorder) *tracing.Tracer { return nil })
+	body := `{"model":"svc-2-0","messages":[{"role":"user","content":"benchmark request body"}]}`
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			req, _ := http.NewRequest(http.MethodPost, g.url+"/v1/chat/completions", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+g.key)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := hc.Do(req)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				b.Errorf("status %d", resp.StatusCode)
+				return
+			}
+		}
+	})
+}
