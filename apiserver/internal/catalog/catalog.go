@@ -96,7 +96,7 @@ type Model struct {
 // or as a YAML date or timestamp (2025-01-31).
 type Created int64
 
-// UnmarshalYAML accepts an integer or a timestamp.
+// UnmarshalYAML accepts an integer, a timestamp, or a quoted date.
 func (c *Created) UnmarshalYAML(n *yaml.Node) error {
 	var i int64
 	if err := n.Decode(&i); err == nil {
@@ -104,11 +104,18 @@ func (c *Created) UnmarshalYAML(n *yaml.Node) error {
 		return nil
 	}
 	var t time.Time
-	if err := n.Decode(&t); err != nil {
-		return fmt.Errorf("created: want unix seconds or a date, got %q", n.Value)
+	if err := n.Decode(&t); err == nil {
+		*c = Created(t.Unix())
+		return nil
 	}
-	*c = Created(t.Unix())
-	return nil
+	// A quoted date (as Helm renders values) is a string node.
+	for _, layout := range []string{time.DateOnly, time.RFC3339} {
+		if t, err := time.Parse(layout, n.Value); err == nil {
+			*c = Created(t.Unix())
+			return nil
+		}
+	}
+	return fmt.Errorf("created: want unix seconds or a date, got %q", n.Value)
 }
 
 // CreditsMicro is the cost of a request in millionths of a credit.

@@ -114,6 +114,7 @@ func TestDeploymentsAndKeyPools(t *testing.T) {
 models:
   - {id: m, tier: t, created: 1700000000, deployments: [{provider: a, upstream_model: up-a}, {provider: b, upstream_model: up-b}]}
   - {id: old, tier: t, created: 2025-01-31, provider: b, upstream_model: up-old}
+  - {id: quoted, tier: t, created: "2025-01-31", provider: b, upstream_model: up-old}
 `)
 	c, err := catalog.Load(catalog.Options{ModelsFile: path})
 	if err != nil {
@@ -126,6 +127,9 @@ models:
 	old, _ := c.Resolve("old")
 	if len(old.Deployments) != 1 || old.Deployments[0].Name() != "b/up-old" || old.Created != 1738281600 {
 		t.Fatalf("model old: %+v", old)
+	}
+	if quoted, _ := c.Resolve("quoted"); quoted.Created != 1738281600 { // as Helm renders a date
+		t.Fatalf("model quoted: %+v", quoted)
 	}
 	keys := c.Providers["a"].Keys()
 	got := []string{}
