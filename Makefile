@@ -18,15 +18,28 @@ STATICCHECK_BIN := $(TOOLS_DIR)/staticcheck/$(STATICCHECK_VERSION)/staticcheck
 TEST_FLAGS   ?= -race -count=1 -timeout 20m
 BENCH_FLAGS  ?= -run '^$$' -bench . -benchmem -count=1 -timeout 30m
 
+# The Kubernetes control plane of the kubernetes driver's and the chart's
+# tests (scripts/kube-tools.sh builds each into $(TOOLS_DIR)/<tool>/<version>/).
+K8S_VERSION  ?= v1.37.2
+ETCD_VERSION ?= v3.6.16
+KWOK_VERSION ?= v0.8.0
+KUBE_TOOLS   := $(TOOLS_DIR)/kube-apiserver/$(K8S_VERSION)/kube-apiserver $(TOOLS_DIR)/etcd/$(ETCD_VERSION)/etcd \
+                $(TOOLS_DIR)/kwokctl/$(KWOK_VERSION)/kwokctl
+# `make build` and the images build alike: static, reproducible paths.
+GO_BUILD     := CGO_ENABLED=0 $(GO) build -trimpath
+IMAGE_TAG    ?= $(shell awk -F'"' '/^appVersion:/{print $$2}' charts/svc/Chart.yaml)
+IMAGE_REPO   ?= ghcr.io/svc-dev
+DOCKER       ?= docker
+
 export SVC_MINIO_BIN := $(MINIO_BIN)
 export SVC_HELM_BIN := $(HELM_BIN)
 
-.PHONY: build run test test-modules bench bench-gateway lint tools clean
+.PHONY: build run test test-modules bench bench-gateway lint tools clean images
 
 build:
 	@mkdir -p $(BIN)
-	cd apiserver && $(GO) build -o $(BIN)/apiserver ./cmd/apiserver
-	cd podagent && $(GO) build -o $(BIN)/podagent ./cmd/podagent
+	cd apiserver && $(GO_BUILD) -o $(BIN)/apiserver ./cmd/apiserver
+	cd podagent && $(GO_BUILD) -o $(BIN)/podagent ./cmd/podagent
 	cd podagent && $(GO) build -o $(BIN)/metalhost ./cmd/metalhost
 	cd podagent && CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/podagent-guest ./cmd/podagent
 
@@ -68,7 +81,20 @@ lint: $(STATICCHECK_BIN)
 	@set -e; for m in $(MODULES); do echo "== vet + staticcheck $$m"; \
 		(cd $$m && GOWORK=off $(GO) vet ./... && GOWORK=off $(STATICCHECK_BIN) ./...); done
 
-tools: $(MINIO_BIN) $(HELM_BIN) $(STATICCHECK_BIN)
+tools: $(MINIO_BIN) $(HELM_BIN) $(STATICCHECK_BIN) $(KUBE_TOOLS)
+
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
+# kwok and kwokctl from the Go module proxy (~7 min and ~2.9 GB once).
+$(KUBE_TOOLS):
+	TOOLS_DIR=$(TOOLS_DIR) K8S_VERSION=$(K8S_VERSION) ETCD_VERSION=$(ETCD_VERSION) KWOK_VERSION=$(KWOK_VERSION) \
+		./scripts/kube-tools.sh
+
+# The apiserver and podagent images (apiserver/Dockerfile, podagent/Dockerfile;
+# same build flags as `make build`), tagged as the chart's defaults. Needs
+# docker and base images; it cannot run on the development machine.
+images:
+	$(DOCKER) build -f apiserver/Dockerfile -t $(IMAGE_REPO)/svc-apiserver:$(IMAGE_TAG) .
+	$(DOCKER) build -f podagent/Dockerfile -t $(IMAGE_REPO)/svc-podagent:$(IMAGE_TAG) .
 
 $(MINIO_BIN):
 	@mkdir -p $(dir $@)

@@ -407,7 +407,7 @@ func TestAPIServer(t *testing.T) {
 				t.Error("SVC_MODELS_FILE is not in the mounted catalog ConfigMap")
 			}
 
-			// The driver's RBAC: pods and services in the runtime namespace.
+			// The driver's RBAC: exactly pods and secrets in the runtime namespace.
 			role := findOne(t, objs, "Role")
 			var r struct {
 				Metadata struct{ Namespace string }
@@ -424,10 +424,9 @@ func TestAPIServer(t *testing.T) {
 					t.Error("the runtime driver's Role must not use wildcards")
 				}
 			}
-			for _, want := range []string{"pods", "services", "secrets"} {
-				if !slices.Contains(resources, want) {
-					t.Errorf("the runtime driver's Role lacks %s", want)
-				}
+			slices.Sort(resources)
+			if !slices.Equal(resources, []string{"pods", "secrets"}) {
+				t.Errorf("the runtime driver's Role grants %v, want exactly pods and secrets", resources)
 			}
 			if known && r.Metadata.Namespace != exp.runtimeNamespace {
 				t.Errorf("Role namespace %q, want %q", r.Metadata.Namespace, exp.runtimeNamespace)

@@ -125,3 +125,8 @@ func pollUntil(ctx context.Context, timeout time.Duration, exited <-chan struct{
 		}
 	}
 }
+
+// OnTeardown registers fn to run at Teardown (from Main), last registered
+// first: harness packages beside this one (kubetest) stop their servers with
+// the ones started here.
+func OnTeardown(fn func()) { onTeardown(fn) }

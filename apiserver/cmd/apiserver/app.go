@@ -30,6 +30,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/pairing"
 	"github.com/svc-dev/svc/apiserver/internal/parity"
 	"github.com/svc-dev/svc/apiserver/internal/runtime"
+	kubedriver "github.com/svc-dev/svc/apiserver/internal/runtime/kubernetes"
 	"github.com/svc-dev/svc/apiserver/internal/runtime/local"
 	"github.com/svc-dev/svc/apiserver/internal/runtime/metal"
 	"github.com/svc-dev/svc/apiserver/internal/server"
@@ -45,6 +46,7 @@ type app struct {
 	log   *zap.Logger
 	store *store.Store
 	cat   *catalog.Catalog
+	kube  *kubedriver.Driver // SVC_RUNTIME_DRIVER=kubernetes
 }
 
 func open(name string, args []string) (*app, []string, error) {
@@ -155,6 +157,12 @@ func serve(ctx context.Context, args []string, dev bool) error {
 	if err != nil {
 		return err
 	}
+	if a.cfg.RuntimeDriver == kubedriver.Name {
+		if a.kube, err = a.kubernetesDriver(ctx); err != nil {
+			_ = ln.Close()
+			return err
+		}
+	}
 	proxy, relay, hub, router, err := a.runtimeDeps(ln.Addr(), advertise)
 	if err != nil {
 		_ = ln.Close()
@@ -261,6 +269,8 @@ func (a *app) runtimeDeps(addr net.Addr, advertise string) (*agentproxy.Proxy, *
 			DataDir: c.DataDir, RuntimeSecret: secret, StartTimeout: c.RuntimeStartTimeout, StopGrace: c.RuntimeStopGrace,
 			Env: local.PodEnv(c.Storage, c.S3Endpoint, c.S3Bucket, c.S3AccessKey, c.S3SecretKey, c.S3UseSSL, c.CallbackAllowed),
 			Log: a.log})
+	case kubedriver.Name:
+		def = a.kube
 	case metal.Name:
 		d, err := metal.New(metal.Options{HostURL: a.cfg.MetalHostURL, HostToken: a.cfg.MetalHostToken, RuntimeSecret: secret,
 			StartTimeout: a.cfg.RuntimeStartTimeout, Log: a.log})
@@ -289,7 +299,7 @@ func (a *app) runtimeDeps(addr net.Addr, advertise string) (*agentproxy.Proxy, *
 
 // runtimeDrivers are the SVC_RUNTIME_DRIVER values runtimeDeps knows; add a
 // driver's name here with its case.
-var runtimeDrivers = []string{local.Name, metal.Name}
+var runtimeDrivers = []string{local.Name, kubedriver.Name, metal.Name}
 
 // advertiseURL is SVC_ADVERTISE_URL, or http://<listen addr>; when the server
 // listens on every interface, the host part is the first non-loopback

@@ -217,8 +217,9 @@ func init() {
 		}
 		return out, nil
 	})
-	register("project set-sync-mode", "--id P --mode s3|dual_shadow|git_only [--force]  (dual_shadow cohort: at most 10 projects, 7 days)", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
+	register("project set-sync-mode", "--id P --mode s3|dual_shadow|git_only [--force] [--restart]  (dual_shadow cohort: at most 10 projects, 7 days)", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
 		id, mode, force := fs.String("id", "", ""), fs.String("mode", "", ""), fs.Bool("force", false, "")
+		restart := fs.Bool("restart", false, "")
 		if err := parse(fs, args, "id", "mode"); err != nil {
 			return nil, err
 		}
@@ -226,7 +227,37 @@ func init() {
 		if err != nil || *mode == "" {
 			return nil, fmt.Errorf("%w: --mode must be s3, dual_shadow or git_only", ErrUsage)
 		}
-		return SetSyncMode(ctx, env.Store, *id, m, *force, time.Now())
+		p, err := SetSyncMode(ctx, env.Store, *id, m, *force, time.Now())
+		if err != nil || !*restart {
+			return p, err
+		}
+		// Spec 3.1: the mode applies at the next pod assignment; --restart
+		// asks for that assignment now.
+		if _, err := env.Store.RestartRuntime(ctx, *id); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+		return p, nil
+	})
+	register("project restart", "--id P", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
+		id := fs.String("id", "", "")
+		if err := parse(fs, args, "id"); err != nil {
+			return nil, err
+		}
+		if _, err := env.Store.GetProject(ctx, *id); err != nil {
+			return nil, err
+		}
+		// The next request replaces the runtime (kubernetes: the next pod
+		// generation, with the project's current sync mode); the replaced
+		// pod stops gracefully first.
+		a, err := env.Store.RestartRuntime(ctx, *id)
+		if errors.Is(err, store.ErrNotFound) {
+			return map[string]any{"projectId": *id, "restarted": false, "reason": "the project has no runtime yet"}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"projectId": *id, "restarted": a.Driver != store.DriverPaired, "driver": a.Driver,
+			"generation": a.Generation}, nil
 	})
 	register("project runtime-token", "--id P", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
 		id := fs.String("id", "", "")

@@ -44,6 +44,12 @@ type Config struct {
 	RuntimeStartTimeout time.Duration
 	RuntimeStopGrace    time.Duration
 	AgentProxyTimeout   time.Duration
+	// Kubernetes runtime driver (issue 10).
+	Kubeconfig         string
+	RuntimeNamespace   string
+	RuntimePodTemplate string
+	RuntimeIdleTimeout time.Duration
+	RuntimePodAPIURL   string
 	// WebhookAnswerDeadline: accepted async messages not answered by then
 	// show up in the outbox as unanswered.
 	WebhookAnswerDeadline time.Duration
@@ -110,7 +116,7 @@ var options = []option{
 	{flag: "pprof-addr", env: "SVC_PPROF_ADDR", usage: "serve net/http/pprof on this address (off when empty; keep it on loopback)", set: str(func(c *Config) *string { return &c.PprofAddr })},
 	{flag: "hydrate-disk-budget", env: "SVC_HYDRATE_DISK_BUDGET", def: "10737418240", usage: "bytes of hydrated repository copies kept under <data-dir>/hydrated before least-recently-used ones are evicted (0: no bound)", set: func(c *Config, v string) (err error) { c.HydrateDiskBudget, err = strconv.ParseInt(v, 10, 64); return }},
 	{flag: "callback-allowed-nets", env: "SVC_CALLBACK_ALLOWED_NETS", usage: "CIDRs callbacks may reach despite the SSRF guard", set: str(func(c *Config) *string { return &c.CallbackAllowed })},
-	{flag: "runtime-start-timeout", env: "SVC_RUNTIME_START_TIMEOUT", def: "60s", usage: "local driver: a pod cold start, from exec to a ready /readyz", set: func(c *Config, v string) (err error) { c.RuntimeStartTimeout, err = time.ParseDuration(v); return }},
+	{flag: "runtime-start-timeout", env: "SVC_RUNTIME_START_TIMEOUT", def: "60s", usage: "a runtime cold start, from exec or pod creation to a ready /readyz (local and kubernetes drivers)", set: func(c *Config, v string) (err error) { c.RuntimeStartTimeout, err = time.ParseDuration(v); return }},
 	{flag: "metal-host-url", env: "SVC_METAL_HOST_URL", usage: "metal driver: the metal host's API (podagent/cmd/metalhost)", set: str(func(c *Config) *string { return &c.MetalHostURL })},
 	{flag: "metal-host-token", env: "SVC_METAL_HOST_TOKEN", usage: "metal driver: bearer token of the metal host's API", secret: true, set: str(func(c *Config) *string { return &c.MetalHostToken })},
 	{flag: "runtime-stop-grace", env: "SVC_RUNTIME_STOP_GRACE", def: "25s", usage: "local driver: time between SIGTERM and SIGKILL of a pod", set: func(c *Config, v string) (err error) { c.RuntimeStopGrace, err = time.ParseDuration(v); return }},
@@ -128,6 +134,11 @@ var options = []option{
 		}
 		return
 	}},
+	{flag: "kubeconfig", env: "SVC_KUBECONFIG", usage: "kubernetes driver: kubeconfig file (else $KUBECONFIG, else the in-cluster config)", set: str(func(c *Config) *string { return &c.Kubeconfig })},
+	{flag: "runtime-namespace", env: "SVC_RUNTIME_NAMESPACE", usage: "kubernetes driver: namespace of runtime pods (default: the namespace of this pod)", set: str(func(c *Config) *string { return &c.RuntimeNamespace })},
+	{flag: "runtime-pod-template-file", env: "SVC_RUNTIME_POD_TEMPLATE_FILE", usage: "kubernetes driver: the runtime pod template (the chart's ConfigMap)", set: str(func(c *Config) *string { return &c.RuntimePodTemplate })},
+	{flag: "runtime-idle-timeout", env: "SVC_RUNTIME_IDLE_TIMEOUT", def: "30m", usage: "kubernetes driver: stop a runtime pod no request used for this long (0: never)", set: func(c *Config, v string) (err error) { c.RuntimeIdleTimeout, err = time.ParseDuration(v); return }},
+	{flag: "runtime-pod-api-url", env: "SVC_RUNTIME_POD_API_URL", usage: "kubernetes driver: SVC_API_URL of runtime pods, replacing the template's (an API server outside the cluster)", set: str(func(c *Config) *string { return &c.RuntimePodAPIURL })},
 	{flag: "agent-proxy-timeout", env: "SVC_AGENT_PROXY_TIMEOUT", def: "150s", usage: "agent-proxy: one exchange with the agent (above the 120 s sync reply timeout)", set: func(c *Config, v string) (err error) { c.AgentProxyTimeout, err = time.ParseDuration(v); return }},
 }
 

@@ -54,6 +54,13 @@ func (r *Router) Ensure(ctx context.Context, p store.Project) (Endpoint, error) 
 	if r.Paired != nil {
 		r.stopIfRunning(r.Paired, p.ID) // unpinned (token revoked): drop its tunnel
 	}
+	if owner, ok := r.Default.(AssignmentOwner); ok {
+		var cur *store.RuntimeAssignment
+		if found && a.Driver == r.Default.Name() {
+			cur = &a
+		}
+		return owner.EnsureAssigned(ctx, p, cur)
+	}
 	ep, err := r.Default.Ensure(ctx, p)
 	if err != nil {
 		return Endpoint{}, err

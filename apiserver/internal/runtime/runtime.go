@@ -73,6 +73,14 @@ type PinnedDriver interface {
 	EnsurePinned(ctx context.Context, p store.Project, a store.RuntimeAssignment) (Endpoint, error)
 }
 
+// AssignmentOwner is a Driver that keeps the project's runtime assignment
+// itself (the kubernetes driver: pod generation, name and IP, shared by every
+// API replica). The Router hands it the assignment it loaded (nil when the
+// project has none, or one of another driver) and records nothing for it.
+type AssignmentOwner interface {
+	EnsureAssigned(ctx context.Context, p store.Project, a *store.RuntimeAssignment) (Endpoint, error)
+}
+
 // Closer is implemented by drivers that own processes or connections which
 // must end when the API server shuts down.
 type Closer interface {

@@ -24,10 +24,14 @@ type RuntimeAssignment struct {
 	Endpoint string `json:"endpoint"`
 	// Instance names the holder: the apiserver process of a local runtime,
 	// the pairing token id of a paired machine.
-	Instance      string    `json:"instance"`
-	CloudSyncMode string    `json:"cloudSyncMode"`
-	AssignedAt    time.Time `json:"assignedAt"`
-	UpdatedAt     time.Time `json:"updatedAt"`
+	Instance      string `json:"instance"`
+	CloudSyncMode string `json:"cloudSyncMode"`
+	// Generation numbers the runtimes a driver that replaces them (the
+	// kubernetes driver: one pod name per generation) has assigned to the
+	// project; 0 for drivers that do not use it.
+	Generation int64     `json:"generation,omitempty"`
+	AssignedAt time.Time `json:"assignedAt"`
+	UpdatedAt  time.Time `json:"updatedAt"`
 }
 
 // PairingToken lets one machine serve one project's agent through a tunnel.

@@ -22,6 +22,10 @@ Credentials are files under svc.secretsDir, passed as SVC_*_FILE.
   value: {{ include "svc.runtime.namespace" . | quote }}
 - name: SVC_RUNTIME_POD_TEMPLATE_FILE
   value: /etc/svc/runtime/pod-template.yaml
+- name: SVC_RUNTIME_IDLE_TIMEOUT
+  value: {{ .Values.runtime.idleTimeout | quote }}
+- name: SVC_RUNTIME_START_TIMEOUT
+  value: {{ .Values.runtime.startTimeout | quote }}
 - name: SVC_MODELS_FILE
   value: /etc/svc/catalog/models.yaml
 - name: SVC_PLANS_FILE

@@ -1,0 +1,119 @@
+package kubernetes
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/svc-dev/svc/apiserver/internal/store"
+)
+
+// Idle stop: each replica remembers when it last served a pod and stamps it
+// on the pod (annotation svc.dev/last-used, at most every tenth of the idle
+// time), so every replica's informer sees the latest use of any replica. A
+// reaper on every replica stops pods unused for IdleTimeout, and pods a
+// newer generation replaced; deleting a pod runs the podagent's graceful
+// shutdown (spec 10.2) within the pod's terminationGracePeriodSeconds.
+
+func (d *Driver) touch(pod *corev1.Pod) {
+	if d.o.IdleTimeout < 0 {
+		return
+	}
+	now := time.Now()
+	d.mu.Lock()
+	d.lastUsed[pod.Name] = now
+	stamp := now.Sub(d.marked[pod.Name]) > d.o.IdleTimeout/10
+	if stamp {
+		d.marked[pod.Name] = now
+	}
+	d.mu.Unlock()
+	if stamp {
+		go d.stampLastUsed(pod.Name, pod.UID, now)
+	}
+}
+
+func (d *Driver) stampLastUsed(name string, uid types.UID, at time.Time) {
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+		"uid":         uid,
+		"annotations": map[string]string{AnnotationLastUsed: at.UTC().Format(time.RFC3339Nano)}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := d.o.Client.CoreV1().Pods(d.o.Namespace).Patch(ctx, name, types.MergePatchType, patch,
+		metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+		d.log.Debug("stamping the last use of a runtime pod failed", zap.String("pod", name), zap.Error(err))
+	}
+}
+
+// lastUse is the latest use of pod any replica reported, or its creation.
+func (d *Driver) lastUse(pod *corev1.Pod) time.Time {
+	last := pod.CreationTimestamp.Time
+	if t, err := time.Parse(time.RFC3339Nano, pod.Annotations[AnnotationLastUsed]); err == nil && t.After(last) {
+		last = t
+	}
+	d.mu.Lock()
+	if t := d.lastUsed[pod.Name]; t.After(last) {
+		last = t
+	}
+	d.mu.Unlock()
+	return last
+}
+
+func (d *Driver) reapLoop(ctx context.Context) {
+	t := time.NewTicker(d.o.ReapInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			d.reap(ctx, time.Now())
+		}
+	}
+}
+
+// reap stops idle pods and pods of replaced generations once.
+func (d *Driver) reap(ctx context.Context, now time.Time) {
+	pods, _ := d.pods.Pods(d.o.Namespace).List(labels.Everything())
+	seen := map[string]bool{}
+	for _, pod := range pods {
+		seen[pod.Name] = true
+		if pod.DeletionTimestamp != nil {
+			continue
+		}
+		projectID, gen := pod.Labels[LabelProject], podGeneration(pod)
+		if projectID == "" || gen == 0 {
+			continue
+		}
+		a, err := d.o.Store.GetRuntimeAssignment(ctx, projectID)
+		switch {
+		case errors.Is(err, store.ErrNotFound) || (err == nil && (a.Driver != Name || a.Generation > gen)):
+			d.log.Info("stopping a replaced runtime pod", zap.String("projectId", projectID), zap.String("pod", pod.Name))
+			d.deletePod(ctx, pod.Name, pod.UID)
+		case err != nil:
+			d.log.Warn("reading a runtime assignment failed", zap.String("projectId", projectID), zap.Error(err))
+		case d.o.IdleTimeout > 0 && now.Sub(d.lastUse(pod)) > d.o.IdleTimeout:
+			if _, err := d.o.Store.AdvanceRuntime(ctx, projectID, Name, gen); err != nil {
+				d.log.Warn("advancing the runtime generation failed", zap.String("projectId", projectID), zap.Error(err))
+				continue
+			}
+			d.log.Info("stopping an idle runtime pod", zap.String("projectId", projectID), zap.String("pod", pod.Name),
+				zap.Duration("idle", now.Sub(d.lastUse(pod))))
+			d.deletePod(ctx, pod.Name, pod.UID)
+		}
+	}
+	d.mu.Lock()
+	for name := range d.lastUsed {
+		if !seen[name] {
+			delete(d.lastUsed, name)
+			delete(d.marked, name)
+		}
+	}
+	d.mu.Unlock()
+}

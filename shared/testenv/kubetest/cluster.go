@@ -1,0 +1,230 @@
+// Package kubetest is the Kubernetes part of the test harness (DESIGN.md §7,
+// issue 10): a real control plane — etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler — started by kwokctl with
+// `--runtime binary` on 127.0.0.1, plus one kwok fake node whose podCIDR
+// (127.1.0.0/24) gives pods loopback IPs. kwok runs no containers; Kubelet
+// plays the kubelet for the podagent sidecar (kubelet.go). The binaries are
+// built by `make tools` into ~/.cache/svc-tools/<tool>/<version>/
+// (scripts/kube-tools.sh).
+//
+// One cluster per test binary: Shared starts it on first use and Main
+// (testenv.Main) deletes it.
+package kubetest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8s "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/svc-dev/svc/shared/testenv"
+)
+
+// Versions of the control plane, as `make tools` builds them.
+const (
+	K8sVersion  = "v1.37.2"
+	EtcdVersion = "v3.6.16"
+	KwokVersion = "v0.8.0"
+)
+
+// NodeName is the fake node pods are scheduled to.
+const NodeName = "kwok-node-0"
+
+// ToolsDir is $SVC_TOOLS_DIR or ~/.cache/svc-tools.
+func ToolsDir() string {
+	if d := os.Getenv("SVC_TOOLS_DIR"); d != "" {
+		return d
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".cache", "svc-tools")
+}
+
+// Tool is the path of a control-plane binary; a missing one is an error
+// telling how to build it.
+func Tool(name string) (string, error) {
+	v := K8sVersion
+	switch name {
+	case "etcd":
+		v = EtcdVersion
+	case "kwok", "kwokctl":
+		v = KwokVersion
+	}
+	p := filepath.Join(ToolsDir(), name, v, name)
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("kubetest: %s %s not found at %s: run `make tools` (builds the control plane from the Go module proxy, ~7 min once)", name, v, p)
+	}
+	return p, nil
+}
+
+// Cluster is a running control plane.
+type Cluster struct {
+	Name       string
+	Kubeconfig string
+	Config     *rest.Config
+	Client     k8s.Interface
+	workdir    string
+	kwokctl    string
+}
+
+// Start creates a cluster (3–5 s warm) with one fake node.
+func Start(ctx context.Context) (*Cluster, error) {
+	bins := map[string]string{}
+	for _, n := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kwokctl", "kubectl"} {
+		p, err := Tool(n)
+		if err != nil {
+			return nil, err
+		}
+		bins[n] = p
+	}
+	workdir, err := os.MkdirTemp("", "svc-kube-")
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{Name: fmt.Sprintf("svc-%d", os.Getpid()), workdir: workdir, kwokctl: bins["kwokctl"],
+		Kubeconfig: filepath.Join(workdir, "kubeconfig")}
+	cfg := filepath.Join(workdir, "kwokctl.yaml")
+	if err := os.WriteFile(cfg, []byte("kind: KwokctlConfiguration\napiVersion: config.kwok.x-k8s.io/v1alpha1\noptions:\n  bindAddress: 127.0.0.1\n"), 0o600); err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, bins["kwokctl"], "--config", cfg, "--name", c.Name, "create", "cluster",
+		"--runtime", "binary",
+		"--etcd-binary", bins["etcd"], "--kube-apiserver-binary", bins["kube-apiserver"],
+		"--kube-controller-manager-binary", bins["kube-controller-manager"],
+		"--kube-scheduler-binary", bins["kube-scheduler"], "--kwok-controller-binary", bins["kwok"],
+		"--kubeconfig", c.Kubeconfig, "--wait", "90s")
+	cmd.Env = c.env()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		c.Delete()
+		return nil, fmt.Errorf("kubetest: kwokctl create cluster: %v\n%s", err, out.String())
+	}
+	if c.Config, err = clientcmd.BuildConfigFromFlags("", c.Kubeconfig); err != nil {
+		c.Delete()
+		return nil, err
+	}
+	if c.Client, err = k8s.NewForConfig(c.Config); err != nil {
+		c.Delete()
+		return nil, err
+	}
+	if err := c.addNode(ctx); err != nil {
+		c.Delete()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) env() []string {
+	return append(os.Environ(), "KWOK_WORKDIR="+c.workdir, "KUBECONFIG="+c.Kubeconfig)
+}
+
+// addNode registers the fake node; kwok takes every node annotated
+// kwok.x-k8s.io/node=fake and assigns its pods IPs from its podCIDR.
+func (c *Cluster) addNode(ctx context.Context) error {
+	capacity := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("32"),
+		corev1.ResourceMemory: resource.MustParse("256Gi"), corev1.ResourcePods: resource.MustParse("110")}
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: NodeName,
+			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+			Labels: map[string]string{"kubernetes.io/hostname": NodeName, "kubernetes.io/os": "linux",
+				"kubernetes.io/arch": "amd64", "type": "kwok"}},
+		Spec:   corev1.NodeSpec{PodCIDR: "127.1.0.0/24"},
+		Status: corev1.NodeStatus{Allocatable: capacity, Capacity: capacity},
+	}
+	if _, err := c.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("kubetest: creating the fake node: %w", err)
+	}
+	// Ready once kwok took it over.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		n, err := c.Client.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
+		if err == nil {
+			for _, cond := range n.Status.Conditions {
+				if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+					return nil
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("kubetest: the fake node is not Ready after 60s")
+		}
+		time.Sleep(100 * time.Millisecond) // poll with a deadline
+	}
+}
+
+// Kubectl runs kubectl against the cluster and returns its combined output.
+func (c *Cluster) Kubectl(ctx context.Context, stdin string, args ...string) (string, error) {
+	bin, err := Tool("kubectl")
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, bin, append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	return out.String(), err
+}
+
+// Namespace creates a fresh namespace for one test and deletes it after.
+func (c *Cluster) Namespace(t testing.TB, prefix string) string {
+	t.Helper()
+	ns, err := c.Client.CoreV1().Namespaces().Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("kubetest: creating a namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = c.Client.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
+	})
+	return ns.Name
+}
+
+// Delete stops the control plane and removes its files.
+func (c *Cluster) Delete() {
+	cmd := exec.Command(c.kwokctl, "--name", c.Name, "delete", "cluster")
+	cmd.Env = c.env()
+	_ = cmd.Run()
+	_ = os.RemoveAll(c.workdir)
+}
+
+var shared struct {
+	sync.Once
+	c   *Cluster
+	err error
+}
+
+// Shared is the cluster of this test binary, started on first use and
+// deleted by testenv.Main. A missing binary fails the test with how to build
+// it (never a skip).
+func Shared(t testing.TB) *Cluster {
+	t.Helper()
+	shared.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		began := time.Now()
+		shared.c, shared.err = Start(ctx)
+		if shared.err == nil {
+			testenv.OnTeardown(shared.c.Delete)
+			fmt.Fprintf(os.Stderr, "kubetest: control plane up in %s (%s)\n", time.Since(began).Round(time.Millisecond), shared.c.Kubeconfig)
+		}
+	})
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	return shared.c
+}
