@@ -34,7 +34,7 @@ DOCKER       ?= docker
 export SVC_MINIO_BIN := $(MINIO_BIN)
 export SVC_HELM_BIN := $(HELM_BIN)
 
-.PHONY: build run test test-modules bench bench-gateway lint tools clean images
+.PHONY: build run test test-modules test-kube kube-tools bench bench-gateway lint tools clean images
 
 build:
 	@mkdir -p $(BIN)
@@ -81,7 +81,14 @@ lint: $(STATICCHECK_BIN)
 	@set -e; for m in $(MODULES); do echo "== vet + staticcheck $$m"; \
 		(cd $$m && GOWORK=off $(GO) vet ./... && GOWORK=off $(STATICCHECK_BIN) ./...); done
 
-tools: $(MINIO_BIN) $(HELM_BIN) $(STATICCHECK_BIN) $(KUBE_TOOLS)
+tools: $(MINIO_BIN) $(HELM_BIN) $(STATICCHECK_BIN)
+
+# The kubernetes driver's cluster tests (build tag `kube`): not yet part of
+# `make test` — they have not passed on a real control plane yet (docs/notes/issue-10.md).
+kube-tools: $(KUBE_TOOLS)
+
+test-kube: build tools kube-tools
+	cd shared && $(GO) run ./cmd/svc-testenv -- bash -c 'cd $(CURDIR)/apiserver && GOWORK=off SVC_BIN_DIR=$(BIN) $(GO) test $(TEST_FLAGS) -tags kube -run Kubernetes ./e2e/'
 
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
 # kwok and kwokctl from the Go module proxy (~7 min and ~2.9 GB once).

@@ -1,3 +1,5 @@
+//go:build kube
+
 package e2e
 
 // Issue 10: the kubernetes runtime driver on a real control plane (kwokctl
