@@ -79,7 +79,7 @@ func chartPodTemplate(t testing.TB, ns string, s3 testenv.S3Env) string {
 	if helm == "" {
 		t.Fatal("SVC_HELM_BIN is not set: run the tests through `make test` (it builds the pinned helm with `make tools`)")
 	}
-	cmd := exec.Command(helm, "template", "svc", "../../charts/svc", "--namespace", ns,
+	cmd := exec.Command(helm, "template", "svc", "../../charts/svc", "--namespace", ns, "--kube-version", kubetest.K8sVersion,
 		"--set", "s3.endpoint="+s3.Endpoint, "--set", "s3.bucket="+s3.Bucket,
 		"--show-only", "templates/runtime-pod-template-configmap.yaml")
 	out, err := cmd.CombinedOutput()
@@ -102,7 +102,7 @@ func chartPodTemplate(t testing.TB, ns string, s3 testenv.S3Env) string {
 func chartRBAC(t testing.TB, c *kubetest.Cluster, ns string) (sa, kubeconfig string) {
 	t.Helper()
 	out, err := exec.Command(os.Getenv("SVC_HELM_BIN"), "template", "svc", "../../charts/svc", "--namespace", ns,
-		"--show-only", "templates/rbac.yaml", "--show-only", "templates/serviceaccount.yaml").CombinedOutput()
+		"--kube-version", kubetest.K8sVersion, "--show-only", "templates/rbac.yaml", "--show-only", "templates/serviceaccount.yaml").CombinedOutput()
 	if err != nil {
 		t.Fatalf("helm template (rbac): %v\n%s", err, out)
 	}
@@ -137,10 +137,14 @@ func chartRBAC(t testing.TB, c *kubetest.Cluster, ns string) (sa, kubeconfig str
 }
 
 // canI asks the API server whether the impersonated ServiceAccount may do
-// verb on resource in ns.
+// verb on resource in ns; "pods/exec" is the exec subresource of pods
+// (kubectl would read "pods/exec" as the pod named exec).
 func (w *kubeWorld) canI(t *testing.T, verb, resource, ns string) bool {
 	t.Helper()
 	args := []string{"auth", "can-i", verb, resource, "--as", w.sa}
+	if res, sub, ok := strings.Cut(resource, "/"); ok {
+		args = []string{"auth", "can-i", verb, res, "--subresource", sub, "--as", w.sa}
+	}
 	if ns != "" {
 		args = append(args, "-n", ns)
 	}

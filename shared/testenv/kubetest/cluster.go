@@ -70,6 +70,15 @@ func Tool(name string) (string, error) {
 	return p, nil
 }
 
+// kwokctlConfig: everything on 127.0.0.1; kubeVersion tells kwokctl which
+// flags the binaries it starts understand; kubectl is ours (kwokctl would
+// download its own for its health checks).
+func kwokctlConfig(kubectl string) string {
+	return "kind: KwokctlConfiguration\napiVersion: config.kwok.x-k8s.io/v1alpha1\noptions:\n" +
+		"  bindAddress: 127.0.0.1\n  kubeVersion: " + K8sVersion + "\n  kwokVersion: " + KwokVersion + "\n" +
+		"  kubectlBinary: " + kubectl + "\n"
+}
+
 // Cluster is a running control plane.
 type Cluster struct {
 	Name       string
@@ -97,7 +106,7 @@ func Start(ctx context.Context) (*Cluster, error) {
 	c := &Cluster{Name: fmt.Sprintf("svc-%d", os.Getpid()), workdir: workdir, kwokctl: bins["kwokctl"],
 		Kubeconfig: filepath.Join(workdir, "kubeconfig")}
 	cfg := filepath.Join(workdir, "kwokctl.yaml")
-	if err := os.WriteFile(cfg, []byte("kind: KwokctlConfiguration\napiVersion: config.kwok.x-k8s.io/v1alpha1\noptions:\n  bindAddress: 127.0.0.1\n"), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(kwokctlConfig(bins["kubectl"])), 0o600); err != nil {
 		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, bins["kwokctl"], "--config", cfg, "--name", c.Name, "create", "cluster",
