@@ -312,8 +312,11 @@ func (p *Proxy) runtimeError(reqCtx context.Context, log *zap.Logger, err error)
 	var se *runtime.StartError
 	switch {
 	case errors.As(err, &se):
-		e := apierr.New(http.StatusServiceUnavailable, apierr.TypeServer, "agent_start_failed",
-			"The project's agent failed to start. Retry later.")
+		msg := "The project's agent failed to start. Retry later."
+		if se.Reason != "" {
+			msg = "The project's agent failed to start (" + se.Reason + "). Retry later."
+		}
+		e := apierr.New(http.StatusServiceUnavailable, apierr.TypeServer, "agent_start_failed", msg)
 		secs := int((se.RetryAfter + time.Second - 1) / time.Second)
 		e.Headers = map[string]string{"Retry-After": strconv.Itoa(max(secs, 1))}
 		e.Cause = err

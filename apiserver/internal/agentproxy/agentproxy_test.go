@@ -87,21 +87,28 @@ func serve(t *testing.T, p *Proxy, method, path string, body io.Reader) *httptes
 func TestRuntimeErrorsMapToSpecCodes(t *testing.T) {
 	t.Parallel()
 	start := &runtime.StartError{ProjectID: "prj_1", RetryAfter: 2500 * time.Millisecond, Err: errors.New("boom")}
+	withReason := &runtime.StartError{ProjectID: "prj_1", RetryAfter: time.Second, Err: errors.New("boom"),
+		Reason: "pod p: not Ready within 3s"}
 	for _, c := range []struct {
 		err    error
 		status int
 		code   string
 		retry  string
+		reason string // in the message
 	}{
-		{start, 503, "agent_start_failed", "3"},
-		{runtime.ErrOffline, 503, "instance_offline", ""},
-		{errors.New("database down"), 500, "internal_error", ""},
+		{start, 503, "agent_start_failed", "3", ""},
+		{withReason, 503, "agent_start_failed", "1", "(pod p: not Ready within 3s)"},
+		{runtime.ErrOffline, 503, "instance_offline", "", ""},
+		{errors.New("database down"), 500, "internal_error", "", ""},
 	} {
 		rec := serve(t, &Proxy{Runtime: driver{err: c.err}}, http.MethodPost,
 			"/api/projects/prj_1/agent-proxy/agent/channels/webhook/incoming", strings.NewReader(`{}`))
 		if rec.Code != c.status || !strings.Contains(rec.Body.String(), `"code":"`+c.code+`"`) ||
 			rec.Header().Get("Retry-After") != c.retry {
 			t.Errorf("%v: %d %s Retry-After=%q", c.err, rec.Code, rec.Body, rec.Header().Get("Retry-After"))
+		}
+		if !strings.Contains(rec.Body.String(), c.reason) {
+			t.Errorf("%v: the message lacks the reason %q: %s", c.err, c.reason, rec.Body)
 		}
 		if strings.Contains(rec.Body.String(), "boom") || strings.Contains(rec.Body.String(), "database") {
 			t.Errorf("%v: cause leaked: %s", c.err, rec.Body)

@@ -97,6 +97,10 @@ type StartError struct {
 	ProjectID  string
 	RetryAfter time.Duration
 	Err        error
+	// Reason, when set, is why the start failed in words safe to show the
+	// caller (a pod's state, a timeout): the 503's message carries it. Err
+	// stays in the logs only.
+	Reason string
 }
 
 func (e *StartError) Error() string {

@@ -69,10 +69,16 @@ type Process struct {
 	cmd      *exec.Cmd
 	grace    time.Duration
 	orphaned bool
+	// stopAsked (under the Kubelet's mu): the pod's deletion was handled.
+	stopAsked bool
 	// Env is the environment the process started with.
 	Env []string
 	// stopped: the kubelet stopped it (pod deletion), as opposed to a crash.
 	stopped bool
+	// term sends the one SIGTERM: the pod's update (deletionTimestamp) and
+	// its deletion both ask for a stop, and a second SIGTERM would kill a
+	// podagent in the middle of its shutdown sequence (a kubelet sends one).
+	term sync.Once
 }
 
 // Log is the process's output so far.
@@ -159,13 +165,14 @@ func (k *Kubelet) sync(pod *corev1.Pod, deleted bool) {
 	defer k.mu.Unlock()
 	p, running := k.procs[pod.UID]
 	if deleted || pod.DeletionTimestamp != nil {
-		if running && p.cmd != nil && !p.orphaned && !p.stopping() {
+		if running && p.cmd != nil && !p.orphaned && !p.stopAsked && !p.stopping() {
 			if k.Orphan != nil && k.Orphan(pod) {
 				k.event("orphan %s", pod.Name)
 				p.orphaned = true // not stopped by the pod, only by the test's end
 				return
 			}
 			k.event("stop %s", pod.Name)
+			p.stopAsked = true
 			go p.stop(p.grace)
 		}
 		return
@@ -202,10 +209,12 @@ func (p *Process) stop(grace time.Duration) {
 	if p.cmd == nil || p.cmd.Process == nil {
 		return
 	}
-	p.logM.Lock()
-	p.stopped = true
-	p.logM.Unlock()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	p.term.Do(func() {
+		p.logM.Lock()
+		p.stopped = true
+		p.logM.Unlock()
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	})
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {

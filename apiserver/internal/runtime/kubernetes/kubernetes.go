@@ -320,7 +320,9 @@ func (d *Driver) startError(projectID string, err error) error {
 	d.mu.Lock()
 	d.lastErr[projectID] = err.Error()
 	d.mu.Unlock()
-	return &runtime.StartError{ProjectID: projectID, RetryAfter: d.o.RetryAfter, Err: err}
+	// The reason names only the pod and its state (no secrets): the 503
+	// carries it (issue 10).
+	return &runtime.StartError{ProjectID: projectID, RetryAfter: d.o.RetryAfter, Err: err, Reason: err.Error()}
 }
 
 // applyPod renders the project's pod from the template with the project's
