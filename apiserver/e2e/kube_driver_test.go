@@ -1,5 +1,3 @@
-//go:build kube
-
 package e2e
 
 // Issue 10: the kubernetes runtime driver on a real control plane (kwokctl

@@ -157,22 +157,34 @@ func (c *Cluster) addNode(ctx context.Context) error {
 	if _, err := c.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("kubetest: creating the fake node: %w", err)
 	}
-	// Ready once kwok took it over.
+	// Ready once kwok took it over, and schedulable once the node lifecycle
+	// controller removed its not-ready taint (until then the scheduler
+	// refuses pods: "untolerated taint").
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		n, err := c.Client.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
-		if err == nil {
-			for _, cond := range n.Status.Conditions {
-				if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-					return nil
-				}
-			}
+		if err == nil && nodeSchedulable(n) {
+			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("kubetest: the fake node is not Ready after 60s")
+			return fmt.Errorf("kubetest: the fake node is not Ready and untainted after 60s: %v", err)
 		}
 		time.Sleep(100 * time.Millisecond) // poll with a deadline
 	}
+}
+
+func nodeSchedulable(n *corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
+			return false
+		}
+	}
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // Kubectl runs kubectl against the cluster and returns its combined output.
