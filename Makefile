@@ -54,11 +54,12 @@ run: build
 test: build tools
 	cd shared && $(GO) run ./cmd/svc-testenv -- $(MAKE) -C $(CURDIR) test-modules
 
+# Every module runs even when an earlier one fails, so one run shows every failure.
 test-modules:
-	@set -e; for m in $(MODULES); do \
+	@failed=; for m in $(MODULES); do \
 		echo "== go test $$m"; \
-		(cd $$m && GOWORK=off SVC_BIN_DIR=$(BIN) $(GO) test $(TEST_FLAGS) ./...); \
-	done
+		(cd $$m && GOWORK=off SVC_BIN_DIR=$(BIN) $(GO) test $(TEST_FLAGS) ./...) || failed="$$failed $$m"; \
+	done; if [ -n "$$failed" ]; then echo "FAILED modules:$$failed"; exit 1; fi
 
 bench: build tools
 	cd shared && $(GO) run ./cmd/svc-testenv -- $(MAKE) -C $(CURDIR) bench-modules

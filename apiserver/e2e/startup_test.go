@@ -13,7 +13,7 @@ import (
 func TestServeRefusesUnknownSettings(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ env, want string }{
-		{"SVC_RUNTIME_DRIVER=nope", `SVC_RUNTIME_DRIVER="nope" is not a runtime driver of this build; choose one of: local, metal`},
+		{"SVC_RUNTIME_DRIVER=nope", `SVC_RUNTIME_DRIVER="nope" is not a runtime driver of this build; choose one of: local, kubernetes, metal`},
 		{"SVC_STORAGE=nope", "SVC_STORAGE"},
 	} {
 		t.Run(tc.env, func(t *testing.T) {
