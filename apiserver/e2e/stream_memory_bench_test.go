@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,7 +25,19 @@ import (
 // pprof listener) and the RSS are read from the process and compared with
 // the same figures before the streams opened. Reported per stream:
 // heap-KiB (heap in use + goroutine stacks) and rss-KiB.
+//
+// Two upstreams: http1 is the fake over plain HTTP/1.1 (one upstream
+// connection per stream); h2 is the fake over HTTPS, where the apiserver
+// negotiates HTTP/2 as with a real provider (streams multiplexed over a
+// few connections). SVC_BENCH_HEAP_PROFILE=path saves the heap and
+// goroutine profiles at the peak as path-<upstream> and path-<upstream>.goroutine.
 func BenchmarkStreamMemory(b *testing.B) {
+	for _, up := range []string{"http1", "h2"} {
+		b.Run(up, func(b *testing.B) { benchStreamMemory(b, up) })
+	}
+}
+
+func benchStreamMemory(b *testing.B, upstream string) {
 	streams := 2000
 	if n, err := strconv.Atoi(os.Getenv("SVC_BENCH_STREAMS")); err == nil && n > 0 {
 		streams = n
@@ -33,7 +46,14 @@ func BenchmarkStreamMemory(b *testing.B) {
 	port, err := testenv.FreePort()
 	must(b, err)
 	pprofAddr := fmt.Sprintf("127.0.0.1:%d", port)
-	a := e.startAPI("SVC_PPROF_ADDR=" + pprofAddr)
+	apiEnv := []string{"SVC_PPROF_ADDR=" + pprofAddr}
+	if upstream == "h2" {
+		e.upstream = fakeupstream.NewTLS(b)
+		cert := filepath.Join(b.TempDir(), "upstream.pem")
+		must(b, os.WriteFile(cert, e.upstream.CertPEM(), 0o600))
+		apiEnv = append(apiEnv, "SSL_CERT_FILE="+cert)
+	}
+	a := e.startAPIWithModels(apiEnv...)
 	acc := e.account("bench")
 	body := []byte(`{"model":"svc-2-0","stream":true,"messages":[{"role":"user","content":"hold the stream"}]}`)
 	tr := &http.Transport{MaxIdleConnsPerHost: streams, MaxConnsPerHost: 0}
@@ -46,6 +66,9 @@ func BenchmarkStreamMemory(b *testing.B) {
 	must(b, err)
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
+	if want, got := map[string]string{"http1": "HTTP/1.1", "h2": "HTTP/2.0"}[upstream], e.upstream.Requests()[0].Proto; got != want {
+		b.Fatalf("upstream request over %s, want %s", got, want)
+	}
 
 	for i := 0; i < b.N; i++ {
 		hold := make(chan struct{})
@@ -82,6 +105,7 @@ func BenchmarkStreamMemory(b *testing.B) {
 		}
 		during := memFigures(b, a.URL, pprofAddr)
 		if path := os.Getenv("SVC_BENCH_HEAP_PROFILE"); path != "" {
+			path += "-" + upstream
 			saveProfile(b, "http://"+pprofAddr+"/debug/pprof/heap", path)
 			saveProfile(b, "http://"+pprofAddr+"/debug/pprof/goroutine", path+".goroutine")
 		}

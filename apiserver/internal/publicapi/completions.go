@@ -34,105 +34,173 @@ func principal(c echo.Context) auth.Principal { return httpmw.PrincipalFrom(c) }
 
 // ChatCompletions answers POST /chat/completions: auth (middleware) → model →
 // tier → rate limit → usage windows → upstream (issue order; spec 7.1).
+//
+// Each phase is its own function, so a long stream is relayed from a shallow
+// stack: the deep calls of admission and of the upstream request (JSON
+// parsing, database, HTTP client) return before the relay starts, and the
+// handler's own frame stays small. A goroutine whose stack once grew to
+// 16 KiB keeps it while it holds more than a quarter of it (the runtime
+// shrinks stacks only below that), which at 2,000 open streams was 8 KiB
+// per stream (docs/performance.md).
 func (a *API) ChatCompletions(c echo.Context) error {
-	t := timingOf(c)
-	t.authDone()
-	p := principal(c)
+	x, err := a.admit(c)
+	if err != nil {
+		return err
+	}
+	// The upstream exchange outlives a client that hangs up: its usage is
+	// still reported at the end and must be metered.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), upstreamDeadline)
+	defer cancel()
+	x.ctx = ctx
+	resp, err := a.send(c, x)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if x.req.Stream {
+		_, span := a.Tracer.Start(ctx, "stream")
+		u := a.stream(c, resp.Body, x.model.ID, x.req.IncludeUsage, func() { x.observe(a) })
+		span.End()
+		a.meter(x, u, true)
+		return nil
+	}
+	return a.plain(c, resp, x)
+}
+
+// exchange is one completion's state across the handler's phases.
+type exchange struct {
+	t          *timing
+	p          auth.Principal
+	req        *chatRequest
+	model      catalog.Model
+	plan       catalog.Plan
+	ctx        context.Context // the upstream exchange's (outlives the client)
+	started    time.Time
+	deployment string // the deployment that answered
+	upstream0  string // the first deployment's upstream model
+	body0      []byte // the upstream body for upstream0
+	requestID  string
+}
+
+// observe records the request's duration, before the last byte reaches the
+// client.
+func (x *exchange) observe(a *API) {
+	a.Metrics.observe(x.model.ID, x.req.Stream, time.Since(x.started))
+}
+
+// admit authenticates (the middleware's principal), parses the request,
+// resolves its model and plan, and applies the rate limits and usage
+// windows.
+func (a *API) admit(c echo.Context) (*exchange, error) {
+	x := &exchange{t: timingOf(c), p: principal(c)}
+	x.t.authDone()
 	maxBody := a.MaxBody
 	if maxBody <= 0 {
 		maxBody = DefaultMaxBody
 	}
 	req, err := parseChatRequest(c.Request(), maxBody)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	x.req = req
 	model, ok := a.Catalog.Resolve(req.Model)
 	if !ok {
-		return apierr.ModelNotFound(req.Model)
+		return nil, apierr.ModelNotFound(req.Model)
 	}
-	plan, ok := a.Catalog.Plan(p.Plan)
+	plan, ok := a.Catalog.Plan(x.p.Plan)
 	if !ok {
-		return apierr.PlanNotFound(p.Plan)
+		return nil, apierr.PlanNotFound(x.p.Plan)
 	}
 	if !plan.AllowsTier(model.Tier) {
-		return apierr.ModelTierRestricted(model.ID, model.Tier)
+		return nil, apierr.ModelTierRestricted(model.ID, model.Tier)
+	}
+	x.model, x.plan = model, plan
+	// The first deployment's upstream body, built here rather than inside
+	// the router's call chain (whose deepest point then stays shallower).
+	if len(model.Deployments) > 0 {
+		x.upstream0 = model.Deployments[0].UpstreamModel
+		if x.body0, err = req.upstreamBody(model, x.upstream0); err != nil {
+			return nil, err
+		}
 	}
 	admitStart := time.Now()
 	actx, span := a.Tracer.Start(c.Request().Context(), "admit")
-	adm, err := a.Meter.Admit(actx, p, plan)
+	adm, err := a.Meter.Admit(actx, x.p, plan)
 	span.End()
-	t.admit = time.Since(admitStart)
+	x.t.admit = time.Since(admitStart)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for k, v := range adm.Headers() {
 		c.Response().Header().Set(k, v)
 	}
+	return x, nil
+}
 
-	// The upstream exchange outlives a client that hangs up: its usage is
-	// still reported at the end and must be metered.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), upstreamDeadline)
-	defer cancel()
-	started := time.Now()
-	ans, err := a.Router.Send(ctx, model, func(d catalog.Deployment) ([]byte, error) {
-		return req.upstreamBody(model, d.UpstreamModel)
-	})
-	t.upstream += ans.Wait
-	if err != nil {
-		a.Metrics.upstreamError(model.ID)
-		switch {
-		case errors.Is(err, upstream.ErrTimeout):
-			return &apierr.Error{Code: "upstream_timeout",
-				Message: "The model provider did not answer in time.", Cause: err}
-		case errors.Is(err, upstream.ErrNoDeployment):
-			return &apierr.Error{Code: "upstream_cooling_down",
-				Message: "Every provider of this model is cooling down after errors; retry shortly.", Cause: err}
-		case errors.Is(err, upstream.ErrUnavailable):
-			return &apierr.Error{Code: "upstream_unavailable",
-				Message: "The model provider could not be reached.", Cause: err}
+// send asks the model's deployments (fallbacks, retries) and returns a 200
+// answer; the caller closes its body.
+func (a *API) send(c echo.Context, x *exchange) (*http.Response, error) {
+	x.started = time.Now()
+	ans, err := a.Router.Send(x.ctx, &x.model, func(d *catalog.Deployment) ([]byte, error) {
+		if x.body0 != nil && d.UpstreamModel == x.upstream0 {
+			return x.body0, nil
 		}
-		return apierr.Internal(err)
+		return x.req.upstreamBody(x.model, d.UpstreamModel)
+	})
+	x.t.upstream += ans.Wait
+	if err != nil {
+		a.Metrics.upstreamError(x.model.ID)
+		return nil, sendError(err)
 	}
 	resp := ans.Resp
-	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		a.Metrics.upstreamError(model.ID)
-		return upstreamStatusError(resp)
+		defer resp.Body.Close()
+		a.Metrics.upstreamError(x.model.ID)
+		return nil, upstreamStatusError(resp)
 	}
 	if v := resp.Header.Get("X-Svc-Upstream"); v != "" {
 		c.Response().Header().Set("X-Svc-Upstream", v)
 	}
+	x.deployment = ans.Name
+	x.requestID = c.Response().Header().Get(echo.HeaderXRequestID)
+	return resp, nil
+}
 
-	requestID := c.Response().Header().Get(echo.HeaderXRequestID)
-	// meter records the request's usage, to the deployment that answered;
-	// the duration is observed by the caller before the last byte reaches
-	// the client.
-	meter := func(u *metering.Usage, streamed bool) {
-		if u == nil {
-			return
-		}
-		u.Deployment = ans.Name
-		mctx, mcancel := context.WithTimeout(ctx, 10*time.Second)
-		defer mcancel()
-		mctx, span := a.Tracer.Start(mctx, "meter")
-		defer span.End()
-		if err := a.Meter.Record(mctx, p, plan, model, requestID, *u, streamed); err != nil {
-			a.Log.Error("recording usage failed", zap.String("workspace_id", p.WorkspaceID),
-				zap.String("request_id", requestID), zap.Error(err))
-		}
+// sendError maps the router's failure to the client's error.
+func sendError(err error) error {
+	switch {
+	case errors.Is(err, upstream.ErrTimeout):
+		return &apierr.Error{Code: "upstream_timeout",
+			Message: "The model provider did not answer in time.", Cause: err}
+	case errors.Is(err, upstream.ErrNoDeployment):
+		return &apierr.Error{Code: "upstream_cooling_down",
+			Message: "Every provider of this model is cooling down after errors; retry shortly.", Cause: err}
+	case errors.Is(err, upstream.ErrUnavailable):
+		return &apierr.Error{Code: "upstream_unavailable",
+			Message: "The model provider could not be reached.", Cause: err}
 	}
-	if req.Stream {
-		_, span := a.Tracer.Start(ctx, "stream")
-		u := a.stream(c, resp.Body, model, req.IncludeUsage, func() { a.Metrics.observe(model.ID, true, time.Since(started)) })
-		span.End()
-		meter(u, true)
-		return nil
+	return apierr.Internal(err)
+}
+
+// meter records the request's usage, to the deployment that answered.
+func (a *API) meter(x *exchange, u *metering.Usage, streamed bool) {
+	if u == nil {
+		return
 	}
-	return a.plain(c, resp, model, t, func() { a.Metrics.observe(model.ID, false, time.Since(started)) }, meter)
+	u.Deployment = x.deployment
+	mctx, mcancel := context.WithTimeout(x.ctx, 10*time.Second)
+	defer mcancel()
+	mctx, span := a.Tracer.Start(mctx, "meter")
+	defer span.End()
+	if err := a.Meter.Record(mctx, x.p, x.plan, x.model, x.requestID, *u, streamed); err != nil {
+		a.Log.Error("recording usage failed", zap.String("workspace_id", x.p.WorkspaceID),
+			zap.String("request_id", x.requestID), zap.Error(err))
+	}
 }
 
 // plain relays a non-streamed answer with the public model id.
-func (a *API) plain(c echo.Context, resp *http.Response, model catalog.Model, t *timing, done func(), meter func(*metering.Usage, bool)) error {
+func (a *API) plain(c echo.Context, resp *http.Response, x *exchange) error {
+	t := x.t
 	readStart := time.Now()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
 	t.upstream += time.Since(readStart)
@@ -144,18 +212,18 @@ func (a *API) plain(c echo.Context, resp *http.Response, model catalog.Model, t 
 		return &apierr.Error{Code: "upstream_error",
 			Message: "The model provider answered with invalid JSON."}
 	}
-	out, err := sjson.SetBytes(raw, "model", model.ID)
+	out, err := sjson.SetBytes(raw, "model", x.model.ID)
 	if err != nil {
 		return apierr.Internal(err)
 	}
 	u := usageOf(gjson.GetBytes(out, "usage"))
-	done()
+	x.observe(a)
 	c.Response().Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
 	c.Response().Header().Set(echo.HeaderContentLength, strconv.Itoa(len(out)))
 	c.Response().WriteHeader(http.StatusOK)
 	_, _ = c.Response().Write(out)
 	c.Response().Flush() // the client has its answer before metering runs
-	meter(u, false)
+	a.meter(x, u, false)
 	return nil
 }
 

@@ -87,27 +87,35 @@ func (a *API) Observe(next echo.HandlerFunc) echo.HandlerFunc {
 		if !a.Tracer.On() {
 			return next(c)
 		}
-		req := c.Request()
-		ctx := a.Tracer.Propagator().Extract(req.Context(), propagation.HeaderCarrier(req.Header))
-		ctx, span := a.Tracer.Start(ctx, req.Method+" "+c.Path(), trace.WithSpanKind(trace.SpanKindServer))
-		defer span.End()
-		_, t.authSpan = a.Tracer.Start(ctx, "auth")
-		c.SetRequest(req.WithContext(ctx))
-		err := next(c)
-		t.authDone()
-		status := res.Status
-		if err != nil {
-			c.Error(err) // written here so the span sees the final status
-			status = res.Status
-		}
-		span.SetAttributes(attribute.Int("http.response.status_code", status),
-			attribute.String("http.route", c.Path()))
-		if id := res.Header().Get(echo.HeaderXRequestID); id != "" {
-			span.SetAttributes(attribute.String("svc.request_id", id))
-		}
-		if status >= 500 {
-			span.SetStatus(codes.Error, http.StatusText(status))
-		}
-		return nil
+		return a.observeTraced(c, next, t)
 	}
+}
+
+// observeTraced is Observe with tracing on. It is a function of its own so
+// that Observe's frame, below every handler (and a long stream's relay),
+// stays small.
+func (a *API) observeTraced(c echo.Context, next echo.HandlerFunc, t *timing) error {
+	res := c.Response()
+	req := c.Request()
+	ctx := a.Tracer.Propagator().Extract(req.Context(), propagation.HeaderCarrier(req.Header))
+	ctx, span := a.Tracer.Start(ctx, req.Method+" "+c.Path(), trace.WithSpanKind(trace.SpanKindServer))
+	defer span.End()
+	_, t.authSpan = a.Tracer.Start(ctx, "auth")
+	c.SetRequest(req.WithContext(ctx))
+	err := next(c)
+	t.authDone()
+	status := res.Status
+	if err != nil {
+		c.Error(err) // written here so the span sees the final status
+		status = res.Status
+	}
+	span.SetAttributes(attribute.Int("http.response.status_code", status),
+		attribute.String("http.route", c.Path()))
+	if id := res.Header().Get(echo.HeaderXRequestID); id != "" {
+		span.SetAttributes(attribute.String("svc.request_id", id))
+	}
+	if status >= 500 {
+		span.SetStatus(codes.Error, http.StatusText(status))
+	}
+	return nil
 }

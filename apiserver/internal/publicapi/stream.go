@@ -1,7 +1,6 @@
 package publicapi
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -13,23 +12,23 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
-	"github.com/svc-dev/svc/apiserver/internal/catalog"
 	"github.com/svc-dev/svc/apiserver/internal/metering"
 )
 
 // maxSSELine bounds one upstream event line.
 const maxSSELine = 4 << 20
 
-// initialSSELine is the scanner buffer a stream starts with: events are
-// typically a few hundred bytes, and the scanner doubles its buffer up to
-// maxSSELine for a longer one (a 64 KiB buffer per stream was
-// two thirds of the heap at 2,000 open streams).
+// initialSSELine is the line buffer a stream takes from the pool: events are
+// typically a few hundred bytes, and a longer line doubles its own buffer up
+// to maxSSELine (a 64 KiB buffer per stream was two thirds of the heap at
+// 2,000 open streams).
 const initialSSELine = 1 << 10
 
-// lineBufs pools the initial scanner buffers and outBufs the per-stream
-// output buffers, so a burst of short streams does not allocate each anew.
-// Only buffers of the initial size go back (a stream that grew keeps its
-// large buffer out of the pool).
+// lineBufs pools the line buffers and outBufs the buffers that frame an
+// event. A stream holds a line buffer only while part of a line is pending
+// and an output buffer only while writing one event, so an open stream
+// waiting for its next event holds neither. Only buffers of about the
+// initial size go back (a grown buffer is dropped).
 var (
 	lineBufs = sync.Pool{New: func() any { b := make([]byte, initialSSELine); return &b }}
 	outBufs  = sync.Pool{New: func() any { b := make([]byte, 0, initialSSELine); return &b }}
@@ -40,15 +39,119 @@ var (
 	doneMarker = []byte("[DONE]")
 )
 
+// errTooLong: an upstream line longer than maxSSELine.
+var errTooLong = errors.New("publicapi: upstream event line too long")
+
+// lineReader splits an upstream stream into lines (as bufio.ScanLines: "\n"
+// ends a line, a "\r" before it is dropped, a last line without "\n" still
+// counts). While it waits for the next line it blocks on a one-byte read into
+// itself and holds no buffer; what follows that byte is read into a pooled
+// buffer that goes back as soon as no partial line is left.
+type lineReader struct {
+	r          io.Reader
+	one        [1]byte
+	buf        *[]byte // nil while no bytes are pending
+	start, end int     // pending bytes: (*buf)[start:end]
+	err        error   // the reader's error, returned once the pending bytes are used up
+}
+
+// next returns the next line, valid until the following call; at the end it
+// returns io.EOF, or the reader's error, or errTooLong.
+func (l *lineReader) next() ([]byte, error) {
+	empty := 0
+	for {
+		if l.buf != nil {
+			b := (*l.buf)[l.start:l.end]
+			if i := bytes.IndexByte(b, '\n'); i >= 0 {
+				l.start += i + 1
+				return dropCR(b[:i]), nil
+			}
+			if l.err != nil && len(b) > 0 {
+				l.start = l.end
+				return dropCR(b), nil
+			}
+			if len(b) == 0 {
+				l.release()
+			}
+		}
+		if l.err != nil {
+			return nil, l.err
+		}
+		var n int
+		var err error
+		if l.buf == nil {
+			// Nothing pending: wait for the next byte without a buffer.
+			n, err = l.r.Read(l.one[:])
+			if n > 0 {
+				l.buf = lineBufs.Get().(*[]byte)
+				(*l.buf)[0] = l.one[0]
+				l.start, l.end = 0, 1
+			}
+		} else {
+			if err := l.room(); err != nil {
+				l.release()
+				l.err = err
+				return nil, err
+			}
+			n, err = l.r.Read((*l.buf)[l.end:])
+			l.end += n
+		}
+		if err != nil {
+			l.err = err
+		} else if n == 0 {
+			if empty++; empty >= 100 {
+				l.err = io.ErrNoProgress
+			}
+		}
+	}
+}
+
+// room makes space after the pending bytes: it moves them to the front, or
+// doubles the buffer up to maxSSELine.
+func (l *lineReader) room() error {
+	b := *l.buf
+	if l.end < len(b) {
+		return nil
+	}
+	if l.start > 0 {
+		l.end = copy(b, b[l.start:l.end])
+		l.start = 0
+		return nil
+	}
+	if len(b) >= maxSSELine {
+		return errTooLong
+	}
+	grown := make([]byte, min(2*len(b), maxSSELine))
+	end := copy(grown, b[:l.end])
+	l.release()
+	l.buf, l.end = &grown, end
+	return nil
+}
+
+// release gives the buffer back (only one of the initial size is pooled).
+func (l *lineReader) release() {
+	if l.buf != nil && len(*l.buf) == initialSSELine {
+		lineBufs.Put(l.buf)
+	}
+	l.buf, l.start, l.end = nil, 0, 0
+}
+
+func dropCR(b []byte) []byte {
+	if len(b) > 0 && b[len(b)-1] == '\r' {
+		return b[:len(b)-1]
+	}
+	return b
+}
+
 // stream relays the upstream's server-sent events chunk by chunk, flushing
-// each as it arrives. It rewrites model to the public id, removes the usage
-// chunk (and the usage:null fields) when the client did not ask for usage,
-// and ends a broken upstream stream with one error event. When the client
-// goes away it keeps reading (without writing) so the final usage chunk is
-// still seen; the usage found is returned for metering.
+// each as it arrives. It rewrites model to the public id modelID, removes
+// the usage chunk (and the usage:null fields) when the client did not ask
+// for usage, and ends a broken upstream stream with one error event. When
+// the client goes away it keeps reading (without writing) so the final
+// usage chunk is still seen; the usage found is returned for metering.
 // done is called when the upstream's stream has ended, before the last
 // event is flushed.
-func (a *API) stream(c echo.Context, body io.Reader, model catalog.Model, clientWantsUsage bool, done func()) *metering.Usage {
+func (a *API) stream(c echo.Context, body io.Reader, modelID string, clientWantsUsage bool, done func()) *metering.Usage {
 	w := c.Response()
 	h := w.Header()
 	h.Set(echo.HeaderContentType, "text/event-stream")
@@ -58,17 +161,23 @@ func (a *API) stream(c echo.Context, body io.Reader, model catalog.Model, client
 	w.WriteHeader(http.StatusOK)
 	w.Flush()
 
-	modelJSON, _ := json.Marshal(model.ID)
+	modelJSON, _ := json.Marshal(modelID)
 	clientGone := false
-	write := func(b []byte) {
+	// emit frames payload as one "data: …\n\n" write and flushes it.
+	emit := func(payload []byte) {
 		if clientGone {
 			return
 		}
-		if _, err := w.Write(b); err != nil {
+		out := outBufs.Get().(*[]byte)
+		*out = appendSSE((*out)[:0], payload)
+		if _, err := w.Write(*out); err != nil {
 			clientGone = true
-			return
+		} else {
+			w.Flush()
 		}
-		w.Flush()
+		if cap(*out) <= 4*initialSSELine {
+			outBufs.Put(out)
+		}
 	}
 
 	var usage *metering.Usage
@@ -79,24 +188,13 @@ func (a *API) stream(c echo.Context, body io.Reader, model catalog.Model, client
 			done()
 		}
 	}
-	lineBuf := lineBufs.Get().(*[]byte)
-	defer lineBufs.Put(lineBuf)
-	outBuf := outBufs.Get().(*[]byte)
-	defer func() {
-		if cap(*outBuf) <= 4*initialSSELine {
-			*outBuf = (*outBuf)[:0]
-			outBufs.Put(outBuf)
+	lr := lineReader{r: body}
+	var err error
+	for {
+		var line []byte
+		if line, err = lr.next(); err != nil {
+			break
 		}
-	}()
-	// event frames payload as one "data: …\n\n" write, reusing outBuf.
-	event := func(payload []byte) []byte {
-		*outBuf = appendSSE((*outBuf)[:0], payload)
-		return *outBuf
-	}
-	sc := bufio.NewScanner(body)
-	sc.Buffer((*lineBuf)[:0:len(*lineBuf)], maxSSELine)
-	for sc.Scan() {
-		line := sc.Bytes()
 		if !bytes.HasPrefix(line, dataPrefix) {
 			continue // blank separators, comments, event/id fields
 		}
@@ -104,7 +202,7 @@ func (a *API) stream(c echo.Context, body io.Reader, model catalog.Model, client
 		if bytes.Equal(payload, doneMarker) {
 			sawDone = true
 			end()
-			write([]byte("data: [DONE]\n\n"))
+			emit(doneMarker)
 			continue
 		}
 		if !gjson.ValidBytes(payload) {
@@ -112,7 +210,7 @@ func (a *API) stream(c echo.Context, body io.Reader, model catalog.Model, client
 		}
 		fields := gjson.GetManyBytes(payload, "error", "usage", "choices", "model")
 		if fields[0].Exists() {
-			write(event(payload))
+			emit(payload)
 			continue
 		}
 		out := payload
@@ -130,17 +228,20 @@ func (a *API) stream(c echo.Context, body io.Reader, model catalog.Model, client
 		if fields[3].Exists() {
 			out, _ = sjson.SetRawBytes(out, "model", modelJSON)
 		}
-		write(event(out))
+		emit(out)
 	}
-	if err := sc.Err(); err != nil || !sawDone {
+	if err == io.EOF {
+		err = nil
+	}
+	if err != nil || !sawDone {
 		end()
 		msg := "The model provider's stream ended before it was complete."
-		if errors.Is(err, bufio.ErrTooLong) {
+		if errors.Is(err, errTooLong) {
 			msg = "The model provider sent an event larger than this server accepts."
 		}
 		ev, _ := json.Marshal(map[string]any{"error": map[string]string{
 			"message": msg, "type": "server_error", "code": "upstream_stream_error"}})
-		write(event(ev))
+		emit(ev)
 	}
 	return usage
 }

@@ -1,13 +1,13 @@
 package publicapi
 
 import (
+	"io"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/labstack/echo/v4"
-
-	"github.com/svc-dev/svc/apiserver/internal/catalog"
 )
 
 const upstreamSSE = `data: {"id":"c","model":"up","choices":[{"index":0,"delta":{"content":"hi"}}],"usage":null}
@@ -22,11 +22,16 @@ data: [DONE]
 
 func relay(t *testing.T, upstream string, wantUsage bool) (string, *int64) {
 	t.Helper()
+	return relayFrom(t, strings.NewReader(upstream), wantUsage)
+}
+
+func relayFrom(t *testing.T, upstream io.Reader, wantUsage bool) (string, *int64) {
+	t.Helper()
 	e := echo.New()
 	rec := httptest.NewRecorder()
 	c := e.NewContext(httptest.NewRequest("POST", "/", nil), rec)
 	ended := 0
-	u := (&API{}).stream(c, strings.NewReader(upstream), catalog.Model{ID: "svc-2-0"}, wantUsage, func() { ended++ })
+	u := (&API{}).stream(c, upstream, "svc-2-0", wantUsage, func() { ended++ })
 	if ended != 1 {
 		t.Fatalf("the end of the stream was signalled %d times", ended)
 	}
@@ -99,10 +104,74 @@ func TestStreamRelayLongEvents(t *testing.T) {
 			if !tt.tooLong {
 				want.WriteString("data: [DONE]\n\n")
 			}
-			got, _ := relay(t, up.String(), false)
-			if got != want.String() {
-				t.Fatalf("relayed stream differs (got %d bytes, want %d)\n got: %.300q\nwant: %.300q", len(got), len(want.String()), got, want.String())
+			// However the upstream's bytes arrive (all at once, a byte at
+			// a time, in halves, CRLF line ends), the output is the same.
+			readers := map[string]func() io.Reader{
+				"whole":    func() io.Reader { return strings.NewReader(up.String()) },
+				"one byte": func() io.Reader { return iotest.OneByteReader(strings.NewReader(up.String())) },
+				"halves":   func() io.Reader { return iotest.HalfReader(strings.NewReader(up.String())) },
+				"crlf":     func() io.Reader { return strings.NewReader(strings.ReplaceAll(up.String(), "\n", "\r\n")) },
+				"data+eof": func() io.Reader { return iotest.DataErrReader(strings.NewReader(up.String())) },
+			}
+			for name, r := range readers {
+				if tt.tooLong && name == "one byte" {
+					continue // 4 MiB a byte at a time: slow, and "halves" reads in small pieces too
+				}
+				got, _ := relayFrom(t, r(), false)
+				if got != want.String() {
+					t.Fatalf("%s: relayed stream differs (got %d bytes, want %d)\n got: %.300q\nwant: %.300q", name, len(got), len(want.String()), got, want.String())
+				}
 			}
 		})
 	}
 }
+
+// TestLineReader: lines as bufio.ScanLines splits them, however the bytes
+// arrive; the buffer is held only while a line is incomplete.
+func TestLineReader(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		in   string
+		want []string
+	}{
+		{name: "empty", in: "", want: nil},
+		{name: "lines", in: "a\n\nbc\n", want: []string{"a", "", "bc"}},
+		{name: "crlf", in: "a\r\n\r\nb\r\n", want: []string{"a", "", "b"}},
+		{name: "last line without newline", in: "a\nb", want: []string{"a", "b"}},
+		{name: "long", in: strings.Repeat("x", 5000) + "\ny\n", want: []string{strings.Repeat("x", 5000), "y"}},
+	}
+	for _, tt := range tests {
+		for _, wrap := range []func(io.Reader) io.Reader{func(r io.Reader) io.Reader { return r }, iotest.OneByteReader, iotest.HalfReader, iotest.DataErrReader} {
+			var lr lineReader
+			held, src := false, wrap(strings.NewReader(tt.in))
+			lr.r = readFunc(func(p []byte) (int, error) {
+				if lr.buf != nil && lr.start == lr.end {
+					held = true // a read would wait holding a buffer with nothing pending
+				}
+				return src.Read(p)
+			})
+			var got []string
+			for {
+				line, err := lr.next()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatalf("%s: %v", tt.name, err)
+				}
+				got = append(got, string(line))
+			}
+			if held {
+				t.Fatalf("%s: read with a buffer held and nothing pending", tt.name)
+			}
+			if strings.Join(got, "|") != strings.Join(tt.want, "|") || len(got) != len(tt.want) {
+				t.Fatalf("%s: lines %q, want %q", tt.name, got, tt.want)
+			}
+		}
+	}
+}
+
+type readFunc func([]byte) (int, error)
+
+func (f readFunc) Read(p []byte) (int, error) { return f(p) }

@@ -14,6 +14,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
@@ -138,7 +139,7 @@ func NewRouter(c *Client, cat *catalog.Catalog, o RouterOptions) *Router {
 		}
 	}
 	for _, model := range cat.Models {
-		r.byModel[model.ID] = r.lookup(model)
+		r.byModel[model.ID] = r.lookup(&model)
 	}
 	return r
 }
@@ -166,7 +167,7 @@ func (a *Answer) discard() {
 
 // lookup finds model's deployments by name (a model the router was not
 // built with; nil entries for unknown deployments).
-func (r *Router) lookup(model catalog.Model) []*deployment {
+func (r *Router) lookup(model *catalog.Model) []*deployment {
 	deps := make([]*deployment, len(model.Deployments))
 	for i, d := range model.Deployments {
 		deps[i] = r.deps[d.Name()]
@@ -214,7 +215,7 @@ func outcomeOf(status int) string {
 // On success Answer.Resp is a 200; when every attempt failed it is the last
 // failed answer (or err is the last transport error, wrapped in ErrTimeout
 // or ErrUnavailable, or ErrNoDeployment).
-func (r *Router) Send(ctx context.Context, model catalog.Model, body func(catalog.Deployment) ([]byte, error)) (Answer, error) {
+func (r *Router) Send(ctx context.Context, model *catalog.Model, body func(*catalog.Deployment) ([]byte, error)) (Answer, error) {
 	var (
 		a       Answer
 		lastErr error = ErrNoDeployment
@@ -247,10 +248,11 @@ func (r *Router) Send(ctx context.Context, model catalog.Model, body func(catalo
 			hint = 0
 		}
 		tried := false
-		for i, d := range model.Deployments {
+		for i := range model.Deployments {
+			d := &model.Deployments[i]
 			dep := deps[i]
 			if dep == nil { // a catalog the router was not built from
-				return a, fmt.Errorf("%w: deployment %s unknown to the router", ErrUnavailable, d.Name())
+				return a, unknownDeployment(d)
 			}
 			if timedOut != nil && timedOut[i] {
 				continue
@@ -354,15 +356,7 @@ func (r *Router) attempt(ctx context.Context, dep *deployment, key *poolKey, bod
 		outcome = outcomeOf(resp.StatusCode)
 	}
 	if span.IsRecording() {
-		span.SetAttributes(attribute.String("svc.deployment", dep.name), attribute.String("svc.upstream.key", keyName),
-			attribute.Int("svc.attempt", a.Attempts), attribute.String("svc.outcome", outcome))
-		if resp != nil {
-			span.SetAttributes(attribute.Int("http.response.status_code", resp.StatusCode))
-		}
-		if outcome != outcomeOK {
-			span.SetStatus(codes.Error, outcome)
-		}
-		span.End()
+		endAttemptSpan(span, dep.name, keyName, a.Attempts, outcome, resp)
 	}
 	keyFailure := false
 	switch outcome {
@@ -380,15 +374,7 @@ func (r *Router) attempt(ctx context.Context, dep *deployment, key *poolKey, bod
 		done(nil)
 		keyFailure = key != nil
 		if keyFailure {
-			until := r.now().Add(r.o.KeyCooldown)
-			if ra := retryAfter(resp.Header.Get("Retry-After"), r.now()); outcome == outcomeRateLimited && ra > 0 {
-				until = r.now().Add(ra)
-			}
-			if dep.pool.cooldown(key, r.now(), until) {
-				r.m.keyCooldowns.WithLabelValues(dep.d.Provider, keyName).Inc()
-				r.o.Log.Warn("upstream key cooling down", zap.String("provider", dep.d.Provider),
-					zap.String("key", keyName), zap.Int("status", resp.StatusCode), zap.Time("until", until))
-			}
+			r.coolKey(dep, key, outcome, resp)
 		}
 	default:
 		done(errAttemptFailed)
@@ -397,8 +383,45 @@ func (r *Router) attempt(ctx context.Context, dep *deployment, key *poolKey, bod
 	return resp, keyFailure, err
 }
 
+func unknownDeployment(d *catalog.Deployment) error {
+	return fmt.Errorf("%w: deployment %s unknown to the router", ErrUnavailable, d.Name())
+}
+
+// The rare branches of attempt are functions of their own: attempt is on
+// every request's call stack under the HTTP client, and its frame (with
+// these branches' attribute and log-field arrays inlined) made the deepest
+// point of a request pass 8 KiB, so each streaming goroutine kept a
+// 16 KiB stack for its whole life.
+
+// endAttemptSpan records an attempt's outcome on its span and ends it.
+func endAttemptSpan(span trace.Span, dep, keyName string, attempt int, outcome string, resp *http.Response) {
+	span.SetAttributes(attribute.String("svc.deployment", dep), attribute.String("svc.upstream.key", keyName),
+		attribute.Int("svc.attempt", attempt), attribute.String("svc.outcome", outcome))
+	if resp != nil {
+		span.SetAttributes(attribute.Int("http.response.status_code", resp.StatusCode))
+	}
+	if outcome != outcomeOK {
+		span.SetStatus(codes.Error, outcome)
+	}
+	span.End()
+}
+
+// coolKey takes a key that was refused (401/403) or rate limited out of
+// rotation: for the answer's Retry-After, else KeyCooldown.
+func (r *Router) coolKey(dep *deployment, key *poolKey, outcome string, resp *http.Response) {
+	until := r.now().Add(r.o.KeyCooldown)
+	if ra := retryAfter(resp.Header.Get("Retry-After"), r.now()); outcome == outcomeRateLimited && ra > 0 {
+		until = r.now().Add(ra)
+	}
+	if dep.pool.cooldown(key, r.now(), until) {
+		r.m.keyCooldowns.WithLabelValues(dep.d.Provider, key.name).Inc()
+		r.o.Log.Warn("upstream key cooling down", zap.String("provider", dep.d.Provider),
+			zap.String("key", key.name), zap.Int("status", resp.StatusCode), zap.Time("until", until))
+	}
+}
+
 // anyAvailable reports whether some deployment of model could be tried now.
-func (r *Router) anyAvailable(model catalog.Model) bool {
+func (r *Router) anyAvailable(model *catalog.Model) bool {
 	now := r.now()
 	for _, dep := range r.lookup(model) {
 		if dep == nil || dep.breaker.State() == gobreaker.StateOpen {

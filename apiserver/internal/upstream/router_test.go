@@ -75,7 +75,7 @@ func newFixture(t *testing.T, o RouterOptions) *fixture {
 
 func (f *fixture) send(t *testing.T) (Answer, string, error) {
 	t.Helper()
-	a, err := f.r.Send(context.Background(), f.cat.Models[0], func(d catalog.Deployment) ([]byte, error) {
+	a, err := f.r.Send(context.Background(), &f.cat.Models[0], func(d *catalog.Deployment) ([]byte, error) {
 		return fmt.Appendf(nil, `{"model":%q,"messages":[{"role":"user","content":"hi"}]}`, d.UpstreamModel), nil
 	})
 	body := ""
@@ -235,7 +235,7 @@ func TestRouterLoneDeployment(t *testing.T) {
 	f.r = NewRouter(New(Options{HeaderTimeout: 300 * time.Millisecond}), f.cat, RouterOptions{BreakerFailures: 1,
 		BackoffBase: time.Millisecond, BackoffMax: 5 * time.Millisecond})
 	send := func() Answer {
-		a, err := f.r.Send(context.Background(), lone, func(d catalog.Deployment) ([]byte, error) {
+		a, err := f.r.Send(context.Background(), &lone, func(d *catalog.Deployment) ([]byte, error) {
 			return []byte(`{"model":"up-b","messages":[{"role":"user","content":"hi"}]}`), nil
 		})
 		if err != nil && !strings.Contains(err.Error(), "timed out") {

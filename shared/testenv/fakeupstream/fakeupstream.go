@@ -9,6 +9,7 @@ package fakeupstream
 
 import (
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
@@ -56,6 +57,7 @@ type Reply struct {
 type Request struct {
 	Body   map[string]any
 	Header http.Header
+	Proto  string // "HTTP/1.1", "HTTP/2.0"
 }
 
 // Messages returns the request's messages.
@@ -99,19 +101,44 @@ type Server struct {
 	*Upstream
 }
 
-// New starts a fake upstream; it is closed with the test.
+// New starts a fake upstream over plain HTTP/1.1; it is closed with the test.
 func New(t testing.TB) *Server {
+	s := newServer()
+	s.Start()
+	t.Cleanup(s.Close)
+	return s
+}
+
+// NewTLS starts a fake upstream over HTTPS that negotiates HTTP/2, as real
+// providers do; it is closed with the test. A client trusts it through
+// CertPEM (for another process: a file named by SSL_CERT_FILE).
+func NewTLS(t testing.TB) *Server {
+	s := newServer()
+	s.EnableHTTP2 = true
+	s.StartTLS()
+	t.Cleanup(s.Close)
+	return s
+}
+
+func newServer() *Server {
 	u := NewUpstream()
 	s := &Server{Upstream: u}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.URL.Path != "/v1/chat/completions" {
 			http.Error(w, `{"error":{"message":"not found","type":"invalid_request_error","code":"not_found"}}`, 404)
 			return
 		}
 		u.ServeCompletion(w, req)
 	}))
-	t.Cleanup(s.Close)
 	return s
+}
+
+// CertPEM is the TLS server's certificate in PEM (nil for New's server).
+func (s *Server) CertPEM() []byte {
+	if s.Certificate() == nil {
+		return nil
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.Certificate().Raw})
 }
 
 // Close releases waiting answers and stops the server (the upstream is then
@@ -182,7 +209,7 @@ func (s *Upstream) ServeCompletion(w http.ResponseWriter, req *http.Request) {
 		fmt.Fprint(w, `{"error":{"message":"bad json","type":"invalid_request_error","code":"bad_json"}}`)
 		return
 	}
-	r := Request{Body: body, Header: req.Header.Clone()}
+	r := Request{Body: body, Header: req.Header.Clone(), Proto: req.Proto}
 	s.mu.Lock()
 	s.requests = append(s.requests, r)
 	script := s.script
