@@ -18,7 +18,6 @@ import (
 
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/apikey"
-	"github.com/svc-dev/svc/apiserver/internal/shallow"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/shared/runtimetoken"
 )
@@ -123,8 +122,7 @@ func (a *Authenticator) lookup(ctx context.Context, id string) (store.KeyAuth, e
 	if ok && now.Sub(c.at) < CacheTTL {
 		return c.row, nil
 	}
-	// On a goroutine of its own: the caller may go on to hold a stream.
-	row, err := shallow.Call(func() (store.KeyAuth, error) { return a.store.LookupKey(ctx, id) })
+	row, err := a.store.LookupKey(ctx, id)
 	if err != nil {
 		return row, err
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/auth"
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
-	"github.com/svc-dev/svc/apiserver/internal/shallow"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 )
 
@@ -110,10 +109,7 @@ func (m *Meter) Admit(ctx context.Context, p auth.Principal, plan catalog.Plan) 
 
 	var counts map[string]int64
 	if len(incr) > 0 || readWindows {
-		// On a goroutine of its own: the caller may go on to hold a stream.
-		st, err := shallow.Call(func() (store.AdmitState, error) {
-			return m.Store.Admit(ctx, win, incr, p.WorkspaceID, readWindows)
-		})
+		st, err := m.Store.Admit(ctx, win, incr, p.WorkspaceID, readWindows)
 		if err != nil {
 			if ctx.Err() != nil {
 				return Admission{}, apierr.Internal(fmt.Errorf("metering: admit: %w", err))

@@ -35,22 +35,19 @@ func principal(c echo.Context) auth.Principal { return httpmw.PrincipalFrom(c) }
 // ChatCompletions answers POST /chat/completions: auth (middleware) → model →
 // tier → rate limit → usage windows → upstream (issue order; spec 7.1).
 //
-// Each phase is its own function, so a long stream is relayed from a shallow
-// stack: the deep calls of admission and of the upstream request (JSON
-// parsing, database, HTTP client) return before the relay starts, and the
-// handler's own frame stays small. A goroutine whose stack once grew to
-// 16 KiB keeps it while it holds more than a quarter of it (the runtime
-// shrinks stacks only below that), which at 2,000 open streams was 8 KiB
-// per stream (docs/performance.md).
+// Each phase is its own function and the handler's own frame is small, so a
+// long stream is relayed from a shallower stack (the runtime shrinks a
+// goroutine's stack only while less than a quarter of it is in use; see
+// docs/performance.md).
 func (a *API) ChatCompletions(c echo.Context) error {
-	x, err := a.admit(c)
-	if err != nil {
-		return err
-	}
 	// The upstream exchange outlives a client that hangs up: its usage is
 	// still reported at the end and must be metered.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), upstreamDeadline)
 	defer cancel()
+	x, err := a.admit(c)
+	if err != nil {
+		return err
+	}
 	x.ctx = ctx
 	resp, err := a.send(c, x)
 	if err != nil {
