@@ -16,6 +16,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -28,6 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
 
+	"github.com/svc-dev/svc/podagent/internal/callback"
 	"github.com/svc-dev/svc/podagent/internal/metal/guestimage"
 	"github.com/svc-dev/svc/podagent/internal/metal/host"
 	"github.com/svc-dev/svc/shared/logging"
@@ -95,7 +97,8 @@ func serve(cfg *config, log *zap.Logger) error {
 	h, err := host.New(host.Options{Store: store, Image: img, Dir: cfg.Dir, APIURL: cfg.APIURL, QEMU: cfg.QEMU,
 		Accel: cfg.Accel, MemoryMB: cfg.MemoryMB, DiskMB: cfg.DiskMB, ExportInterval: cfg.ExportInterval,
 		Snapshots: cfg.Snapshots, StartTimeout: cfg.StartTimeout, HealthInterval: cfg.HealthInterval,
-		HealthTimeout: cfg.HealthTimeout, HealthFailures: cfg.HealthFailures, GuestEnv: cfg.GuestEnv, Registry: reg, Log: log})
+		HealthTimeout: cfg.HealthTimeout, HealthFailures: cfg.HealthFailures, GuestEnv: cfg.GuestEnv,
+		CallbackAllowedNets: cfg.CallbackAllowedNets, Registry: reg, Log: log})
 	if err != nil {
 		return err
 	}
@@ -147,6 +150,7 @@ type config struct {
 	HealthFailures                                            int
 	Snapshots                                                 bool
 	GuestEnv                                                  map[string]string
+	CallbackAllowedNets                                       []netip.Prefix
 }
 
 type option struct {
@@ -195,6 +199,10 @@ var options = []option{
 	{"health-interval", "SVC_METAL_HEALTH_INTERVAL", "30s", "health gate: how often a guest's /healthz is probed", false, func(c *config, v string) (err error) { c.HealthInterval, err = time.ParseDuration(v); return }},
 	{"health-timeout", "SVC_METAL_HEALTH_TIMEOUT", "10s", "health gate: bound of one probe", false, func(c *config, v string) (err error) { c.HealthTimeout, err = time.ParseDuration(v); return }},
 	{"health-failures", "SVC_METAL_HEALTH_FAILURES", "3", "health gate: failed probes in a row that discard the VM (rescue first)", false, integer(func(c *config) *int { return &c.HealthFailures })},
+	{"callback-allowed-nets", "SVC_CALLBACK_ALLOWED_NETS", "", "CIDRs guests' async webhook callbacks may reach despite the host's SSRF guard", false, func(c *config, v string) (err error) {
+		c.CallbackAllowedNets, err = callback.ParseAllowedNets(v)
+		return
+	}},
 	{"snapshots", "SVC_METAL_SNAPSHOTS", "true", "save the VM state at suspend for a fast resume", false, func(c *config, v string) (err error) { c.Snapshots, err = strconv.ParseBool(v); return }},
 }
 

@@ -67,6 +67,7 @@ var channelOptions = []struct{ flag, env, usage string }{
 	{"callback-retry-base", "SVC_CALLBACK_RETRY_BASE", "first callback backoff (default 1s)"},
 	{"callback-retry-max", "SVC_CALLBACK_RETRY_MAX", "callback backoff cap (default 2m)"},
 	{"callback-timeout", "SVC_CALLBACK_TIMEOUT", "one callback POST (default 30s)"},
+	{"callback-forward-url", "SVC_CALLBACK_FORWARD_URL", "send callbacks through this host forwarder (micro-VM guests; set by guest mode)"},
 	{"agent-model", "SVC_AGENT_MODEL", "model id of the tool loop (default svc-2-0)"},
 	{"agent-max-iterations", "SVC_AGENT_MAX_ITERATIONS", "model calls per turn (default 20)"},
 }

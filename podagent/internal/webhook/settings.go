@@ -22,6 +22,7 @@ import (
 //	SVC_CALLBACK_RETRY_BASE        first backoff (default 1s, doubling, ±20 % jitter)
 //	SVC_CALLBACK_RETRY_MAX         backoff cap (default 2m)
 //	SVC_CALLBACK_TIMEOUT           one callback POST (default 30s)
+//	SVC_CALLBACK_FORWARD_URL       send callbacks through a host's forwarder (micro-VM guests; set by guest mode)
 //	SVC_AGENT_MODEL                model id for the tool loop (default svc-2-0)
 //	SVC_AGENT_MAX_ITERATIONS       model calls per turn (default 20)
 type Settings struct {
@@ -34,8 +35,10 @@ type Settings struct {
 	CallbackBase     time.Duration
 	CallbackMax      time.Duration
 	CallbackTimeout  time.Duration
-	AgentModel       string
-	MaxIterations    int
+	// CallbackForwardURL is the host's callback forwarder (guest mode).
+	CallbackForwardURL string
+	AgentModel         string
+	MaxIterations      int
 }
 
 // Defaults.
@@ -86,6 +89,7 @@ func SettingsFromEnv(getenv func(string) string) (Settings, error) {
 	num("SVC_WEBHOOK_MAX_BODY_BYTES", func(n int64) { s.MaxBodyBytes = n })
 	num("SVC_CALLBACK_MAX_ATTEMPTS", func(n int64) { s.CallbackAttempts = int(n) })
 	num("SVC_AGENT_MAX_ITERATIONS", func(n int64) { s.MaxIterations = int(n) })
+	s.CallbackForwardURL = getenv("SVC_CALLBACK_FORWARD_URL")
 	if v := getenv("SVC_AGENT_MODEL"); v != "" {
 		s.AgentModel = v
 	}

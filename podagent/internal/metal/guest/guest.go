@@ -34,6 +34,10 @@ const (
 	RelayAddr = "10.0.2.100:80"
 	// Port is the agent's port inside the guest (hostfwd target).
 	Port = 8080
+	// CallbackForwardPath is the relay's callback forwarder: the guest's
+	// async webhook callbacks leave through the host there
+	// (SVC_CALLBACK_FORWARD_URL), under the host's SSRF guard.
+	CallbackForwardPath = "/metal/callback"
 )
 
 // Layout of the disk, relative to its root (DataDir in the guest).
@@ -96,6 +100,8 @@ func (c Config) PodEnv(root string) map[string]string {
 		"SVC_WORKSPACE_DIR": filepath.Join(root, WorkspaceRel),
 		"SVC_HTTP_ADDR":     "0.0.0.0:" + strconv.Itoa(Port),
 		"SVC_LFS":           "false",
+		// Callbacks have no route of their own: the host forwards them.
+		"SVC_CALLBACK_FORWARD_URL": "http://" + RelayAddr + CallbackForwardPath,
 	} {
 		env[k] = v
 	}

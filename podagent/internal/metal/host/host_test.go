@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/svc-dev/svc/podagent/internal/agentloop/fakegateway"
+	"github.com/svc-dev/svc/podagent/internal/callback"
 	"github.com/svc-dev/svc/podagent/internal/metal/disk"
 	"github.com/svc-dev/svc/podagent/internal/metal/host"
 	"github.com/svc-dev/svc/podagent/internal/metal/metaltest"
@@ -55,7 +57,12 @@ func newWorld(t testing.TB, project, token string, snapshots bool, afterDisk fun
 	pipe := pipeBinary(t)
 	w := &world{store: store, gw: gw, stopped: make(chan [2]string, 16), dir: t.TempDir()}
 	w.h, err = host.New(host.Options{Store: store, Image: img, Dir: w.dir, APIURL: gw.URL, DiskMB: 128,
-		ExportInterval: time.Hour, Snapshots: snapshots, HealthInterval: time.Second, StartTimeout: 5 * time.Minute, PipeCommand: []string{pipe, "pipe"}, Registry: prometheus.NewRegistry(),
+		// The host's SSRF guard lets callbacks reach the test's receiver on
+		// 127.0.0.1 only; the guests' own early check lets everything
+		// through (as a hostile guest would), so the host's guard decides.
+		CallbackAllowedNets: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
+		GuestEnv:            map[string]string{"SVC_CALLBACK_ALLOWED_NETS": "0.0.0.0/0,::/0"},
+		ExportInterval:      time.Hour, Snapshots: snapshots, HealthInterval: time.Second, StartTimeout: 5 * time.Minute, PipeCommand: []string{pipe, "pipe"}, Registry: prometheus.NewRegistry(),
 		Log: zaptest.NewLogger(t), AfterDisk: afterDisk,
 		OnStopped: func(id, state string) { w.stopped <- [2]string{id, state} }})
 	if err != nil {
@@ -188,7 +195,8 @@ func must(t testing.TB, err error) {
 // still commits), a webhook turn through the relay, export, suspend with
 // snapshot, resume, a turn then kill -9 of QEMU (rescue from the disk:
 // nothing lost), a stale snapshot skipped, and an unreadable disk
-// quarantined.
+// quarantined. Async callbacks leave through the host (signed, refused
+// for an SSRF target).
 func TestGuestLifecycle(t *testing.T) {
 	t.Parallel()
 	const project, token = "prj_metal", "svc_rt_prj_metal.test"
@@ -232,6 +240,34 @@ func TestGuestLifecycle(t *testing.T) {
 	}
 	if len(w.gw.Records()) == 0 {
 		t.Fatal("no checkpoint record reached the API through the relay")
+	}
+
+	// Async callbacks leave through the host's forwarder: signed with the
+	// channel secret, the webhook-id derived from the correlation id; a
+	// metadata-service target is refused by the host's SSRF guard and the
+	// reply goes to the outbox.
+	rcv := newCallbackReceiver(t)
+	corr := w.asyncTurn(t, st, token, rcv.URL+"/hook", "async hello")
+	cb := rcv.wait(t)
+	if err := callback.Verify("sec", cb.body, cb.header); err != nil {
+		t.Fatalf("callback signature: %v (%v)", err, cb.header)
+	}
+	var payload wire.WebhookCallback
+	must(t, json.Unmarshal(cb.body, &payload))
+	if id := cb.header.Get(callback.HeaderID); id != "msg_"+strings.TrimPrefix(corr, "cor_") || payload.CorrelationID != corr ||
+		payload.Reply != "async hello" {
+		t.Fatalf("callback: webhook-id %q, body %s (correlation %s)", id, cb.body, corr)
+	}
+	if put := w.waitOutbox(t, corr); put.Status != wire.OutboxStatusDelivered {
+		t.Fatalf("the delivered callback's outbox notice: %+v", put)
+	}
+	corr = w.asyncTurn(t, st, token, "http://169.254.169.254/latest/meta-data/", "not for the metadata service")
+	if put := w.waitOutbox(t, corr); put.Reply != "not for the metadata service" || put.Status == wire.OutboxStatusDelivered {
+		t.Fatalf("the refused callback's reply in the outbox: %+v", put)
+	}
+	if f, r := testutil.ToFloat64(w.h.Metrics.CallbackForwards.WithLabelValues("forwarded")),
+		testutil.ToFloat64(w.h.Metrics.CallbackForwards.WithLabelValues("refused")); f != 1 || r != 1 {
+		t.Fatalf("metal_callback_forwards_total: forwarded %v, refused %v", f, r)
 	}
 
 	// Suspend: everything exported (the source archive too), VM state saved.

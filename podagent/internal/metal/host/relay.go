@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/svc-dev/svc/podagent/internal/metal/guest"
 	"github.com/svc-dev/svc/shared/internalapi"
 )
 
@@ -23,7 +24,10 @@ type relay struct {
 	srv *http.Server
 }
 
-func newRelay(apiURL, projectID string, log *zap.Logger) (*relay, error) {
+// It also serves guest.CallbackForwardPath with callbacks (the host's
+// callback.Forwarder): async webhook callbacks leave the guest there,
+// under the host's SSRF guard.
+func newRelay(apiURL, projectID string, callbacks http.Handler, log *zap.Logger) (*relay, error) {
 	if apiURL == "" {
 		return nil, errors.New("metal host: the API URL is not set (the guest's relay needs it)")
 	}
@@ -45,6 +49,10 @@ func newRelay(apiURL, projectID string, log *zap.Logger) (*relay, error) {
 	}
 	rl := &relay{ln: ln, srv: &http.Server{ReadHeaderTimeout: 10 * time.Second,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == guest.CallbackForwardPath && callbacks != nil {
+				callbacks.ServeHTTP(w, r)
+				return
+			}
 			if !strings.HasPrefix(r.URL.Path, prefix) || strings.Contains(r.URL.Path, "..") {
 				log.Warn("guest relay refused a request", zap.String("projectId", projectID), zap.String("path", r.URL.Path))
 				writeError(w, http.StatusForbidden, "forbidden", "the guest may only call its project's internal routes")

@@ -4,14 +4,19 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 
 	"go.uber.org/zap/zaptest"
+
+	"github.com/svc-dev/svc/podagent/internal/callback"
+	"github.com/svc-dev/svc/podagent/internal/metal/guest"
 )
 
 // The guest's relay forwards its own project's internal routes to the API
-// and refuses everything else (other projects, anything outside /internal).
+// and refuses everything else (other projects, anything outside /internal);
+// callbacks leave through its forwarder, under the host's SSRF guard.
 func TestRelayOnlyForwardsTheProjectsInternalRoutes(t *testing.T) {
 	t.Parallel()
 	var seen []string
@@ -21,26 +26,32 @@ func TestRelayOnlyForwardsTheProjectsInternalRoutes(t *testing.T) {
 		_, _ = io.WriteString(w, "api")
 	}))
 	defer api.Close()
-	rl, err := newRelay(api.URL, "prj_1", zaptest.NewLogger(t))
+	fwd := callback.NewForwarder(callback.NewGuard([]netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}), 0, zaptest.NewLogger(t))
+	rl, err := newRelay(api.URL, "prj_1", fwd, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rl.close()
 	cases := []struct {
-		path   string
-		status int
+		path, target string
+		status       int
 	}{
-		{"/internal/projects/prj_1/checkpoints/record", 200},
-		{"/internal/projects/prj_1/chat/completions", 200},
-		{"/internal/projects/prj_2/checkpoints/record", 403},
-		{"/internal/projects/prj_1", 403},
-		{"/internal/projects/prj_1/../prj_2/channel", 403},
-		{"/api/v1/models", 403},
-		{"/", 403},
+		{guest.CallbackForwardPath, api.URL + "/hook", 200},
+		{guest.CallbackForwardPath, "http://169.254.169.254/latest/meta-data/", 403},
+		{"/internal/projects/prj_1/checkpoints/record", "", 200},
+		{"/internal/projects/prj_1/chat/completions", "", 200},
+		{"/internal/projects/prj_2/checkpoints/record", "", 403},
+		{"/internal/projects/prj_1", "", 403},
+		{"/internal/projects/prj_1/../prj_2/channel", "", 403},
+		{"/api/v1/models", "", 403},
+		{"/", "", 403},
 	}
 	for _, c := range cases {
 		req, _ := http.NewRequest(http.MethodPost, "http://"+rl.addr()+c.path, strings.NewReader("{}"))
 		req.Header.Set("Authorization", "Bearer rt")
+		if c.target != "" {
+			req.Header.Set(callback.HeaderForwardTarget, c.target)
+		}
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -51,7 +62,7 @@ func TestRelayOnlyForwardsTheProjectsInternalRoutes(t *testing.T) {
 			t.Errorf("%s: %d %s, want %d", c.path, res.StatusCode, b, c.status)
 		}
 	}
-	if len(seen) != 2 || seen[0] != "POST /internal/projects/prj_1/checkpoints/record Bearer rt" {
+	if len(seen) != 3 || seen[0] != "POST /hook Bearer rt" || seen[1] != "POST /internal/projects/prj_1/checkpoints/record Bearer rt" {
 		t.Fatalf("the API saw %q", seen)
 	}
 }
