@@ -83,9 +83,10 @@ func ReadConfig(root string) (Config, error) {
 }
 
 // PodEnv is the pod's environment in the guest: fs storage on the disk,
-// the workspace on the disk, the API through the host's relay, no
-// large-file offload (its presigned URLs point at storage the guest cannot
-// reach).
+// the workspace on the disk, the API through the host's relay (large files
+// too: the relay points the batch answer's transfers at the host, which
+// moves the bytes to and from object storage), async callbacks through the
+// host's forwarder.
 func (c Config) PodEnv(root string) map[string]string {
 	env := map[string]string{}
 	for k, v := range c.Env {
@@ -99,7 +100,6 @@ func (c Config) PodEnv(root string) map[string]string {
 		"SVC_DATA_DIR":      filepath.Join(root, StoreRel),
 		"SVC_WORKSPACE_DIR": filepath.Join(root, WorkspaceRel),
 		"SVC_HTTP_ADDR":     "0.0.0.0:" + strconv.Itoa(Port),
-		"SVC_LFS":           "false",
 		// Callbacks have no route of their own: the host forwards them.
 		"SVC_CALLBACK_FORWARD_URL": "http://" + RelayAddr + CallbackForwardPath,
 	} {

@@ -109,6 +109,9 @@ type Metrics struct {
 	// CallbackForwards counts guests' callbacks by outcome (forwarded,
 	// refused by the SSRF guard, error reaching the target).
 	CallbackForwards *prometheus.CounterVec
+	// LFSTransfers counts guests' large-file transfers through the host
+	// by outcome (upload, download, rejected).
+	LFSTransfers *prometheus.CounterVec
 }
 
 // Host runs the guests of many projects.
@@ -180,10 +183,12 @@ func New(o Options) (*Host, error) {
 		CallbackForwards: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "metal_callback_forwards_total",
 			Help: "Guests' async webhook callbacks the host forwarded, by outcome (forwarded, refused, error)."}, []string{"outcome"}),
 	}
+	h.Metrics.LFSTransfers = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "metal_lfs_transfers_total",
+		Help: "Guests' large-file objects the host moved to or from object storage, by outcome (upload, download, rejected)."}, []string{"outcome"})
 	h.callbacks = callback.NewForwarder(callback.NewGuard(o.CallbackAllowedNets), o.CallbackTimeout, h.log)
 	h.callbacks.Observe = func(outcome string) { h.Metrics.CallbackForwards.WithLabelValues(outcome).Inc() }
 	if o.Registry != nil {
-		for _, c := range []prometheus.Collector{h.Metrics.RescueFailedQuarantined, h.Metrics.StaleSnapshotSkipped, h.Metrics.Exports, h.Metrics.CallbackForwards} {
+		for _, c := range []prometheus.Collector{h.Metrics.RescueFailedQuarantined, h.Metrics.StaleSnapshotSkipped, h.Metrics.Exports, h.Metrics.CallbackForwards, h.Metrics.LFSTransfers} {
 			if err := o.Registry.Register(c); err != nil {
 				return nil, err
 			}
@@ -386,7 +391,9 @@ func (h *Host) failed(p *project, err error) error {
 
 // boot starts QEMU on the project's disk and waits for the pod's /readyz.
 func (h *Host) boot(ctx context.Context, p *project, incoming string) error {
-	rl, err := newRelay(h.o.APIURL, p.id, h.callbacks, h.log)
+	rl, err := newRelay(relayConfig{apiURL: h.o.APIURL, projectID: p.id, callbacks: h.callbacks,
+		lfs: &lfsTransfer{store: h.o.Store, projectID: p.id, tmpDir: filepath.Join(p.dir, "run"), log: h.log,
+			observe: func(o string) { h.Metrics.LFSTransfers.WithLabelValues(o).Inc() }}}, h.log)
 	if err != nil {
 		return err
 	}

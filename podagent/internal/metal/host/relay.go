@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -18,20 +19,29 @@ import (
 // relay is the guest's only way out: a loopback HTTP proxy that QEMU's
 // guestfwd reaches (one `metalhost pipe` per connection) and that forwards
 // the project's own /internal routes (checkpoint records, the model
-// gateway) to the API, and nothing else — never object storage.
+// gateway, the large-file batch) to the API, and nothing else — never
+// object storage.
+//
+// It also serves guest.CallbackForwardPath with callbacks (the host's
+// callback.Forwarder: async webhook callbacks leave the guest there, under
+// the host's SSRF guard) and LFSTransferPath (large files, lfsrelay.go).
 type relay struct {
 	ln  net.Listener
 	srv *http.Server
 }
 
-// It also serves guest.CallbackForwardPath with callbacks (the host's
-// callback.Forwarder): async webhook callbacks leave the guest there,
-// under the host's SSRF guard.
-func newRelay(apiURL, projectID string, callbacks http.Handler, log *zap.Logger) (*relay, error) {
-	if apiURL == "" {
+type relayConfig struct {
+	apiURL, projectID string
+	callbacks         http.Handler
+	// lfs, when set, moves large files (nil: batch answers pass unchanged).
+	lfs *lfsTransfer
+}
+
+func newRelay(c relayConfig, log *zap.Logger) (*relay, error) {
+	if c.apiURL == "" {
 		return nil, errors.New("metal host: the API URL is not set (the guest's relay needs it)")
 	}
-	target, err := url.Parse(apiURL)
+	target, err := url.Parse(c.apiURL)
 	if err != nil {
 		return nil, err
 	}
@@ -39,26 +49,37 @@ func newRelay(apiURL, projectID string, callbacks http.Handler, log *zap.Logger)
 	if err != nil {
 		return nil, err
 	}
-	prefix := internalapi.ProjectURL("", projectID, "/")
+	prefix := internalapi.ProjectURL("", c.projectID, "/")
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(target)
 			r.Out.Host = target.Host
+			if c.lfs != nil && isLFSBatch(r.In.URL.Path, c.projectID) {
+				r.Out.Header.Del("Accept-Encoding") // the answer is rewritten
+				r.Out = r.Out.WithContext(context.WithValue(r.Out.Context(), guestBaseKey{}, "http://"+r.In.Host))
+			}
+		},
+		ModifyResponse: func(res *http.Response) error {
+			if base, ok := res.Request.Context().Value(guestBaseKey{}).(string); ok {
+				return rewriteLFSBatch(res, base)
+			}
+			return nil
 		},
 		FlushInterval: -1, // stream model responses as they come
 	}
 	rl := &relay{ln: ln, srv: &http.Server{ReadHeaderTimeout: 10 * time.Second,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == guest.CallbackForwardPath && callbacks != nil {
-				callbacks.ServeHTTP(w, r)
-				return
-			}
-			if !strings.HasPrefix(r.URL.Path, prefix) || strings.Contains(r.URL.Path, "..") {
-				log.Warn("guest relay refused a request", zap.String("projectId", projectID), zap.String("path", r.URL.Path))
+			switch {
+			case r.URL.Path == guest.CallbackForwardPath && c.callbacks != nil:
+				c.callbacks.ServeHTTP(w, r)
+			case strings.HasPrefix(r.URL.Path, LFSTransferPath) && c.lfs != nil:
+				c.lfs.ServeHTTP(w, r)
+			case !strings.HasPrefix(r.URL.Path, prefix) || strings.Contains(r.URL.Path, ".."):
+				log.Warn("guest relay refused a request", zap.String("projectId", c.projectID), zap.String("path", r.URL.Path))
 				writeError(w, http.StatusForbidden, "forbidden", "the guest may only call its project's internal routes")
-				return
+			default:
+				proxy.ServeHTTP(w, r)
 			}
-			proxy.ServeHTTP(w, r)
 		})}}
 	go func() { _ = rl.srv.Serve(ln) }()
 	return rl, nil

@@ -27,7 +27,7 @@ func TestRelayOnlyForwardsTheProjectsInternalRoutes(t *testing.T) {
 	}))
 	defer api.Close()
 	fwd := callback.NewForwarder(callback.NewGuard([]netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}), 0, zaptest.NewLogger(t))
-	rl, err := newRelay(api.URL, "prj_1", fwd, zaptest.NewLogger(t))
+	rl, err := newRelay(relayConfig{apiURL: api.URL, projectID: "prj_1", callbacks: fwd}, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
