@@ -166,19 +166,22 @@ func sqQuote(s string) string {
 // local config and makes sure .gitattributes holds the curated block. It is
 // idempotent; nothing it writes names the endpoint or the token.
 func (l *LFS) Setup(ctx context.Context) error {
-	settings := [][2]string{
-		{"filter.lfs.process", "git-lfs filter-process --skip"},
-		{"filter.lfs.clean", "git-lfs clean -- %f"},
-		{"filter.lfs.smudge", "git-lfs smudge --skip -- %f"},
-		{"filter.lfs.required", "true"},
-		{"lfs.repositoryformatversion", "0"},
-	}
-	for _, kv := range settings {
+	for _, kv := range FilterSettings {
 		if err := l.git("config", "--local").AddDynamic(kv[0], kv[1]).Run(ctx); err != nil {
 			return fmt.Errorf("lfs: configure filter: %w", err)
 		}
 	}
 	return l.ensureAttributes()
+}
+
+// FilterSettings are the repository settings Setup writes: the lfs filter
+// with pointer smudge skipped.
+var FilterSettings = [][2]string{
+	{"filter.lfs.process", "git-lfs filter-process --skip"},
+	{"filter.lfs.clean", "git-lfs clean -- %f"},
+	{"filter.lfs.smudge", "git-lfs smudge --skip -- %f"},
+	{"filter.lfs.required", "true"},
+	{"lfs.repositoryformatversion", "0"},
 }
 
 // CuratedBlock is the managed block of .gitattributes.

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,6 +21,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/svc-dev/svc/podagent/internal/lfs"
 	"github.com/svc-dev/svc/shared/gitrun"
 )
 
@@ -178,9 +180,11 @@ func Hydrate(ctx context.Context, r *gitrun.Runner, root string, log *zap.Logger
 	}
 	_ = os.RemoveAll(filepath.Dir(staging))
 	_ = os.RemoveAll(old)
-	// Nothing of a restored config may run a command: start from a clean one.
-	if err := os.WriteFile(filepath.Join(gitDir, "config"),
-		[]byte("[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n"), 0o644); err != nil {
+	// Nothing of a restored config may run a command: start from a clean
+	// one, with only our own lfs filter (as the pod's lfs.Setup writes it),
+	// so large files the host hydrated as bytes compare equal to HEAD's
+	// pointers instead of being kept as pre-hydrate changes.
+	if err := os.WriteFile(filepath.Join(gitDir, "config"), []byte(freshConfig()), 0o644); err != nil {
 		return "", err
 	}
 	git := func(args ...gitrun.Arg) *gitrun.Cmd {
@@ -223,4 +227,22 @@ func Hydrate(ctx context.Context, r *gitrun.Runner, root string, log *zap.Logger
 	}
 	log.Info("hydrated the durable .git staged by the host", zap.String("preHydrateRef", ref))
 	return ref, nil
+}
+
+// freshConfig is the .git/config Hydrate starts from.
+func freshConfig() string {
+	var b strings.Builder
+	b.WriteString("[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n")
+	if _, err := exec.LookPath("git-lfs"); err != nil {
+		return b.String()
+	}
+	for _, kv := range lfs.FilterSettings {
+		sec, key, _ := strings.Cut(kv[0], ".")
+		if sub, k, ok := strings.Cut(key, "."); ok {
+			fmt.Fprintf(&b, "[%s %q]\n\t%s = %q\n", sec, sub, k, kv[1])
+		} else {
+			fmt.Fprintf(&b, "[%s]\n\t%s = %q\n", sec, key, kv[1])
+		}
+	}
+	return b.String()
 }

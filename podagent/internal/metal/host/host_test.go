@@ -3,6 +3,8 @@ package host_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -61,7 +63,8 @@ func newWorld(t testing.TB, project, token string, snapshots bool, afterDisk fun
 		// 127.0.0.1 only; the guests' own early check lets everything
 		// through (as a hostile guest would), so the host's guard decides.
 		CallbackAllowedNets: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
-		GuestEnv:            map[string]string{"SVC_CALLBACK_ALLOWED_NETS": "0.0.0.0/0,::/0"},
+		// Files above 4 KiB are large files (git-lfs through the host).
+		GuestEnv: map[string]string{"SVC_CALLBACK_ALLOWED_NETS": "0.0.0.0/0,::/0", "LARGE_FILE_BYTES": "4096"},
 		ExportInterval:      time.Hour, Snapshots: snapshots, HealthInterval: time.Second, StartTimeout: 5 * time.Minute, PipeCommand: []string{pipe, "pipe"}, Registry: prometheus.NewRegistry(),
 		Log: zaptest.NewLogger(t), AfterDisk: afterDisk,
 		OnStopped: func(id, state string) { w.stopped <- [2]string{id, state} }})
@@ -270,6 +273,25 @@ func TestGuestLifecycle(t *testing.T) {
 		t.Fatalf("metal_callback_forwards_total: forwarded %v, refused %v", f, r)
 	}
 
+	// Large files: a file above LARGE_FILE_BYTES goes through git-lfs in
+	// the guest and the host's transfer endpoint into
+	// <projectId>/lfs/objects/<oid>; HEAD holds its pointer.
+	big := strings.Repeat("a line of a large file written in the guest\n", 200)
+	sum := sha256.Sum256([]byte(big))
+	oid := hex.EncodeToString(sum[:])
+	w.turn(t, st, token, "big.txt", big)
+	must(t, w.h.Export(ctx, project, false))
+	git = repoOf(t, w.store, project)
+	if ptr := git("show", "HEAD:big.txt"); !strings.Contains(ptr, "oid sha256:"+oid) {
+		t.Fatalf("big.txt at the exported HEAD is not its lfs pointer: %.200q", ptr)
+	}
+	if got := storedObject(t, w.store, objstore.LFSKey(project, oid)); got != big {
+		t.Fatalf("the large file in object storage: %.80q", got)
+	}
+	if n := testutil.ToFloat64(w.h.Metrics.LFSTransfers.WithLabelValues("upload")); n != 1 {
+		t.Fatalf("large-file uploads through the host: %v", n)
+	}
+
 	// Suspend: everything exported (the source archive too), VM state saved.
 	st, err = w.h.Stop(ctx, project, wire.MetalStopSuspend)
 	must(t, err)
@@ -319,6 +341,14 @@ func TestGuestLifecycle(t *testing.T) {
 	if st.BootKind != "cold" || testutil.ToFloat64(w.h.Metrics.StaleSnapshotSkipped) != 1 {
 		t.Fatalf("after overwriting an archive: %+v, stale skipped %v", st, testutil.ToFloat64(w.h.Metrics.StaleSnapshotSkipped))
 	}
+	// The large file survived the cold boot without the data archive (its
+	// bytes come from object storage through the host, not from the .git
+	// archive, which leaves pushed large files out).
+	must(t, w.h.Export(ctx, project, false))
+	if data := archivetest.StoredEntries(t, w.store, objstore.DataKey(project)); data["big.txt"] != big {
+		t.Fatalf("big.txt after a cold boot without the data archive: %.80q", data["big.txt"])
+	}
+	t.Logf("large-file downloads through the host: %v", testutil.ToFloat64(w.h.Metrics.LFSTransfers.WithLabelValues("download")))
 
 	// The VM freezes and its disk becomes unreadable: the health gate
 	// discards it, neither the guest nor the disk can be read, so the disk
@@ -373,4 +403,15 @@ func zeroFile(t *testing.T, path string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// storedObject reads one object.
+func storedObject(t *testing.T, store objstore.Store, key string) string {
+	t.Helper()
+	rc, _, err := store.Get(context.Background(), key)
+	must(t, err)
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	must(t, err)
+	return string(b)
 }
