@@ -276,7 +276,7 @@ func TestGuestLifecycle(t *testing.T) {
 	// Large files: a file above LARGE_FILE_BYTES goes through git-lfs in
 	// the guest and the host's transfer endpoint into
 	// <projectId>/lfs/objects/<oid>; HEAD holds its pointer.
-	big := strings.Repeat("a line of a large file written in the guest\n", 200)
+	big := strings.Repeat("a line of a large file written in the guest\n", 8000) // 352 kB
 	sum := sha256.Sum256([]byte(big))
 	oid := hex.EncodeToString(sum[:])
 	w.turn(t, st, token, "big.txt", big)
