@@ -55,6 +55,10 @@ type Options struct {
 	// GitLFS is git-lfs for the guest's large files, which move through
 	// the host (default: git-lfs in PATH).
 	GitLFS string
+	// Shell becomes the guest's /bin/sh: git runs filter commands with
+	// arguments (git-lfs filter-process) through it (default: the host's
+	// sh, symlinks resolved).
+	Shell string
 	// LZ4 decompresses the kernel for a faster boot under TCG (default: lz4
 	// in PATH; when absent the compressed kernel is booted as is).
 	LZ4 string
@@ -82,7 +86,7 @@ func Build(o Options) (Image, error) {
 	if err != nil {
 		return Image{}, err
 	}
-	files, err := gitFiles(o.Git, o.GitLFS)
+	files, err := gitFiles(o.Git, o.GitLFS, o.Shell)
 	if err != nil {
 		return Image{}, err
 	}
@@ -186,6 +190,16 @@ func (o *Options) defaults() error {
 		}
 		o.GitLFS = p
 	}
+	if o.Shell == "" {
+		p, err := exec.LookPath("sh")
+		if err == nil {
+			p, err = filepath.EvalSymlinks(p)
+		}
+		if err != nil {
+			return errors.New("guestimage: no sh on the host (it is copied into the guest for git's filters)")
+		}
+		o.Shell = p
+	}
 	if o.LZ4 == "" {
 		o.LZ4, _ = exec.LookPath("lz4")
 	}
@@ -277,7 +291,7 @@ func resolveModules(dir string, names []string) ([]string, error) {
 	return out, nil
 }
 
-// gitFiles is git, git-lfs and every shared object they need (the ELF interpreter
+// gitFiles is git, git-lfs, sh and every shared object they need (the ELF interpreter
 // and DT_NEEDED libraries, transitively), as host paths.
 func gitFiles(bins ...string) ([]string, error) {
 	out := append([]string(nil), bins...)
@@ -373,6 +387,8 @@ func writeInitramfs(w io.Writer, agent string, mods, files []string) error {
 			dst = "/usr/bin/git"
 		case 1:
 			dst = "/usr/bin/git-lfs"
+		case 2:
+			dst = "/bin/sh"
 		}
 		if err := add(dst, f, 0o755); err != nil {
 			return err

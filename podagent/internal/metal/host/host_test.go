@@ -130,7 +130,8 @@ func (w *world) turn(t testing.TB, st wire.MetalProject, token, path, content st
 	b, _ := io.ReadAll(res.Body)
 	res.Body.Close()
 	if res.StatusCode != 200 || !strings.Contains(string(b), "wrote "+path) {
-		t.Fatalf("turn: %d %s", res.StatusCode, b)
+		console, _ := os.ReadFile(filepath.Join(w.dir, "projects", st.ProjectID, "run", "console.log"))
+		t.Fatalf("turn: %d %s\nguest console (end):\n%s", res.StatusCode, b, console[max(0, len(console)-6000):])
 	}
 }
 
