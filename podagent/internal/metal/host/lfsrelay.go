@@ -1,18 +1,16 @@
 package host
 
-// Large files of guests (spec 10.3, 10.5): a guest's git-lfs talks to the
-// API's batch endpoint through the relay as a pod does, but the presigned
-// URLs of the answer point at object storage, which a guest cannot reach
-// (and must not: it holds no credentials). The relay therefore rewrites the
-// answer: upload and download hrefs point at its own transfer endpoint
-// (LFSTransferPath + oid), which streams to or from
-// <projectId>/lfs/objects/<oid> with the host's store, and the verify href
-// points back through the relay to the API's verify route. An upload is
+// Large files of guests (spec 10.3, 10.5): a guest's git-lfs calls the
+// batch route at its lfs.url (the relay) as a pod calls the API's. The
+// API's answer would carry presigned URLs of object storage, which a guest
+// cannot reach (and must not: it holds no credentials), so the host answers
+// the batch itself, with the same protocol, from its own store: upload and
+// download hrefs point at its transfer endpoint (LFSTransferPath + oid),
+// which streams to or from <projectId>/lfs/objects/<oid>. An upload is
 // hashed on the host before it is stored, so a guest can only store an
 // object under its own sha256, in its own project.
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -20,9 +18,9 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -39,9 +37,6 @@ const LFSTransferPath = "/metal/lfs/objects/"
 // maxLFSObject bounds one upload (the API's batch limit, S3's single PUT).
 const maxLFSObject = 5 << 30
 
-// maxBatchAnswer bounds a batch answer the relay rewrites.
-const maxBatchAnswer = 16 << 20
-
 var oidRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 type lfsAction struct {
@@ -50,81 +45,102 @@ type lfsAction struct {
 	ExpiresIn int               `json:"expires_in,omitempty"`
 }
 
-type guestBaseKey struct{}
-
 // isLFSBatch reports whether path is the project's batch route.
 func isLFSBatch(path, projectID string) bool {
 	return path == internalapi.ProjectURL("", projectID, internalapi.PathLFSBatch)
 }
 
-// rewriteLFSBatch rewrites a 200 batch answer for the guest reached at base
-// (scheme://host as the guest called the relay).
-func rewriteLFSBatch(res *http.Response, base string) error {
-	if res.StatusCode != http.StatusOK {
-		return nil
+// lfsPointer names one object of a batch request.
+type lfsPointer struct {
+	OID  string `json:"oid"`
+	Size int64  `json:"size"`
+}
+
+type lfsObject struct {
+	OID           string                `json:"oid"`
+	Size          int64                 `json:"size"`
+	Authenticated bool                  `json:"authenticated,omitempty"`
+	Actions       map[string]*lfsAction `json:"actions,omitempty"`
+	Error         *lfsObjectError       `json:"error,omitempty"`
+}
+
+type lfsObjectError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+// maxBatchObjects bounds one batch request (git-lfs sends at most 100).
+const maxBatchObjects = 1000
+
+// batch answers the guest's git-lfs batch request (the protocol of the
+// API's endpoint, spec 4.3) from the host's store: an upload of a stored
+// object gets no actions, a missing one an upload to the transfer
+// endpoint (which checks the hash itself, so no verify action); a download
+// of a stored object gets a download from the transfer endpoint, a missing
+// one a per-object 404. base is scheme://host as the guest called us.
+func (t *lfsTransfer) batch(w http.ResponseWriter, r *http.Request, base string) {
+	var req struct {
+		Operation string       `json:"operation"`
+		Transfers []string     `json:"transfers"`
+		Objects   []lfsPointer `json:"objects"`
+		HashAlgo  string       `json:"hash_algo"`
 	}
-	body, err := io.ReadAll(io.LimitReader(res.Body, maxBatchAnswer+1))
-	res.Body.Close()
-	if err != nil {
-		return err
+	fail := func(status int, msg string) {
+		w.Header().Set("Content-Type", "application/vnd.git-lfs+json")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(map[string]string{"message": msg})
 	}
-	if len(body) > maxBatchAnswer {
-		return errors.New("lfs batch answer too large")
+	if r.Method != http.MethodPost {
+		fail(http.StatusMethodNotAllowed, "POST only")
+		return
 	}
-	var doc map[string]json.RawMessage
-	if err := json.Unmarshal(body, &doc); err != nil {
-		return err
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
+		fail(http.StatusBadRequest, "not a git-lfs batch request: "+err.Error())
+		return
 	}
-	var objects []map[string]json.RawMessage
-	if raw, ok := doc["objects"]; ok {
-		if err := json.Unmarshal(raw, &objects); err != nil {
-			return err
-		}
+	switch {
+	case req.Operation != "upload" && req.Operation != "download":
+		fail(http.StatusUnprocessableEntity, "operation must be upload or download")
+		return
+	case req.HashAlgo != "" && req.HashAlgo != "sha256":
+		fail(http.StatusConflict, "only sha256 is supported")
+		return
+	case len(req.Transfers) > 0 && !slices.Contains(req.Transfers, "basic"):
+		fail(http.StatusUnprocessableEntity, "only the basic transfer adapter is supported")
+		return
+	case len(req.Objects) == 0 || len(req.Objects) > maxBatchObjects:
+		fail(http.StatusUnprocessableEntity, "between 1 and 1000 objects per request")
+		return
 	}
-	for _, o := range objects {
-		raw, ok := o["actions"]
-		if !ok {
+	out := make([]lfsObject, len(req.Objects))
+	for i, p := range req.Objects {
+		o := &out[i]
+		o.OID, o.Size = p.OID, p.Size
+		if !oidRE.MatchString(p.OID) || p.Size < 0 || p.Size > maxLFSObject {
+			o.Error = &lfsObjectError{Code: http.StatusUnprocessableEntity, Message: "oid must be a lowercase hex sha256 and size within limits"}
 			continue
 		}
-		var oid string
-		if err := json.Unmarshal(o["oid"], &oid); err != nil || !oidRE.MatchString(oid) {
-			delete(o, "actions") // the API answers such objects with an error, not actions
-			continue
+		info, err := t.store.Head(r.Context(), objstore.LFSKey(t.projectID, p.OID))
+		exists := err == nil
+		if err != nil && !errors.Is(err, objstore.ErrNotExist) {
+			fail(http.StatusBadGateway, "object storage: "+err.Error())
+			return
 		}
-		var actions map[string]*lfsAction
-		if err := json.Unmarshal(raw, &actions); err != nil {
-			return err
-		}
-		for name, a := range actions {
-			switch name {
-			case "upload", "download":
-				a.Href, a.Header = base+LFSTransferPath+oid, nil
-			case "verify":
-				u, err := url.Parse(a.Href)
-				if err != nil {
-					return err
-				}
-				a.Href = base + u.EscapedPath()
-			default:
-				delete(actions, name)
-			}
-		}
-		if o["actions"], err = json.Marshal(actions); err != nil {
-			return err
+		o.Authenticated = true
+		href := &lfsAction{Href: base + LFSTransferPath + p.OID, ExpiresIn: 3600}
+		switch {
+		case req.Operation == "upload" && exists && info.Size == p.Size:
+			// stored: no actions, git-lfs skips it
+		case req.Operation == "upload":
+			o.Actions = map[string]*lfsAction{"upload": href}
+		case exists:
+			o.Actions = map[string]*lfsAction{"download": href}
+		default:
+			o.Error = &lfsObjectError{Code: http.StatusNotFound, Message: "Object does not exist"}
 		}
 	}
-	if doc["objects"], err = json.Marshal(objects); err != nil {
-		return err
-	}
-	out, err := json.Marshal(doc)
-	if err != nil {
-		return err
-	}
-	res.Body = io.NopCloser(bytes.NewReader(out))
-	res.ContentLength = int64(len(out))
-	res.Header.Set("Content-Length", strconv.Itoa(len(out)))
-	res.Header.Del("Content-Encoding")
-	return nil
+	w.Header().Set("Content-Type", "application/vnd.git-lfs+json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"transfer": "basic", "objects": out, "hash_algo": "sha256"})
 }
 
 // lfsTransfer streams one project's large-file objects between a guest and

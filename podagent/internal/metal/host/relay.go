@@ -1,7 +1,6 @@
 package host
 
 import (
-	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -19,12 +18,13 @@ import (
 // relay is the guest's only way out: a loopback HTTP proxy that QEMU's
 // guestfwd reaches (one `metalhost pipe` per connection) and that forwards
 // the project's own /internal routes (checkpoint records, the model
-// gateway, the large-file batch) to the API, and nothing else — never
+// gateway) to the API, and nothing else — never
 // object storage.
 //
 // It also serves guest.CallbackForwardPath with callbacks (the host's
 // callback.Forwarder: async webhook callbacks leave the guest there, under
-// the host's SSRF guard) and LFSTransferPath (large files, lfsrelay.go).
+// the host's SSRF guard), and the project's large-file batch route and
+// LFSTransferPath (large files from the host's store, lfsrelay.go).
 type relay struct {
 	ln  net.Listener
 	srv *http.Server
@@ -33,7 +33,7 @@ type relay struct {
 type relayConfig struct {
 	apiURL, projectID string
 	callbacks         http.Handler
-	// lfs, when set, moves large files (nil: batch answers pass unchanged).
+	// lfs, when set, answers the large-file batch and moves the bytes.
 	lfs *lfsTransfer
 }
 
@@ -54,16 +54,6 @@ func newRelay(c relayConfig, log *zap.Logger) (*relay, error) {
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(target)
 			r.Out.Host = target.Host
-			if c.lfs != nil && isLFSBatch(r.In.URL.Path, c.projectID) {
-				r.Out.Header.Del("Accept-Encoding") // the answer is rewritten
-				r.Out = r.Out.WithContext(context.WithValue(r.Out.Context(), guestBaseKey{}, "http://"+r.In.Host))
-			}
-		},
-		ModifyResponse: func(res *http.Response) error {
-			if base, ok := res.Request.Context().Value(guestBaseKey{}).(string); ok {
-				return rewriteLFSBatch(res, base)
-			}
-			return nil
 		},
 		FlushInterval: -1, // stream model responses as they come
 	}
@@ -74,6 +64,8 @@ func newRelay(c relayConfig, log *zap.Logger) (*relay, error) {
 				c.callbacks.ServeHTTP(w, r)
 			case strings.HasPrefix(r.URL.Path, LFSTransferPath) && c.lfs != nil:
 				c.lfs.ServeHTTP(w, r)
+			case c.lfs != nil && isLFSBatch(r.URL.Path, c.projectID):
+				c.lfs.batch(w, r, "http://"+r.Host)
 			case !strings.HasPrefix(r.URL.Path, prefix) || strings.Contains(r.URL.Path, ".."):
 				log.Warn("guest relay refused a request", zap.String("projectId", c.projectID), zap.String("path", r.URL.Path))
 				writeError(w, http.StatusForbidden, "forbidden", "the guest may only call its project's internal routes")
