@@ -328,7 +328,8 @@ func TestGuestLifecycle(t *testing.T) {
 	}
 
 	// Cold boot from the rescued archives, suspend with a snapshot, then
-	// another writer overwrites the data archive: the snapshot is stale.
+	// another writer overwrites the data and source archives: the snapshot
+	// is stale.
 	st, err = w.h.Ensure(ctx, project, token)
 	must(t, err)
 	if st.BootKind != "cold" {
@@ -337,20 +338,23 @@ func TestGuestLifecycle(t *testing.T) {
 	_, err = w.h.Stop(ctx, project, wire.MetalStopSuspend)
 	must(t, err)
 	w.waitStopped(t, project, host.StateSuspended)
-	emptyData(t, w.store, project)
+	emptyArchives(t, w.store, project)
 	st, err = w.h.Ensure(ctx, project, token)
 	must(t, err)
 	if st.BootKind != "cold" || testutil.ToFloat64(w.h.Metrics.StaleSnapshotSkipped) != 1 {
 		t.Fatalf("after overwriting an archive: %+v, stale skipped %v", st, testutil.ToFloat64(w.h.Metrics.StaleSnapshotSkipped))
 	}
-	// The large file survived the cold boot without the data archive (its
-	// bytes come from object storage through the host, not from the .git
-	// archive, which leaves pushed large files out).
+	// The large file survived the cold boot without the data and source
+	// archives: HEAD's pointer was checked out, and the pod's cold-start
+	// `git lfs pull` fetched the bytes from object storage through the
+	// host (the .git archive leaves pushed large files out).
 	must(t, w.h.Export(ctx, project, false))
 	if data := archivetest.StoredEntries(t, w.store, objstore.DataKey(project)); data["big.txt"] != big {
-		t.Fatalf("big.txt after a cold boot without the data archive: %.80q", data["big.txt"])
+		t.Fatalf("big.txt after a cold boot from the .git archive alone: %.80q", data["big.txt"])
 	}
-	t.Logf("large-file downloads through the host: %v", testutil.ToFloat64(w.h.Metrics.LFSTransfers.WithLabelValues("download")))
+	if n := testutil.ToFloat64(w.h.Metrics.LFSTransfers.WithLabelValues("download")); n != 1 {
+		t.Fatalf("large-file downloads through the host: %v", n)
+	}
 
 	// The VM freezes and its disk becomes unreadable: the health gate
 	// discards it, neither the guest nor the disk can be read, so the disk
@@ -380,15 +384,18 @@ func TestGuestLifecycle(t *testing.T) {
 	}
 }
 
-// emptyData replaces the data archive with a valid empty one, as another
-// writer would (the overwrite that makes a snapshot stale).
-func emptyData(t *testing.T, store objstore.Store, project string) {
+// emptyArchives replaces the data and source archives with valid empty
+// ones, as another writer would (the overwrite that makes a snapshot
+// stale; the cold boot then has only the durable .git).
+func emptyArchives(t *testing.T, store objstore.Store, project string) {
 	t.Helper()
 	var b bytes.Buffer
 	_, err := archive.CreateTarGz(&b, t.TempDir(), archive.CreateOptions{})
 	must(t, err)
-	_, err = store.Put(context.Background(), objstore.DataKey(project), bytes.NewReader(b.Bytes()), int64(b.Len()), objstore.PutOptions{})
-	must(t, err)
+	for _, key := range []string{objstore.DataKey(project), objstore.SourceKey(project)} {
+		_, err = store.Put(context.Background(), key, bytes.NewReader(b.Bytes()), int64(b.Len()), objstore.PutOptions{})
+		must(t, err)
+	}
 }
 
 // zeroFile overwrites a file with zeros, keeping its size.
