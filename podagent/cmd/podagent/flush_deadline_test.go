@@ -47,4 +47,3 @@ func TestFlushBoundedByCallersTimeout(t *testing.T) {
 		t.Fatalf("flush once storage answers again: %v\n%s", err, e.logs())
 	}
 }
-
