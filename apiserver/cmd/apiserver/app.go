@@ -275,11 +275,11 @@ func (a *app) runtimeDeps(addr net.Addr, advertise string) (*agentproxy.Proxy, *
 		d, err := metal.New(metal.Options{HostURL: a.cfg.MetalHostURL, HostToken: a.cfg.MetalHostToken, RuntimeSecret: secret,
 			StartTimeout: a.cfg.RuntimeStartTimeout, Log: a.log})
 		if err != nil {
-			a.log.Error("runtime driver metal is misconfigured; webhook requests of unpaired projects fail with agent_start_failed", zap.Error(err))
-			def = runtime.Unavailable{DriverName: metal.Name, Err: err}
-		} else {
-			def = d
+			// Unavailable is a start-up error too, not a warning followed
+			// by agent_start_failed on every webhook request.
+			return nil, nil, nil, nil, fmt.Errorf("config: SVC_RUNTIME_DRIVER=metal: %w", err)
 		}
+		def = d
 	default:
 		// An unknown driver is a start-up error naming the valid ones, not a
 		// warning followed by 503s (Gitea's NewStorage).
