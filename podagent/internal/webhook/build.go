@@ -79,7 +79,9 @@ func PodDeps(o PodOptions) (Deps, error) {
 		api = &internalapi.Client{BaseURL: o.APIURL, ProjectID: o.ProjectID, Token: o.RuntimeToken, HTTP: o.HTTP}
 	}
 	var ob Outbox
+	var durableOutbox DurableOutbox
 	if o.APIURL != "" {
+		durableOutbox = api
 		dir := o.OutboxDir
 		if dir == "" {
 			dir = filepath.Join(o.Workspace, ".git", durable.StateDirName, "outbox")
@@ -100,6 +102,7 @@ func PodDeps(o PodOptions) (Deps, error) {
 		Callbacks:    cb,
 		Outbox:       ob,
 		Journal:      journal,
+		Durable:      durableOutbox,
 		Activity:     act,
 		Ready:        o.Ready,
 		Log:          o.Log,

@@ -27,6 +27,7 @@ import (
 
 	"github.com/svc-dev/svc/apiserver/internal/runtime"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/datadir"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/runtimetoken"
 	"github.com/svc-dev/svc/shared/syncmode"
@@ -222,7 +223,7 @@ func (d *Driver) startOnce(projectID string, mode syncmode.Mode, deadline time.T
 	if closed {
 		return nil, errors.New("the API server is shutting down")
 	}
-	dir, err := filepath.Abs(filepath.Join(d.o.DataDir, "runtimes", projectID))
+	dir, err := filepath.Abs(datadir.Runtime(d.o.DataDir, projectID))
 	if err != nil {
 		return nil, err
 	}
