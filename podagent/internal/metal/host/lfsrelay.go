@@ -13,6 +13,7 @@ package host
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -90,6 +91,10 @@ func (t *lfsTransfer) batch(w http.ResponseWriter, r *http.Request, base string)
 		w.WriteHeader(status)
 		_ = json.NewEncoder(w).Encode(map[string]string{"message": msg})
 	}
+	if !t.authorized(r) {
+		fail(http.StatusUnauthorized, "the project's runtime token is required")
+		return
+	}
 	if r.Method != http.MethodPost {
 		fail(http.StatusMethodNotAllowed, "POST only")
 		return
@@ -127,7 +132,8 @@ func (t *lfsTransfer) batch(w http.ResponseWriter, r *http.Request, base string)
 			return
 		}
 		o.Authenticated = true
-		href := &lfsAction{Href: base + LFSTransferPath + p.OID, ExpiresIn: 3600}
+		href := &lfsAction{Href: base + LFSTransferPath + p.OID, ExpiresIn: 3600,
+			Header: map[string]string{"Authorization": "Bearer " + t.token}}
 		switch {
 		case req.Operation == "upload" && exists && info.Size == p.Size:
 			// stored: no actions, git-lfs skips it
@@ -148,13 +154,23 @@ func (t *lfsTransfer) batch(w http.ResponseWriter, r *http.Request, base string)
 type lfsTransfer struct {
 	store     objstore.Store
 	projectID string
-	tmpDir    string
-	log       *zap.Logger
+	// token is the project's runtime token: the batch request carries it
+	// (git-lfs's per-URL header) and every transfer action hands it back as
+	// its Authorization header, so no other local process can use the
+	// relay's large-file routes.
+	token  string
+	tmpDir string
+	log    *zap.Logger
 	// observe is told "upload", "download" or "rejected".
 	observe func(outcome string)
 }
 
 func (t *lfsTransfer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !t.authorized(r) {
+		t.observe("rejected")
+		writeError(w, http.StatusUnauthorized, "unauthorized", "the project's runtime token is required")
+		return
+	}
 	oid := strings.TrimPrefix(r.URL.Path, LFSTransferPath)
 	if !oidRE.MatchString(oid) {
 		t.observe("rejected")
@@ -222,4 +238,9 @@ func (t *lfsTransfer) upload(ctx context.Context, key, oid string, r *http.Reque
 	}
 	_, err = t.store.Put(ctx, key, f, n, objstore.PutOptions{})
 	return err
+}
+
+func (t *lfsTransfer) authorized(r *http.Request) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && t.token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(t.token)) == 1
 }

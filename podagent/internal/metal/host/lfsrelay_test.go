@@ -36,7 +36,7 @@ func TestRelayMovesLargeFilesForTheGuest(t *testing.T) {
 		t.Fatal(err)
 	}
 	var outcomes []string
-	rl, err := newRelay(relayConfig{apiURL: api.URL, projectID: "prj_1", lfs: &lfsTransfer{store: store, projectID: "prj_1",
+	rl, err := newRelay(relayConfig{apiURL: api.URL, projectID: "prj_1", lfs: &lfsTransfer{store: store, projectID: "prj_1", token: "rt-prj-1",
 		tmpDir: t.TempDir(), log: zaptest.NewLogger(t), observe: func(o string) { outcomes = append(outcomes, o) }}}, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
@@ -53,8 +53,10 @@ func TestRelayMovesLargeFilesForTheGuest(t *testing.T) {
 	}
 	batch := func(op string) answer {
 		t.Helper()
-		res, err := http.Post(base+"/internal/projects/prj_1/lfs/objects/batch", "application/vnd.git-lfs+json",
+		req, _ := http.NewRequest(http.MethodPost, base+"/internal/projects/prj_1/lfs/objects/batch",
 			strings.NewReader(`{"operation":"`+op+`","transfers":["basic"],"objects":[{"oid":"`+oid+`","size":32},{"oid":"../x","size":1}]}`))
+		req.Header.Set("Authorization", "Bearer rt-prj-1")
+		res, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,12 +72,37 @@ func TestRelayMovesLargeFilesForTheGuest(t *testing.T) {
 		t.Fatalf("download of a missing object: %+v", ans.Objects[0])
 	}
 	ans := batch("upload")
-	if up := ans.Objects[0].Actions["upload"]; ans.Transfer != "basic" || up == nil || up.Href != base+LFSTransferPath+oid || len(ans.Objects[0].Actions) != 1 {
-		t.Fatalf("upload answer: %+v", ans)
+	up := ans.Objects[0].Actions["upload"]
+	if ans.Transfer != "basic" || up == nil || up.Href != base+LFSTransferPath+oid || len(ans.Objects[0].Actions) != 1 ||
+		up.Header["Authorization"] != "Bearer rt-prj-1" {
+		t.Fatalf("upload answer: %+v %+v", ans, up)
 	}
+	// Without the project's runtime token (another local process) nothing
+	// is answered or moved.
+	for _, c := range []struct{ method, path, auth string }{
+		{http.MethodPost, "/internal/projects/prj_1/lfs/objects/batch", ""},
+		{http.MethodPost, "/internal/projects/prj_1/lfs/objects/batch", "Bearer other"},
+		{http.MethodGet, LFSTransferPath + oid, ""},
+		{http.MethodPut, LFSTransferPath + oid, "Bearer other"},
+	} {
+		req, _ := http.NewRequest(c.method, base+c.path, strings.NewReader(`{"operation":"upload","objects":[]}`))
+		if c.auth != "" {
+			req.Header.Set("Authorization", c.auth)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("%s %s with %q: %d", c.method, c.path, c.auth, res.StatusCode)
+		}
+	}
+	outcomes = nil
 
 	put := func(oid string, body []byte) int {
 		req, _ := http.NewRequest(http.MethodPut, base+LFSTransferPath+oid, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer rt-prj-1")
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -110,7 +137,12 @@ func TestRelayMovesLargeFilesForTheGuest(t *testing.T) {
 	if dl := batch("download").Objects[0].Actions["download"]; dl == nil || dl.Href != base+LFSTransferPath+oid {
 		t.Fatalf("download answer: %+v", dl)
 	}
-	res, err := http.Get(base + LFSTransferPath + oid)
+	get := func(u string) (*http.Response, error) {
+		req, _ := http.NewRequest(http.MethodGet, u, nil)
+		req.Header.Set("Authorization", "Bearer rt-prj-1")
+		return http.DefaultClient.Do(req)
+	}
+	res, err := get(base + LFSTransferPath + oid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +151,7 @@ func TestRelayMovesLargeFilesForTheGuest(t *testing.T) {
 	if res.StatusCode != 200 || !bytes.Equal(got, content) {
 		t.Fatalf("download: %d %q", res.StatusCode, got)
 	}
-	res, err = http.Get(base + LFSTransferPath + strings.Repeat("0", 64))
+	res, err = get(base + LFSTransferPath + strings.Repeat("0", 64))
 	if err != nil {
 		t.Fatal(err)
 	}
