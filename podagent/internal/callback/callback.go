@@ -57,6 +57,9 @@ type Options struct {
 	// ForwardURL, when set, sends every attempt through a host's Forwarder
 	// (a micro-VM guest, which has no route out; see forward.go).
 	ForwardURL string
+	// ForwardToken is the project's runtime token, which the forwarder
+	// requires.
+	ForwardToken string
 	// Attempts is the total number of tries (first + retries).
 	Attempts int
 	// RetryBase is the first backoff; it doubles up to RetryMax, ±20 % jitter.
@@ -106,7 +109,7 @@ func New(o Options) *Deliverer {
 	}
 	hc := o.HTTP
 	if hc == nil && o.ForwardURL != "" {
-		hc = NewForwardingClient(o.ForwardURL, o.AttemptTimeout)
+		hc = NewForwardingClient(o.ForwardURL, o.ForwardToken, o.AttemptTimeout)
 	}
 	if hc == nil {
 		hc = NewHTTPClient(g, o.AttemptTimeout)

@@ -25,6 +25,9 @@ import (
 const (
 	// HeaderForwardTarget carries the callbackUrl of the attempt.
 	HeaderForwardTarget = "Svc-Callback-Target"
+	// HeaderForwardToken carries the project's runtime token: the host
+	// forwards only for its own guest (never passed on to the receiver).
+	HeaderForwardToken = "Svc-Callback-Token"
 	// HeaderForwardRefused marks the host's SSRF refusal (403).
 	HeaderForwardRefused = "Svc-Callback-Refused"
 	// HeaderForwardError marks a host-side transport failure (502): the
@@ -39,18 +42,19 @@ const MaxForwardBody = 16 << 20
 const maxAnswer = 64 << 10
 
 // NewForwardingClient returns the client a guest's deliverer sends with:
-// every request goes to forwardURL, its own URL in HeaderForwardTarget.
-func NewForwardingClient(forwardURL string, timeout time.Duration) *http.Client {
+// every request goes to forwardURL, its own URL in HeaderForwardTarget and
+// the project's runtime token in HeaderForwardToken.
+func NewForwardingClient(forwardURL, token string, timeout time.Duration) *http.Client {
 	return &http.Client{
-		Transport:     &forwardTransport{to: forwardURL, base: &http.Transport{Proxy: nil, DisableCompression: true}},
+		Transport:     &forwardTransport{to: forwardURL, token: token, base: &http.Transport{Proxy: nil, DisableCompression: true}},
 		Timeout:       timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }
 
 type forwardTransport struct {
-	to   string
-	base http.RoundTripper
+	to, token string
+	base      http.RoundTripper
 }
 
 func (t *forwardTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -61,6 +65,7 @@ func (t *forwardTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	out.ContentLength = r.ContentLength
 	out.Header = r.Header.Clone()
 	out.Header.Set(HeaderForwardTarget, r.URL.String())
+	out.Header.Set(HeaderForwardToken, t.token)
 	res, err := t.base.RoundTrip(out)
 	if err != nil {
 		return nil, fmt.Errorf("callback forwarder: %w", err)
@@ -138,7 +143,7 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	for k, vs := range r.Header {
 		switch http.CanonicalHeaderKey(k) {
-		case HeaderForwardTarget, "Host", "Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive",
+		case HeaderForwardTarget, HeaderForwardToken, "Host", "Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive",
 			"Proxy-Connection", "Te", "Trailer", "Upgrade", "Accept-Encoding":
 			continue
 		}

@@ -95,7 +95,8 @@ func PodDeps(o PodOptions) (Deps, error) {
 		ob = relay
 	}
 	cb := callback.New(callback.Options{Guard: callback.NewGuard(s.AllowedNets), Attempts: s.CallbackAttempts,
-		RetryBase: s.CallbackBase, RetryMax: s.CallbackMax, AttemptTimeout: s.CallbackTimeout, ForwardURL: s.CallbackForwardURL, Log: o.Log})
+		RetryBase: s.CallbackBase, RetryMax: s.CallbackMax, AttemptTimeout: s.CallbackTimeout, ForwardURL: s.CallbackForwardURL,
+		ForwardToken: o.RuntimeToken, Log: o.Log})
 	return Deps{
 		Channel:      &channelcfg.Client{API: api, TTL: s.ChannelConfigTTL},
 		Agent:        agent,

@@ -391,7 +391,7 @@ func (h *Host) failed(p *project, err error) error {
 
 // boot starts QEMU on the project's disk and waits for the pod's /readyz.
 func (h *Host) boot(ctx context.Context, p *project, incoming string) error {
-	rl, err := newRelay(relayConfig{apiURL: h.o.APIURL, projectID: p.id, callbacks: h.callbacks,
+	rl, err := newRelay(relayConfig{apiURL: h.o.APIURL, projectID: p.id, token: p.token, callbacks: h.callbacks,
 		lfs: &lfsTransfer{store: h.o.Store, projectID: p.id, token: p.token, tmpDir: filepath.Join(p.dir, "run"), log: h.log,
 			observe: func(o string) { h.Metrics.LFSTransfers.WithLabelValues(o).Inc() }}}, h.log)
 	if err != nil {

@@ -13,7 +13,6 @@ package host
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -29,6 +28,7 @@ import (
 
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/objstore"
+	"github.com/svc-dev/svc/shared/runtimetoken"
 )
 
 // LFSTransferPath + oid is the relay's large-file transfer endpoint
@@ -242,5 +242,5 @@ func (t *lfsTransfer) upload(ctx context.Context, key, oid string, r *http.Reque
 
 func (t *lfsTransfer) authorized(r *http.Request) bool {
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && t.token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(t.token)) == 1
+	return ok && runtimetoken.Equal(t.token, got)
 }

@@ -11,8 +11,10 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/svc-dev/svc/podagent/internal/callback"
 	"github.com/svc-dev/svc/podagent/internal/metal/guest"
 	"github.com/svc-dev/svc/shared/internalapi"
+	"github.com/svc-dev/svc/shared/runtimetoken"
 )
 
 // relay is the guest's only way out: a loopback HTTP proxy that QEMU's
@@ -32,7 +34,10 @@ type relay struct {
 
 type relayConfig struct {
 	apiURL, projectID string
-	callbacks         http.Handler
+	// token is the project's runtime token: the callback forwarder serves
+	// only a caller that presents it (callback.HeaderForwardToken).
+	token     string
+	callbacks http.Handler
 	// lfs, when set, answers the large-file batch and moves the bytes.
 	lfs *lfsTransfer
 }
@@ -61,6 +66,10 @@ func newRelay(c relayConfig, log *zap.Logger) (*relay, error) {
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			switch {
 			case r.URL.Path == guest.CallbackForwardPath && c.callbacks != nil:
+				if !runtimetoken.Equal(c.token, r.Header.Get(callback.HeaderForwardToken)) {
+					writeError(w, http.StatusUnauthorized, "invalid_runtime_token", "the callback forwarder needs the project's runtime token")
+					return
+				}
 				c.callbacks.ServeHTTP(w, r)
 			case strings.HasPrefix(r.URL.Path, LFSTransferPath) && c.lfs != nil:
 				c.lfs.ServeHTTP(w, r)
