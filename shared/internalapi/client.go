@@ -132,6 +132,7 @@ func callWith(ctx context.Context, hc *http.Client, timeout time.Duration, op, m
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("Authorization", "Bearer "+token)
+	setTimeout(ctx, req.Header)
 	for k, v := range header {
 		req.Header[k] = v
 	}

@@ -30,6 +30,7 @@ var Statuses = map[string]int{
 	"tag_exists":            http.StatusConflict,
 	"shutting_down":         http.StatusServiceUnavailable,
 	"not_persisted":         http.StatusServiceUnavailable,
+	"flush_timeout":         http.StatusServiceUnavailable,
 	// rollback (docs/sync-modes.md §6)
 	"invalid_sha":      http.StatusBadRequest,
 	"commit_not_found": http.StatusNotFound,
