@@ -11,7 +11,7 @@ import (
 // for the answer, in milliseconds (as gRPC's grpc-timeout). The callee
 // bounds its work by it, so that a slow dependency (object storage during
 // an outage) yields an error answer the caller still reads, not a timeout
-// on the caller's side while the work runs on (issue 8, item 8).
+// on the caller's side while the work runs on.
 const HeaderTimeout = "X-Svc-Timeout-Ms"
 
 // setTimeout writes ctx's remaining time into h.

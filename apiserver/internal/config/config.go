@@ -42,7 +42,7 @@ type Config struct {
 	RuntimeStartTimeout time.Duration
 	RuntimeStopGrace    time.Duration
 	AgentProxyTimeout   time.Duration
-	// Kubernetes runtime driver (issue 10).
+	// Kubernetes runtime driver.
 	Kubeconfig         string
 	RuntimeNamespace   string
 	RuntimePodTemplate string

@@ -124,7 +124,7 @@ func serveWith(cfg *config.Config, log *zap.Logger, ln net.Listener, x extras) e
 	}
 	stop()
 	// The sequence fits the runtime's grace period: the final git and S3
-	// flushes keep their 5 s and 10 s, the drain gets the rest (issue 8).
+	// flushes keep their 5 s and 10 s, the drain gets the rest.
 	deadline := shutdown.Deadline(time.Now(), cfg.ShutdownGrace)
 	log.Info("SIGTERM: shutting down", zap.Duration("grace", cfg.ShutdownGrace),
 		zap.Time("drainUntil", shutdown.DrainDeadline(deadline)))

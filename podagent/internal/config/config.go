@@ -44,7 +44,7 @@ type Config struct {
 	// ShutdownGrace is the time between SIGTERM and SIGKILL that the
 	// runtime gives the pod (the local driver's stop grace, the pod's
 	// terminationGracePeriodSeconds): the drain gets what is left after the
-	// git and S3 flushes of spec 10.2 (issue 8, item 7).
+	// git and S3 flushes of spec 10.2.
 	ShutdownGrace time.Duration
 	LFS           bool
 	// Webhook is the webhook channel's settings (flag or env).

@@ -136,30 +136,7 @@ func (l *LFS) transferEnv() []string {
 		{"lfs.activitytimeout", "60"},
 		{"credential.helper", ""},
 	}
-	var b strings.Builder
-	for i, p := range kv {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(sqQuote(p[0]) + "=" + sqQuote(p[1]))
-	}
-	return []string{"GIT_CONFIG_PARAMETERS=" + b.String(), "GIT_LFS_SKIP_SMUDGE=1"}
-}
-
-// sqQuote quotes s the way git's sq_quote_buf does for GIT_CONFIG_PARAMETERS.
-func sqQuote(s string) string {
-	var b strings.Builder
-	b.WriteByte('\'')
-	for _, r := range s {
-		switch r {
-		case '\'', '!':
-			b.WriteString(`'\` + string(r) + `'`)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	b.WriteByte('\'')
-	return b.String()
+	return []string{gitrun.ConfigParameters(kv), "GIT_LFS_SKIP_SMUDGE=1"}
 }
 
 // Setup configures the lfs filter (smudge skipped) in the repository's

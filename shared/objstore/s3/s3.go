@@ -72,7 +72,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 }
 
 // Open validates cfg and builds the client without a network call, so a
-// process can start while object storage is down (issue 8, item 3); Check
+// process can start while object storage is down; Check
 // then tells whether the bucket is reachable.
 func Open(cfg Config) (*Store, error) {
 	if cfg.Endpoint == "" || cfg.Bucket == "" {

@@ -44,6 +44,7 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/metal/guestimage"
 	"github.com/svc-dev/svc/podagent/internal/metal/vm"
 	"github.com/svc-dev/svc/shared/archive"
+	"github.com/svc-dev/svc/shared/localproc"
 	"github.com/svc-dev/svc/shared/objstore"
 	"github.com/svc-dev/svc/shared/wire"
 )
@@ -397,7 +398,7 @@ func (h *Host) boot(ctx context.Context, p *project, incoming string) error {
 	if err != nil {
 		return err
 	}
-	port, err := freePort(h.o.BindHost)
+	port, err := localproc.FreePort(h.o.BindHost)
 	if err != nil {
 		rl.close()
 		return err
@@ -418,7 +419,7 @@ func (h *Host) boot(ctx context.Context, p *project, incoming string) error {
 	if err := h.waitReady(sctx, v, u, p.token); err != nil {
 		v.Kill()
 		rl.close()
-		return fmt.Errorf("%w (console: %s)", err, tail(cfg.ConsoleLog(), 1500))
+		return fmt.Errorf("%w (console: %s)", err, localproc.Tail(cfg.ConsoleLog(), 1500))
 	}
 	p.vm, p.url, p.relay = v, u, rl
 	return nil
@@ -514,28 +515,6 @@ func (h *Host) hydrate(ctx context.Context, key, dst string) (string, error) {
 		return "", fmt.Errorf("extract %s: %w", key, err)
 	}
 	return info.ETag, nil
-}
-
-func freePort(host string) (int, error) {
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-func tail(path string, n int64) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.Size() > n {
-		_, _ = f.Seek(-n, io.SeekEnd)
-	}
-	b, _ := io.ReadAll(io.LimitReader(f, n))
-	return string(b)
 }
 
 // guestEnv is the guests' extra pod settings: the host's callback allowed
