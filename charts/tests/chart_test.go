@@ -584,7 +584,7 @@ func TestRejectsUnsafeValues(t *testing.T) {
 			"runtime.terminationGracePeriodSeconds must be at least 20"},
 		"agent stop leaves podagent less than its flushes": {[]string{"runtime.terminationGracePeriodSeconds=20", "runtime.agent.stopSeconds=6"},
 			"runtime.terminationGracePeriodSeconds minus runtime.agent.stopSeconds must be at least 15"},
-		"negative agent stop time": {[]string{"runtime.agent.stopSeconds=-1"}, "/runtime/agent/stopSeconds"},
+		"negative agent stop time":           {[]string{"runtime.agent.stopSeconds=-1"}, "/runtime/agent/stopSeconds"},
 		"no Secret to read credentials from": {[]string{"secrets.existingSecret="}, "the chart never holds credentials"},
 		"S3 endpoint with a scheme":          {[]string{"s3.endpoint=https://s3.example.com"}, "/s3/endpoint"},
 		"both PDB bounds":                    {[]string{"apiserver.replicaCount=3", "apiserver.pdb.minAvailable=2", "apiserver.pdb.maxUnavailable=1"}, "set only one of minAvailable and maxUnavailable"},
