@@ -83,10 +83,7 @@ func TestKubernetesDriverFencesOrphanedPod(t *testing.T) {
 
 	// 2. The node is lost: no new pod goes there, the project may go to the
 	// fake node, and the API forgets the pod; its podagent keeps running.
-	lostNode, err := w.c.Client.CoreV1().Nodes().Get(ctx, lost, metav1.GetOptions{})
-	must(t, err)
-	lostNode.Spec.Unschedulable = true
-	_, err = w.c.Client.CoreV1().Nodes().Update(ctx, lostNode, metav1.UpdateOptions{})
+	_, err := w.c.Client.CoreV1().Nodes().Patch(ctx, lost, types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{})
 	must(t, err)
 	labelNode(t, w, kubetest.NodeName, "e2e-pool", pool)
 	must(t, w.c.Client.CoreV1().Pods(w.ns).Delete(ctx, first.Name, metav1.DeleteOptions{}))
@@ -115,7 +112,7 @@ func TestKubernetesDriverFencesOrphanedPod(t *testing.T) {
 	// 4. The orphan's late write: a change in its workspace and a flush with
 	// its own token. Refused as fenced; the durable object is untouched.
 	ws := procEnv(orphan, "SVC_WORKSPACE_DIR")
-	token, err := os.ReadFile(procEnv(orphan, "SVC_RUNTIME_TOKEN_FILE"))
+	token, err := os.ReadFile(procEnv(orphan, "SVC_RUNTIME_TOKEN_FILE")) // the kubelet's copy outlives the Secret
 	if ws == "" || err != nil {
 		t.Fatalf("the orphan's workspace %q / token: %v", ws, err)
 	}
