@@ -15,6 +15,10 @@ func TestServeRefusesUnknownSettings(t *testing.T) {
 	for _, tc := range []struct{ env, want string }{
 		{"SVC_RUNTIME_DRIVER=nope", `SVC_RUNTIME_DRIVER="nope" is not a runtime driver of this build; choose one of: local, kubernetes, metal`},
 		{"SVC_STORAGE=nope", "SVC_STORAGE"},
+		// A known driver that cannot run as configured refuses too.
+		{"SVC_RUNTIME_DRIVER=metal", "SVC_RUNTIME_DRIVER=metal: runtime driver metal needs SVC_METAL_HOST_URL and SVC_METAL_HOST_TOKEN"},
+		{"SVC_RUNTIME_DRIVER=kubernetes", "SVC_RUNTIME_DRIVER=kubernetes needs SVC_RUNTIME_POD_TEMPLATE_FILE"},
+		{"SVC_LOG_FORMAT=xml", `SVC_LOG_FORMAT: log format "xml": choose json or console`},
 	} {
 		t.Run(tc.env, func(t *testing.T) {
 			t.Parallel()

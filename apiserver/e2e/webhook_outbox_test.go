@@ -56,6 +56,19 @@ func TestWebhookOutboxSurvivesThePod(t *testing.T) {
 	must(t, json.Unmarshal(body, &env))
 	close(gate)
 	waitOutboxRow(t, w.e.dbURL, w.project, channelID)
+	// Health counts the reply while the API's outbox holds it, also once
+	// the pod's copy is handed over (it used to say 0 then).
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		res, body := w.do(t, http.MethodGet, "/agent/channels/webhook/health", nil, nil)
+		var h wire.WebhookHealth
+		if res.StatusCode == http.StatusOK && json.Unmarshal(body, &h) == nil && h.OutboxPending == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("health: %d %s, want outboxPending 1", res.StatusCode, body)
+		}
+		time.Sleep(25 * time.Millisecond) // the pod drops its copy once the API answered: poll with a deadline
+	}
 
 	// Stop the API server; it stops its pod.
 	must(t, w.api.cmd.Process.Signal(os.Interrupt))

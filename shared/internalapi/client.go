@@ -69,9 +69,6 @@ func (c *Client) RecordCheckpoint(ctx context.Context, rec wire.CheckpointRecord
 // timeout bounds the call (zero: the client's).
 func (c *Client) ChannelConfig(ctx context.Context, timeout time.Duration) (wire.ChannelConfig, error) {
 	var out wire.ChannelConfig
-	if timeout <= 0 {
-		timeout = c.Timeout
-	}
 	err := c.do(ctx, timeout, "channel config", http.MethodGet, PathChannel, nil, &out)
 	return out, err
 }
@@ -83,7 +80,20 @@ func (c *Client) PutOutbox(ctx context.Context, m wire.OutboxPut) (wire.OutboxPu
 	return out, err
 }
 
+// OutboxPending counts the messages of the project's channel the API's
+// durable outbox holds for a poll; timeout bounds the call (zero: the
+// client's).
+func (c *Client) OutboxPending(ctx context.Context, timeout time.Duration) (wire.OutboxPending, error) {
+	var out wire.OutboxPending
+	err := c.do(ctx, timeout, "outbox pending", http.MethodGet, PathOutboxPending, nil, &out)
+	return out, err
+}
+
+// do is one call; a zero timeout is the client's.
 func (c *Client) do(ctx context.Context, timeout time.Duration, op, method, path string, in, out any) error {
+	if timeout <= 0 {
+		timeout = c.Timeout
+	}
 	if c.BaseURL == "" {
 		return fmt.Errorf("%s: SVC_API_URL is not set", op)
 	}
@@ -120,6 +130,7 @@ func callWith(ctx context.Context, hc *http.Client, timeout time.Duration, op, m
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("Authorization", "Bearer "+token)
+	setTimeout(ctx, req.Header)
 	for k, v := range header {
 		req.Header[k] = v
 	}

@@ -44,6 +44,8 @@ func TestClientCallsAndErrors(t *testing.T) {
 			_ = json.NewEncoder(w).Encode(wire.ChannelConfig{ChannelID: "ch_1"})
 		case "/internal/projects/p1/outbox":
 			_ = json.NewEncoder(w).Encode(wire.OutboxPutResponse{ID: "ob_1"})
+		case "/internal/projects/p1/outbox/pending":
+			_ = json.NewEncoder(w).Encode(wire.OutboxPending{ChannelID: "ch_1", Pending: 3})
 		case "/agent/git-flush":
 			_ = json.NewEncoder(w).Encode(wire.GitFlushResponse{SHA: "abc"})
 		}
@@ -59,6 +61,9 @@ func TestClientCallsAndErrors(t *testing.T) {
 	}
 	if r, err := c.PutOutbox(ctx, wire.OutboxPut{}); err != nil || r.ID != "ob_1" {
 		t.Fatalf("outbox: %+v %v", r, err)
+	}
+	if r, err := c.OutboxPending(ctx, 0); err != nil || r.ChannelID != "ch_1" || r.Pending != 3 {
+		t.Fatalf("outbox pending: %+v %v", r, err)
 	}
 	pod := &internalapi.PodClient{BaseURL: srv.URL, Token: "tok"}
 	if r, err := pod.GitFlush(ctx, wire.GitFlushRequest{}); err != nil || r.SHA != "abc" {
@@ -80,7 +85,7 @@ func TestClientCallsAndErrors(t *testing.T) {
 		t.Fatal("empty SVC_API_URL accepted")
 	}
 	want := []string{"POST /internal/projects/p1/checkpoints/record", "GET /internal/projects/p1/channel",
-		"POST /internal/projects/p1/outbox", "POST /agent/git-flush", "GET /readyz", "GET /internal/projects/p1/channel"}
+		"POST /internal/projects/p1/outbox", "GET /internal/projects/p1/outbox/pending", "POST /agent/git-flush", "GET /readyz", "GET /internal/projects/p1/channel"}
 	if len(seen) != len(want) {
 		t.Fatalf("requests %v, want %v", seen, want)
 	}

@@ -21,7 +21,9 @@ const (
 	PathCheckpointRecord = "/checkpoints/record"
 	PathChannel          = "/channel"
 	PathOutbox           = "/outbox"
-	PathChatCompletions  = "/chat/completions"
+	// PathOutboxPending counts what the durable outbox holds for a poll.
+	PathOutboxPending   = PathOutbox + "/pending"
+	PathChatCompletions = "/chat/completions"
 	// PathLFS is the lfs.url suffix; git-lfs appends /objects/batch.
 	PathLFS       = "/lfs"
 	PathLFSBatch  = PathLFS + "/objects/batch"

@@ -19,6 +19,7 @@ type FaultProxy struct {
 
 	mu    sync.Mutex
 	down  bool
+	hang  bool
 	conns map[net.Conn]struct{}
 	wg    sync.WaitGroup
 }
@@ -64,6 +65,21 @@ func (p *FaultProxy) SetDown(down bool) {
 			reset(c)
 		}
 	}
+}
+
+// SetHang makes the target a black hole (true): existing connections are
+// reset and new ones are accepted but never answered, as in a network
+// partition where packets vanish; clients wait until their own deadline.
+// SetHang(false) resets the held connections and forwards again.
+func (p *FaultProxy) SetHang(hang bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.hang != hang {
+		for c := range p.conns {
+			reset(c)
+		}
+	}
+	p.hang = hang
 }
 
 // Close stops the proxy and closes every connection.
@@ -112,6 +128,15 @@ func (p *FaultProxy) handle(client net.Conn) {
 	defer p.wg.Done()
 	if !p.track(client) {
 		reset(client)
+		return
+	}
+	p.mu.Lock()
+	hang := p.hang
+	p.mu.Unlock()
+	if hang {
+		// Read and drop until the client gives up or the hang ends.
+		io.Copy(io.Discard, client)
+		p.untrack(client)
 		return
 	}
 	server, err := net.DialTimeout("tcp", p.target, 5*time.Second)

@@ -1,8 +1,11 @@
 package wire
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
+
+	"go.uber.org/zap"
 )
 
 // The type words of the error envelope (spec 2.3, 7; docs/design.md §6).
@@ -87,6 +90,27 @@ func (e *Error) Body() ErrorBody {
 	}
 	return ErrorBody{Error: ErrorDetail{Message: e.Message, Type: typ, Code: e.Code, ResetsAt: e.ResetsAt,
 		CorrelationID: e.CorrelationID, ChannelID: e.ChannelID}}
+}
+
+// Write answers e — resolved against the binary's table — on w for r: a
+// 5xx is logged first with cause (the details the answer leaves out), then
+// e's headers, its status and, except to HEAD, the envelope as JSON. Both
+// binaries' error writers (apierr, poderr) end here.
+func (e *Error) Write(w http.ResponseWriter, r *http.Request, route string, cause error, log *zap.Logger) {
+	if e.Status >= 500 && log != nil {
+		log.Error("request failed", zap.String("method", r.Method), zap.String("path", route),
+			zap.Int("status", e.Status), zap.String("code", e.Code), zap.Error(cause))
+	}
+	for k, v := range e.Headers {
+		w.Header().Set(k, v)
+	}
+	if r.Method == http.MethodHead {
+		w.WriteHeader(e.Status)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.Status)
+	_ = json.NewEncoder(w).Encode(e.Body())
 }
 
 // TypeFor is the type word of an HTTP status (docs/design.md §6): 401

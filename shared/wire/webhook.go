@@ -77,9 +77,10 @@ type WebhookHealth struct {
 	// MessageCount is the number of inbound messages accepted since the pod
 	// started.
 	MessageCount int64 `json:"messageCount"`
-	// OutboxPending is the number of outbox replies the pod holds: with an
-	// API (production) those not yet handed to the API's durable outbox,
-	// which serves GET .../outbox/{channelId}; without one, those not yet
+	// OutboxPending is the number of outbox replies waiting for a poll:
+	// with an API (production) those the pod has not yet handed to the
+	// API's durable outbox plus those the durable outbox holds (GET
+	// .../outbox/{channelId} serves them); without one, those not yet
 	// fetched from the pod.
 	OutboxPending int `json:"outboxPending"`
 }
@@ -179,6 +180,14 @@ type OutboxPut struct {
 	// Status: empty or OutboxStatusReplied for a reply to serve,
 	// OutboxStatusDelivered when the callback delivered it (nothing to serve).
 	Status string `json:"status,omitempty"`
+}
+
+// OutboxPending answers GET /internal/projects/{id}/outbox/pending: how
+// many messages of the project's channel the API's durable outbox holds for
+// a poll (the pod adds them to its health's outboxPending).
+type OutboxPending struct {
+	ChannelID string `json:"channelId"`
+	Pending   int64  `json:"pending"`
 }
 
 // OutboxPutResponse answers OutboxPut: 201 when the row was created, 200

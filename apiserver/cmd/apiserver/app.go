@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,6 +36,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/tracing"
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
+	"github.com/svc-dev/svc/shared/datadir"
 	"github.com/svc-dev/svc/shared/logging"
 	"github.com/svc-dev/svc/shared/objstore"
 )
@@ -57,7 +57,7 @@ func open(name string, args []string) (*app, []string, error) {
 		}
 		return nil, nil, err
 	}
-	log, err := logging.New(cfg.LogLevel)
+	log, err := logging.New(cfg.Log)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -111,7 +111,7 @@ func (a *app) adminEnv() *admin.Env {
 	secret := a.cfg.RuntimeAuthSecret
 	if secret == "" {
 		// `make run` keeps its runtime secret in the data dir (devSecret).
-		if b, err := os.ReadFile(filepath.Join(a.cfg.DataDir, devSecretFile)); err == nil {
+		if b, err := os.ReadFile(datadir.RuntimeSecret(a.cfg.DataDir)); err == nil {
 			secret = strings.TrimSpace(string(b))
 		}
 	}
@@ -144,7 +144,7 @@ func serve(ctx context.Context, args []string, dev bool) error {
 		return err
 	}
 	objs.Health.Start(ctx)
-	hyd, err := hydrate.New(hydrate.Options{Store: objs.Store, Dir: filepath.Join(a.cfg.DataDir, "hydrated"),
+	hyd, err := hydrate.New(hydrate.Options{Store: objs.Store, Dir: datadir.Hydrated(a.cfg.DataDir),
 		Checkpoints: a.store, DiskBudget: a.cfg.HydrateDiskBudget, Log: a.log})
 	if err != nil {
 		return err
@@ -267,7 +267,7 @@ func (a *app) runtimeDeps(addr net.Addr, advertise string) (*agentproxy.Proxy, *
 		c := a.cfg
 		def = local.New(local.Options{Binary: c.PodagentBin, APIURL: fmt.Sprintf("http://127.0.0.1:%d", port),
 			DataDir: c.DataDir, RuntimeSecret: secret, StartTimeout: c.RuntimeStartTimeout, StopGrace: c.RuntimeStopGrace,
-			Env: local.PodEnv(c.Storage, c.S3Endpoint, c.S3Bucket, c.S3AccessKey, c.S3SecretKey, c.S3UseSSL, c.CallbackAllowed),
+			Env: local.PodEnv(c.Store.Backend, c.Store.Endpoint, c.Store.Bucket, c.Store.AccessKey, c.Store.SecretKey, c.Store.UseSSL, c.CallbackAllowed),
 			Log: a.log})
 	case kubedriver.Name:
 		def = a.kube
@@ -275,11 +275,11 @@ func (a *app) runtimeDeps(addr net.Addr, advertise string) (*agentproxy.Proxy, *
 		d, err := metal.New(metal.Options{HostURL: a.cfg.MetalHostURL, HostToken: a.cfg.MetalHostToken, RuntimeSecret: secret,
 			StartTimeout: a.cfg.RuntimeStartTimeout, Log: a.log})
 		if err != nil {
-			a.log.Error("runtime driver metal is misconfigured; webhook requests of unpaired projects fail with agent_start_failed", zap.Error(err))
-			def = runtime.Unavailable{DriverName: metal.Name, Err: err}
-		} else {
-			def = d
+			// Unavailable is a start-up error too, not a warning followed
+			// by agent_start_failed on every webhook request.
+			return nil, nil, nil, nil, fmt.Errorf("config: SVC_RUNTIME_DRIVER=metal: %w", err)
 		}
+		def = d
 	default:
 		// An unknown driver is a start-up error naming the valid ones, not a
 		// warning followed by 503s (Gitea's NewStorage).
@@ -328,13 +328,10 @@ func advertiseURL(configured string, addr net.Addr) (string, error) {
 	return "http://" + net.JoinHostPort(ip.String(), strconv.Itoa(tcp.Port)), nil
 }
 
-// devSecretFile is where `make run` keeps its runtime secret in the data dir.
-const devSecretFile = "runtime-auth-secret"
-
 // devSecret keeps a random runtime secret in the dev data dir so pods started
 // by `make run` keep valid tokens across restarts.
 func devSecret(dataDir string) (string, error) {
-	path := filepath.Join(dataDir, devSecretFile)
+	path := datadir.RuntimeSecret(dataDir)
 	if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
 		return strings.TrimSpace(string(b)), nil
 	}

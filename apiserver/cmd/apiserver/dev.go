@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/admin"
 	"github.com/svc-dev/svc/apiserver/internal/console/login"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/datadir"
 )
 
 const demoWorkspace = "demo"
@@ -22,7 +22,7 @@ const demoWorkspace = "demo"
 // prints what to curl. The demo key is kept in <data dir>/demo-api-key
 // (mode 0600) so a restart can print it again; it exists only in dev mode.
 func bootstrapDemo(ctx context.Context, a *app, addr string) error {
-	keyPath := filepath.Join(a.cfg.DataDir, "demo-api-key")
+	keyPath := datadir.Demo(a.cfg.DataDir, "api-key")
 	ws, err := a.store.FindWorkspaceByName(ctx, demoWorkspace)
 	if errors.Is(err, store.ErrNotFound) {
 		if ws, err = a.store.CreateWorkspace(ctx, demoWorkspace, "free"); err != nil {
@@ -102,8 +102,8 @@ func bootstrapDemo(ctx context.Context, a *app, addr string) error {
 // demoProject returns the demo workspace's project and its channel secret,
 // creating both on first start (the secret is kept in <data dir>/demo-channel-secret).
 func demoProject(ctx context.Context, a *app, workspaceID string) (string, string, error) {
-	path := filepath.Join(a.cfg.DataDir, "demo-project")
-	secretPath := filepath.Join(a.cfg.DataDir, "demo-channel-secret")
+	path := datadir.Demo(a.cfg.DataDir, "project")
+	secretPath := datadir.Demo(a.cfg.DataDir, "channel-secret")
 	pb, perr := os.ReadFile(path)
 	sb, serr := os.ReadFile(secretPath)
 	if perr == nil && serr == nil {

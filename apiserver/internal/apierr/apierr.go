@@ -185,21 +185,8 @@ func From(err error) *Error {
 // Handler is echo's HTTPErrorHandler: the one place errors become responses.
 func Handler(log *zap.Logger) echo.HTTPErrorHandler {
 	return func(err error, c echo.Context) {
-		if c.Response().Committed {
-			return
+		if !c.Response().Committed {
+			From(err).Write(c.Response(), c.Request(), c.Path(), err, log)
 		}
-		e := From(err)
-		if e.Status >= 500 {
-			log.Error("request failed", zap.String("method", c.Request().Method),
-				zap.String("path", c.Path()), zap.Int("status", e.Status), zap.Error(err))
-		}
-		for k, v := range e.Headers {
-			c.Response().Header().Set(k, v)
-		}
-		if c.Request().Method == http.MethodHead {
-			_ = c.NoContent(e.Status)
-			return
-		}
-		_ = c.JSON(e.Status, e.Body())
 	}
 }

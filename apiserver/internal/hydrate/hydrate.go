@@ -36,7 +36,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,6 +46,7 @@ import (
 	"github.com/svc-dev/svc/shared/archive"
 	"github.com/svc-dev/svc/shared/gitrun"
 	"github.com/svc-dev/svc/shared/objstore"
+	"github.com/svc-dev/svc/shared/repoarchive"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -228,8 +228,6 @@ func (r *Repo) Release() {
 	r.once.Do(func() { r.m.release(r.v) })
 }
 
-var objectFormatRE = regexp.MustCompile(`(?im)^\s*objectformat\s*=\s*"?([a-z0-9]+)"?\s*$`)
-
 var projectIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
 
 // Acquire returns the current copy of projectID, refreshing it first.
@@ -402,31 +400,11 @@ func (m *Manager) prepare(ctx context.Context, dir string) error {
 	if fi, err := os.Lstat(filepath.Join(dir, "objects")); err != nil || !fi.IsDir() {
 		return errors.New("no objects directory: not a git directory")
 	}
-	// The archive's config is read as text, not by git: git would also act
-	// on it.
-	objectFormat := ""
-	if b, err := os.ReadFile(filepath.Join(dir, "config")); err == nil {
-		if mm := objectFormatRE.FindSubmatch(b); mm != nil {
-			objectFormat = strings.ToLower(string(mm[1]))
-		}
-	}
-	for _, rel := range []string{"hooks", "lfs", "svc-agent", "worktrees", "modules", "commondir", "gitdir",
-		"config.worktree", "objects/info/alternates", "objects/info/http-alternates", "info/attributes",
-		"gc.pid", "gc.log", "index", "logs"} {
-		if err := os.RemoveAll(filepath.Join(dir, filepath.FromSlash(rel))); err != nil {
-			return err
-		}
-	}
-	cfg := "[core]\n\trepositoryformatversion = 0\n\tbare = true\n\tlogAllRefUpdates = false\n[gc]\n\tauto = 0\n"
-	switch objectFormat {
-	case "", "sha1":
-	case "sha256":
-		cfg = strings.Replace(cfg, "repositoryformatversion = 0", "repositoryformatversion = 1", 1) +
-			"[extensions]\n\tobjectformat = sha256\n"
-	default:
-		return fmt.Errorf("unsupported object format %q", objectFormat)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "config"), []byte(cfg), 0o644); err != nil {
+	// The same sanitising as the pod's restore (the archive's config is
+	// read as text, never by git), plus what a bare read-only copy does not
+	// need.
+	if err := repoarchive.Sanitize(dir, "[core]\n\trepositoryformatversion = 0\n\tbare = true\n\tlogAllRefUpdates = false\n[gc]\n\tauto = 0\n",
+		"lfs", "gc.pid", "gc.log", "index", "logs"); err != nil {
 		return err
 	}
 	run := func(args ...gitrun.Arg) *gitrun.Cmd {

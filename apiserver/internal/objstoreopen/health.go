@@ -11,7 +11,7 @@ import (
 
 // Health watches whether object storage answers, so the API server starts
 // and serves everything that needs no storage (the public chat API, the
-// outbox) while it is down (issue 8, item 3): /readyz reports it as detail,
+// outbox) while it is down: /readyz reports it as detail,
 // /metrics as svc_object_storage_up, and the check is retried in the
 // background (RetryMin doubling to RetryMax while down, Recheck while up).
 type Health struct {

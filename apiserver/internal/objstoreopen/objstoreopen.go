@@ -1,6 +1,6 @@
 // Package objstoreopen opens the API server's object store (spec 2.7) from
 // its configuration: the s3 backend (MinIO or any S3) when SVC_STORAGE=s3,
-// else the fs backend under <data dir>/store (FSDir), whose presigned URLs
+// else the fs backend under <data dir>/store (shared/datadir.Store), whose presigned URLs
 // (LFS batch, spec 4.3) point at SVC_PUBLIC_URL + "/objects" and are signed with
 // a key derived from the runtime auth secret.
 package objstoreopen
@@ -9,18 +9,17 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"strings"
 
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/apiserver/internal/config"
+	"github.com/svc-dev/svc/shared/datadir"
 	"github.com/svc-dev/svc/shared/objstore"
 	fsstore "github.com/svc-dev/svc/shared/objstore/fs"
-	s3store "github.com/svc-dev/svc/shared/objstore/s3"
+	_ "github.com/svc-dev/svc/shared/objstore/s3" // registers the s3 backend
 )
 
 // FSBasePath is where the fs backend's presigned-URL handler is mounted.
@@ -38,10 +37,6 @@ type Opened struct {
 	Health *Health
 }
 
-// FSDir is the fs backend's root for cfg: <data dir>/store, the directory
-// podagent uses too (local runtimes share it with the API).
-func FSDir(cfg *config.Config) string { return filepath.Join(cfg.DataDir, "store") }
-
 // SigningKey derives the fs presign key from the runtime auth secret, so
 // every replica signs alike without one more secret to distribute.
 func SigningKey(runtimeSecret string) []byte {
@@ -58,38 +53,38 @@ func PublicURL(cfg *config.Config) string {
 	return "http://" + cfg.HTTPAddr
 }
 
-// Open opens the configured store.
+// Open opens the configured store through objstore.Open, adding what the
+// API server needs on top: the fs root under the data dir, the fs backend's
+// presigned URLs and their handler, and the s3 backend's health watch.
 func Open(ctx context.Context, cfg *config.Config, log *zap.Logger) (Opened, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	switch cfg.Storage {
-	case "s3":
-		if cfg.S3Endpoint == "" || cfg.S3Bucket == "" {
-			return Opened{}, errors.New("objstoreopen: SVC_STORAGE=s3 needs SVC_S3_ENDPOINT and SVC_S3_BUCKET")
-		}
-		// No network call here: the server starts while storage is down
-		// and Health reports and retries it.
-		st, err := s3store.Open(s3store.Config{Endpoint: cfg.S3Endpoint, Bucket: cfg.S3Bucket,
-			AccessKey: cfg.S3AccessKey, SecretKey: cfg.S3SecretKey, UseSSL: cfg.S3UseSSL})
-		if err != nil {
-			return Opened{}, err
-		}
-		return Opened{Store: st, Health: newHealth(st.Check, log.Named("objstore"))}, nil
-	case "", "fs":
-		opts := fsstore.Options{Logger: log}
+	sc := cfg.Store
+	sc.Logger = log
+	var o Opened
+	if sc.Backend == "" || sc.Backend == objstore.FS {
+		sc.Dir = datadir.Store(cfg.DataDir)
 		if cfg.RuntimeAuthSecret != "" {
-			opts.BaseURL = PublicURL(cfg) + FSBasePath
-			opts.SigningKey = SigningKey(cfg.RuntimeAuthSecret)
+			sc.BaseURL = PublicURL(cfg) + FSBasePath
+			sc.SigningKey = SigningKey(cfg.RuntimeAuthSecret)
 		} else {
 			log.Warn("no runtime auth secret: the fs object store cannot sign presigned URLs")
 		}
-		dir := FSDir(cfg)
-		st, err := fsstore.New(dir, opts)
-		if err != nil {
-			return Opened{}, err
-		}
-		return Opened{Store: st, Handler: fsstore.Handler(st, FSBasePath), FSDir: dir}, nil
+		o.FSDir = sc.Dir
 	}
-	return Opened{}, fmt.Errorf("objstoreopen: SVC_STORAGE=%q is not a storage backend; choose one of: fs, s3", cfg.Storage)
+	// No network call here: the server starts while storage is down and
+	// Health reports and retries it.
+	st, err := objstore.Open(ctx, sc)
+	if err != nil {
+		return Opened{}, fmt.Errorf("objstoreopen: %w", err)
+	}
+	o.Store = st
+	switch s := st.(type) {
+	case *fsstore.Store:
+		o.Handler = fsstore.Handler(s, FSBasePath)
+	case objstore.Checker:
+		o.Health = newHealth(s.Check, log.Named("objstore"))
+	}
+	return o, nil
 }

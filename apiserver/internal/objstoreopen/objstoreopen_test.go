@@ -37,7 +37,7 @@ func TestFSUnderDataDirWithPresignedURLs(t *testing.T) {
 	mux := http.NewServeMux()
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	cfg := &config.Config{Storage: "fs", DataDir: dir, PublicURL: srv.URL + "/", RuntimeAuthSecret: "s3cret", HTTPAddr: "127.0.0.1:1"}
+	cfg := &config.Config{Store: objstore.Config{Backend: "fs"}, DataDir: dir, PublicURL: srv.URL + "/", RuntimeAuthSecret: "s3cret", HTTPAddr: "127.0.0.1:1"}
 	o, err := objstoreopen.Open(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +68,7 @@ func TestFSUnderDataDirWithPresignedURLs(t *testing.T) {
 func TestS3(t *testing.T) {
 	t.Parallel()
 	env := testenv.MinIO(t)
-	cfg := &config.Config{Storage: "s3", S3Endpoint: env.Endpoint, S3Bucket: env.Bucket, S3AccessKey: env.AccessKey, S3SecretKey: env.SecretKey}
+	cfg := &config.Config{Store: objstore.Config{Backend: "s3", Endpoint: env.Endpoint, Bucket: env.Bucket, AccessKey: env.AccessKey, SecretKey: env.SecretKey}}
 	o, err := objstoreopen.Open(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +77,7 @@ func TestS3(t *testing.T) {
 		t.Fatalf("s3 opened %+v", o)
 	}
 	roundTrip(t, o.Store)
-	if _, err := objstoreopen.Open(context.Background(), &config.Config{Storage: "s3"}, nil); err == nil {
+	if _, err := objstoreopen.Open(context.Background(), &config.Config{Store: objstore.Config{Backend: "s3"}}, nil); err == nil {
 		t.Fatal("s3 without endpoint accepted")
 	}
 }

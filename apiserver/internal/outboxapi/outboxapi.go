@@ -5,6 +5,8 @@
 //
 //	POST /internal/projects/{id}/outbox   the pod hands over one message (runtime token of that project);
 //	                                      idempotent on (project, correlationId): 201 created, 200 existed
+//	GET  /internal/projects/{id}/outbox/pending
+//	                                      how many messages a poll would return now (the pod's health)
 //	GET  /api/projects/{id}/agent-proxy/agent/channels/webhook/outbox/{channelId}?wait=&limit=
 //	                                      integrations long-poll (cloud auth, then channel auth); served
 //	                                      from the database, so it answers with the agent down
@@ -57,6 +59,7 @@ type Store interface {
 	TakeOutbox(ctx context.Context, projectID, channelID string, limit int) ([]store.OutboxMessage, error)
 	ReleaseOutbox(ctx context.Context, projectID string, ids []string) error
 	AcceptOutbox(ctx context.Context, projectID, channelID, correlationID string, deadline time.Time) error
+	CountOutbox(ctx context.Context, projectID, channelID string) (int64, error)
 }
 
 // DefaultAnswerDeadline is how long an accepted async message may go
@@ -159,6 +162,28 @@ func (a *API) Put(c echo.Context) error {
 		a.log.Info("outbox message stored", zap.String("projectId", projectID), zap.String("correlationId", in.CorrelationID))
 	}
 	return c.JSON(status, wire.OutboxPutResponse{ID: m.ID, Created: created})
+}
+
+// Pending is GET /internal/projects/:id/outbox/pending: the number of the
+// channel's messages a poll would return now, for the pod's health.
+func (a *API) Pending(c echo.Context) error {
+	projectID := c.Param("id")
+	if p := httpmw.PrincipalFrom(c); !p.Runtime() || p.ProjectID != projectID {
+		return apierr.Forbidden("runtime_token_required", "Only the project's own runtime may count its outbox.")
+	}
+	ctx := c.Request().Context()
+	ch, err := a.store.GetChannel(ctx, projectID)
+	if errors.Is(err, store.ErrNotFound) {
+		return channelNotFound()
+	}
+	if err != nil {
+		return apierr.Unavailable(err)
+	}
+	n, err := a.store.CountOutbox(ctx, projectID, ch.ID)
+	if err != nil {
+		return apierr.Unavailable(err)
+	}
+	return c.JSON(http.StatusOK, wire.OutboxPending{ChannelID: ch.ID, Pending: n})
 }
 
 // validate names every offending field and returns the metadata to store.

@@ -88,6 +88,7 @@ func (w *world) replica() (*outboxapi.API, *echo.Echo) {
 	// The routes of server.routes, with stand-in authentication (the
 	// caller's identity comes from test headers).
 	e.POST(internalapi.ProjectGroup+internalapi.PathOutbox, api.Put, runtime)
+	e.GET(internalapi.ProjectGroup+internalapi.PathOutboxPending, api.Pending, runtime)
 	e.GET("/api/projects/:id/agent-proxy"+wire.WebhookPathPrefix+"/outbox/:channelId", api.Poll,
 		member, httpmw.ProjectMember(w.s, "id"))
 	return api, e
@@ -211,6 +212,48 @@ func TestPutChecks(t *testing.T) {
 		}
 		if n, _ := s.CountOutbox(context.Background(), w.project, w.channel); n != 0 {
 			t.Fatalf("refused puts stored %d rows", n)
+		}
+	})
+}
+
+// The pod's health asks how many messages the durable outbox holds: what a
+// poll would return, for the project's own runtime only.
+func TestPending(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		w := newWorld(t, s)
+		pending := func(runtimeOf, project string) (answer, wire.OutboxPending) {
+			req := httptest.NewRequest(http.MethodGet, internalapi.ProjectPath(project, internalapi.PathOutboxPending), nil)
+			req.Header.Set("X-Test-Runtime", runtimeOf)
+			a := serve(w.e, req)
+			var p wire.OutboxPending
+			_ = json.Unmarshal(a.body, &p)
+			return a, p
+		}
+		if a, p := pending(w.project, w.project); a.status != 200 || p.Pending != 0 || p.ChannelID != w.channel {
+			t.Fatalf("empty: %d %s", a.status, a.body)
+		}
+		w.put(w.e, w.project, w.project, w.msg("cor_1"))
+		w.put(w.e, w.project, w.project, w.msg("cor_2"))
+		if a, p := pending(w.project, w.project); a.status != 200 || p.Pending != 2 || p.ChannelID != w.channel {
+			t.Fatalf("two put: %d %s", a.status, a.body)
+		}
+		w.poll(w.e, w.project, w.channel, "?limit=1", "sec").messages(t)
+		if a, p := pending(w.project, w.project); a.status != 200 || p.Pending != 1 {
+			t.Fatalf("one polled: %d %s", a.status, a.body)
+		}
+		for _, c := range []struct {
+			name, runtime, project string
+			status                 int
+			code                   string
+		}{
+			{"another project's runtime", "prj_someone_else", w.project, 403, "runtime_token_required"},
+			{"an API key", "", w.project, 403, "runtime_token_required"},
+			{"no channel", w.noChannel, w.noChannel, 404, "channel_not_found"},
+		} {
+			if a, _ := pending(c.runtime, c.project); a.status != c.status || a.code() != c.code {
+				t.Errorf("%s: %d %s, want %d %s", c.name, a.status, a.body, c.status, c.code)
+			}
 		}
 	})
 }

@@ -108,22 +108,3 @@ func (e *StartError) Error() string {
 }
 
 func (e *StartError) Unwrap() error { return e.Err }
-
-// Unavailable is a Driver that cannot run agents (a driver this build does
-// not have yet): every Ensure is a StartError carrying Err.
-type Unavailable struct {
-	DriverName string
-	Err        error
-}
-
-func (u Unavailable) Name() string { return u.DriverName }
-
-func (u Unavailable) Ensure(_ context.Context, p store.Project) (Endpoint, error) {
-	return Endpoint{}, &StartError{ProjectID: p.ID, RetryAfter: time.Minute, Err: u.Err}
-}
-
-func (u Unavailable) Stop(context.Context, string) error { return nil }
-
-func (u Unavailable) Status(context.Context, string) (Status, error) {
-	return Status{Driver: u.DriverName, State: StateFailed, LastError: u.Err.Error()}, nil
-}

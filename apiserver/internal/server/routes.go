@@ -57,6 +57,7 @@ func (s *Server) routes(e *echo.Echo) {
 	internal.POST(internalapi.PathCheckpointRecord, checkpointrecord.Handler(d.Store))
 	internal.GET(internalapi.PathChannel, channelapi.Handler(d.Store))
 	internal.POST(internalapi.PathOutbox, s.Outbox.Put) // durable webhook outbox
+	internal.GET(internalapi.PathOutboxPending, s.Outbox.Pending)
 	if d.Objects != nil {
 		lfs := lfsbatch.New(d.Objects, d.Log)
 		internal.POST(internalapi.PathLFSBatch, lfs.Batch)

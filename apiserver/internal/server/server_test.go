@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,13 +15,10 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
 
-	"github.com/svc-dev/svc/apiserver/internal/admin"
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
 	"github.com/svc-dev/svc/apiserver/internal/server"
-	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/apiserver/internal/server/servertest"
 	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
 	"github.com/svc-dev/svc/apiserver/internal/tracing"
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
@@ -46,7 +42,6 @@ func newGateway(t *testing.T, tracer func(*tracetest.SpanRecorder) *tracing.Trac
 
 func newGatewayTB(t testing.TB, tracer func(*tracetest.SpanRecorder) *tracing.Tracer) *gateway {
 	t.Helper()
-	ctx := context.Background()
 	g := &gateway{up: fakeupstream.New(t), spans: tracetest.NewSpanRecorder()}
 	models := filepath.Join(t.TempDir(), "models.yaml")
 	if err := os.WriteFile(models, []byte(fmt.Sprintf(`providers:
@@ -69,31 +64,9 @@ models:
 	}
 	db := storetest.Postgres(t)
 	tr := tracer(g.spans)
-	log := zap.NewNop()
-	if tt, ok := t.(*testing.T); ok {
-		log = zaptest.NewLogger(tt)
-	}
-	srv := server.New(server.Deps{Store: db, Catalog: cat, Log: log, Tracer: tr,
+	srv := servertest.New(t, server.Deps{Store: db, Catalog: cat, Tracer: tr,
 		Upstream: upstream.New(upstream.Options{Propagator: tr.Propagator()}), RuntimeSecret: []byte("s")})
-	t.Cleanup(func() { _ = srv.Close(context.Background()) })
-	hs := httptest.NewServer(srv.Echo)
-	t.Cleanup(hs.Close)
-	ws, err := db.CreateWorkspace(ctx, "ws", "free")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, err := db.CreateUser(ctx, store.NewID("u")+"@test.invalid")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.AddMember(ctx, ws.ID, u.ID); err != nil {
-		t.Fatal(err)
-	}
-	k, err := admin.CreateKey(ctx, db, ws.ID, u.ID, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.url, g.key = hs.URL, k.Key
+	g.url, g.key = srv.URL, servertest.NewAccount(t, db).Key
 	return g
 }
 

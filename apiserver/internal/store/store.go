@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/svc-dev/svc/migrations"
+	"github.com/svc-dev/svc/shared/datadir"
 )
 
 var (
@@ -59,7 +59,7 @@ func Open(url, dataDir string) (*Store, error) {
 			if err := os.MkdirAll(dataDir, 0o700); err != nil {
 				return nil, err
 			}
-			path = filepath.Join(dataDir, "svc.db")
+			path = datadir.Database(dataDir)
 		}
 		dsn := path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)"
 		dial, dialect = sqlite.Open(dsn), migrations.SQLite

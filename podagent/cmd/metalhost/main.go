@@ -11,14 +11,15 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -28,12 +29,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
 
+	"github.com/svc-dev/svc/podagent/internal/callback"
 	"github.com/svc-dev/svc/podagent/internal/metal/guestimage"
 	"github.com/svc-dev/svc/podagent/internal/metal/host"
+	"github.com/svc-dev/svc/shared/datadir"
 	"github.com/svc-dev/svc/shared/logging"
 	"github.com/svc-dev/svc/shared/objstore"
-	fsstore "github.com/svc-dev/svc/shared/objstore/fs"
-	s3store "github.com/svc-dev/svc/shared/objstore/s3"
+	_ "github.com/svc-dev/svc/shared/objstore/fs" // registers the fs backend
+	_ "github.com/svc-dev/svc/shared/objstore/s3" // registers the s3 backend
+	"github.com/svc-dev/svc/shared/settings"
 )
 
 func main() {
@@ -57,7 +61,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "metalhost:", err)
 		return 2
 	}
-	log, err := logging.New(cfg.LogLevel)
+	log, err := logging.New(cfg.Log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "metalhost:", err)
 		return 2
@@ -73,13 +77,15 @@ func run(args []string) int {
 func serve(cfg *config, log *zap.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	var store objstore.Store
-	var err error
-	if cfg.Storage == "s3" {
-		store, err = s3store.New(ctx, s3store.Config{Endpoint: cfg.S3Endpoint, Bucket: cfg.S3Bucket,
-			AccessKey: cfg.S3AccessKey, SecretKey: cfg.S3SecretKey, UseSSL: cfg.S3UseSSL})
-	} else {
-		store, err = fsstore.New(filepath.Join(cfg.DataDir, "store"), fsstore.Options{Logger: log})
+	sc := cfg.Store
+	sc.Dir, sc.Logger = datadir.Store(cfg.DataDir), log
+	store, err := objstore.Open(ctx, sc)
+	if err == nil {
+		// The host moves every guest's artifacts: it checks the bucket at
+		// start rather than at the first export.
+		if c, ok := store.(objstore.Checker); ok {
+			err = c.Check(ctx)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("object store: %w", err)
@@ -95,7 +101,8 @@ func serve(cfg *config, log *zap.Logger) error {
 	h, err := host.New(host.Options{Store: store, Image: img, Dir: cfg.Dir, APIURL: cfg.APIURL, QEMU: cfg.QEMU,
 		Accel: cfg.Accel, MemoryMB: cfg.MemoryMB, DiskMB: cfg.DiskMB, ExportInterval: cfg.ExportInterval,
 		Snapshots: cfg.Snapshots, StartTimeout: cfg.StartTimeout, HealthInterval: cfg.HealthInterval,
-		HealthTimeout: cfg.HealthTimeout, HealthFailures: cfg.HealthFailures, GuestEnv: cfg.GuestEnv, Registry: reg, Log: log})
+		HealthTimeout: cfg.HealthTimeout, HealthFailures: cfg.HealthFailures, GuestEnv: cfg.GuestEnv,
+		CallbackAllowedNets: cfg.CallbackAllowedNets, Registry: reg, Log: log})
 	if err != nil {
 		return err
 	}
@@ -137,53 +144,33 @@ func pipe(addr string) error {
 
 // config is every metalhost setting, declared once (flag, env, default).
 type config struct {
-	HTTPAddr, Token, Dir, DataDir, CacheDir, APIURL, LogLevel string
-	Storage, S3Endpoint, S3Bucket, S3AccessKey, S3SecretKey   string
-	S3UseSSL                                                  bool
-	QEMU, Accel, GuestAgent, Kernel                           string
-	MemoryMB, DiskMB                                          int
-	ExportInterval, StartTimeout                              time.Duration
-	HealthInterval, HealthTimeout                             time.Duration
-	HealthFailures                                            int
-	Snapshots                                                 bool
-	GuestEnv                                                  map[string]string
+	HTTPAddr, Token, Dir, DataDir, CacheDir, APIURL string
+	Log                                             logging.Options
+	Store                                           objstore.Config
+	QEMU, Accel, GuestAgent, Kernel                 string
+	MemoryMB, DiskMB                                int
+	ExportInterval, StartTimeout                    time.Duration
+	HealthInterval, HealthTimeout                   time.Duration
+	HealthFailures                                  int
+	Snapshots                                       bool
+	GuestEnv                                        map[string]string
+	CallbackAllowedNets                             []netip.Prefix
 }
 
-type option struct {
-	flag, env, def, usage string
-	secret                bool
-	set                   func(c *config, v string) error
-}
-
-func str(p func(*config) *string) func(*config, string) error {
-	return func(c *config, v string) error { *p(c) = v; return nil }
-}
-
-func integer(p func(*config) *int) func(*config, string) error {
-	return func(c *config, v string) (err error) { *p(c), err = strconv.Atoi(v); return }
-}
-
-var options = []option{
-	{"http-addr", "SVC_METAL_HTTP_ADDR", "127.0.0.1:8090", "listen address of the host API", false, str(func(c *config) *string { return &c.HTTPAddr })},
-	{"token", "SVC_METAL_HOST_TOKEN", "", "bearer token the API's metal driver sends (required)", true, str(func(c *config) *string { return &c.Token })},
-	{"dir", "SVC_METAL_DIR", "./.data/metal", "disks, snapshots, run files and quarantine/", false, str(func(c *config) *string { return &c.Dir })},
-	{"cache-dir", "SVC_METAL_CACHE_DIR", "", "guest image cache (default <dir>/images)", false, str(func(c *config) *string { return &c.CacheDir })},
-	{"api-url", "SVC_API_URL", "", "the API guests' /internal calls are relayed to (required)", false, str(func(c *config) *string { return &c.APIURL })},
-	{"log-level", "SVC_LOG_LEVEL", "info", "debug, info, warn, error", false, str(func(c *config) *string { return &c.LogLevel })},
-	{"storage", "SVC_STORAGE", "fs", "object store backend: fs or s3", false, str(func(c *config) *string { return &c.Storage })},
-	{"data-dir", "SVC_DATA_DIR", "./.data", "the fs object store lives in <data-dir>/store", false, str(func(c *config) *string { return &c.DataDir })},
-	{"s3-endpoint", "SVC_S3_ENDPOINT", "", "S3 endpoint host:port", false, str(func(c *config) *string { return &c.S3Endpoint })},
-	{"s3-bucket", "SVC_S3_BUCKET", "svc", "S3 bucket", false, str(func(c *config) *string { return &c.S3Bucket })},
-	{"s3-access-key", "SVC_S3_ACCESS_KEY", "", "S3 access key", true, str(func(c *config) *string { return &c.S3AccessKey })},
-	{"s3-secret-key", "SVC_S3_SECRET_KEY", "", "S3 secret key", true, str(func(c *config) *string { return &c.S3SecretKey })},
-	{"s3-use-ssl", "SVC_S3_USE_SSL", "false", "use TLS to reach S3", false, func(c *config, v string) (err error) { c.S3UseSSL, err = strconv.ParseBool(v); return }},
-	{"qemu", "SVC_METAL_QEMU", "qemu-system-x86_64", "the emulator", false, str(func(c *config) *string { return &c.QEMU })},
-	{"accel", "SVC_METAL_ACCEL", "tcg", "QEMU accelerator: kvm on real hosts, tcg where nested KVM is unusable", false, str(func(c *config) *string { return &c.Accel })},
-	{"guest-agent", "SVC_METAL_GUEST_AGENT", "", "static podagent for the guests (default: podagent-guest beside this binary)", false, str(func(c *config) *string { return &c.GuestAgent })},
-	{"kernel", "SVC_METAL_KERNEL", "", "guest kernel vmlinuz (default: the newest /boot/vmlinuz-*)", false, str(func(c *config) *string { return &c.Kernel })},
-	{"memory-mb", "SVC_METAL_MEMORY_MB", "256", "guest memory", false, integer(func(c *config) *int { return &c.MemoryMB })},
-	{"disk-mb", "SVC_METAL_DISK_MB", "512", "workspace disk size (sparse)", false, integer(func(c *config) *int { return &c.DiskMB })},
-	{"export-interval-ms", "METAL_PROJECT_DATA_EXPORT_INTERVAL_MS", "120000", ".git and writable-state export interval (spec 8)", false, func(c *config, v string) error {
+var options = slices.Concat([]settings.Option[config]{
+	{Flag: "http-addr", Env: "SVC_METAL_HTTP_ADDR", Def: "127.0.0.1:8090", Usage: "listen address of the host API", Set: settings.String(func(c *config) *string { return &c.HTTPAddr })},
+	{Flag: "token", Env: "SVC_METAL_HOST_TOKEN", Usage: "bearer token the API's metal driver sends (required)", Secret: true, Set: settings.String(func(c *config) *string { return &c.Token })},
+	{Flag: "dir", Env: "SVC_METAL_DIR", Def: "./.data/metal", Usage: "disks, snapshots, run files and quarantine/", Set: settings.String(func(c *config) *string { return &c.Dir })},
+	{Flag: "cache-dir", Env: "SVC_METAL_CACHE_DIR", Usage: "guest image cache (default <dir>/images)", Set: settings.String(func(c *config) *string { return &c.CacheDir })},
+	{Flag: "api-url", Env: "SVC_API_URL", Usage: "the API guests' /internal calls are relayed to (required)", Set: settings.String(func(c *config) *string { return &c.APIURL })},
+	{Flag: "data-dir", Env: "SVC_DATA_DIR", Def: "./.data", Usage: "the fs object store lives in <data-dir>/store", Set: settings.String(func(c *config) *string { return &c.DataDir })},
+	{Flag: "qemu", Env: "SVC_METAL_QEMU", Def: "qemu-system-x86_64", Usage: "the emulator", Set: settings.String(func(c *config) *string { return &c.QEMU })},
+	{Flag: "accel", Env: "SVC_METAL_ACCEL", Def: "tcg", Usage: "QEMU accelerator: kvm on real hosts, tcg where nested KVM is unusable", Set: settings.String(func(c *config) *string { return &c.Accel })},
+	{Flag: "guest-agent", Env: "SVC_METAL_GUEST_AGENT", Usage: "static podagent for the guests (default: podagent-guest beside this binary)", Set: settings.String(func(c *config) *string { return &c.GuestAgent })},
+	{Flag: "kernel", Env: "SVC_METAL_KERNEL", Usage: "guest kernel vmlinuz (default: the newest /boot/vmlinuz-*)", Set: settings.String(func(c *config) *string { return &c.Kernel })},
+	{Flag: "memory-mb", Env: "SVC_METAL_MEMORY_MB", Def: "256", Usage: "guest memory", Set: settings.Int(func(c *config) *int { return &c.MemoryMB })},
+	{Flag: "disk-mb", Env: "SVC_METAL_DISK_MB", Def: "512", Usage: "workspace disk size (sparse)", Set: settings.Int(func(c *config) *int { return &c.DiskMB })},
+	{Flag: "export-interval-ms", Env: "METAL_PROJECT_DATA_EXPORT_INTERVAL_MS", Def: "120000", Usage: ".git and writable-state export interval (spec 8)", Set: func(c *config, v string) error {
 		ms, err := strconv.Atoi(v)
 		if err != nil || ms <= 0 {
 			return errors.New("must be a positive number of milliseconds")
@@ -191,50 +178,23 @@ var options = []option{
 		c.ExportInterval = time.Duration(ms) * time.Millisecond
 		return nil
 	}},
-	{"start-timeout", "SVC_METAL_START_TIMEOUT", "90s", "bound of one guest boot", false, func(c *config, v string) (err error) { c.StartTimeout, err = time.ParseDuration(v); return }},
-	{"health-interval", "SVC_METAL_HEALTH_INTERVAL", "30s", "health gate: how often a guest's /healthz is probed", false, func(c *config, v string) (err error) { c.HealthInterval, err = time.ParseDuration(v); return }},
-	{"health-timeout", "SVC_METAL_HEALTH_TIMEOUT", "10s", "health gate: bound of one probe", false, func(c *config, v string) (err error) { c.HealthTimeout, err = time.ParseDuration(v); return }},
-	{"health-failures", "SVC_METAL_HEALTH_FAILURES", "3", "health gate: failed probes in a row that discard the VM (rescue first)", false, integer(func(c *config) *int { return &c.HealthFailures })},
-	{"snapshots", "SVC_METAL_SNAPSHOTS", "true", "save the VM state at suspend for a fast resume", false, func(c *config, v string) (err error) { c.Snapshots, err = strconv.ParseBool(v); return }},
-}
+	{Flag: "start-timeout", Env: "SVC_METAL_START_TIMEOUT", Def: "90s", Usage: "bound of one guest boot", Set: settings.Duration(func(c *config) *time.Duration { return &c.StartTimeout })},
+	{Flag: "health-interval", Env: "SVC_METAL_HEALTH_INTERVAL", Def: "30s", Usage: "health gate: how often a guest's /healthz is probed", Set: settings.Duration(func(c *config) *time.Duration { return &c.HealthInterval })},
+	{Flag: "health-timeout", Env: "SVC_METAL_HEALTH_TIMEOUT", Def: "10s", Usage: "health gate: bound of one probe", Set: settings.Duration(func(c *config) *time.Duration { return &c.HealthTimeout })},
+	{Flag: "health-failures", Env: "SVC_METAL_HEALTH_FAILURES", Def: "3", Usage: "health gate: failed probes in a row that discard the VM (rescue first)", Set: settings.Int(func(c *config) *int { return &c.HealthFailures })},
+	{Flag: "callback-allowed-nets", Env: "SVC_CALLBACK_ALLOWED_NETS", Usage: "CIDRs guests' async webhook callbacks may reach despite the host's SSRF guard", Set: func(c *config, v string) (err error) {
+		c.CallbackAllowedNets, err = callback.ParseAllowedNets(v)
+		return
+	}},
+	{Flag: "snapshots", Env: "SVC_METAL_SNAPSHOTS", Def: "true", Usage: "save the VM state at suspend for a fast resume", Set: settings.Bool(func(c *config) *bool { return &c.Snapshots })},
+},
+	settings.LogOptions(func(c *config) *logging.Options { return &c.Log }),
+	settings.StorageOptions(func(c *config) *objstore.Config { return &c.Store }))
 
 func parse(args []string, getenv func(string) string) (*config, error) {
-	fs := flag.NewFlagSet("metalhost serve", flag.ContinueOnError)
-	vals := make([]*string, len(options))
-	for i, o := range options {
-		usage := fmt.Sprintf("%s (env %s", o.usage, o.env)
-		if o.secret {
-			usage += " or " + o.env + "_FILE"
-		}
-		if o.def != "" {
-			usage += fmt.Sprintf(", default %q", o.def)
-		}
-		vals[i] = fs.String(o.flag, "", usage+")")
-	}
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	c := &config{GuestEnv: map[string]string{}}
-	for i, o := range options {
-		v := *vals[i]
-		if !given[o.flag] {
-			v = getenv(o.env)
-			if v == "" && o.secret && getenv(o.env+"_FILE") != "" {
-				b, err := os.ReadFile(getenv(o.env + "_FILE"))
-				if err != nil {
-					return nil, fmt.Errorf("%s_FILE: %w", o.env, err)
-				}
-				v = strings.TrimSpace(string(b))
-			}
-			if v == "" {
-				v = o.def
-			}
-		}
-		if err := o.set(c, v); err != nil {
-			return nil, fmt.Errorf("%s: %w", o.env, err)
-		}
+	if _, err := settings.Parse(c, "metalhost serve", args, getenv, options); err != nil {
+		return nil, err
 	}
 	// SVC_GUEST_<NAME>=v reaches every guest's pod as SVC_<NAME>=v.
 	for _, kv := range os.Environ() {
@@ -257,14 +217,8 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	if c.APIURL == "" {
 		errs = append(errs, errors.New("SVC_API_URL is required (guests reach the API through the host)"))
 	}
-	switch c.Storage {
-	case "fs":
-	case "s3":
-		if c.S3Endpoint == "" || c.S3Bucket == "" {
-			errs = append(errs, errors.New("SVC_STORAGE=s3 needs SVC_S3_ENDPOINT and SVC_S3_BUCKET"))
-		}
-	default:
-		errs = append(errs, fmt.Errorf("SVC_STORAGE must be fs or s3, not %q", c.Storage))
+	if err := c.Store.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	switch c.Accel {
 	case "tcg", "kvm":

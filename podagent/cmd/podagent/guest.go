@@ -61,7 +61,7 @@ func guestMain(args []string) int {
 		logf("%v", err)
 		return end(2)
 	}
-	zl, err := logging.New(cfg.LogLevel)
+	zl, err := logging.New(cfg.Log)
 	if err != nil {
 		logf("%v", err)
 		return end(2)

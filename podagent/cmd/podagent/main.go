@@ -27,7 +27,6 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/paired"
 	"github.com/svc-dev/svc/podagent/internal/pod"
 	"github.com/svc-dev/svc/podagent/internal/shutdown"
-	"github.com/svc-dev/svc/podagent/internal/webhook"
 	"github.com/svc-dev/svc/shared/logging"
 	"github.com/svc-dev/svc/shared/objstore"
 )
@@ -52,7 +51,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "podagent:", err)
 		return 2
 	}
-	log, err := logging.New(cfg.LogLevel)
+	log, err := logging.New(cfg.Log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "podagent:", err)
 		return 2
@@ -95,11 +94,7 @@ func serveWith(cfg *config.Config, log *zap.Logger, ln net.Listener, x extras) e
 	if err != nil {
 		return fmt.Errorf("object store: %w", err)
 	}
-	wh, err := webhook.SettingsFromEnv(cfg.ChannelSetting)
-	if err != nil {
-		return err
-	}
-	p, err := pod.Start(ctx, pod.Options{Config: cfg, Store: store, Log: log, Webhook: wh, AfterTurn: x.afterTurn})
+	p, err := pod.Start(ctx, pod.Options{Config: cfg, Store: store, Log: log, Webhook: cfg.Webhook, AfterTurn: x.afterTurn})
 	if err != nil {
 		return err
 	}
@@ -129,7 +124,7 @@ func serveWith(cfg *config.Config, log *zap.Logger, ln net.Listener, x extras) e
 	}
 	stop()
 	// The sequence fits the runtime's grace period: the final git and S3
-	// flushes keep their 5 s and 10 s, the drain gets the rest (issue 8).
+	// flushes keep their 5 s and 10 s, the drain gets the rest.
 	deadline := shutdown.Deadline(time.Now(), cfg.ShutdownGrace)
 	log.Info("SIGTERM: shutting down", zap.Duration("grace", cfg.ShutdownGrace),
 		zap.Time("drainUntil", shutdown.DrainDeadline(deadline)))

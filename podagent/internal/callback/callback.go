@@ -54,6 +54,12 @@ type Options struct {
 	Guard *ssrf.Guardian
 	// HTTP overrides the guarded client (tests of the retry logic only).
 	HTTP *http.Client
+	// ForwardURL, when set, sends every attempt through a host's Forwarder
+	// (a micro-VM guest, which has no route out; see forward.go).
+	ForwardURL string
+	// ForwardToken is the project's runtime token, which the forwarder
+	// requires.
+	ForwardToken string
 	// Attempts is the total number of tries (first + retries).
 	Attempts int
 	// RetryBase is the first backoff; it doubles up to RetryMax, ±20 % jitter.
@@ -102,6 +108,9 @@ func New(o Options) *Deliverer {
 		g = NewGuard(nil)
 	}
 	hc := o.HTTP
+	if hc == nil && o.ForwardURL != "" {
+		hc = NewForwardingClient(o.ForwardURL, o.ForwardToken, o.AttemptTimeout)
+	}
 	if hc == nil {
 		hc = NewHTTPClient(g, o.AttemptTimeout)
 	}
@@ -213,6 +222,9 @@ func (d *Deliverer) attempt(ctx context.Context, del Delivery) (status int, retr
 	req.Header.Set(HeaderSignature, sig)
 	resp, err := d.http.Do(req)
 	if err != nil {
+		if errors.Is(err, ErrRefused) {
+			return 0, 0, &permanentError{err}
+		}
 		if errors.Is(err, ssrf.ErrProhibitedIP) || errors.Is(err, ssrf.ErrProhibitedPort) || errors.Is(err, ssrf.ErrProhibitedNetwork) {
 			return 0, 0, &permanentError{fmt.Errorf("%w: %v", ErrRefused, err)}
 		}

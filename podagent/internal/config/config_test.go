@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/svc-dev/svc/shared/syncmode"
 )
@@ -21,7 +22,7 @@ func TestParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.ProjectID != "p1" || c.RuntimeToken != "svc_rt_p1.sig" || c.Storage != "s3" || c.S3Bucket != "svc" ||
+	if c.ProjectID != "p1" || c.RuntimeToken != "svc_rt_p1.sig" || c.Store.Backend != "s3" || c.Store.Bucket != "svc" ||
 		c.LargeFileBytes != 1024 || c.DegradeAfterFailures != 5 || c.HTTPAddr != ":9999" || c.Mode != syncmode.GitOnly {
 		t.Fatalf("config = %+v", c)
 	}
@@ -61,13 +62,14 @@ func TestChannelSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.ChannelSetting("SVC_WEBHOOK_SYNC_TIMEOUT"); got != "5s" {
-		t.Errorf("flag: %q", got)
+	if got := c.Webhook.SyncTimeout; got != 5*time.Second {
+		t.Errorf("flag: %v", got)
 	}
-	if got := c.ChannelSetting("SVC_CALLBACK_ALLOWED_NETS"); got != "127.0.0.0/8" {
-		t.Errorf("env: %q", got)
+	if got := c.Webhook.AllowedNets; len(got) != 1 || got[0].String() != "127.0.0.0/8" {
+		t.Errorf("env: %v", got)
 	}
-	if got := c.ChannelSetting("SVC_AGENT_MODEL"); got != "" {
+	// Unset: the webhook package's default.
+	if got := c.Webhook.AgentModel; got != "svc-2-0" {
 		t.Errorf("unset: %q", got)
 	}
 }

@@ -82,7 +82,7 @@ type Persister struct {
 	mu   sync.Mutex
 	etag string // last ETag written or adopted; "" = no object yet
 	// adoptPending: Adopt could not reach storage at start; Upload adopts
-	// first (issue 8, item 3).
+	// first.
 	adoptPending atomic.Bool
 	fenced       bool
 }

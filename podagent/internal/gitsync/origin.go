@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/svc-dev/svc/shared/gitrun"
 )
 
 // Origin is the API's git endpoint of a dual_shadow project
@@ -32,14 +34,7 @@ func (o *Origin) env() []string {
 		{"http.lowSpeedLimit", "1"},
 		{"http.lowSpeedTime", "30"},
 	}
-	var b strings.Builder
-	for i, p := range kv {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(SQQuote(p[0]) + "=" + SQQuote(p[1]))
-	}
-	return []string{"GIT_CONFIG_PARAMETERS=" + b.String(), "GIT_TERMINAL_PROMPT=0", "GIT_LFS_SKIP_SMUDGE=1"}
+	return []string{gitrun.ConfigParameters(kv), "GIT_TERMINAL_PROMPT=0", "GIT_LFS_SKIP_SMUDGE=1"}
 }
 
 func (o *Origin) timeout() time.Duration {
@@ -71,22 +66,6 @@ func (o *Origin) Fetch(ctx context.Context, r *Repo) (bool, error) {
 	}
 	head, err := r.Head(ctx)
 	return head != "", err
-}
-
-// SQQuote quotes s the way git's sq_quote_buf does for GIT_CONFIG_PARAMETERS.
-func SQQuote(s string) string {
-	var b strings.Builder
-	b.WriteByte('\'')
-	for _, c := range s {
-		switch c {
-		case '\'', '!':
-			b.WriteString(`'\` + string(c) + `'`)
-		default:
-			b.WriteRune(c)
-		}
-	}
-	b.WriteByte('\'')
-	return b.String()
 }
 
 // Turn returns the turn number of commit sha: its first-parent depth, the

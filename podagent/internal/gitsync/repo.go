@@ -10,13 +10,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 
 	"github.com/svc-dev/svc/podagent/internal/s3sync"
 	"github.com/svc-dev/svc/shared/atomicfile"
 	"github.com/svc-dev/svc/shared/gitrun"
+	"github.com/svc-dev/svc/shared/repoarchive"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -69,23 +69,12 @@ func (r *Repo) Configure(ctx context.Context) error {
 		return err
 	}
 	path := filepath.Join(r.GitDir(), "config")
-	sha256 := false // the object format is the one thing carried over
-	if b, err := os.ReadFile(path); err == nil {
-		if m := objectFormatRE.FindSubmatch(b); m != nil {
-			switch f := strings.ToLower(string(m[1])); f {
-			case "sha1":
-			case "sha256":
-				sha256 = true
-			default:
-				return fmt.Errorf("gitsync: unsupported object format %q", f)
-			}
-		}
+	format, err := repoarchive.ObjectFormat(r.GitDir()) // the one thing carried over
+	if err != nil {
+		return fmt.Errorf("gitsync: %w", err)
 	}
-	return atomicfile.Write(path, []byte(r.configText(sha256)), 0o644)
+	return atomicfile.Write(path, []byte(r.configText(format == "sha256")), 0o644)
 }
-
-// objectFormatRE reads extensions.objectformat from a config as text.
-var objectFormatRE = regexp.MustCompile(`(?im)^\s*objectformat\s*=\s*"?([a-z0-9]+)"?\s*$`)
 
 // configText is the pod's .git/config (git init's core settings plus ours).
 func (r *Repo) configText(sha256 bool) string {

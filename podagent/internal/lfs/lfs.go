@@ -136,49 +136,29 @@ func (l *LFS) transferEnv() []string {
 		{"lfs.activitytimeout", "60"},
 		{"credential.helper", ""},
 	}
-	var b strings.Builder
-	for i, p := range kv {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(sqQuote(p[0]) + "=" + sqQuote(p[1]))
-	}
-	return []string{"GIT_CONFIG_PARAMETERS=" + b.String(), "GIT_LFS_SKIP_SMUDGE=1"}
-}
-
-// sqQuote quotes s the way git's sq_quote_buf does for GIT_CONFIG_PARAMETERS.
-func sqQuote(s string) string {
-	var b strings.Builder
-	b.WriteByte('\'')
-	for _, r := range s {
-		switch r {
-		case '\'', '!':
-			b.WriteString(`'\` + string(r) + `'`)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	b.WriteByte('\'')
-	return b.String()
+	return []string{gitrun.ConfigParameters(kv), "GIT_LFS_SKIP_SMUDGE=1"}
 }
 
 // Setup configures the lfs filter (smudge skipped) in the repository's
 // local config and makes sure .gitattributes holds the curated block. It is
 // idempotent; nothing it writes names the endpoint or the token.
 func (l *LFS) Setup(ctx context.Context) error {
-	settings := [][2]string{
-		{"filter.lfs.process", "git-lfs filter-process --skip"},
-		{"filter.lfs.clean", "git-lfs clean -- %f"},
-		{"filter.lfs.smudge", "git-lfs smudge --skip -- %f"},
-		{"filter.lfs.required", "true"},
-		{"lfs.repositoryformatversion", "0"},
-	}
-	for _, kv := range settings {
+	for _, kv := range FilterSettings {
 		if err := l.git("config", "--local").AddDynamic(kv[0], kv[1]).Run(ctx); err != nil {
 			return fmt.Errorf("lfs: configure filter: %w", err)
 		}
 	}
 	return l.ensureAttributes()
+}
+
+// FilterSettings are the repository settings Setup writes: the lfs filter
+// with pointer smudge skipped.
+var FilterSettings = [][2]string{
+	{"filter.lfs.process", "git-lfs filter-process --skip"},
+	{"filter.lfs.clean", "git-lfs clean -- %f"},
+	{"filter.lfs.smudge", "git-lfs smudge --skip -- %f"},
+	{"filter.lfs.required", "true"},
+	{"lfs.repositoryformatversion", "0"},
 }
 
 // CuratedBlock is the managed block of .gitattributes.

@@ -181,7 +181,7 @@ func (w *world) project(name string) (string, string) {
 
 func podConfig(project, token, apiURL, ws string) *config.Config {
 	return &config.Config{ProjectID: project, Mode: syncmode.GitOnly, APIURL: apiURL, RuntimeToken: token,
-		Storage: "s3", WorkspaceDir: ws, LargeFileBytes: config.DefaultLargeFileBytes, DegradeAfterFailures: 3,
+		Store: objstore.Config{Backend: "s3"}, WorkspaceDir: ws, LargeFileBytes: config.DefaultLargeFileBytes, DegradeAfterFailures: 3,
 		HTTPAddr: "127.0.0.1:0", PersistRetryMin: time.Hour, PersistRetryMax: time.Hour, LFS: true}
 }
 

@@ -312,7 +312,7 @@ func Main(args []string, serve Serve) int {
 		fmt.Fprintln(os.Stderr, "podagent paired: --api and --token are required")
 		return 2
 	}
-	log, err := logging.New(envOr("SVC_LOG_LEVEL", "info"))
+	log, err := logging.New(logging.Options{Level: envOr("SVC_LOG_LEVEL", "info"), Format: os.Getenv("SVC_LOG_FORMAT")})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "podagent paired:", err)
 		return 2

@@ -176,7 +176,7 @@ func TestBackgroundLoopRecordsLater(t *testing.T) {
 
 // A persist failure below the degrade threshold is retried in the
 // background: the committed turn becomes durable and recorded without
-// waiting for the next turn (issue 11), and the machine never degrades.
+// waiting for the next turn, and the machine never degrades.
 func TestPersistRetriedInTheBackgroundBelowTheThreshold(t *testing.T) {
 	env := testenv.MinIO(t)
 	proxy := testenv.NewFaultProxy(t, env.Endpoint)

@@ -95,7 +95,7 @@ func (a *fakeAPI) recorded() []wire.CheckpointRecord {
 func testConfig(project, ws, apiURL string) *config.Config {
 	return &config.Config{
 		ProjectID: project, Mode: syncmode.GitOnly, APIURL: apiURL, RuntimeToken: testToken,
-		Storage: "fs", WorkspaceDir: ws, LargeFileBytes: config.DefaultLargeFileBytes,
+		Store: objstore.Config{Backend: "fs"}, WorkspaceDir: ws, LargeFileBytes: config.DefaultLargeFileBytes,
 		DegradeAfterFailures: 3, HTTPAddr: "127.0.0.1:0",
 		// Background retries are kept out of the way: tests drive every
 		// durability step themselves.

@@ -36,8 +36,8 @@ import (
 	"github.com/svc-dev/svc/shared/gitrun"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/objstore"
-	fsstore "github.com/svc-dev/svc/shared/objstore/fs"
-	s3store "github.com/svc-dev/svc/shared/objstore/s3"
+	_ "github.com/svc-dev/svc/shared/objstore/fs" // registers the fs backend
+	_ "github.com/svc-dev/svc/shared/objstore/s3" // registers the s3 backend
 	"github.com/svc-dev/svc/shared/repoarchive"
 	"github.com/svc-dev/svc/shared/syncmode"
 )
@@ -57,8 +57,8 @@ type Options struct {
 	// (defaults in gitsync.Options).
 	PersistAttempts int
 	PersistTimeout  time.Duration
-	// Webhook tunes the webhook channel (zero value: the defaults; see
-	// webhook.SettingsFromEnv).
+	// Webhook tunes the webhook channel (zero value: the defaults; serve
+	// passes Config.Webhook).
 	Webhook webhook.Settings
 	// RepackLooseObjects is gitsync.Options.RepackLooseObjects (0: default).
 	RepackLooseObjects int
@@ -91,17 +91,13 @@ type Pod struct {
 	bgDone    chan struct{}
 }
 
-// OpenStore opens the configured object store.
+// OpenStore opens the configured object store (objstore.Open). It makes
+// no network call: a pod with a local .git starts while storage is down,
+// and every use of the store reports it.
 func OpenStore(ctx context.Context, cfg *config.Config, log *zap.Logger) (objstore.Store, error) {
-	switch cfg.Storage {
-	case "s3":
-		// No network call: a pod with a local .git starts while storage is
-		// down (issue 8, item 3); every use of the store reports it.
-		return s3store.Open(s3store.Config{Endpoint: cfg.S3Endpoint, Bucket: cfg.S3Bucket,
-			AccessKey: cfg.S3AccessKey, SecretKey: cfg.S3SecretKey, UseSSL: cfg.S3UseSSL})
-	default:
-		return fsstore.New(cfg.FSStoreDir(), fsstore.Options{Logger: log})
-	}
+	sc := cfg.ObjectStore()
+	sc.Logger = log
+	return objstore.Open(ctx, sc)
 }
 
 // NewRunner returns the git runner of a pod: no global or system config,

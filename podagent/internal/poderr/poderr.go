@@ -30,6 +30,7 @@ var Statuses = map[string]int{
 	"tag_exists":            http.StatusConflict,
 	"shutting_down":         http.StatusServiceUnavailable,
 	"not_persisted":         http.StatusServiceUnavailable,
+	"flush_timeout":         http.StatusServiceUnavailable,
 	// rollback (docs/sync-modes.md §6)
 	"invalid_sha":      http.StatusBadRequest,
 	"commit_not_found": http.StatusNotFound,
@@ -71,22 +72,9 @@ func From(err error) *Error {
 // Write answers err as the envelope (HEAD gets the status only) and logs
 // 5xx with their cause.
 func Write(c echo.Context, err error, log *zap.Logger) {
-	if c.Response().Committed {
-		return
+	if !c.Response().Committed {
+		From(err).Write(c.Response(), c.Request(), c.Path(), err, log)
 	}
-	e := From(err)
-	if e.Status >= 500 {
-		log.Error("request failed", zap.String("path", c.Path()), zap.Int("status", e.Status),
-			zap.String("code", e.Code), zap.Error(err))
-	}
-	for k, v := range e.Headers {
-		c.Response().Header().Set(k, v)
-	}
-	if c.Request().Method == http.MethodHead {
-		_ = c.NoContent(e.Status)
-		return
-	}
-	_ = c.JSON(e.Status, e.Body())
 }
 
 // Handler is echo's HTTPErrorHandler for the pod.

@@ -134,7 +134,11 @@ func gitFlush(o Options) echo.HandlerFunc {
 				return poderr.New("invalid_tag", err.Error())
 			}
 		}
-		resp, err := o.Flusher.Flush(c.Request().Context(), gitsync.FlushOptions{Tag: req.Tag, TagMessage: req.TagMessage})
+		// Bounded by the caller's timeout: the answer (an error, if storage
+		// is slow) reaches the caller before it gives up.
+		ctx, cancel := internalapi.CallerContext(c.Request())
+		defer cancel()
+		resp, err := o.Flusher.Flush(ctx, gitsync.FlushOptions{Tag: req.Tag, TagMessage: req.TagMessage})
 		if err != nil {
 			return mapFlushError(err)
 		}
@@ -150,7 +154,9 @@ func restore(o Options) echo.HandlerFunc {
 		if err := c.Bind(&req); err != nil || !validSHA(req.SHA) {
 			return poderr.New("invalid_sha", "body must be JSON {sha} with a full hex commit id")
 		}
-		resp, err := o.Restorer.Restore(c.Request().Context(), req.SHA)
+		ctx, cancel := internalapi.CallerContext(c.Request())
+		defer cancel()
+		resp, err := o.Restorer.Restore(ctx, req.SHA)
 		if errors.Is(err, gitsync.ErrUnknownCommit) {
 			return poderr.New("commit_not_found", "the project has no commit "+req.SHA)
 		}
@@ -178,6 +184,8 @@ func mapFlushError(err error) error {
 		return poderr.New("shutting_down", "the pod is shutting down")
 	case errors.Is(err, gitsync.ErrNotPersisted):
 		return poderr.New("not_persisted", "the commit could not be persisted to object storage; retry later")
+	case errors.Is(err, context.DeadlineExceeded):
+		return poderr.New("flush_timeout", "the flush did not finish within the caller's timeout; committed changes are persisted later")
 	}
 	return err
 }

@@ -14,7 +14,7 @@
 // A fenced pod (another writer holds the project) writes nothing.
 //
 // The whole sequence fits the grace period the runtime gives between
-// SIGTERM and SIGKILL (issue 8, item 7): the caller's ctx carries that
+// SIGTERM and SIGKILL: the caller's ctx carries that
 // deadline (less a margin); the drain — in-flight HTTP requests, webhook
 // turns, the turn in progress — gets only what the two flushes leave
 // (DrainDeadline), and every step is bounded by its own limit even when the

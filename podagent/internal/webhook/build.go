@@ -79,7 +79,9 @@ func PodDeps(o PodOptions) (Deps, error) {
 		api = &internalapi.Client{BaseURL: o.APIURL, ProjectID: o.ProjectID, Token: o.RuntimeToken, HTTP: o.HTTP}
 	}
 	var ob Outbox
+	var durableOutbox DurableOutbox
 	if o.APIURL != "" {
+		durableOutbox = api
 		dir := o.OutboxDir
 		if dir == "" {
 			dir = filepath.Join(o.Workspace, ".git", durable.StateDirName, "outbox")
@@ -93,13 +95,15 @@ func PodDeps(o PodOptions) (Deps, error) {
 		ob = relay
 	}
 	cb := callback.New(callback.Options{Guard: callback.NewGuard(s.AllowedNets), Attempts: s.CallbackAttempts,
-		RetryBase: s.CallbackBase, RetryMax: s.CallbackMax, AttemptTimeout: s.CallbackTimeout, Log: o.Log})
+		RetryBase: s.CallbackBase, RetryMax: s.CallbackMax, AttemptTimeout: s.CallbackTimeout, ForwardURL: s.CallbackForwardURL,
+		ForwardToken: o.RuntimeToken, Log: o.Log})
 	return Deps{
 		Channel:      &channelcfg.Client{API: api, TTL: s.ChannelConfigTTL},
 		Agent:        agent,
 		Callbacks:    cb,
 		Outbox:       ob,
 		Journal:      journal,
+		Durable:      durableOutbox,
 		Activity:     act,
 		Ready:        o.Ready,
 		Log:          o.Log,

@@ -1,29 +1,16 @@
 package webhook
 
 import (
-	"errors"
-	"fmt"
 	"net/netip"
 	"strconv"
 	"time"
 
 	"github.com/svc-dev/svc/podagent/internal/callback"
+	"github.com/svc-dev/svc/shared/settings"
 )
 
-// Settings are the webhook channel's tunables, read from the environment
-// (all optional).
-//
-//	SVC_WEBHOOK_SYNC_TIMEOUT       sync reply timeout (default 120s, spec 8)
-//	SVC_WEBHOOK_MAX_BODY_BYTES     request body limit (default 1048576) → 413
-//	SVC_WEBHOOK_TURN_TIMEOUT       bound of one agent turn (default 15m)
-//	SVC_CHANNEL_CONFIG_TTL         cache of the channel config (default 1s)
-//	SVC_CALLBACK_ALLOWED_NETS      CIDRs callbacks may reach despite the SSRF guard
-//	SVC_CALLBACK_MAX_ATTEMPTS      tries per callback (default 8)
-//	SVC_CALLBACK_RETRY_BASE        first backoff (default 1s, doubling, ±20 % jitter)
-//	SVC_CALLBACK_RETRY_MAX         backoff cap (default 2m)
-//	SVC_CALLBACK_TIMEOUT           one callback POST (default 30s)
-//	SVC_AGENT_MODEL                model id for the tool loop (default svc-2-0)
-//	SVC_AGENT_MAX_ITERATIONS       model calls per turn (default 20)
+// Settings are the webhook channel's tunables (all optional), declared in
+// the pod's option table by SettingsOptions: each has a flag and an env var.
 type Settings struct {
 	SyncTimeout      time.Duration
 	MaxBodyBytes     int64
@@ -34,8 +21,11 @@ type Settings struct {
 	CallbackBase     time.Duration
 	CallbackMax      time.Duration
 	CallbackTimeout  time.Duration
-	AgentModel       string
-	MaxIterations    int
+	// CallbackForwardURL is the host's callback forwarder (micro-VM guest
+	// mode sets it: callbacks leave through the host).
+	CallbackForwardURL string
+	AgentModel         string
+	MaxIterations      int
 }
 
 // Defaults.
@@ -45,54 +35,38 @@ const (
 	DefaultTurnTimeout  = 15 * time.Minute
 )
 
-// SettingsFromEnv reads Settings; getenv nil means no environment.
+// SettingsOptions declares the webhook channel's settings for a config C
+// holding them at p.
+func SettingsOptions[C any](p func(*C) *Settings) []settings.Option[C] {
+	dur := func(f func(*Settings) *time.Duration) func(*C, string) error {
+		return settings.PositiveDuration(func(c *C) *time.Duration { return f(p(c)) })
+	}
+	return []settings.Option[C]{
+		{Flag: "webhook-sync-timeout", Env: "SVC_WEBHOOK_SYNC_TIMEOUT", Def: DefaultSyncTimeout.String(), Usage: "sync reply timeout (spec 8)", Set: dur(func(s *Settings) *time.Duration { return &s.SyncTimeout })},
+		{Flag: "webhook-max-body-bytes", Env: "SVC_WEBHOOK_MAX_BODY_BYTES", Def: strconv.Itoa(DefaultMaxBodyBytes), Usage: "webhook request body limit (413 above)", Set: settings.PositiveInt(func(c *C) *int64 { return &p(c).MaxBodyBytes })},
+		{Flag: "webhook-turn-timeout", Env: "SVC_WEBHOOK_TURN_TIMEOUT", Def: DefaultTurnTimeout.String(), Usage: "bound of one agent turn", Set: dur(func(s *Settings) *time.Duration { return &s.TurnTimeout })},
+		{Flag: "channel-config-ttl", Env: "SVC_CHANNEL_CONFIG_TTL", Def: "1s", Usage: "cache of the channel config", Set: dur(func(s *Settings) *time.Duration { return &s.ChannelConfigTTL })},
+		{Flag: "callback-allowed-nets", Env: "SVC_CALLBACK_ALLOWED_NETS", Usage: "CIDRs callbacks may reach despite the SSRF guard", Set: func(c *C, v string) (err error) {
+			p(c).AllowedNets, err = callback.ParseAllowedNets(v)
+			return
+		}},
+		{Flag: "callback-max-attempts", Env: "SVC_CALLBACK_MAX_ATTEMPTS", Def: strconv.Itoa(callback.DefaultAttempts), Usage: "tries per callback", Set: settings.PositiveInt(func(c *C) *int { return &p(c).CallbackAttempts })},
+		{Flag: "callback-retry-base", Env: "SVC_CALLBACK_RETRY_BASE", Def: callback.DefaultRetryBase.String(), Usage: "first callback backoff (doubling, ±20 % jitter)", Set: dur(func(s *Settings) *time.Duration { return &s.CallbackBase })},
+		{Flag: "callback-retry-max", Env: "SVC_CALLBACK_RETRY_MAX", Def: callback.DefaultRetryMax.String(), Usage: "callback backoff cap", Set: dur(func(s *Settings) *time.Duration { return &s.CallbackMax })},
+		{Flag: "callback-timeout", Env: "SVC_CALLBACK_TIMEOUT", Def: callback.DefaultAttemptTimeout.String(), Usage: "one callback POST", Set: dur(func(s *Settings) *time.Duration { return &s.CallbackTimeout })},
+		{Flag: "callback-forward-url", Env: "SVC_CALLBACK_FORWARD_URL", Usage: "send callbacks through this host forwarder (micro-VM guests; set by guest mode)", Set: settings.String(func(c *C) *string { return &p(c).CallbackForwardURL })},
+		{Flag: "agent-model", Env: "SVC_AGENT_MODEL", Def: "svc-2-0", Usage: "model id of the tool loop", Set: settings.String(func(c *C) *string { return &p(c).AgentModel })},
+		{Flag: "agent-max-iterations", Env: "SVC_AGENT_MAX_ITERATIONS", Def: "20", Usage: "model calls per turn", Set: settings.PositiveInt(func(c *C) *int { return &p(c).MaxIterations })},
+	}
+}
+
+// SettingsFromEnv reads Settings alone (flags of the pod's table aside);
+// getenv nil means no environment.
 func SettingsFromEnv(getenv func(string) string) (Settings, error) {
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
-	s := Settings{
-		SyncTimeout: DefaultSyncTimeout, MaxBodyBytes: DefaultMaxBodyBytes, TurnTimeout: DefaultTurnTimeout,
-		ChannelConfigTTL: time.Second, CallbackAttempts: callback.DefaultAttempts, CallbackBase: callback.DefaultRetryBase,
-		CallbackMax: callback.DefaultRetryMax, CallbackTimeout: callback.DefaultAttemptTimeout, AgentModel: "svc-2-0",
-		MaxIterations: 20,
-	}
-	var errs []error
-	dur := func(env string, p *time.Duration) {
-		if v := getenv(env); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 {
-				errs = append(errs, fmt.Errorf("%s: %q is not a positive duration", env, v))
-				return
-			}
-			*p = d
-		}
-	}
-	num := func(env string, set func(int64)) {
-		if v := getenv(env); v != "" {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n <= 0 {
-				errs = append(errs, fmt.Errorf("%s: %q is not a positive integer", env, v))
-				return
-			}
-			set(n)
-		}
-	}
-	dur("SVC_WEBHOOK_SYNC_TIMEOUT", &s.SyncTimeout)
-	dur("SVC_WEBHOOK_TURN_TIMEOUT", &s.TurnTimeout)
-	dur("SVC_CHANNEL_CONFIG_TTL", &s.ChannelConfigTTL)
-	dur("SVC_CALLBACK_RETRY_BASE", &s.CallbackBase)
-	dur("SVC_CALLBACK_RETRY_MAX", &s.CallbackMax)
-	dur("SVC_CALLBACK_TIMEOUT", &s.CallbackTimeout)
-	num("SVC_WEBHOOK_MAX_BODY_BYTES", func(n int64) { s.MaxBodyBytes = n })
-	num("SVC_CALLBACK_MAX_ATTEMPTS", func(n int64) { s.CallbackAttempts = int(n) })
-	num("SVC_AGENT_MAX_ITERATIONS", func(n int64) { s.MaxIterations = int(n) })
-	if v := getenv("SVC_AGENT_MODEL"); v != "" {
-		s.AgentModel = v
-	}
-	nets, err := callback.ParseAllowedNets(getenv("SVC_CALLBACK_ALLOWED_NETS"))
-	if err != nil {
-		errs = append(errs, err)
-	}
-	s.AllowedNets = nets
-	return s, errors.Join(errs...)
+	var s Settings
+	_, err := settings.Parse(&s, "webhook", nil, getenv, SettingsOptions(func(s *Settings) *Settings { return s }))
+	return s, err
 }

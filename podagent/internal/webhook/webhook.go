@@ -94,7 +94,18 @@ type Deps struct {
 	// message is journaled), and the channel's messageCount; Resume picks up
 	// what an earlier run left. nil: memory only (tests, no workspace).
 	Journal *inbox.Journal
+	// Durable, when set, is the API's durable outbox: health's
+	// outboxPending adds what it holds to the pod's own copy. nil: no API.
+	Durable DurableOutbox
 }
+
+// DurableOutbox counts the API's durable outbox (internalapi.Client).
+type DurableOutbox interface {
+	OutboxPending(ctx context.Context, timeout time.Duration) (wire.OutboxPending, error)
+}
+
+// durableCountTimeout bounds health's call to the API's outbox count.
+const durableCountTimeout = 2 * time.Second
 
 // outboxCloseGrace bounds the last hand-over of the outbox at Shutdown.
 const outboxCloseGrace = 3 * time.Second
@@ -265,11 +276,22 @@ func (h *Handler) health(c echo.Context) error {
 	if h.d.Journal != nil {
 		count = h.d.Journal.Counters().MessageCount
 	}
+	pending := h.d.Outbox.Len(cfg.ChannelID)
+	if h.d.Durable != nil && cfgErr == nil {
+		// What the pod handed over waits in the API's outbox: count it too.
+		n, err := h.d.Durable.OutboxPending(c.Request().Context(), durableCountTimeout)
+		switch {
+		case err != nil:
+			h.log.Debug("health: the API's outbox could not be counted", zap.Error(err))
+		case n.ChannelID == cfg.ChannelID:
+			pending += int(n.Pending)
+		}
+	}
 	return c.JSON(http.StatusOK, wire.WebhookHealth{
 		Connected:     connected,
 		HasSecret:     cfgErr == nil && cfg.Secret != "",
 		MessageCount:  count,
-		OutboxPending: h.d.Outbox.Len(cfg.ChannelID),
+		OutboxPending: pending,
 	})
 }
 

@@ -101,6 +101,8 @@ type opts struct {
 	denyLoopback bool
 	// outbox: nil means the in-memory outbox the pod serves itself.
 	outbox webhook.Outbox
+	// durable: the API's outbox count (nil: no API).
+	durable webhook.DurableOutbox
 }
 
 func logger(t testing.TB) *zap.Logger {
@@ -138,7 +140,7 @@ func newEnv(t testing.TB, o opts) *env {
 			}
 			return nil
 		},
-		SyncTimeout: o.syncTimeout, MaxBodyBytes: o.maxBody, Outbox: o.outbox,
+		SyncTimeout: o.syncTimeout, MaxBodyBytes: o.maxBody, Outbox: o.outbox, Durable: o.durable,
 	})
 	e := server.New(server.Options{RuntimeToken: runtimeToken, Webhook: ev.h, Log: logger(t)})
 	ev.srv = httptest.NewServer(e)
@@ -415,6 +417,51 @@ func TestHealth(t *testing.T) {
 	}
 	if r := ev.do(http.MethodGet, "/health", map[string]string{"Authorization": ""}, nil); r.status != 401 {
 		t.Fatalf("health without runtime token: %d", r.status)
+	}
+}
+
+// durableCount is the API's outbox as health sees it.
+type durableCount struct {
+	mu  sync.Mutex
+	n   wire.OutboxPending
+	err error
+}
+
+func (d *durableCount) set(n wire.OutboxPending, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.n, d.err = n, err
+}
+
+func (d *durableCount) OutboxPending(context.Context, time.Duration) (wire.OutboxPending, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.n, d.err
+}
+
+// outboxPending adds what the API's durable outbox holds to the pod's own
+// copy, for the channel it serves.
+func TestHealthCountsTheAPIOutbox(t *testing.T) {
+	t.Parallel()
+	d := &durableCount{}
+	ev := newEnv(t, opts{durable: d})
+	for _, tc := range []struct {
+		name string
+		n    wire.OutboxPending
+		err  error
+		want int
+	}{
+		{"the API holds two", wire.OutboxPending{ChannelID: channelID, Pending: 2}, nil, 2},
+		{"the API holds none", wire.OutboxPending{ChannelID: channelID}, nil, 0},
+		{"another channel's count is not ours", wire.OutboxPending{ChannelID: "ch_other", Pending: 5}, nil, 0},
+		{"the API does not answer", wire.OutboxPending{}, errors.New("down"), 0},
+	} {
+		d.set(tc.n, tc.err)
+		var h wire.WebhookHealth
+		ev.do(http.MethodGet, "/health", nil, nil).json(t, &h)
+		if h.OutboxPending != tc.want {
+			t.Errorf("%s: outboxPending %d, want %d", tc.name, h.OutboxPending, tc.want)
+		}
 	}
 }
 

@@ -80,6 +80,12 @@ type Store struct {
 
 var _ objstore.Store = (*Store)(nil)
 
+func init() {
+	objstore.Register(objstore.FS, func(_ context.Context, c objstore.Config) (objstore.Store, error) {
+		return New(c.Dir, Options{BaseURL: c.BaseURL, SigningKey: c.SigningKey, Logger: c.Logger})
+	})
+}
+
 // New opens (creating if needed) a store rooted at dir.
 func New(dir string, opts Options) (*Store, error) {
 	root, err := filepath.Abs(dir)

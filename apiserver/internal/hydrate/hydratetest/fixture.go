@@ -8,7 +8,6 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/svc-dev/svc/apiserver/internal/admin"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/server"
 	"github.com/svc-dev/svc/apiserver/internal/server/servertest"
@@ -77,27 +76,13 @@ func NewFixture(t testing.TB, mod func(*hydrate.Options)) *Fixture {
 // withProject.
 func account(t testing.TB, db *store.Store, withProject bool) (store.Project, string) {
 	t.Helper()
-	ctx := context.Background()
-	ws, err := db.CreateWorkspace(ctx, "ws", "free")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, err := db.CreateUser(ctx, store.NewID("u")+"@test.invalid")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.AddMember(ctx, ws.ID, u.ID); err != nil {
-		t.Fatal(err)
-	}
-	k, err := admin.CreateKey(ctx, db, ws.ID, u.ID, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
+	acc := servertest.NewAccount(t, db)
 	var p store.Project
 	if withProject {
-		if p, err = db.CreateProject(ctx, ws.ID, "proj"); err != nil {
+		var err error
+		if p, err = db.CreateProject(context.Background(), acc.WorkspaceID, "proj"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return p, k.Key
+	return p, acc.Key
 }

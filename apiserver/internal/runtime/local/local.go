@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -27,7 +26,9 @@ import (
 
 	"github.com/svc-dev/svc/apiserver/internal/runtime"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/datadir"
 	"github.com/svc-dev/svc/shared/internalapi"
+	"github.com/svc-dev/svc/shared/localproc"
 	"github.com/svc-dev/svc/shared/runtimetoken"
 	"github.com/svc-dev/svc/shared/syncmode"
 )
@@ -222,7 +223,7 @@ func (d *Driver) startOnce(projectID string, mode syncmode.Mode, deadline time.T
 	if closed {
 		return nil, errors.New("the API server is shutting down")
 	}
-	dir, err := filepath.Abs(filepath.Join(d.o.DataDir, "runtimes", projectID))
+	dir, err := filepath.Abs(datadir.Runtime(d.o.DataDir, projectID))
 	if err != nil {
 		return nil, err
 	}
@@ -233,7 +234,7 @@ func (d *Driver) startOnce(projectID string, mode syncmode.Mode, deadline time.T
 	if err := os.MkdirAll(filepath.Join(dir, "workspace"), 0o700); err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := localproc.FreePort("127.0.0.1")
 	if err != nil {
 		return nil, err
 	}
@@ -272,7 +273,7 @@ func (d *Driver) startOnce(projectID string, mode syncmode.Mode, deadline time.T
 	}()
 	if err := d.waitReady(pr, deadline); err != nil {
 		d.terminate(pr)
-		return nil, fmt.Errorf("%w (podagent log: %s)", err, tail(logPath, 1024))
+		return nil, fmt.Errorf("%w (podagent log: %s)", err, localproc.Tail(logPath, 1024))
 	}
 	return pr, nil
 }
@@ -426,27 +427,4 @@ func PodEnv(storage, s3Endpoint, s3Bucket, s3AccessKey, s3SecretKey string, s3Us
 		env = append(env, "SVC_CALLBACK_ALLOWED_NETS="+callbackAllowedNets)
 	}
 	return env
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-// tail returns the last n bytes of a log file, for error messages.
-func tail(path string, n int64) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.Size() > n {
-		_, _ = f.Seek(-n, io.SeekEnd)
-	}
-	b, _ := io.ReadAll(io.LimitReader(f, n))
-	return strings.TrimSpace(string(b))
 }

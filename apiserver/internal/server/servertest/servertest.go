@@ -12,7 +12,9 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/svc-dev/svc/apiserver/internal/admin"
 	"github.com/svc-dev/svc/apiserver/internal/server"
+	"github.com/svc-dev/svc/apiserver/internal/store"
 )
 
 // RuntimeSecret is the runtime-auth secret of servers whose Deps leave it
@@ -51,4 +53,33 @@ func New(t testing.TB, d server.Deps) *Server {
 		_ = srv.Close(context.Background())
 	})
 	return &Server{Server: srv, URL: hs.URL, Deps: d}
+}
+
+// Account is a workspace with one member and that member's API key.
+type Account struct {
+	WorkspaceID, UserID string
+	// Key is the plain API key (Bearer).
+	Key string
+}
+
+// NewAccount creates an Account on the free plan in db.
+func NewAccount(t testing.TB, db *store.Store) Account {
+	t.Helper()
+	ctx := context.Background()
+	ws, err := db.CreateWorkspace(ctx, "ws", "free")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := db.CreateUser(ctx, store.NewID("u")+"@test.invalid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.AddMember(ctx, ws.ID, u.ID); err != nil {
+		t.Fatal(err)
+	}
+	k, err := admin.CreateKey(ctx, db, ws.ID, u.ID, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Account{WorkspaceID: ws.ID, UserID: u.ID, Key: k.Key}
 }

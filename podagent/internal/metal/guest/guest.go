@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,6 +21,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/svc-dev/svc/podagent/internal/lfs"
 	"github.com/svc-dev/svc/shared/gitrun"
 )
 
@@ -34,6 +36,10 @@ const (
 	RelayAddr = "10.0.2.100:80"
 	// Port is the agent's port inside the guest (hostfwd target).
 	Port = 8080
+	// CallbackForwardPath is the relay's callback forwarder: the guest's
+	// async webhook callbacks leave through the host there
+	// (SVC_CALLBACK_FORWARD_URL), under the host's SSRF guard.
+	CallbackForwardPath = "/metal/callback"
 )
 
 // Layout of the disk, relative to its root (DataDir in the guest).
@@ -79,9 +85,10 @@ func ReadConfig(root string) (Config, error) {
 }
 
 // PodEnv is the pod's environment in the guest: fs storage on the disk,
-// the workspace on the disk, the API through the host's relay, no
-// large-file offload (its presigned URLs point at storage the guest cannot
-// reach).
+// the workspace on the disk, the API through the host's relay (large files
+// too: the relay points the batch answer's transfers at the host, which
+// moves the bytes to and from object storage), async callbacks through the
+// host's forwarder.
 func (c Config) PodEnv(root string) map[string]string {
 	env := map[string]string{}
 	for k, v := range c.Env {
@@ -95,7 +102,8 @@ func (c Config) PodEnv(root string) map[string]string {
 		"SVC_DATA_DIR":      filepath.Join(root, StoreRel),
 		"SVC_WORKSPACE_DIR": filepath.Join(root, WorkspaceRel),
 		"SVC_HTTP_ADDR":     "0.0.0.0:" + strconv.Itoa(Port),
-		"SVC_LFS":           "false",
+		// Callbacks have no route of their own: the host forwards them.
+		"SVC_CALLBACK_FORWARD_URL": "http://" + RelayAddr + CallbackForwardPath,
 	} {
 		env[k] = v
 	}
@@ -172,9 +180,11 @@ func Hydrate(ctx context.Context, r *gitrun.Runner, root string, log *zap.Logger
 	}
 	_ = os.RemoveAll(filepath.Dir(staging))
 	_ = os.RemoveAll(old)
-	// Nothing of a restored config may run a command: start from a clean one.
-	if err := os.WriteFile(filepath.Join(gitDir, "config"),
-		[]byte("[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n"), 0o644); err != nil {
+	// Nothing of a restored config may run a command: start from a clean
+	// one, with only our own lfs filter (as the pod's lfs.Setup writes it),
+	// so large files the host hydrated as bytes compare equal to HEAD's
+	// pointers instead of being kept as pre-hydrate changes.
+	if err := os.WriteFile(filepath.Join(gitDir, "config"), []byte(freshConfig()), 0o644); err != nil {
 		return "", err
 	}
 	git := func(args ...gitrun.Arg) *gitrun.Cmd {
@@ -217,4 +227,22 @@ func Hydrate(ctx context.Context, r *gitrun.Runner, root string, log *zap.Logger
 	}
 	log.Info("hydrated the durable .git staged by the host", zap.String("preHydrateRef", ref))
 	return ref, nil
+}
+
+// freshConfig is the .git/config Hydrate starts from.
+func freshConfig() string {
+	var b strings.Builder
+	b.WriteString("[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n")
+	if _, err := exec.LookPath("git-lfs"); err != nil {
+		return b.String()
+	}
+	for _, kv := range lfs.FilterSettings {
+		sec, key, _ := strings.Cut(kv[0], ".")
+		if sub, k, ok := strings.Cut(key, "."); ok {
+			fmt.Fprintf(&b, "[%s %q]\n\t%s = %q\n", sec, sub, k, kv[1])
+		} else {
+			fmt.Fprintf(&b, "[%s]\n\t%s = %q\n", sec, key, kv[1])
+		}
+	}
+	return b.String()
 }

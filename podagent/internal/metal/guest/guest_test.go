@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/svc-dev/svc/podagent/internal/lfs"
 	"github.com/svc-dev/svc/shared/gitrun"
 )
 
@@ -118,5 +119,46 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A large file the host hydrated as bytes (the data archive) equals HEAD's
+// lfs pointer: no pre-hydrate ref, the bytes stay, and the fresh config
+// carries only our lfs filter.
+func TestHydrateKeepsLargeFileBytes(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git-lfs"); err != nil {
+		t.Fatalf("git-lfs is required: %v", err)
+	}
+	ctx := context.Background()
+	src := t.TempDir()
+	gitIn(t, src, "init", "-q", "-b", "main")
+	for _, kv := range lfs.FilterSettings {
+		gitIn(t, src, "config", kv[0], kv[1])
+	}
+	write(t, filepath.Join(src, ".gitattributes"), "*.bin filter=lfs diff=lfs merge=lfs -text\n")
+	big := strings.Repeat("large bytes\n", 100)
+	write(t, filepath.Join(src, "big.bin"), big)
+	gitIn(t, src, "add", "-A")
+	gitIn(t, src, "commit", "-q", "-m", "large")
+	if ptr := gitIn(t, src, "show", "HEAD:big.bin"); !strings.HasPrefix(ptr, "version https://git-lfs") {
+		t.Fatalf("HEAD holds %q, not a pointer", ptr)
+	}
+	root := t.TempDir()
+	ws := filepath.Join(root, WorkspaceRel)
+	write(t, filepath.Join(ws, ".gitattributes"), "*.bin filter=lfs diff=lfs merge=lfs -text\n")
+	write(t, filepath.Join(ws, "big.bin"), big)
+	must(t, os.MkdirAll(filepath.Dir(filepath.Join(root, StagingGitRel)), 0o755))
+	must(t, os.Rename(filepath.Join(src, ".git"), filepath.Join(root, StagingGitRel)))
+	must(t, os.Remove(filepath.Join(root, StagingGitRel, "index")))
+	ref, err := Hydrate(ctx, &gitrun.Runner{Timeout: time.Minute}, root, zaptest.NewLogger(t))
+	if err != nil || ref != "" {
+		t.Fatalf("hydrate: %q %v", ref, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "big.bin")); string(b) != big {
+		t.Fatalf("big.bin after the hydrate: %.60q", b)
+	}
+	if got := gitIn(t, ws, "config", "filter.lfs.process"); got != "git-lfs filter-process --skip" {
+		t.Fatalf("filter.lfs.process = %q", got)
 	}
 }

@@ -28,7 +28,7 @@ import (
 )
 
 // format changes whenever the layout below changes, so caches rebuild.
-const format = "svc-guest-image-2"
+const format = "svc-guest-image-3"
 
 // Modules are the kernel modules the guest loads (with their dependencies,
 // from modules.dep): the microvm machine's virtio-mmio transport, the
@@ -52,6 +52,13 @@ type Options struct {
 	ModulesDir string
 	// Git is the git binary copied into the guest (default: git in PATH).
 	Git string
+	// GitLFS is git-lfs for the guest's large files, which move through
+	// the host (default: git-lfs in PATH).
+	GitLFS string
+	// Shell becomes the guest's /bin/sh: git runs filter commands with
+	// arguments (git-lfs filter-process) through it (default: the host's
+	// sh, symlinks resolved).
+	Shell string
 	// LZ4 decompresses the kernel for a faster boot under TCG (default: lz4
 	// in PATH; when absent the compressed kernel is booted as is).
 	LZ4 string
@@ -79,7 +86,7 @@ func Build(o Options) (Image, error) {
 	if err != nil {
 		return Image{}, err
 	}
-	files, err := gitFiles(o.Git)
+	files, err := gitFiles(o.Git, o.GitLFS, o.Shell)
 	if err != nil {
 		return Image{}, err
 	}
@@ -176,6 +183,23 @@ func (o *Options) defaults() error {
 		}
 		o.Git = p
 	}
+	if o.GitLFS == "" {
+		p, err := exec.LookPath("git-lfs")
+		if err != nil {
+			return errors.New("guestimage: git-lfs is not installed on the host (it is copied into the guest)")
+		}
+		o.GitLFS = p
+	}
+	if o.Shell == "" {
+		p, err := exec.LookPath("sh")
+		if err == nil {
+			p, err = filepath.EvalSymlinks(p)
+		}
+		if err != nil {
+			return errors.New("guestimage: no sh on the host (it is copied into the guest for git's filters)")
+		}
+		o.Shell = p
+	}
 	if o.LZ4 == "" {
 		o.LZ4, _ = exec.LookPath("lz4")
 	}
@@ -267,12 +291,12 @@ func resolveModules(dir string, names []string) ([]string, error) {
 	return out, nil
 }
 
-// gitFiles is git and every shared object it needs (the ELF interpreter
+// gitFiles is git, git-lfs, sh and every shared object they need (the ELF interpreter
 // and DT_NEEDED libraries, transitively), as host paths.
-func gitFiles(git string) ([]string, error) {
-	out := []string{git}
+func gitFiles(bins ...string) ([]string, error) {
+	out := append([]string(nil), bins...)
 	seen := map[string]bool{}
-	queue := []string{git}
+	queue := append([]string(nil), bins...)
 	for len(queue) > 0 {
 		p := queue[0]
 		queue = queue[1:]
@@ -358,8 +382,13 @@ func writeInitramfs(w io.Writer, agent string, mods, files []string) error {
 	c.File(ModuleList, 0o644, []byte(list.String()))
 	for i, f := range files {
 		dst := f
-		if i == 0 {
+		switch i {
+		case 0:
 			dst = "/usr/bin/git"
+		case 1:
+			dst = "/usr/bin/git-lfs"
+		case 2:
+			dst = "/bin/sh"
 		}
 		if err := add(dst, f, 0o755); err != nil {
 			return err

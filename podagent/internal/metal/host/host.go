@@ -25,10 +25,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,11 +38,13 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/svc-dev/svc/podagent/internal/callback"
 	"github.com/svc-dev/svc/podagent/internal/metal/disk"
 	"github.com/svc-dev/svc/podagent/internal/metal/guest"
 	"github.com/svc-dev/svc/podagent/internal/metal/guestimage"
 	"github.com/svc-dev/svc/podagent/internal/metal/vm"
 	"github.com/svc-dev/svc/shared/archive"
+	"github.com/svc-dev/svc/shared/localproc"
 	"github.com/svc-dev/svc/shared/objstore"
 	"github.com/svc-dev/svc/shared/wire"
 )
@@ -80,9 +84,16 @@ type Options struct {
 	StartTimeout time.Duration
 	// GuestEnv is passed to every guest's pod (SVC_* settings).
 	GuestEnv map[string]string
-	Tools    disk.Tools
-	Registry prometheus.Registerer
-	Log      *zap.Logger
+	// CallbackAllowedNets are the CIDRs guests' async webhook callbacks may
+	// reach despite the SSRF guard (SVC_CALLBACK_ALLOWED_NETS): the host
+	// forwards every callback (relay, callback.Forwarder) and enforces
+	// them; guests get the same list for their early check.
+	CallbackAllowedNets []netip.Prefix
+	// CallbackTimeout bounds one forwarded callback POST (default 30s).
+	CallbackTimeout time.Duration
+	Tools           disk.Tools
+	Registry        prometheus.Registerer
+	Log             *zap.Logger
 	// AfterDisk, when set, runs after a cold boot made the disk and before
 	// the VM starts (tests change ownership inside it).
 	AfterDisk func(ctx context.Context, projectID, image string) error
@@ -96,15 +107,24 @@ type Metrics struct {
 	RescueFailedQuarantined prometheus.Counter
 	StaleSnapshotSkipped    prometheus.Counter
 	Exports                 *prometheus.CounterVec
+	// CallbackForwards counts guests' callbacks by outcome (forwarded,
+	// refused by the SSRF guard, error reaching the target).
+	CallbackForwards *prometheus.CounterVec
+	// LFSTransfers counts guests' large-file transfers through the host
+	// by outcome (upload, download, rejected).
+	LFSTransfers *prometheus.CounterVec
 }
 
 // Host runs the guests of many projects.
 type Host struct {
-	o       Options
-	log     *zap.Logger
-	client  *http.Client
-	sf      singleflight.Group
-	Metrics Metrics
+	o      Options
+	log    *zap.Logger
+	client *http.Client
+	sf     singleflight.Group
+	// callbacks forwards guests' async webhook callbacks (the relay's
+	// guest.CallbackForwardPath).
+	callbacks *callback.Forwarder
+	Metrics   Metrics
 
 	mu       sync.Mutex
 	projects map[string]*project
@@ -161,9 +181,15 @@ func New(o Options) (*Host, error) {
 			Help: "Snapshots skipped because an archive they recorded was overwritten; the project cold-booted."}),
 		Exports: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "metal_exports_total",
 			Help: "Archives exported from guests, by part and result."}, []string{"part", "result"}),
+		CallbackForwards: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "metal_callback_forwards_total",
+			Help: "Guests' async webhook callbacks the host forwarded, by outcome (forwarded, refused, error)."}, []string{"outcome"}),
 	}
+	h.Metrics.LFSTransfers = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "metal_lfs_transfers_total",
+		Help: "Guests' large-file objects the host moved to or from object storage, by outcome (upload, download, rejected)."}, []string{"outcome"})
+	h.callbacks = callback.NewForwarder(callback.NewGuard(o.CallbackAllowedNets), o.CallbackTimeout, h.log)
+	h.callbacks.Observe = func(outcome string) { h.Metrics.CallbackForwards.WithLabelValues(outcome).Inc() }
 	if o.Registry != nil {
-		for _, c := range []prometheus.Collector{h.Metrics.RescueFailedQuarantined, h.Metrics.StaleSnapshotSkipped, h.Metrics.Exports} {
+		for _, c := range []prometheus.Collector{h.Metrics.RescueFailedQuarantined, h.Metrics.StaleSnapshotSkipped, h.Metrics.Exports, h.Metrics.CallbackForwards, h.Metrics.LFSTransfers} {
 			if err := o.Registry.Register(c); err != nil {
 				return nil, err
 			}
@@ -366,11 +392,13 @@ func (h *Host) failed(p *project, err error) error {
 
 // boot starts QEMU on the project's disk and waits for the pod's /readyz.
 func (h *Host) boot(ctx context.Context, p *project, incoming string) error {
-	rl, err := newRelay(h.o.APIURL, p.id, h.log)
+	rl, err := newRelay(relayConfig{apiURL: h.o.APIURL, projectID: p.id, token: p.token, callbacks: h.callbacks,
+		lfs: &lfsTransfer{store: h.o.Store, projectID: p.id, token: p.token, tmpDir: filepath.Join(p.dir, "run"), log: h.log,
+			observe: func(o string) { h.Metrics.LFSTransfers.WithLabelValues(o).Inc() }}}, h.log)
 	if err != nil {
 		return err
 	}
-	port, err := freePort(h.o.BindHost)
+	port, err := localproc.FreePort(h.o.BindHost)
 	if err != nil {
 		rl.close()
 		return err
@@ -391,7 +419,7 @@ func (h *Host) boot(ctx context.Context, p *project, incoming string) error {
 	if err := h.waitReady(sctx, v, u, p.token); err != nil {
 		v.Kill()
 		rl.close()
-		return fmt.Errorf("%w (console: %s)", err, tail(cfg.ConsoleLog(), 1500))
+		return fmt.Errorf("%w (console: %s)", err, localproc.Tail(cfg.ConsoleLog(), 1500))
 	}
 	p.vm, p.url, p.relay = v, u, rl
 	return nil
@@ -450,7 +478,7 @@ func (h *Host) coldDisk(ctx context.Context, p *project) (map[string]string, err
 		}
 		etags[x.key] = etag
 	}
-	cfg, err := json.Marshal(guest.Config{ProjectID: p.id, RuntimeToken: p.token, Env: h.o.GuestEnv})
+	cfg, err := json.Marshal(guest.Config{ProjectID: p.id, RuntimeToken: p.token, Env: h.guestEnv()})
 	if err != nil {
 		return nil, err
 	}
@@ -489,24 +517,20 @@ func (h *Host) hydrate(ctx context.Context, key, dst string) (string, error) {
 	return info.ETag, nil
 }
 
-func freePort(host string) (int, error) {
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, err
+// guestEnv is the guests' extra pod settings: the host's callback allowed
+// nets (so a guest's early check of a callbackUrl matches the host's
+// guard), then Options.GuestEnv.
+func (h *Host) guestEnv() map[string]string {
+	env := map[string]string{}
+	if len(h.o.CallbackAllowedNets) > 0 {
+		nets := make([]string, len(h.o.CallbackAllowedNets))
+		for i, n := range h.o.CallbackAllowedNets {
+			nets[i] = n.String()
+		}
+		env["SVC_CALLBACK_ALLOWED_NETS"] = strings.Join(nets, ",")
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-func tail(path string, n int64) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
+	for k, v := range h.o.GuestEnv {
+		env[k] = v
 	}
-	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.Size() > n {
-		_, _ = f.Seek(-n, io.SeekEnd)
-	}
-	b, _ := io.ReadAll(io.LimitReader(f, n))
-	return string(b)
+	return env
 }

@@ -3,9 +3,12 @@ package host_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +22,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/svc-dev/svc/podagent/internal/agentloop/fakegateway"
+	"github.com/svc-dev/svc/podagent/internal/callback"
 	"github.com/svc-dev/svc/podagent/internal/metal/disk"
 	"github.com/svc-dev/svc/podagent/internal/metal/host"
 	"github.com/svc-dev/svc/podagent/internal/metal/metaltest"
@@ -55,6 +59,13 @@ func newWorld(t testing.TB, project, token string, snapshots bool, afterDisk fun
 	pipe := pipeBinary(t)
 	w := &world{store: store, gw: gw, stopped: make(chan [2]string, 16), dir: t.TempDir()}
 	w.h, err = host.New(host.Options{Store: store, Image: img, Dir: w.dir, APIURL: gw.URL, DiskMB: 128,
+		// The host's SSRF guard lets callbacks reach the test's receiver on
+		// 127.0.0.1 only; the guests' own early check lets everything
+		// through (as a hostile guest would), so the host's guard decides.
+		CallbackAllowedNets: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
+		// Files above 300 kB are large files (git-lfs through the host; the
+		// benchmark's busy 260 kB file stays an ordinary blob).
+		GuestEnv:       map[string]string{"SVC_CALLBACK_ALLOWED_NETS": "0.0.0.0/0,::/0", "LARGE_FILE_BYTES": "300000"},
 		ExportInterval: time.Hour, Snapshots: snapshots, HealthInterval: time.Second, StartTimeout: 5 * time.Minute, PipeCommand: []string{pipe, "pipe"}, Registry: prometheus.NewRegistry(),
 		Log: zaptest.NewLogger(t), AfterDisk: afterDisk,
 		OnStopped: func(id, state string) { w.stopped <- [2]string{id, state} }})
@@ -119,7 +130,8 @@ func (w *world) turn(t testing.TB, st wire.MetalProject, token, path, content st
 	b, _ := io.ReadAll(res.Body)
 	res.Body.Close()
 	if res.StatusCode != 200 || !strings.Contains(string(b), "wrote "+path) {
-		t.Fatalf("turn: %d %s", res.StatusCode, b)
+		console, _ := os.ReadFile(filepath.Join(w.dir, "projects", st.ProjectID, "run", "console.log"))
+		t.Fatalf("turn: %d %s\nguest console (end):\n%s", res.StatusCode, b, console[max(0, len(console)-6000):])
 	}
 }
 
@@ -188,7 +200,8 @@ func must(t testing.TB, err error) {
 // still commits), a webhook turn through the relay, export, suspend with
 // snapshot, resume, a turn then kill -9 of QEMU (rescue from the disk:
 // nothing lost), a stale snapshot skipped, and an unreadable disk
-// quarantined.
+// quarantined. Async callbacks leave through the host (signed, refused
+// for an SSRF target).
 func TestGuestLifecycle(t *testing.T) {
 	t.Parallel()
 	const project, token = "prj_metal", "svc_rt_prj_metal.test"
@@ -234,6 +247,53 @@ func TestGuestLifecycle(t *testing.T) {
 		t.Fatal("no checkpoint record reached the API through the relay")
 	}
 
+	// Async callbacks leave through the host's forwarder: signed with the
+	// channel secret, the webhook-id derived from the correlation id; a
+	// metadata-service target is refused by the host's SSRF guard and the
+	// reply goes to the outbox.
+	rcv := newCallbackReceiver(t)
+	corr := w.asyncTurn(t, st, token, rcv.URL+"/hook", "async hello")
+	cb := rcv.wait(t)
+	if err := callback.Verify("sec", cb.body, cb.header); err != nil {
+		t.Fatalf("callback signature: %v (%v)", err, cb.header)
+	}
+	var payload wire.WebhookCallback
+	must(t, json.Unmarshal(cb.body, &payload))
+	if id := cb.header.Get(callback.HeaderID); id != "msg_"+strings.TrimPrefix(corr, "cor_") || payload.CorrelationID != corr ||
+		payload.Reply != "async hello" {
+		t.Fatalf("callback: webhook-id %q, body %s (correlation %s)", id, cb.body, corr)
+	}
+	if put := w.waitOutbox(t, corr); put.Status != wire.OutboxStatusDelivered {
+		t.Fatalf("the delivered callback's outbox notice: %+v", put)
+	}
+	corr = w.asyncTurn(t, st, token, "http://169.254.169.254/latest/meta-data/", "not for the metadata service")
+	if put := w.waitOutbox(t, corr); put.Reply != "not for the metadata service" || put.Status == wire.OutboxStatusDelivered {
+		t.Fatalf("the refused callback's reply in the outbox: %+v", put)
+	}
+	if f, r := testutil.ToFloat64(w.h.Metrics.CallbackForwards.WithLabelValues("forwarded")),
+		testutil.ToFloat64(w.h.Metrics.CallbackForwards.WithLabelValues("refused")); f != 1 || r != 1 {
+		t.Fatalf("metal_callback_forwards_total: forwarded %v, refused %v", f, r)
+	}
+
+	// Large files: a file above LARGE_FILE_BYTES goes through git-lfs in
+	// the guest and the host's transfer endpoint into
+	// <projectId>/lfs/objects/<oid>; HEAD holds its pointer.
+	big := strings.Repeat("a line of a large file written in the guest\n", 8000) // 352 kB
+	sum := sha256.Sum256([]byte(big))
+	oid := hex.EncodeToString(sum[:])
+	w.turn(t, st, token, "big.txt", big)
+	must(t, w.h.Export(ctx, project, false))
+	git = repoOf(t, w.store, project)
+	if ptr := git("show", "HEAD:big.txt"); !strings.Contains(ptr, "oid sha256:"+oid) {
+		t.Fatalf("big.txt at the exported HEAD is not its lfs pointer: %.200q", ptr)
+	}
+	if got := storedObject(t, w.store, objstore.LFSKey(project, oid)); got != big {
+		t.Fatalf("the large file in object storage: %.80q", got)
+	}
+	if n := testutil.ToFloat64(w.h.Metrics.LFSTransfers.WithLabelValues("upload")); n != 1 {
+		t.Fatalf("large-file uploads through the host: %v", n)
+	}
+
 	// Suspend: everything exported (the source archive too), VM state saved.
 	st, err = w.h.Stop(ctx, project, wire.MetalStopSuspend)
 	must(t, err)
@@ -268,7 +328,8 @@ func TestGuestLifecycle(t *testing.T) {
 	}
 
 	// Cold boot from the rescued archives, suspend with a snapshot, then
-	// another writer overwrites the data archive: the snapshot is stale.
+	// another writer overwrites the data and source archives: the snapshot
+	// is stale.
 	st, err = w.h.Ensure(ctx, project, token)
 	must(t, err)
 	if st.BootKind != "cold" {
@@ -277,11 +338,22 @@ func TestGuestLifecycle(t *testing.T) {
 	_, err = w.h.Stop(ctx, project, wire.MetalStopSuspend)
 	must(t, err)
 	w.waitStopped(t, project, host.StateSuspended)
-	emptyData(t, w.store, project)
+	emptyArchives(t, w.store, project)
 	st, err = w.h.Ensure(ctx, project, token)
 	must(t, err)
 	if st.BootKind != "cold" || testutil.ToFloat64(w.h.Metrics.StaleSnapshotSkipped) != 1 {
 		t.Fatalf("after overwriting an archive: %+v, stale skipped %v", st, testutil.ToFloat64(w.h.Metrics.StaleSnapshotSkipped))
+	}
+	// The large file survived the cold boot without the data and source
+	// archives: HEAD's pointer was checked out, and the pod's cold-start
+	// `git lfs pull` fetched the bytes from object storage through the
+	// host (the .git archive leaves pushed large files out).
+	must(t, w.h.Export(ctx, project, false))
+	if data := archivetest.StoredEntries(t, w.store, objstore.DataKey(project)); data["big.txt"] != big {
+		t.Fatalf("big.txt after a cold boot from the .git archive alone: %.80q", data["big.txt"])
+	}
+	if n := testutil.ToFloat64(w.h.Metrics.LFSTransfers.WithLabelValues("download")); n != 1 {
+		t.Fatalf("large-file downloads through the host: %v", n)
 	}
 
 	// The VM freezes and its disk becomes unreadable: the health gate
@@ -312,15 +384,18 @@ func TestGuestLifecycle(t *testing.T) {
 	}
 }
 
-// emptyData replaces the data archive with a valid empty one, as another
-// writer would (the overwrite that makes a snapshot stale).
-func emptyData(t *testing.T, store objstore.Store, project string) {
+// emptyArchives replaces the data and source archives with valid empty
+// ones, as another writer would (the overwrite that makes a snapshot
+// stale; the cold boot then has only the durable .git).
+func emptyArchives(t *testing.T, store objstore.Store, project string) {
 	t.Helper()
 	var b bytes.Buffer
 	_, err := archive.CreateTarGz(&b, t.TempDir(), archive.CreateOptions{})
 	must(t, err)
-	_, err = store.Put(context.Background(), objstore.DataKey(project), bytes.NewReader(b.Bytes()), int64(b.Len()), objstore.PutOptions{})
-	must(t, err)
+	for _, key := range []string{objstore.DataKey(project), objstore.SourceKey(project)} {
+		_, err = store.Put(context.Background(), key, bytes.NewReader(b.Bytes()), int64(b.Len()), objstore.PutOptions{})
+		must(t, err)
+	}
 }
 
 // zeroFile overwrites a file with zeros, keeping its size.
@@ -337,4 +412,15 @@ func zeroFile(t *testing.T, path string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// storedObject reads one object.
+func storedObject(t *testing.T, store objstore.Store, key string) string {
+	t.Helper()
+	rc, _, err := store.Get(context.Background(), key)
+	must(t, err)
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	must(t, err)
+	return string(b)
 }

@@ -56,7 +56,7 @@ func Image(t testing.TB) (guestimage.Image, string) {
 		img, err = guestimage.Build(guestimage.Options{CacheDir: filepath.Join(CacheDir(), "images"), Agent: bin})
 	})
 	if err != nil {
-		t.Fatalf("micro-VM tests need QEMU, the cloud kernel, lz4, e2fsprogs and git: %v", err)
+		t.Fatalf("micro-VM tests need QEMU, the cloud kernel, lz4, e2fsprogs, git and git-lfs: %v", err)
 	}
 	return img, bin
 }

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/svc-dev/svc/shared/internalapi"
+	"github.com/svc-dev/svc/shared/testenv"
+	"github.com/svc-dev/svc/shared/wire"
+)
+
+// Issue 8, item 8: a git-flush while object storage hangs ran its persist
+// attempts to their own timeouts (minutes), long after the caller gave up.
+// The typed client sends its timeout (internalapi.HeaderTimeout) and the
+// pod bounds the flush by it, so the caller reads a 503 answer — not its own
+// timeout — and the turn stays committed locally for a later persist.
+func TestFlushBoundedByCallersTimeout(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "fs")
+	s3 := testenv.MinIO(t)
+	proxy := testenv.NewFaultProxy(t, s3.Endpoint)
+	e.useS3(s3, proxy.Addr())
+	p := e.start()
+	pc := &internalapi.PodClient{BaseURL: "http://" + p.addr, Token: token, Timeout: 3 * time.Second}
+	e.write("a.txt", "a\n")
+	if _, err := pc.GitFlush(context.Background(), wire.GitFlushRequest{}); err != nil {
+		t.Fatalf("flush with storage up: %v", err)
+	}
+
+	proxy.SetHang(true)
+	e.write("b.txt", "b\n")
+	_, err := pc.GitFlush(context.Background(), wire.GitFlushRequest{})
+	se, ok := internalapi.AsStatus(err)
+	if !ok || se.Status != 503 || (se.Body.Error.Code != "not_persisted" && se.Body.Error.Code != "flush_timeout") {
+		t.Fatalf("flush while storage hangs: %v; want a 503 answer within the caller's 3 s timeout", err)
+	}
+	out, gerr := exec.Command("git", "-C", e.ws, "show", "HEAD:b.txt").Output()
+	if gerr != nil || string(out) != "b\n" {
+		t.Fatalf("the change was not committed locally: %q %v", out, gerr)
+	}
+
+	proxy.SetHang(false)
+	pc.Timeout = 30 * time.Second
+	if _, err := pc.GitFlush(context.Background(), wire.GitFlushRequest{}); err != nil {
+		t.Fatalf("flush once storage answers again: %v\n%s", err, e.logs())
+	}
+}
