@@ -45,10 +45,21 @@ type kubeWorld struct {
 	project    string
 }
 
+// kubeOpts shape a kubeWorld: the fake kubelet's hooks (hold: no process
+// for the pod; orphan: the process outlives its deleted pod; waiting: the
+// podagent container reported waiting, e.g. an image pull error) and extra
+// `helm --set` values for the chart's runtime pod template.
+type kubeOpts struct {
+	hold    func(*corev1.Pod) bool
+	orphan  func(*corev1.Pod) bool
+	waiting func(*corev1.Pod) *corev1.ContainerStateWaiting
+	sets    []string
+}
+
 // newKubeWorld: a runtime namespace holding the chart's S3 credential
 // Secret, the chart's pod template, the fake kubelet, a project with a
-// webhook channel. hold, when set, keeps podagent from starting for a pod.
-func newKubeWorld(t testing.TB, hold func(*corev1.Pod) bool) *kubeWorld {
+// webhook channel.
+func newKubeWorld(t testing.TB, o kubeOpts) *kubeWorld {
 	t.Helper()
 	w := &kubeWorld{e: newEnv(t), c: kubetest.Shared(t), s3: testenv.MinIO(t)}
 	w.ns = w.c.Namespace(t, "svc-rt")
@@ -58,10 +69,10 @@ func newKubeWorld(t testing.TB, hold func(*corev1.Pod) bool) *kubeWorld {
 		StringData: map[string]string{"s3-access-key": w.s3.AccessKey, "s3-secret-key": w.s3.SecretKey},
 	}, metav1.CreateOptions{})
 	must(t, err)
-	w.tmpl = chartPodTemplate(t, w.ns, w.s3)
+	w.tmpl = chartPodTemplate(t, w.ns, w.s3, o.sets...)
 	w.sa, w.kubeconfig = chartRBAC(t, w.c, w.ns)
 	w.kubelet = &kubetest.Kubelet{Cluster: w.c, Namespace: w.ns, Container: "podagent", Binary: kubePodagentBin(t),
-		Group: "svc.dev/project-id", Hold: hold}
+		Group: "svc.dev/project-id", Hold: o.hold, Orphan: o.orphan, Waiting: o.waiting}
 	w.kubelet.Run(t)
 	w.acc = w.e.account("free")
 	w.project = w.e.admin("project", "create", "--workspace", w.acc.workspace, "--name", "kube")["id"].(string)
@@ -71,16 +82,19 @@ func newKubeWorld(t testing.TB, hold func(*corev1.Pod) bool) *kubeWorld {
 
 // chartPodTemplate renders the chart's runtime pod template ConfigMap with
 // helm and returns the template file the API server reads.
-func chartPodTemplate(t testing.TB, ns string, s3 testenv.S3Env) string {
+func chartPodTemplate(t testing.TB, ns string, s3 testenv.S3Env, sets ...string) string {
 	t.Helper()
 	helm := os.Getenv("SVC_HELM_BIN")
 	if helm == "" {
 		t.Fatal("SVC_HELM_BIN is not set: run the tests through `make test` (it builds the pinned helm with `make tools`)")
 	}
-	cmd := exec.Command(helm, "template", "svc", "../../charts/svc", "--namespace", ns, "--kube-version", kubetest.K8sVersion,
-		"--set", "s3.endpoint="+s3.Endpoint, "--set", "s3.bucket="+s3.Bucket,
-		"--show-only", "templates/runtime-pod-template-configmap.yaml")
-	out, err := cmd.CombinedOutput()
+	args := []string{"template", "svc", "../../charts/svc", "--namespace", ns, "--kube-version", kubetest.K8sVersion,
+		"--set", "s3.endpoint=" + s3.Endpoint, "--set", "s3.bucket=" + s3.Bucket,
+		"--show-only", "templates/runtime-pod-template-configmap.yaml"}
+	for _, s := range sets {
+		args = append(args, "--set", s)
+	}
+	out, err := exec.Command(helm, args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("helm template: %v\n%s", err, out)
 	}
@@ -119,19 +133,7 @@ func chartRBAC(t testing.TB, c *kubetest.Cluster, ns string) (sa, kubeconfig str
 	if sa == "" {
 		t.Fatalf("no RoleBinding subject in the chart's RBAC:\n%s", out)
 	}
-	b, err := os.ReadFile(c.Kubeconfig)
-	must(t, err)
-	var kc map[string]any
-	must(t, yaml.Unmarshal(b, &kc))
-	for _, u := range kc["users"].([]any) {
-		user := u.(map[string]any)["user"].(map[string]any)
-		user["as"] = sa
-	}
-	b, err = yaml.Marshal(kc)
-	must(t, err)
-	kubeconfig = filepath.Join(t.TempDir(), "kubeconfig-as-sa")
-	must(t, os.WriteFile(kubeconfig, b, 0o600))
-	return sa, kubeconfig
+	return sa, c.ImpersonatingKubeconfig(t, sa)
 }
 
 // canI asks the API server whether the impersonated ServiceAccount may do
@@ -251,7 +253,8 @@ func (w *kubeWorld) graphCommits(t *testing.T, a *api) int {
 // replica without a second pod, a deleted pod recreated with its history, a
 // mode change applied only by the replacing pod.
 func TestKubernetesDriverEndToEnd(t *testing.T) {
-	w := newKubeWorld(t, nil)
+	t.Parallel()
+	w := newKubeWorld(t, kubeOpts{})
 	a, b := w.startReplica(t), w.startReplica(t)
 
 	// 0. Two replicas race for the project's first pod: one pod.
@@ -391,7 +394,8 @@ func TestKubernetesDriverEndToEnd(t *testing.T) {
 // namespace, and nothing elsewhere (the end-to-end tests above run the driver
 // as that ServiceAccount).
 func TestKubernetesDriverRBAC(t *testing.T) {
-	w := newKubeWorld(t, nil)
+	t.Parallel()
+	w := newKubeWorld(t, kubeOpts{})
 	other := w.c.Namespace(t, "svc-other")
 	cases := []struct {
 		verb, resource, ns string
@@ -419,7 +423,8 @@ func TestKubernetesDriverRBAC(t *testing.T) {
 // A pod that never gets ready answers 503 agent_start_failed with
 // Retry-After and the reason, within the start timeout.
 func TestKubernetesDriverNeverReady(t *testing.T) {
-	w := newKubeWorld(t, func(*corev1.Pod) bool { return true })
+	t.Parallel()
+	w := newKubeWorld(t, kubeOpts{hold: func(*corev1.Pod) bool { return true }})
 	a := w.startReplica(t, "SVC_RUNTIME_START_TIMEOUT=3s")
 	began := time.Now()
 	res, body := w.message(t, a, "hello")
@@ -435,7 +440,8 @@ func TestKubernetesDriverNeverReady(t *testing.T) {
 // An idle pod is stopped; its podagent runs the shutdown sequence (spec
 // 10.2), which writes the cold-start tarball.
 func TestKubernetesDriverIdleStop(t *testing.T) {
-	w := newKubeWorld(t, nil)
+	t.Parallel()
+	w := newKubeWorld(t, kubeOpts{})
 	a := w.startReplica(t, "SVC_RUNTIME_IDLE_TIMEOUT=2s")
 	w.e.upstream.Script(agentScript("notes/idle.txt", "idle", "wrote idle", nil))
 	if res, body := w.message(t, a, "write idle"); res.StatusCode != 200 {
@@ -471,7 +477,7 @@ func kubePodagentBin(t testing.TB) string {
 // project with no pod (driver, pod creation, fake kubelet, podagent cold
 // start, one agent turn).
 func BenchmarkKubernetesFirstReply(b *testing.B) {
-	w := newKubeWorld(b, nil)
+	w := newKubeWorld(b, kubeOpts{})
 	a := w.startReplica(b)
 	w.e.upstream.Script(agentScript("notes/bench.txt", "bench", "wrote bench", nil))
 	for i := 0; i < b.N; i++ {
@@ -489,7 +495,7 @@ func BenchmarkKubernetesFirstReply(b *testing.B) {
 // pod (health: the API's routing and proxying, no agent turn); compare with
 // BenchmarkWebhookProxyOverhead on the local driver.
 func BenchmarkKubernetesWarmRequest(b *testing.B) {
-	w := newKubeWorld(b, nil)
+	w := newKubeWorld(b, kubeOpts{})
 	a := w.startReplica(b)
 	health := func() int {
 		res, _ := proxyDo(b, a.URL, w.project, w.acc.key, http.MethodGet, "/agent/channels/webhook/health", nil, nil)

@@ -300,6 +300,11 @@ func TestRuntimePodTemplate(t *testing.T) {
 						t.Errorf("podagent %s = %q, want %q", k, env[k], v)
 					}
 				}
+				// podagent is stopped after the agent container, within the
+				// same grace period: it plans for what the agent leaves.
+				if g := spec.TerminationGracePeriodSeconds; g != nil && env["SVC_SHUTDOWN_GRACE"] != fmt.Sprintf("%ds", *g-5) {
+					t.Errorf("podagent SVC_SHUTDOWN_GRACE = %q, want terminationGracePeriodSeconds (%d) minus the agent's 5 s", env["SVC_SHUTDOWN_GRACE"], *g)
+				}
 				for _, k := range []string{"SVC_RUNTIME_TOKEN_FILE", "SVC_WORKSPACE_DIR", "SVC_S3_ENDPOINT", "SVC_S3_BUCKET", "SVC_S3_ACCESS_KEY_FILE", "SVC_S3_SECRET_KEY_FILE"} {
 					if env[k] == "" {
 						t.Errorf("podagent has no %s", k)
@@ -577,6 +582,9 @@ func TestRejectsUnsafeValues(t *testing.T) {
 		"grace period below the shutdown flushes (schema)": {[]string{"runtime.terminationGracePeriodSeconds=15"}, "/runtime/terminationGracePeriodSeconds"},
 		"grace period below the shutdown flushes (template)": {[]string{"--skip-schema-validation", "runtime.terminationGracePeriodSeconds=15"},
 			"runtime.terminationGracePeriodSeconds must be at least 20"},
+		"agent stop leaves podagent less than its flushes": {[]string{"runtime.terminationGracePeriodSeconds=20", "runtime.agent.stopSeconds=6"},
+			"runtime.terminationGracePeriodSeconds minus runtime.agent.stopSeconds must be at least 15"},
+		"negative agent stop time":           {[]string{"runtime.agent.stopSeconds=-1"}, "/runtime/agent/stopSeconds"},
 		"no Secret to read credentials from": {[]string{"secrets.existingSecret="}, "the chart never holds credentials"},
 		"S3 endpoint with a scheme":          {[]string{"s3.endpoint=https://s3.example.com"}, "/s3/endpoint"},
 		"both PDB bounds":                    {[]string{"apiserver.replicaCount=3", "apiserver.pdb.minAvailable=2", "apiserver.pdb.maxUnavailable=1"}, "set only one of minAvailable and maxUnavailable"},

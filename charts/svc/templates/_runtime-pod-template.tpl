@@ -18,12 +18,18 @@ The podagent runs as a native sidecar (an initContainer with restartPolicy
 Always): it restores the workspace before the agent container starts (its
 startup probe passes once it serves, i.e. after the cold start), and on pod
 deletion Kubernetes stops the agent container first, then sends podagent
-SIGTERM, which drains and flushes (spec 10.2). No preStop hook is needed.
+SIGTERM, which drains and flushes (spec 10.2) within SVC_SHUTDOWN_GRACE:
+terminationGracePeriodSeconds minus runtime.agent.stopSeconds, the part of
+the grace period left once the agent exited. No preStop hook is needed.
 */}}
 {{- define "svc.runtimePodTemplate" -}}
 {{- $r := .Values.runtime }}
 {{- if lt (int $r.terminationGracePeriodSeconds) 20 }}
 {{- fail "runtime.terminationGracePeriodSeconds must be at least 20: podagent's shutdown flushes git (5 s) and S3 (10 s) after draining" }}
+{{- end }}
+{{- $podagentGrace := sub (int $r.terminationGracePeriodSeconds) (int $r.agent.stopSeconds) }}
+{{- if lt $podagentGrace 15 }}
+{{- fail "runtime.terminationGracePeriodSeconds minus runtime.agent.stopSeconds must be at least 15: podagent, stopped after the agent container, flushes git (5 s) and S3 (10 s)" }}
 {{- end }}
 apiVersion: v1
 kind: Pod
@@ -98,6 +104,10 @@ spec:
           value: {{ $r.largeFileBytes | int64 | quote }}
         - name: SVC_DEGRADE_AFTER_FAILURES
           value: {{ $r.degradeAfterFailures | int | quote }}
+        # What is left of the grace period once the agent container exited
+        # (podagent fits its drain and flushes into it).
+        - name: SVC_SHUTDOWN_GRACE
+          value: "{{ $podagentGrace }}s"
         {{- include "svc.storageEnv" . | nindent 8 }}
         {{- with .Values.callbackAllowedNets }}
         - name: SVC_CALLBACK_ALLOWED_NETS

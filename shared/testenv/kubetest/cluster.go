@@ -130,7 +130,7 @@ func Start(ctx context.Context) (*Cluster, error) {
 		c.Delete()
 		return nil, err
 	}
-	if err := c.addNode(ctx); err != nil {
+	if err := c.AddNode(ctx, NodeName, "127.1.0.0/24", nil); err != nil {
 		c.Delete()
 		return nil, err
 	}
@@ -141,17 +141,22 @@ func (c *Cluster) env() []string {
 	return append(os.Environ(), "KWOK_WORKDIR="+c.workdir, "KUBECONFIG="+c.Kubeconfig)
 }
 
-// addNode registers the fake node; kwok takes every node annotated
-// kwok.x-k8s.io/node=fake and assigns its pods IPs from its podCIDR.
-func (c *Cluster) addNode(ctx context.Context) error {
+// AddNode registers a fake node and waits until pods can be scheduled to
+// it; kwok takes every node annotated kwok.x-k8s.io/node=fake and assigns its
+// pods IPs from its podCIDR (a loopback /24 here: 127.1.0.0/24 is
+// NodeName's).
+func (c *Cluster) AddNode(ctx context.Context, name, podCIDR string, labels map[string]string) error {
 	capacity := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("32"),
 		corev1.ResourceMemory: resource.MustParse("256Gi"), corev1.ResourcePods: resource.MustParse("110")}
+	l := map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+		"kubernetes.io/arch": "amd64", "type": "kwok"}
+	for k, v := range labels {
+		l[k] = v
+	}
 	node := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: NodeName,
-			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
-			Labels: map[string]string{"kubernetes.io/hostname": NodeName, "kubernetes.io/os": "linux",
-				"kubernetes.io/arch": "amd64", "type": "kwok"}},
-		Spec:   corev1.NodeSpec{PodCIDR: "127.1.0.0/24"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l,
+			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"}},
+		Spec:   corev1.NodeSpec{PodCIDR: podCIDR},
 		Status: corev1.NodeStatus{Allocatable: capacity, Capacity: capacity},
 	}
 	if _, err := c.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -162,12 +167,12 @@ func (c *Cluster) addNode(ctx context.Context) error {
 	// refuses pods: "untolerated taint").
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		n, err := c.Client.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
+		n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err == nil && nodeSchedulable(n) {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("kubetest: the fake node is not Ready and untainted after 60s: %v", err)
+			return fmt.Errorf("kubetest: the fake node %s is not Ready and untainted after 60s: %v", name, err)
 		}
 		time.Sleep(100 * time.Millisecond) // poll with a deadline
 	}
@@ -199,6 +204,25 @@ func (c *Cluster) Kubectl(ctx context.Context, stdin string, args ...string) (st
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err = cmd.Run()
 	return out.String(), err
+}
+
+// ImpersonatingKubeconfig writes a kubeconfig (in a test temp dir) whose
+// user acts as user (e.g. system:serviceaccount:<ns>:<name>): the RBAC a
+// chart grants that ServiceAccount applies to every call made with it.
+func (c *Cluster) ImpersonatingKubeconfig(t testing.TB, user string) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(c.Kubeconfig)
+	if err != nil {
+		t.Fatalf("kubetest: %v", err)
+	}
+	for _, a := range cfg.AuthInfos {
+		a.Impersonate = user
+	}
+	p := filepath.Join(t.TempDir(), "kubeconfig-as")
+	if err := clientcmd.WriteToFile(*cfg, p); err != nil {
+		t.Fatalf("kubetest: %v", err)
+	}
+	return p
 }
 
 // Namespace creates a fresh namespace for one test and deletes it after.

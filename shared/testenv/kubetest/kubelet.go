@@ -16,30 +16,41 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 )
 
-// Kubelet plays the kubelet of the fake node for one container of the pods
-// of one namespace: for each pod kwok has given an IP, it starts Binary with
+// Kubelet plays the kubelet of the fake nodes for one container of the pods
+// of one namespace (those matching Selector, when set): for each pod kwok has
+// given an IP, it runs the Init containers named (to completion, in order),
+// then starts Binary with
 // the container's args and environment (values, Secret and field
 // references resolved; emptyDir, Secret and projected-Secret volumes
 // materialised in a temp dir, and paths under their mount points rewritten
-// there), listening on the pod IP; it SIGTERMs the process when the pod is
-// deleted and SIGKILLs it after the pod's grace period, as a kubelet would.
+// there; ConfigMap volumes too), listening on the pod IP; it SIGTERMs the
+// process when the pod is deleted and SIGKILLs it after the pod's grace
+// period, as a kubelet would.
 //
 // Unlike a kubelet it does not gate the pod's Ready condition (kwok marks
 // pods Ready by its own stages), so callers probe the process itself. A pod
 // of a project starts only after the previous process of the same project
-// (label Group) exited, as a real pod's volumes outlive its containers.
+// (label Group) exited, as a real pod's volumes outlive its containers, and
+// a process never starts on a pod IP another process of this test binary
+// still listens on (kwok hands a deleted pod's IP to the next pod at once,
+// while the old process may still be in its shutdown sequence).
 type Kubelet struct {
 	Cluster   *Cluster
 	Namespace string
+	// Selector, when set, is a label selector limiting the pods handled.
+	Selector  string
 	Container string // the container to run (podagent)
-	Binary    string
-	// Group is the label whose value serialises processes (one at a time).
+	// Init names init containers run to completion before Container, with
+	// the same Binary, environment and volumes (apiserver's migrate).
+	Init   []string
+	Binary string
+	// Group is the label whose value serialises processes (one at a time);
+	// empty: no serialisation.
 	Group string
 	// Hold, when it returns true for a pod, leaves that pod without a process
 	// (a pod that never gets ready).
@@ -47,6 +58,10 @@ type Kubelet struct {
 	// Orphan, when it returns true, leaves the process running after its pod
 	// is deleted (a lost node: the API forgets the pod, the process lives on).
 	Orphan func(*corev1.Pod) bool
+	// Waiting, when it returns a state for a pod, runs no process for it
+	// and reports Container waiting in that state, as a kubelet does when
+	// it cannot pull the image (ErrImagePull, ImagePullBackOff).
+	Waiting func(*corev1.Pod) *corev1.ContainerStateWaiting
 	// ExtraEnv is appended to every process's environment.
 	ExtraEnv []string
 
@@ -105,7 +120,7 @@ func (k *Kubelet) Run(t testing.TB) {
 	k.cancel = cancel
 	factory := informers.NewSharedInformerFactoryWithOptions(k.Cluster.Client, 0, informers.WithNamespace(k.Namespace),
 		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
-			lo.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", NodeName).String()
+			lo.LabelSelector = k.Selector
 		}))
 	inf := factory.Core().V1().Pods().Informer()
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -137,7 +152,8 @@ func (k *Kubelet) Run(t testing.TB) {
 }
 
 // Events is what the kubelet did, in order ("start <pod>", "stop <pod>",
-// "exit <pod>", "hold <pod>", "orphan <pod>").
+// "exit <pod>", "hold <pod>", "orphan <pod>", "crash <pod>",
+// "waiting <pod> <reason>", "init <pod> <container>", "error <pod>: …").
 func (k *Kubelet) Events() []string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -165,10 +181,17 @@ func (k *Kubelet) sync(pod *corev1.Pod, deleted bool) {
 	defer k.mu.Unlock()
 	p, running := k.procs[pod.UID]
 	if deleted || pod.DeletionTimestamp != nil {
+		if running && p.cmd == nil {
+			p.stopAsked = true // deleted before its process started: it never will
+		}
 		if running && p.cmd != nil && !p.orphaned && !p.stopAsked && !p.stopping() {
 			if k.Orphan != nil && k.Orphan(pod) {
 				k.event("orphan %s", pod.Name)
 				p.orphaned = true // not stopped by the pod, only by the test's end
+				// The project's next pod does not wait for it (it is on a lost node).
+				if g := pod.Labels[k.Group]; k.Group != "" && k.groups[g] == p {
+					delete(k.groups, g)
+				}
 				return
 			}
 			k.event("stop %s", pod.Name)
@@ -185,16 +208,60 @@ func (k *Kubelet) sync(pod *corev1.Pod, deleted bool) {
 		k.event("hold %s", pod.Name)
 		return
 	}
+	if k.Waiting != nil {
+		if w := k.Waiting(pod); w != nil {
+			k.procs[pod.UID] = &Process{Pod: pod.Name, Done: make(chan struct{}), log: &bytes.Buffer{}}
+			go k.reportWaiting(pod.DeepCopy(), *w)
+			return
+		}
+	}
 	p = &Process{Pod: pod.Name, IP: pod.Status.PodIP, Done: make(chan struct{}), log: &bytes.Buffer{},
 		grace: 30 * time.Second}
 	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
 		p.grace = time.Duration(*g) * time.Second
 	}
 	k.procs[pod.UID] = p
-	prev := k.groups[pod.Labels[k.Group]]
-	k.groups[pod.Labels[k.Group]] = p
+	var prev *Process
+	if k.Group != "" {
+		prev = k.groups[pod.Labels[k.Group]]
+		k.groups[pod.Labels[k.Group]] = p
+	}
 	go k.start(pod.DeepCopy(), p, prev)
 }
+
+// ips holds, per pod IP, the process of this test binary listening there
+// (every Kubelet's), so a pod reusing the IP waits for its exit.
+var ips = struct {
+	sync.Mutex
+	by map[string]*Process
+}{by: map[string]*Process{}}
+
+// claimIP waits until no other live process holds ip, then holds it for p.
+func claimIP(ip string, p *Process) {
+	for {
+		ips.Lock()
+		cur := ips.by[ip]
+		if cur == nil || cur.stopping() {
+			ips.by[ip] = p
+			ips.Unlock()
+			return
+		}
+		ips.Unlock()
+		<-cur.Done
+	}
+}
+
+func releaseIP(ip string, p *Process) {
+	ips.Lock()
+	defer ips.Unlock()
+	if ips.by[ip] == p {
+		delete(ips.by, ip)
+	}
+}
+
+// Stop sends the process SIGTERM and waits for its exit (SIGKILL after
+// grace), as a kubelet stopping the container (an orphan's end, in tests).
+func (p *Process) Stop(grace time.Duration) { p.stop(grace) }
 
 func (p *Process) stopping() bool {
 	select {
@@ -229,7 +296,17 @@ func (k *Kubelet) start(pod *corev1.Pod, p *Process, prev *Process) {
 	if prev != nil && prev.cmd != nil {
 		<-prev.Done
 	}
-	cmd, err := k.command(pod)
+	claimIP(p.IP, p)
+	defer releaseIP(p.IP, p)
+	root, err := os.MkdirTemp("", "kubelet-"+pod.Name+"-")
+	if err == nil {
+		k.t.Cleanup(func() { _ = os.RemoveAll(root) })
+		err = k.runInit(pod, p, root)
+	}
+	var cmd *exec.Cmd
+	if err == nil {
+		cmd, err = k.command(pod, k.Container, root)
+	}
 	if err != nil {
 		p.Err = err
 		k.mu.Lock()
@@ -241,6 +318,12 @@ func (k *Kubelet) start(pod *corev1.Pod, p *Process, prev *Process) {
 	cmd.Stdout, cmd.Stderr = lockedWriter{p}, lockedWriter{p}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	k.mu.Lock()
+	if p.stopAsked {
+		k.event("skip %s", pod.Name)
+		k.mu.Unlock()
+		close(p.Done)
+		return
+	}
 	if err := cmd.Start(); err != nil {
 		p.Err = err
 		k.event("error %s: %v", pod.Name, err)
@@ -253,6 +336,7 @@ func (k *Kubelet) start(pod *corev1.Pod, p *Process, prev *Process) {
 	k.event("start %s", pod.Name)
 	k.mu.Unlock()
 	p.Err = cmd.Wait()
+	releaseIP(p.IP, p)
 	k.mu.Lock()
 	k.event("exit %s", pod.Name)
 	k.mu.Unlock()
@@ -268,14 +352,36 @@ func (k *Kubelet) start(pod *corev1.Pod, p *Process, prev *Process) {
 // reportCrash does what a kubelet does when a container exits on its own:
 // the container's status turns to waiting CrashLoopBackOff.
 func (k *Kubelet) reportCrash(pod *corev1.Pod, p *Process) {
+	if k.setWaiting(pod, corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff",
+		Message: fmt.Sprintf("back-off restarting failed container %s: %v", k.Container, p.Err)}) {
+		k.mu.Lock()
+		k.event("crash %s", pod.Name)
+		k.mu.Unlock()
+	}
+}
+
+// reportWaiting reports a container that never started (Waiting hook).
+func (k *Kubelet) reportWaiting(pod *corev1.Pod, w corev1.ContainerStateWaiting) {
+	ok := k.setWaiting(pod, w)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if ok {
+		k.event("waiting %s %s", pod.Name, w.Reason)
+	} else {
+		k.event("error %s: could not report %s", pod.Name, w.Reason)
+	}
+}
+
+// setWaiting writes Container's state as waiting w into the pod's status
+// (after kwok made it Running: kwok leaves a pod with an IP alone).
+func (k *Kubelet) setWaiting(pod *corev1.Pod, w corev1.ContainerStateWaiting) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cur, err := k.Cluster.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 	if err != nil || cur.UID != pod.UID || cur.DeletionTimestamp != nil {
-		return
+		return false
 	}
-	st := corev1.ContainerStatus{Name: k.Container, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
-		Reason: "CrashLoopBackOff", Message: fmt.Sprintf("back-off restarting failed container %s: %v", k.Container, p.Err)}}}
+	st := corev1.ContainerStatus{Name: k.Container, State: corev1.ContainerState{Waiting: &w}}
 	replaced := false
 	for _, list := range [][]corev1.ContainerStatus{cur.Status.InitContainerStatuses, cur.Status.ContainerStatuses} {
 		for i := range list {
@@ -289,32 +395,43 @@ func (k *Kubelet) reportCrash(pod *corev1.Pod, p *Process) {
 	if !replaced {
 		cur.Status.InitContainerStatuses = append(cur.Status.InitContainerStatuses, st)
 	}
-	if _, err := k.Cluster.Client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err == nil {
+	_, err = k.Cluster.Client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+	return err == nil
+}
+
+// runInit runs the Init containers to completion, in order.
+func (k *Kubelet) runInit(pod *corev1.Pod, p *Process, root string) error {
+	for _, name := range k.Init {
+		cmd, err := k.command(pod, name, root)
+		if err != nil {
+			return err
+		}
+		cmd.Stdout, cmd.Stderr = lockedWriter{p}, lockedWriter{p}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("init container %s: %w", name, err)
+		}
 		k.mu.Lock()
-		k.event("crash %s", pod.Name)
+		k.event("init %s %s", pod.Name, name)
 		k.mu.Unlock()
 	}
+	return nil
 }
 
 // command builds the container's process: env resolved, volumes
 // materialised, the listen address on the pod IP.
-func (k *Kubelet) command(pod *corev1.Pod) (*exec.Cmd, error) {
+func (k *Kubelet) command(pod *corev1.Pod, container, root string) (*exec.Cmd, error) {
 	var c *corev1.Container
 	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for i := range list {
-			if list[i].Name == k.Container {
+			if list[i].Name == container {
 				c = &list[i]
 			}
 		}
 	}
 	if c == nil {
-		return nil, fmt.Errorf("pod %s has no container %q", pod.Name, k.Container)
+		return nil, fmt.Errorf("pod %s has no container %q", pod.Name, container)
 	}
-	root, err := os.MkdirTemp("", "kubelet-"+pod.Name+"-")
-	if err != nil {
-		return nil, err
-	}
-	k.t.Cleanup(func() { _ = os.RemoveAll(root) })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	vols := map[string]corev1.Volume{}
@@ -338,16 +455,25 @@ func (k *Kubelet) command(pod *corev1.Pod) (*exec.Cmd, error) {
 			if err := k.secretFiles(ctx, v.Secret.SecretName, v.Secret.Items, files); err != nil {
 				return nil, err
 			}
+		case v.ConfigMap != nil:
+			if err := k.configMapFiles(ctx, v.ConfigMap.Name, v.ConfigMap.Items, files); err != nil {
+				return nil, err
+			}
 		case v.Projected != nil:
 			for _, src := range v.Projected.Sources {
-				if src.Secret != nil {
-					if err := k.secretFiles(ctx, src.Secret.Name, src.Secret.Items, files); err != nil {
-						return nil, err
-					}
+				var err error
+				switch {
+				case src.Secret != nil:
+					err = k.secretFiles(ctx, src.Secret.Name, src.Secret.Items, files)
+				case src.ConfigMap != nil:
+					err = k.configMapFiles(ctx, src.ConfigMap.Name, src.ConfigMap.Items, files)
+				}
+				if err != nil {
+					return nil, err
 				}
 			}
 		default:
-			return nil, fmt.Errorf("volume %s: only emptyDir, secret and projected secrets are emulated", m.Name)
+			return nil, fmt.Errorf("volume %s: only emptyDir, secret, configMap and projected volumes are emulated", m.Name)
 		}
 		for name, b := range files {
 			if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
@@ -411,6 +537,26 @@ func (k *Kubelet) secretFiles(ctx context.Context, name string, items []corev1.K
 	if err != nil {
 		return err
 	}
+	return keyFiles("secret", name, data, items, files)
+}
+
+func (k *Kubelet) configMapFiles(ctx context.Context, name string, items []corev1.KeyToPath, files map[string][]byte) error {
+	cm, err := k.Cluster.Client.CoreV1().ConfigMaps(k.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("configmap %s: %w", name, err)
+	}
+	data := map[string][]byte{}
+	for key, v := range cm.Data {
+		data[key] = []byte(v)
+	}
+	for key, b := range cm.BinaryData {
+		data[key] = b
+	}
+	return keyFiles("configmap", name, data, items, files)
+}
+
+// keyFiles maps a Secret's or ConfigMap's keys to volume files.
+func keyFiles(kind, name string, data map[string][]byte, items []corev1.KeyToPath, files map[string][]byte) error {
 	if len(items) == 0 {
 		for key, b := range data {
 			files[key] = b
@@ -420,7 +566,7 @@ func (k *Kubelet) secretFiles(ctx context.Context, name string, items []corev1.K
 	for _, it := range items {
 		b, ok := data[it.Key]
 		if !ok {
-			return fmt.Errorf("secret %s has no key %s", name, it.Key)
+			return fmt.Errorf("%s %s has no key %s", kind, name, it.Key)
 		}
 		files[it.Path] = b
 	}
