@@ -361,11 +361,11 @@ func TestKubernetesDriverEndToEnd(t *testing.T) {
 	if r["restarted"] != true {
 		t.Fatalf("restart: %v", r)
 	}
-	// This podagent build runs git_only only (issue 11 adds the other modes):
-	// the replacement either answers, or crashes and the driver reports it.
+	// The replacement runs dual_shadow (cold start from S3, .git from the
+	// API origin) and answers.
 	res, body = w.message(t, a, "after restart")
-	if res.StatusCode != 200 && (res.StatusCode != 503 || errCode(t, body) != "agent_start_failed") {
-		t.Errorf("message after restart: %d %s", res.StatusCode, body)
+	if res.StatusCode != 200 {
+		t.Errorf("message after the restart into dual_shadow: %d %s", res.StatusCode, body)
 	}
 	var replacement *kubetest.Process
 	for _, ev := range w.kubelet.Events() {
@@ -387,7 +387,6 @@ func TestKubernetesDriverEndToEnd(t *testing.T) {
 	if exits != 2 {
 		t.Errorf("the replaced pod's podagent did not stop: %v", w.kubelet.Events())
 	}
-	t.Logf("message after the restart into dual_shadow: %d %s", res.StatusCode, body)
 }
 
 // The chart's Role grants the driver exactly pods and secrets in the runtime
