@@ -34,7 +34,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"regexp"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -44,18 +43,19 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/objstore"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // MediaType is the content type of every batch request and answer.
-const MediaType = "application/vnd.git-lfs+json"
+const MediaType = wire.LFSMediaType
 
 // Limits.
 const (
 	// MaxObjects bounds the objects of one batch request (git-lfs sends
 	// at most 100 by default, lfs.transfer.batchSize).
-	MaxObjects = 1000
+	MaxObjects = wire.LFSMaxObjects
 	// MaxObjectBytes bounds one object: the single-PUT limit of S3.
-	MaxObjectBytes int64 = 5 << 30
+	MaxObjectBytes = wire.LFSMaxObjectBytes
 	// MaxBodyBytes bounds a request body.
 	MaxBodyBytes = 1 << 20
 	// DefaultExpiry is how long a presigned URL stays valid.
@@ -66,61 +66,21 @@ const (
 
 // Operations of a batch request.
 const (
-	OpUpload   = "upload"
-	OpDownload = "download"
+	OpUpload   = wire.LFSUpload
+	OpDownload = wire.LFSDownload
 )
 
-var oidRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
-
-// Request is the body of a batch request.
-type Request struct {
-	Operation string    `json:"operation"`
-	Transfers []string  `json:"transfers,omitempty"`
-	Ref       *Ref      `json:"ref,omitempty"`
-	Objects   []Pointer `json:"objects"`
-	HashAlgo  string    `json:"hash_algo,omitempty"`
-}
-
-// Ref is the optional ref of a batch request (ignored: one namespace per project).
-type Ref struct {
-	Name string `json:"name"`
-}
-
-// Pointer names one object.
-type Pointer struct {
-	OID  string `json:"oid"`
-	Size int64  `json:"size"`
-}
-
-// Response is the answer to a batch request.
-type Response struct {
-	Transfer string   `json:"transfer"`
-	Objects  []Object `json:"objects"`
-	HashAlgo string   `json:"hash_algo"`
-}
-
-// Object is one object of the answer: actions, or an error, or neither
-// (an upload the server already has).
-type Object struct {
-	OID           string             `json:"oid"`
-	Size          int64              `json:"size"`
-	Authenticated bool               `json:"authenticated,omitempty"`
-	Actions       map[string]*Action `json:"actions,omitempty"`
-	Error         *ObjectError       `json:"error,omitempty"`
-}
-
-// Action is an href the client calls, with headers and a validity.
-type Action struct {
-	Href      string            `json:"href"`
-	Header    map[string]string `json:"header,omitempty"`
-	ExpiresIn int               `json:"expires_in,omitempty"`
-}
-
-// ObjectError is a per-object error.
-type ObjectError struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-}
+// The batch protocol's bodies (shared/wire: a metal host's relay answers
+// its guests with the same).
+type (
+	Request     = wire.LFSBatchRequest
+	Ref         = wire.LFSRef
+	Pointer     = wire.LFSPointer
+	Response    = wire.LFSBatchResponse
+	Object      = wire.LFSObject
+	Action      = wire.LFSAction
+	ObjectError = wire.LFSObjectError
+)
 
 // API serves the batch and verify routes.
 type API struct {
@@ -145,7 +105,7 @@ func (a *API) expiry() time.Duration {
 }
 
 // ValidOID reports whether oid is a sha256 in lowercase hex.
-func ValidOID(oid string) bool { return oidRE.MatchString(oid) }
+func ValidOID(oid string) bool { return wire.ValidLFSOID(oid) }
 
 func readJSON(c echo.Context, v any) error {
 	body, err := io.ReadAll(io.LimitReader(c.Request().Body, MaxBodyBytes+1))
@@ -168,22 +128,8 @@ func (a *API) Batch(c echo.Context) error {
 	if err := readJSON(c, &req); err != nil {
 		return err
 	}
-	if req.Operation != OpUpload && req.Operation != OpDownload {
-		return apierr.New(http.StatusUnprocessableEntity, apierr.TypeInvalidRequest, "invalid_operation",
-			fmt.Sprintf("operation must be %q or %q", OpUpload, OpDownload))
-	}
-	if req.HashAlgo != "" && req.HashAlgo != "sha256" {
-		return apierr.New(http.StatusConflict, apierr.TypeInvalidRequest, "unsupported_hash_algo", "only sha256 is supported")
-	}
-	if len(req.Transfers) > 0 && !contains(req.Transfers, "basic") {
-		return apierr.New(http.StatusUnprocessableEntity, apierr.TypeInvalidRequest, "unsupported_transfer", "only the basic transfer adapter is supported")
-	}
-	if len(req.Objects) == 0 {
-		return apierr.New(http.StatusUnprocessableEntity, apierr.TypeInvalidRequest, "no_objects", "objects must not be empty")
-	}
-	if len(req.Objects) > MaxObjects {
-		return apierr.New(http.StatusRequestEntityTooLarge, apierr.TypeInvalidRequest, "too_many_objects",
-			fmt.Sprintf("at most %d objects per batch request", MaxObjects))
+	if err := req.Check(); err != nil {
+		return err
 	}
 	verifyHref := internalapi.ProjectURL(requestBase(c), projectID, internalapi.PathLFSVerify)
 	out := make([]Object, len(req.Objects))
@@ -191,12 +137,7 @@ func (a *API) Batch(c echo.Context) error {
 	g.SetLimit(headConcurrency)
 	for i, p := range req.Objects {
 		out[i] = Object{OID: p.OID, Size: p.Size}
-		if !ValidOID(p.OID) {
-			out[i].Error = &ObjectError{Code: http.StatusUnprocessableEntity, Message: "oid must be a sha256 in lowercase hex (64 characters)"}
-			continue
-		}
-		if p.Size < 0 || p.Size > MaxObjectBytes {
-			out[i].Error = &ObjectError{Code: http.StatusUnprocessableEntity, Message: fmt.Sprintf("size must be between 0 and %d bytes", MaxObjectBytes)}
+		if out[i].Error = p.Check(); out[i].Error != nil {
 			continue
 		}
 		g.Go(func() error {
@@ -309,13 +250,4 @@ func writeLFS(c echo.Context, status int, v any) error {
 // so the verify href matches the per-URL header the pod configured.
 func requestBase(c echo.Context) string {
 	return c.Scheme() + "://" + c.Request().Host
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

@@ -19,8 +19,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -29,49 +27,17 @@ import (
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/objstore"
 	"github.com/svc-dev/svc/shared/runtimetoken"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // LFSTransferPath + oid is the relay's large-file transfer endpoint
 // (GET: download, PUT: upload).
 const LFSTransferPath = "/metal/lfs/objects/"
 
-// maxLFSObject bounds one upload (the API's batch limit, S3's single PUT).
-const maxLFSObject = 5 << 30
-
-var oidRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
-
-type lfsAction struct {
-	Href      string            `json:"href"`
-	Header    map[string]string `json:"header,omitempty"`
-	ExpiresIn int               `json:"expires_in,omitempty"`
-}
-
 // isLFSBatch reports whether path is the project's batch route.
 func isLFSBatch(path, projectID string) bool {
 	return path == internalapi.ProjectURL("", projectID, internalapi.PathLFSBatch)
 }
-
-// lfsPointer names one object of a batch request.
-type lfsPointer struct {
-	OID  string `json:"oid"`
-	Size int64  `json:"size"`
-}
-
-type lfsObject struct {
-	OID           string                `json:"oid"`
-	Size          int64                 `json:"size"`
-	Authenticated bool                  `json:"authenticated,omitempty"`
-	Actions       map[string]*lfsAction `json:"actions,omitempty"`
-	Error         *lfsObjectError       `json:"error,omitempty"`
-}
-
-type lfsObjectError struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-}
-
-// maxBatchObjects bounds one batch request (git-lfs sends at most 100).
-const maxBatchObjects = 1000
 
 // batch answers the guest's git-lfs batch request (the protocol of the
 // API's endpoint, spec 4.3) from the host's store: an upload of a stored
@@ -80,14 +46,9 @@ const maxBatchObjects = 1000
 // of a stored object gets a download from the transfer endpoint, a missing
 // one a per-object 404. base is scheme://host as the guest called us.
 func (t *lfsTransfer) batch(w http.ResponseWriter, r *http.Request, base string) {
-	var req struct {
-		Operation string       `json:"operation"`
-		Transfers []string     `json:"transfers"`
-		Objects   []lfsPointer `json:"objects"`
-		HashAlgo  string       `json:"hash_algo"`
-	}
+	var req wire.LFSBatchRequest
 	fail := func(status int, msg string) {
-		w.Header().Set("Content-Type", "application/vnd.git-lfs+json")
+		w.Header().Set("Content-Type", wire.LFSMediaType)
 		w.WriteHeader(status)
 		_ = json.NewEncoder(w).Encode(map[string]string{"message": msg})
 	}
@@ -103,26 +64,15 @@ func (t *lfsTransfer) batch(w http.ResponseWriter, r *http.Request, base string)
 		fail(http.StatusBadRequest, "not a git-lfs batch request: "+err.Error())
 		return
 	}
-	switch {
-	case req.Operation != "upload" && req.Operation != "download":
-		fail(http.StatusUnprocessableEntity, "operation must be upload or download")
-		return
-	case req.HashAlgo != "" && req.HashAlgo != "sha256":
-		fail(http.StatusConflict, "only sha256 is supported")
-		return
-	case len(req.Transfers) > 0 && !slices.Contains(req.Transfers, "basic"):
-		fail(http.StatusUnprocessableEntity, "only the basic transfer adapter is supported")
-		return
-	case len(req.Objects) == 0 || len(req.Objects) > maxBatchObjects:
-		fail(http.StatusUnprocessableEntity, "between 1 and 1000 objects per request")
+	if err := req.Check(); err != nil {
+		fail(err.Status, err.Message)
 		return
 	}
-	out := make([]lfsObject, len(req.Objects))
+	out := make([]wire.LFSObject, len(req.Objects))
 	for i, p := range req.Objects {
 		o := &out[i]
 		o.OID, o.Size = p.OID, p.Size
-		if !oidRE.MatchString(p.OID) || p.Size < 0 || p.Size > maxLFSObject {
-			o.Error = &lfsObjectError{Code: http.StatusUnprocessableEntity, Message: "oid must be a lowercase hex sha256 and size within limits"}
+		if o.Error = p.Check(); o.Error != nil {
 			continue
 		}
 		info, err := t.store.Head(r.Context(), objstore.LFSKey(t.projectID, p.OID))
@@ -132,21 +82,21 @@ func (t *lfsTransfer) batch(w http.ResponseWriter, r *http.Request, base string)
 			return
 		}
 		o.Authenticated = true
-		href := &lfsAction{Href: base + LFSTransferPath + p.OID, ExpiresIn: 3600,
+		href := &wire.LFSAction{Href: base + LFSTransferPath + p.OID, ExpiresIn: 3600,
 			Header: map[string]string{"Authorization": "Bearer " + t.token}}
 		switch {
-		case req.Operation == "upload" && exists && info.Size == p.Size:
+		case req.Operation == wire.LFSUpload && exists && info.Size == p.Size:
 			// stored: no actions, git-lfs skips it
-		case req.Operation == "upload":
-			o.Actions = map[string]*lfsAction{"upload": href}
+		case req.Operation == wire.LFSUpload:
+			o.Actions = map[string]*wire.LFSAction{wire.LFSUpload: href}
 		case exists:
-			o.Actions = map[string]*lfsAction{"download": href}
+			o.Actions = map[string]*wire.LFSAction{wire.LFSDownload: href}
 		default:
-			o.Error = &lfsObjectError{Code: http.StatusNotFound, Message: "Object does not exist"}
+			o.Error = &wire.LFSObjectError{Code: http.StatusNotFound, Message: "Object does not exist"}
 		}
 	}
-	w.Header().Set("Content-Type", "application/vnd.git-lfs+json")
-	_ = json.NewEncoder(w).Encode(map[string]any{"transfer": "basic", "objects": out, "hash_algo": "sha256"})
+	w.Header().Set("Content-Type", wire.LFSMediaType)
+	_ = json.NewEncoder(w).Encode(wire.LFSBatchResponse{Transfer: "basic", Objects: out, HashAlgo: "sha256"})
 }
 
 // lfsTransfer streams one project's large-file objects between a guest and
@@ -172,7 +122,7 @@ func (t *lfsTransfer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	oid := strings.TrimPrefix(r.URL.Path, LFSTransferPath)
-	if !oidRE.MatchString(oid) {
+	if !wire.ValidLFSOID(oid) {
 		t.observe("rejected")
 		writeError(w, http.StatusUnprocessableEntity, "invalid_oid", "oid must be a sha256 in lowercase hex")
 		return
@@ -220,11 +170,11 @@ func (t *lfsTransfer) upload(ctx context.Context, key, oid string, r *http.Reque
 	defer os.Remove(f.Name())
 	defer f.Close()
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(r.Body, maxLFSObject+1))
+	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(r.Body, wire.LFSMaxObjectBytes+1))
 	if err != nil {
 		return err
 	}
-	if n > maxLFSObject {
+	if n > wire.LFSMaxObjectBytes {
 		return errors.New("object too large")
 	}
 	if r.ContentLength >= 0 && n != r.ContentLength {

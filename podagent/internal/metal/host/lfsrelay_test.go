@@ -16,6 +16,7 @@ import (
 
 	"github.com/svc-dev/svc/shared/objstore"
 	fsstore "github.com/svc-dev/svc/shared/objstore/fs"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // The host answers a guest's batch itself: transfers point at the relay
@@ -47,7 +48,7 @@ func TestRelayMovesLargeFilesForTheGuest(t *testing.T) {
 		Transfer string `json:"transfer"`
 		Objects  []struct {
 			OID     string                `json:"oid"`
-			Actions map[string]*lfsAction `json:"actions"`
+			Actions map[string]*wire.LFSAction `json:"actions"`
 			Error   *struct{ Code int }   `json:"error"`
 		} `json:"objects"`
 	}
