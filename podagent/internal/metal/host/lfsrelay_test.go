@@ -47,9 +47,9 @@ func TestRelayMovesLargeFilesForTheGuest(t *testing.T) {
 	type answer struct {
 		Transfer string `json:"transfer"`
 		Objects  []struct {
-			OID     string                `json:"oid"`
+			OID     string                     `json:"oid"`
 			Actions map[string]*wire.LFSAction `json:"actions"`
-			Error   *struct{ Code int }   `json:"error"`
+			Error   *struct{ Code int }        `json:"error"`
 		} `json:"objects"`
 	}
 	batch := func(op string) answer {
