@@ -21,7 +21,7 @@ import (
 	"github.com/svc-dev/svc/shared/testenv/fakeupstream"
 )
 
-// Issue 12: what teams pick a gateway for, driven from the outside with the
+// What teams pick a gateway for, driven from the outside with the
 // official SDK against real apiserver processes on Postgres.
 
 // models.retrieve answers by id or alias with created from the models file;

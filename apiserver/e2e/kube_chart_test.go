@@ -1,6 +1,6 @@
 package e2e
 
-// Issue 10, the chart on a real control plane (kwokctl --runtime binary):
+// The chart on a real control plane (kwokctl --runtime binary):
 // `helm install` into a fresh namespace, server-side validation of every
 // rendering (`helm template | kubectl apply --dry-run=server`), the API
 // server Deployment Available with the real apiserver binary running in each

@@ -1,6 +1,6 @@
 package e2e
 
-// Issue 10: the kubernetes runtime driver on a real control plane (kwokctl
+// The kubernetes runtime driver on a real control plane (kwokctl
 // --runtime binary: etcd, kube-apiserver, controller manager, scheduler),
 // with the fake kubelet of shared/testenv/kubetest running the real podagent
 // of every runtime pod at its loopback pod IP, PostgreSQL and MinIO. The pod

@@ -1,6 +1,6 @@
 package e2e
 
-// Issue 10, the kubernetes driver's failure paths on the real control plane:
+// The kubernetes driver's failure paths on the real control plane:
 // a lost node's pod whose podagent lives on after the API forgot it (its late
 // writes are fenced by the durable object's conditional PUT), and pods that
 // cannot start (image pull error reported by the kubelet, unschedulable as

@@ -53,7 +53,7 @@ func buildMetal(t *testing.T) string {
 	return filepath.Join(dir, "metalhost")
 }
 
-// Issue 15 end to end: the API's metal driver asks a real metal host to
+// End to end: the API's metal driver asks a real metal host to
 // boot a QEMU guest (TCG) running podagent in guest mode; a webhook turn
 // through the API writes a file in the guest (the model and the checkpoint
 // record go through the host's relay), the host's export lands the commit

@@ -12,7 +12,7 @@ import (
 	"github.com/svc-dev/svc/shared/testenv"
 )
 
-// Issue 8, item 3: `apiserver serve` exited while object storage was down,
+// `apiserver serve` exited while object storage was down,
 // taking the public chat API (which needs no storage) down with it. It now
 // starts, answers chat completions, reports storage in /readyz and
 // svc_object_storage_up, and notices on its own when storage comes back.

@@ -23,7 +23,7 @@ import (
 	"github.com/svc-dev/svc/shared/wire"
 )
 
-// Issue 11: the three sync modes end to end, with the real apiserver and
+// The three sync modes end to end, with the real apiserver and
 // podagent binaries on Postgres + MinIO, real git and git-lfs
 // (docs/sync-modes.md).
 

@@ -39,7 +39,7 @@ func childPIDs(t *testing.T, pid int) []int {
 	return out
 }
 
-// Issue 8, item 1, when the pod's disk is gone: the API records every
+// When the pod's disk is gone, the API records every
 // async message its agent accepted. A message delivered by callback closes
 // its record (the pod's notice); one whose pod died with its disk mid-turn
 // comes out of the outbox after the answer deadline with status
@@ -109,7 +109,7 @@ func TestWebhookAcceptedMessageOutlivesLostDisk(t *testing.T) {
 	}
 }
 
-// Issue 8, item 8: channel secrets are generated in the Standard Webhooks
+// Channel secrets are generated in the Standard Webhooks
 // form (whsec_ + base64 of 32 bytes), by default for a new channel and with
 // --generate-secret; a receiver verifies the callbacks with an unmodified
 // Standard Webhooks library, which base64-decodes the secret after the

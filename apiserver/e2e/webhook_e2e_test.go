@@ -48,7 +48,7 @@ func hookHeaders() http.Header {
 	return http.Header{"X-Webhook-Secret": {"hook-secret"}, "Content-Type": {"application/json"}}
 }
 
-// Issue 5, sync mode through the real API, local driver and pod: the reply
+// Sync mode through the real API, local driver and pod: the reply
 // comes back inline, the file is written, the turn ends in one commit, one
 // checkpoint row and a persisted .git, and the commit shows in the graph.
 func TestWebhookSyncTurnEndToEnd(t *testing.T) {
@@ -82,7 +82,7 @@ func TestWebhookSyncTurnEndToEnd(t *testing.T) {
 	if len(reqs) != 2 || reqs[0].Body["tools"] == nil {
 		t.Fatalf("upstream saw %d requests", len(reqs))
 	}
-	// Issue 4's reads see the turn's commit.
+	// The reads see the turn's commit.
 	req, _ := http.NewRequest(http.MethodGet, w.api.URL+"/api/projects/"+w.project+"/checkpoints/graph", nil)
 	req.Header.Set("Authorization", "Bearer "+w.acc.key)
 	gres, err := http.DefaultClient.Do(req)

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Issue 8, item 4: curl sends Expect: 100-continue by itself for large or
+// Curl sends Expect: 100-continue by itself for large or
 // chunked uploads. Through the agent-proxy every status must reach the
 // caller unchanged with that header — never 100 Continue then 200 OK with
 // an error body — on every error path of the real pod and of the API.

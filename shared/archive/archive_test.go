@@ -246,7 +246,7 @@ func FuzzExtract(f *testing.F) {
 	})
 }
 
-// Issue 8, item 5: link checks on resolved paths, not lexical ones. Each
+// Link checks on resolved paths, not lexical ones. Each
 // archive passed the old lexical check and left a symlink through which git
 // (or node) would later write outside the target.
 func TestExtractRefusesLinkChains(t *testing.T) {

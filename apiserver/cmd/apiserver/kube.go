@@ -14,7 +14,7 @@ import (
 // inClusterNamespace is where a pod's own namespace is mounted.
 const inClusterNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
-// kubernetesDriver builds the kubernetes runtime driver (issue 10) from the
+// kubernetesDriver builds the kubernetes runtime driver from the
 // configuration; anything missing is a start-up error.
 func (a *app) kubernetesDriver(ctx context.Context) (*kubedriver.Driver, error) {
 	c := a.cfg

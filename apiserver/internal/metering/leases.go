@@ -45,7 +45,7 @@ type lease struct {
 // leases holds one replica's unused permits per bucket, and the buckets it
 // found spent: within a window the shared count only grows, so once a lease
 // came back empty every later request of that window is refused without a
-// database write (issue 8: 9,000 writes for 600 admitted requests).
+// database write (9,000 writes for 600 admitted requests).
 type leases struct {
 	mu    sync.Mutex
 	m     map[string]lease

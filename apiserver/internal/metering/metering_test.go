@@ -121,7 +121,7 @@ func TestQuotaSeenAfterWrite(t *testing.T) {
 
 func zapNop() *zap.Logger { return zap.NewNop() }
 
-// Issue 8, item 8: a refused request leases nothing. Once this replica found
+// A refused request leases nothing. Once this replica found
 // a bucket spent, later requests of the window are refused without a
 // database write, and a request refused by one bucket gives back the permits
 // it took from the others: the shared counters end at what was admitted

@@ -152,7 +152,7 @@ func TestOutboxConcurrentTakersNeverShare(t *testing.T) {
 	})
 }
 
-// Issue 8: the API's record of an accepted async message. Before its
+// The API's record of an accepted async message. Before its
 // deadline a poll does not see it; a delivery notice closes it for good; a
 // reply replaces it; one nothing answered comes out unanswered after its
 // deadline, and a reply arriving later is served again, replied.

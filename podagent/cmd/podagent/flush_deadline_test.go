@@ -11,7 +11,7 @@ import (
 	"github.com/svc-dev/svc/shared/wire"
 )
 
-// Issue 8, item 8: a git-flush while object storage hangs ran its persist
+// A git-flush while object storage hangs ran its persist
 // attempts to their own timeouts (minutes), long after the caller gave up.
 // The typed client sends its timeout (internalapi.HeaderTimeout) and the
 // pod bounds the flush by it, so the caller reads a 503 answer — not its own

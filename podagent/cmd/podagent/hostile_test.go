@@ -68,7 +68,7 @@ func putRepoArchive(t *testing.T, e *env, data []byte) {
 	}
 }
 
-// Issue 8, item 6: a durable .git whose config names core.fsmonitor and a
+// A durable .git whose config names core.fsmonitor and a
 // filter driver (with a matching .gitattributes) ran them on cold start and
 // on the next turn. The pod replaces the restored config with its own:
 // nothing of it runs, the turn commits, the file's content is untouched.
@@ -108,7 +108,7 @@ func TestRestoredGitConfigRunsNothing(t *testing.T) {
 	}
 }
 
-// Issue 8, item 5: a .git archive never needs a link; the pod refuses to
+// A .git archive never needs a link; the pod refuses to
 // restore one that holds a symlink or a hard link, even one that stays
 // inside, and never starts on it.
 func TestRestoreRefusesLinksInGitArchive(t *testing.T) {
@@ -178,7 +178,7 @@ func TestRestoreRefusesLinksInGitArchive(t *testing.T) {
 	}
 }
 
-// Issue 8, item 8: /agent/git-flush had no body limit (the whole body was
+// /agent/git-flush had no body limit (the whole body was
 // read into memory and a tag message of any size written). Beyond 64 KiB it
 // answers 413, with or without a Content-Length, and nothing is tagged.
 func TestGitFlushBodyLimit(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// Issue 8, item 2: a git killed mid-write leaves .git/index.lock (and ref
+// A git killed mid-write leaves .git/index.lock (and ref
 // locks); every later flush answered 500 "File exists" forever. The pod
 // removes stale locks before each turn and at start, on the real binary.
 func TestStaleGitLocksDoNotBlockTurns(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 	"github.com/svc-dev/svc/shared/wire"
 )
 
-// Issue 8, item 7: with a slow sync webhook request in flight, the pod used
+// With a slow sync webhook request in flight, the pod used
 // to drain HTTP (up to 30 s) and webhooks (up to 30 s) before its final git
 // flush, and the runtime's SIGKILL came first. Here the runtime is emulated
 // as the local driver does it — SIGTERM, then SIGKILL when the grace period

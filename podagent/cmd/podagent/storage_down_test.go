@@ -12,7 +12,7 @@ import (
 	"github.com/svc-dev/svc/shared/testenv"
 )
 
-// Issue 8, item 3: `podagent serve` exited while object storage was down,
+// `podagent serve` exited while object storage was down,
 // even with its .git already local. It now starts on the local .git, serves
 // turns (their persist fails and counts toward degrade, spec 3.2), and the
 // first flush once storage is back adopts the durable object and persists.

@@ -11,7 +11,7 @@ import (
 )
 
 // The cold-start tarball holds real file bytes, not git-lfs pointer files
-// (spec 10.3; issue 11): git archive writes a tracked large file as its
+// (spec 10.3): git archive writes a tracked large file as its
 // pointer (smudge is skipped in pod repositories), so the HEAD snapshot
 // replaces each pointer entry by the object from the local large-file cache
 // (.git/lfs/objects/<aa>/<bb>/<oid>) when the cache has it with the size

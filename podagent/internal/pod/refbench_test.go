@@ -21,7 +21,7 @@ import (
 	"github.com/svc-dev/svc/shared/objstore"
 )
 
-// The reference Node workspace of issue 14: a 170 MB / 11,327-file
+// The reference Node workspace: a 170 MB / 11,327-file
 // node_modules, 2,005 sources and 200 commits. SVC_BENCH_SCALE (0 < s <= 1,
 // default 1) scales files, bytes and commits down when generating the full
 // one takes too long.

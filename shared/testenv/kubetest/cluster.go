@@ -1,5 +1,5 @@
-// Package kubetest is the Kubernetes part of the test harness (DESIGN.md §7,
-// issue 10): a real control plane — etcd, kube-apiserver,
+// Package kubetest is the Kubernetes part of the test harness (DESIGN.md §7):
+// a real control plane — etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler — started by kwokctl with
 // `--runtime binary` on 127.0.0.1, plus one kwok fake node whose podCIDR
 // (127.1.0.0/24) gives pods loopback IPs. kwok runs no containers; Kubelet

@@ -321,7 +321,7 @@ func (d *Driver) startError(projectID string, err error) error {
 	d.lastErr[projectID] = err.Error()
 	d.mu.Unlock()
 	// The reason names only the pod and its state (no secrets): the 503
-	// carries it (issue 10).
+	// carries it.
 	return &runtime.StartError{ProjectID: projectID, RetryAfter: d.o.RetryAfter, Err: err, Reason: err.Error()}
 }
 
