@@ -50,6 +50,50 @@ type leases struct {
 	mu    sync.Mutex
 	m     map[string]lease
 	spent map[string]int64 // bucket → window found spent
+	// leasing counts this replica's lease round trips in flight per
+	// bucket; settled is signalled when one ends (see takeSettled).
+	leasing map[string]int
+	settled *sync.Cond
+}
+
+// begin records a lease round trip of bucket in flight.
+func (l *leases) begin(bucket string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.leasing == nil {
+		l.leasing = map[string]int{}
+	}
+	l.leasing[bucket]++
+}
+
+// end records that a lease round trip of bucket ended (its permits, if
+// any, already put).
+func (l *leases) end(bucket string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.leasing[bucket]--; l.leasing[bucket] <= 0 {
+		delete(l.leasing, bucket)
+	}
+	if l.settled != nil {
+		l.settled.Broadcast()
+	}
+}
+
+// takeSettled is take after every lease of bucket in flight on this replica
+// has ended: a request that found the shared count spent uses a block a
+// concurrent request is still bringing back, rather than being refused while
+// that block's permits strand unused. The caller must have ended its own
+// leases first.
+func (l *leases) takeSettled(bucket string, window int64) (lease, bool) {
+	l.mu.Lock()
+	if l.settled == nil {
+		l.settled = sync.NewCond(&l.mu)
+	}
+	for l.leasing[bucket] > 0 {
+		l.settled.Wait()
+	}
+	l.mu.Unlock()
+	return l.take(bucket, window)
 }
 
 // isSpent reports whether bucket was found spent in window.

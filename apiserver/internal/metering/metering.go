@@ -84,18 +84,33 @@ func (m *Meter) Admit(ctx context.Context, p auth.Principal, plan catalog.Plan) 
 		buckets = append(buckets, bucket{"ws:" + p.WorkspaceID, plan.WorkspaceRPM})
 	}
 
-	// A bucket this replica found spent in this window refuses at once: no
-	// permit of another bucket is taken and nothing is written.
-	for _, b := range buckets {
-		if m.leases.isSpent(b.name, win) {
+	// A bucket this replica found spent in this window is served only from
+	// permits this replica still owns or is bringing back (takeSettled);
+	// without one the request is refused at once: nothing is written and
+	// what it took of other buckets goes back.
+	owned := make([]lease, len(buckets))
+	for i, b := range buckets {
+		if !m.leases.isSpent(b.name, win) {
+			continue
+		}
+		le, ok := m.leases.takeSettled(b.name, win)
+		if !ok {
+			for j, bj := range buckets {
+				if owned[j].count != 0 {
+					m.leases.put(bj.name, lease{window: win, left: 1, count: owned[j].count})
+				}
+			}
 			return Admission{}, apierr.RateLimited(reset.Sub(now), Admission{Limit: b.limit, Remaining: 0, Reset: reset}.Headers())
 		}
+		owned[i] = le
 	}
 
 	// Permits this replica already owns.
-	owned := make([]lease, len(buckets))
 	var incr []store.RateIncrement
 	for i, b := range buckets {
+		if owned[i].count != 0 {
+			continue
+		}
 		if le, ok := m.leases.take(b.name, win); ok {
 			owned[i] = le
 			continue
@@ -108,9 +123,18 @@ func (m *Meter) Admit(ctx context.Context, p auth.Principal, plan catalog.Plan) 
 	gen := m.windows.generation()
 
 	var counts map[string]int64
+	for _, in := range incr {
+		m.leases.begin(in.Bucket)
+	}
+	endLeases := func() {
+		for _, in := range incr {
+			m.leases.end(in.Bucket)
+		}
+	}
 	if len(incr) > 0 || readWindows {
 		st, err := m.Store.Admit(ctx, win, incr, p.WorkspaceID, readWindows)
 		if err != nil {
+			endLeases()
 			if ctx.Err() != nil {
 				return Admission{}, apierr.Internal(fmt.Errorf("metering: admit: %w", err))
 			}
@@ -126,20 +150,32 @@ func (m *Meter) Admit(ctx context.Context, p auth.Principal, plan catalog.Plan) 
 	adm := Admission{Reset: reset}
 	limited := -1
 	held := make([]int64, len(buckets)) // the count of each permit this request holds (0: none)
+	// Put every block leased just now before anything waits (takeSettled).
+	spent := make([]bool, len(buckets))
 	for i, b := range buckets {
-		count, ok := owned[i].count, owned[i].count != 0
-		if !ok { // leased just now
-			c := counts[b.name]
-			if g := granted(c, leaseSize(b.limit), b.limit); g > 0 {
-				// One permit for this request; the rest stay with this replica.
-				m.leases.put(b.name, lease{window: win, left: g - 1, count: c})
-				count, ok = c, true
-			} else if le, got := m.leases.take(b.name, win); got {
-				// The shared count is spent, but a concurrent request of this
-				// replica leased permits meanwhile: use one rather than strand it.
+		if owned[i].count != 0 {
+			held[i] = owned[i].count
+			continue
+		}
+		c := counts[b.name]
+		if g := granted(c, leaseSize(b.limit), b.limit); g > 0 {
+			// One permit for this request; the rest stay with this replica.
+			m.leases.put(b.name, lease{window: win, left: g - 1, count: c})
+			held[i] = c
+		} else {
+			spent[i] = true
+			m.leases.markSpent(b.name, win) // later requests stop leasing
+		}
+	}
+	endLeases()
+	for i, b := range buckets {
+		count, ok := held[i], held[i] != 0
+		if spent[i] {
+			// The shared count is spent, but a concurrent request of this
+			// replica may be bringing permits back: use one rather than
+			// strand it.
+			if le, got := m.leases.takeSettled(b.name, win); got {
 				count, ok = le.count, true
-			} else {
-				m.leases.markSpent(b.name, win)
 			}
 		}
 		if !ok {
