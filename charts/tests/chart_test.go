@@ -108,8 +108,8 @@ func TestLintStrict(t *testing.T) {
 func secretEnvs(t *testing.T) map[string]bool {
 	t.Helper()
 	s := map[string]bool{}
-	for _, f := range []string{"../../apiserver/internal/config/config.go", "../../podagent/internal/config/config.go"} {
-		for _, o := range configOptions(t, f) {
+	for _, files := range [][]string{apiOptionFiles, podOptionFiles} {
+		for _, o := range configOptions(t, files...) {
 			if o.secret {
 				s[o.env] = true
 			}
@@ -504,26 +504,38 @@ type configOption struct {
 	secret bool
 }
 
-// configOptions reads the option table of a config.go (one option a line).
-func configOptions(t *testing.T, file string) []configOption {
+// The option tables (shared/settings, one option a line) each binary
+// reads: its own, the shared log and storage settings and, for the pod, the
+// webhook channel's.
+var (
+	apiOptionFiles = []string{"../../apiserver/internal/config/config.go", "../../shared/settings/shared.go"}
+	podOptionFiles = []string{"../../podagent/internal/config/config.go", "../../podagent/internal/webhook/settings.go",
+		"../../shared/settings/shared.go"}
+)
+
+// configOptions reads the option tables of files.
+func configOptions(t *testing.T, files ...string) []configOption {
 	t.Helper()
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	envRe := regexp.MustCompile(`\benv:\s*"([A-Z0-9_]+)"`)
+	envRe := regexp.MustCompile(`\bEnv:\s*"([A-Z0-9_]+)"`)
+	secretRe := regexp.MustCompile(`\bSecret:\s*true`)
 	var opts []configOption
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.Contains(line, "env: syncmode.EnvVar") {
-			opts = append(opts, configOption{env: "SVC_CLOUD_SYNC_MODE"})
-			continue
+	for _, file := range files {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if m := envRe.FindStringSubmatch(line); m != nil {
-			opts = append(opts, configOption{env: m[1], secret: regexp.MustCompile(`\bsecret:\s*true`).MatchString(line)})
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, "Env: syncmode.EnvVar") {
+				opts = append(opts, configOption{env: "SVC_CLOUD_SYNC_MODE"})
+				continue
+			}
+			if m := envRe.FindStringSubmatch(line); m != nil {
+				opts = append(opts, configOption{env: m[1], secret: secretRe.MatchString(line)})
+			}
 		}
 	}
 	if len(opts) < 10 {
-		t.Fatalf("%s: found only %d options; update configOptions", file, len(opts))
+		t.Fatalf("%v: found only %d options; update configOptions", files, len(opts))
 	}
 	return opts
 }
@@ -540,9 +552,9 @@ func TestEnvNamesKnownToBinaries(t *testing.T) {
 		// docs/design.md §5: passed to pods; podagent's callback sender reads it.
 		"SVC_CALLBACK_ALLOWED_NETS": true,
 	}
-	known := func(file string) map[string]bool {
+	known := func(files []string) map[string]bool {
 		k := map[string]bool{}
-		for _, o := range configOptions(t, file) {
+		for _, o := range configOptions(t, files...) {
 			k[o.env] = true
 			if o.secret {
 				k[o.env+"_FILE"] = true
@@ -550,8 +562,8 @@ func TestEnvNamesKnownToBinaries(t *testing.T) {
 		}
 		return k
 	}
-	apiKnown := known("../../apiserver/internal/config/config.go")
-	podKnown := known("../../podagent/internal/config/config.go")
+	apiKnown := known(apiOptionFiles)
+	podKnown := known(podOptionFiles)
 	objs := parseManifests(t, mustTemplate(t, []string{"testdata/s3-existing-secrets.yaml"}))
 	var d deployment
 	findOne(t, objs, "Deployment").decode(t, &d)
