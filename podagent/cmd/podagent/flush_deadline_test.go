@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/shared/internalapi"
-	"github.com/svc-dev/svc/shared/testenv"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -18,10 +17,7 @@ import (
 // timeout — and the turn stays committed locally for a later persist.
 func TestFlushBoundedByCallersTimeout(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, "fs")
-	s3 := testenv.MinIO(t)
-	proxy := testenv.NewFaultProxy(t, s3.Endpoint)
-	e.useS3(s3, proxy.Addr())
+	e, proxy := newEnvBehindFaultProxy(t)
 	p := e.start()
 	pc := &internalapi.PodClient{BaseURL: "http://" + p.addr, Token: token, Timeout: 3 * time.Second}
 	e.write("a.txt", "a\n")

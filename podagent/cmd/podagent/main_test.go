@@ -119,6 +119,16 @@ func newEnv(t *testing.T, storage string) *env {
 	return e
 }
 
+// newEnvBehindFaultProxy is an env whose pod reaches MinIO through a fault
+// proxy the test can take down or black-hole.
+func newEnvBehindFaultProxy(t *testing.T) (*env, *testenv.FaultProxy) {
+	e := newEnv(t, "fs")
+	s3 := testenv.MinIO(t)
+	proxy := testenv.NewFaultProxy(t, s3.Endpoint)
+	e.useS3(s3, proxy.Addr())
+	return e, proxy
+}
+
 func (e *env) useS3(s3 testenv.S3Env, endpoint string) {
 	e.vars = append(e.vars, "SVC_STORAGE=s3", "SVC_S3_ENDPOINT="+endpoint, "SVC_S3_BUCKET="+s3.Bucket,
 		"SVC_S3_ACCESS_KEY="+s3.AccessKey, "SVC_S3_SECRET_KEY="+s3.SecretKey)

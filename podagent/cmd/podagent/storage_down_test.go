@@ -9,7 +9,6 @@ import (
 
 	"github.com/svc-dev/svc/shared/archive"
 	"github.com/svc-dev/svc/shared/objstore"
-	"github.com/svc-dev/svc/shared/testenv"
 )
 
 // `podagent serve` exited while object storage was down,
@@ -18,10 +17,7 @@ import (
 // first flush once storage is back adopts the durable object and persists.
 func TestPodStartsOnLocalGitWhileStorageIsDown(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, "fs")
-	s3 := testenv.MinIO(t)
-	proxy := testenv.NewFaultProxy(t, s3.Endpoint)
-	e.useS3(s3, proxy.Addr())
+	e, proxy := newEnvBehindFaultProxy(t)
 	p := e.start()
 	e.write("a.txt", "a\n")
 	if code, body := p.flush(t, `{}`); code != 200 {

@@ -60,17 +60,22 @@ var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 
 // newDeliverer records backoff waits instead of sleeping.
 func newDeliverer(t *testing.T, allowed []netip.Prefix, attempts int) (*callback.Deliverer, *[]time.Duration) {
+	return newRecordingDeliverer(t, callback.Options{Guard: callback.NewGuard(allowed), Attempts: attempts})
+}
+
+// newRecordingDeliverer is a Deliverer of o with the tests' retry timing,
+// recording its backoff waits instead of sleeping.
+func newRecordingDeliverer(t *testing.T, o callback.Options) (*callback.Deliverer, *[]time.Duration) {
 	var waits []time.Duration
 	var mu sync.Mutex
-	d := callback.New(callback.Options{Guard: callback.NewGuard(allowed), Attempts: attempts,
-		RetryBase: 100 * time.Millisecond, RetryMax: time.Second, AttemptTimeout: 5 * time.Second, Log: zaptest.NewLogger(t),
-		Sleep: func(ctx context.Context, d time.Duration) error {
-			mu.Lock()
-			waits = append(waits, d)
-			mu.Unlock()
-			return ctx.Err()
-		}})
-	return d, &waits
+	o.RetryBase, o.RetryMax, o.AttemptTimeout, o.Log = 100*time.Millisecond, time.Second, 5*time.Second, zaptest.NewLogger(t)
+	o.Sleep = func(ctx context.Context, d time.Duration) error {
+		mu.Lock()
+		waits = append(waits, d)
+		mu.Unlock()
+		return ctx.Err()
+	}
+	return callback.New(o), &waits
 }
 
 func TestDeliverSignedWithHeaders(t *testing.T) {

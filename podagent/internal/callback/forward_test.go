@@ -46,18 +46,8 @@ func (f *forwarder) count(o string) int {
 // guestDeliverer is a guest's deliverer: its own guard lets everything
 // through (as a compromised guest would), so the host's guard decides.
 func guestDeliverer(t *testing.T, forwardURL string, attempts int) (*callback.Deliverer, *[]time.Duration) {
-	var waits []time.Duration
-	var mu sync.Mutex
 	all := []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}
-	d := callback.New(callback.Options{Guard: callback.NewGuard(all), ForwardURL: forwardURL, Attempts: attempts,
-		RetryBase: 100 * time.Millisecond, RetryMax: time.Second, AttemptTimeout: 5 * time.Second, Log: zaptest.NewLogger(t),
-		Sleep: func(ctx context.Context, d time.Duration) error {
-			mu.Lock()
-			waits = append(waits, d)
-			mu.Unlock()
-			return ctx.Err()
-		}})
-	return d, &waits
+	return newRecordingDeliverer(t, callback.Options{Guard: callback.NewGuard(all), ForwardURL: forwardURL, Attempts: attempts})
 }
 
 // A forwarded callback reaches the receiver with the guest's signature,
