@@ -56,14 +56,38 @@ type leases struct {
 	settled *sync.Cond
 }
 
-// begin records a lease round trip of bucket in flight.
-func (l *leases) begin(bucket string) {
+// takeOrLease takes an owned permit of bucket, or makes the caller this
+// replica's one leaser of bucket (false: the caller must lease, then end).
+// While another request of this replica leases bucket it waits for that
+// block rather than leasing one more: a burst of requests then leases about
+// what it uses, and a replica never holds more than one block it cannot use
+// when the minute ends. Callers lease their buckets in one fixed order
+// (key, project, workspace), so two waiting requests never hold what the
+// other waits for.
+func (l *leases) takeOrLease(bucket string, window int64) (lease, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.leasing == nil {
-		l.leasing = map[string]int{}
+	for {
+		if le, ok := l.takeLocked(bucket, window); ok {
+			return le, true
+		}
+		if l.leasing[bucket] == 0 {
+			if l.leasing == nil {
+				l.leasing = map[string]int{}
+			}
+			l.leasing[bucket]++
+			return lease{}, false
+		}
+		l.wait()
 	}
-	l.leasing[bucket]++
+}
+
+// wait waits for a lease round trip to end; l.mu is held.
+func (l *leases) wait() {
+	if l.settled == nil {
+		l.settled = sync.NewCond(&l.mu)
+	}
+	l.settled.Wait()
 }
 
 // end records that a lease round trip of bucket ended (its permits, if
@@ -86,14 +110,11 @@ func (l *leases) end(bucket string) {
 // leases first.
 func (l *leases) takeSettled(bucket string, window int64) (lease, bool) {
 	l.mu.Lock()
-	if l.settled == nil {
-		l.settled = sync.NewCond(&l.mu)
-	}
+	defer l.mu.Unlock()
 	for l.leasing[bucket] > 0 {
-		l.settled.Wait()
+		l.wait()
 	}
-	l.mu.Unlock()
-	return l.take(bucket, window)
+	return l.takeLocked(bucket, window)
 }
 
 // isSpent reports whether bucket was found spent in window.
@@ -114,10 +135,9 @@ func (l *leases) markSpent(bucket string, window int64) {
 	l.spent[bucket] = window
 }
 
-// take uses one owned permit of bucket in window, if any.
-func (l *leases) take(bucket string, window int64) (lease, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// takeLocked uses one owned permit of bucket in window, if any; l.mu is
+// held.
+func (l *leases) takeLocked(bucket string, window int64) (lease, bool) {
 	le, ok := l.m[bucket]
 	if !ok || le.window != window || le.left == 0 {
 		return lease{}, false

@@ -111,7 +111,7 @@ func (m *Meter) Admit(ctx context.Context, p auth.Principal, plan catalog.Plan) 
 		if owned[i].count != 0 {
 			continue
 		}
-		if le, ok := m.leases.take(b.name, win); ok {
+		if le, ok := m.leases.takeOrLease(b.name, win); ok {
 			owned[i] = le
 			continue
 		}
@@ -123,9 +123,6 @@ func (m *Meter) Admit(ctx context.Context, p auth.Principal, plan catalog.Plan) 
 	gen := m.windows.generation()
 
 	var counts map[string]int64
-	for _, in := range incr {
-		m.leases.begin(in.Bucket)
-	}
 	endLeases := func() {
 		for _, in := range incr {
 			m.leases.end(in.Bucket)
