@@ -14,14 +14,9 @@ import (
 
 func outboxFixture(t *testing.T, s *store.Store) (projectID, channelID string) {
 	t.Helper()
-	ctx := context.Background()
-	w, _ := fixture(t, s)
-	p, err := s.CreateProject(ctx, w.ID, "hook")
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newProject(t, s, "hook")
 	sec := "s"
-	ch, err := s.SetChannel(ctx, p.ID, &sec, nil)
+	ch, err := s.SetChannel(context.Background(), p.ID, &sec, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,11 +14,7 @@ func TestRuntimeAssignments(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
-		w, _ := fixture(t, s)
-		p, err := s.CreateProject(ctx, w.ID, "p")
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := newProject(t, s, "p")
 		if _, err := s.GetRuntimeAssignment(ctx, p.ID); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("fresh project: %v", err)
 		}
@@ -51,11 +47,7 @@ func TestPairingTokensPinAndUnpin(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
-		w, _ := fixture(t, s)
-		p, err := s.CreateProject(ctx, w.ID, "p")
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := newProject(t, s, "p")
 		if _, err := s.CreatePairingToken(ctx, store.PairingToken{ID: "pair_x", ProjectID: "prj_missing", Prefix: "svc_pt_x", TokenHash: "h"}); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("token for a missing project: %v", err)
 		}

@@ -33,6 +33,17 @@ func fixture(t *testing.T, s *store.Store) (store.Workspace, store.User) {
 	return w, u
 }
 
+// newProject makes a project named name in a fresh workspace.
+func newProject(t *testing.T, s *store.Store, name string) store.Project {
+	t.Helper()
+	w, _ := fixture(t, s)
+	p, err := s.CreateProject(context.Background(), w.ID, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func TestAccountsAndKeys(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
@@ -84,21 +95,17 @@ func TestProjectsDefaultToGitOnly(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
-		w, _ := fixture(t, s)
-		p, err := s.CreateProject(ctx, w.ID, "site")
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := newProject(t, s, "site")
 		if p.CloudSyncMode != syncmode.GitOnly {
 			t.Fatalf("new project mode = %q, want git_only (spec 9)", p.CloudSyncMode)
 		}
-		if p, err = s.SetSyncMode(ctx, p.ID, syncmode.DualShadow); err != nil || p.CloudSyncMode != syncmode.DualShadow {
+		if p, err := s.SetSyncMode(ctx, p.ID, syncmode.DualShadow); err != nil || p.CloudSyncMode != syncmode.DualShadow {
 			t.Fatalf("SetSyncMode = %+v, %v", p, err)
 		}
 		if _, err := s.SetSyncMode(ctx, p.ID, "bogus"); err == nil {
 			t.Fatal("an unknown mode must be refused")
 		}
-		if p, err = s.SetPublished(ctx, p.ID, "abc", "publish/site/1"); err != nil || p.PublishedTag != "publish/site/1" {
+		if p, err := s.SetPublished(ctx, p.ID, "abc", "publish/site/1"); err != nil || p.PublishedTag != "publish/site/1" {
 			t.Fatalf("SetPublished = %+v, %v", p, err)
 		}
 	})
@@ -108,8 +115,7 @@ func TestRecordCheckpointIsIdempotent(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
-		w, _ := fixture(t, s)
-		p, _ := s.CreateProject(ctx, w.ID, "site")
+		p := newProject(t, s, "site")
 		rec := wire.CheckpointRecord{CommitSHA: "0123456789abcdef0123456789abcdef01234567", Message: "turn 1",
 			Author: "agent", Branch: "main", FilesChanged: 2, Additions: 10, CreatedAt: time.Now()}
 		id1, created, err := s.RecordCheckpoint(ctx, p.ID, rec, store.SourcePod)
@@ -135,8 +141,7 @@ func TestChannels(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
-		w, _ := fixture(t, s)
-		p, _ := s.CreateProject(ctx, w.ID, "site")
+		p := newProject(t, s, "site")
 		secret, headers := "s3cret", `{"X-Team":"a"}`
 		c, err := s.SetChannel(ctx, p.ID, &secret, nil)
 		if err != nil || c.Secret != "s3cret" || c.CallbackHeaders != "{}" {
