@@ -39,7 +39,6 @@ import (
 	"github.com/coder/websocket"
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
-	"golang.org/x/net/http2"
 
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/auth"
@@ -85,11 +84,9 @@ type Options struct {
 // connect wins), and implements runtime.Driver for them: a project whose
 // tunnel is on another replica is relayed there.
 type Hub struct {
-	store  *store.Store
-	secret []byte
-	log    *zap.Logger
-	//lint:ignore SA1019 x/net/http2 is the one client that runs HTTP/2 over a net.Conn we already hold (the websocket) and pings it; net/http.Transport.NewClientConn dials itself and has no Ping.
-	h2        *http2.Transport
+	store     *store.Store
+	secret    []byte
+	log       *zap.Logger
 	advertise string
 	relayRT   http.RoundTripper
 
@@ -108,10 +105,9 @@ type tunnel struct {
 	projectID   string
 	remote      string
 	connectedAt time.Time
-	//lint:ignore SA1019 x/net/http2 is the one client that runs HTTP/2 over a net.Conn we already hold (the websocket) and pings it; net/http.Transport.NewClientConn dials itself and has no Ping.
-	cc     *http2.ClientConn
-	cancel context.CancelFunc
-	done   chan struct{} // closed when the connection is gone
+	cc          *http.ClientConn
+	cancel      context.CancelFunc
+	done        chan struct{} // closed when the connection is gone
 }
 
 func (t *tunnel) gone() bool {
@@ -134,9 +130,7 @@ func NewHub(o Options) *Hub {
 		rt = http.DefaultTransport
 	}
 	return &Hub{store: o.Store, secret: o.RuntimeSecret, log: log.Named("pairing"), tunnels: map[string]*tunnel{},
-		advertise: strings.TrimSuffix(o.AdvertiseURL, "/"), relayRT: rt,
-		//lint:ignore SA1019 x/net/http2 is the one client that runs HTTP/2 over a net.Conn we already hold (the websocket) and pings it; net/http.Transport.NewClientConn dials itself and has no Ping.
-		h2: &http2.Transport{AllowHTTP: true, DisableCompression: true, StrictMaxConcurrentStreams: true, ReadIdleTimeout: 30 * time.Second, PingTimeout: 15 * time.Second}}
+		advertise: strings.TrimSuffix(o.AdvertiseURL, "/"), relayRT: rt}
 }
 
 const tokenKey = "svc.pairing"
@@ -201,18 +195,17 @@ func (h *Hub) Tunnel(c echo.Context) error {
 	log := h.log.With(zap.String("projectId", tok.ProjectID), zap.String("pairingId", tok.ID),
 		zap.String("remote", c.RealIP()))
 
-	//lint:ignore SA1019 x/net/http2 is the one client that runs HTTP/2 over a net.Conn we already hold (the websocket) and pings it; net/http.Transport.NewClientConn dials itself and has no Ping.
-	cc, err := h.h2.NewClientConn(wc)
+	cc, err := clientConn(ctx, wc)
 	if err != nil {
 		log.Warn("tunnel handshake failed", zap.Error(err))
 		return nil
 	}
 	defer cc.Close()
 	pctx, pcancel := context.WithTimeout(ctx, 15*time.Second)
-	err = cc.Ping(pctx) // the paired side serves HTTP/2: the tunnel is usable
+	err = probe(pctx, cc) // the paired side serves HTTP/2: the tunnel is usable
 	pcancel()
 	if err != nil {
-		log.Warn("tunnel did not answer its first ping", zap.Error(err))
+		log.Warn("tunnel did not answer its first request", zap.Error(err))
 		return nil
 	}
 	t := &tunnel{pairingID: tok.ID, projectID: tok.ProjectID, remote: c.RealIP(), connectedAt: time.Now(),
@@ -293,8 +286,7 @@ func (h *Hub) release(t *tunnel) {
 func (h *Hub) get(projectID string) *tunnel {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	// A tunnel whose machine is going away (GOAWAY) takes no new requests.
-	if t := h.tunnels[projectID]; t != nil && !t.gone() && t.cc.CanTakeNewRequest() {
+	if t := h.tunnels[projectID]; t != nil && !t.gone() && usable(t.cc) {
 		return t
 	}
 	return nil
@@ -357,7 +349,7 @@ func (h *Hub) ensureLocal(projectID string) (runtime.Endpoint, error) {
 	if len(h.secret) == 0 {
 		return runtime.Endpoint{}, errNoSecret(projectID)
 	}
-	return runtime.Endpoint{URL: &url.URL{Scheme: "http", Host: "paired.invalid"},
+	return runtime.Endpoint{URL: &url.URL{Scheme: "http", Host: tunnelHost},
 		Token: runtimetoken.Mint(h.secret, projectID), Transport: tunnelTransport{t}}, nil
 }
 
