@@ -18,9 +18,7 @@ import (
 
 func TestModelsOnBothBases(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	a := e.startAPI()
-	acc := e.account("free")
+	_, a, acc := freeAccount(t)
 	for _, base := range []string{a.URL + "/api/v1", a.URL + "/v1"} {
 		c := client(base, acc.key)
 		var raw *http.Response
@@ -45,9 +43,7 @@ func TestModelsOnBothBases(t *testing.T) {
 
 func TestPlainCompletionForwardsAndRewrites(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	a := e.startAPI()
-	acc := e.account("free")
+	e, a, acc := freeAccount(t)
 	c := client(a.URL+"/api/v1", acc.key)
 	p := userMsg("hello world")
 	p.Model = "svc-2.0" // the alias
@@ -79,9 +75,7 @@ func TestPlainCompletionForwardsAndRewrites(t *testing.T) {
 
 func TestStreamingFlushesEachChunk(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	a := e.startAPI()
-	acc := e.account("free")
+	e, a, acc := freeAccount(t)
 	hold := make(chan struct{})
 	e.upstream.Script(func(fakeupstream.Request) fakeupstream.Reply {
 		return fakeupstream.Reply{Text: "one two three", PromptTokens: 9, CompletionTokens: 3, Hold: hold}

@@ -210,11 +210,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if res.StatusCode != http.StatusAccepted {
 		t.Fatalf("async message: %d %s", res.StatusCode, body)
 	}
-	select {
-	case <-delivered:
-	case <-time.After(60 * time.Second):
-		t.Fatal("no callback delivered")
-	}
+	await(t, delivered, "no callback delivered")
 	cbMu.Lock()
 	if got := cbHeader.Get("X-Console-Team"); got != "browser" {
 		t.Fatalf("callback header X-Console-Team = %q; headers %v", got, cbHeader)

@@ -81,9 +81,7 @@ func TestDatabaseDown(t *testing.T) {
 // /metrics exposes the gateway series and /healthz answers.
 func TestHealthAndMetrics(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	a := e.startAPI()
-	acc := e.account("free")
+	_, a, acc := freeAccount(t)
 	if _, err := client(a.URL+"/v1", acc.key).Chat.Completions.New(context.Background(), userMsg("x")); err != nil {
 		t.Fatal(err)
 	}

@@ -28,9 +28,7 @@ import (
 // an unknown model and one outside the key's plan are 404 model_not_found.
 func TestModelsRetrieve(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	a := e.startAPI()
-	acc := e.account("free")
+	_, a, acc := freeAccount(t)
 	c := client(a.URL+"/v1", acc.key)
 	ctx := context.Background()
 	for _, id := range []string{"svc-2-0", "svc-2.0"} {
@@ -62,9 +60,7 @@ func TestModelsRetrieve(t *testing.T) {
 // headers, success and error alike.
 func TestRequestIDAndOverheadHeaders(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	a := e.startAPI()
-	acc := e.account("free")
+	_, a, acc := freeAccount(t)
 	c := client(a.URL+"/v1", acc.key)
 	check := func(name string, resp *http.Response) {
 		t.Helper()
@@ -98,9 +94,7 @@ func TestRequestIDAndOverheadHeaders(t *testing.T) {
 // untouched both ways.
 func TestWireFieldsPassThrough(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	a := e.startAPI()
-	acc := e.account("free")
+	e, a, acc := freeAccount(t)
 	c := client(a.URL+"/v1", acc.key)
 	ctx := context.Background()
 	logprobs := map[string]any{"content": []any{map[string]any{"token": "Hi", "logprob": -0.25, "bytes": []any{72.0, 105.0},

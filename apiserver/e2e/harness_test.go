@@ -162,6 +162,27 @@ func (e *env) startAPI(extraEnv ...string) *api {
 	return a
 }
 
+// await returns what ch delivers, failing the test with what when nothing
+// comes within a minute (a callback's delivery).
+func await[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	var v T
+	select {
+	case v = <-ch:
+	case <-time.After(60 * time.Second):
+		t.Fatal(what)
+	}
+	return v
+}
+
+// freeAccount is the set-up of most gateway tests: an environment, one API
+// process and an account on the free plan.
+func freeAccount(t testing.TB) (*env, *api, account) {
+	t.Helper()
+	e := newEnv(t)
+	return e, e.startAPI(), e.account("free")
+}
+
 // client is the official SDK pointed at base (…/api/v1 or …/v1).
 func client(base, key string) *openai.Client {
 	c := openai.NewClient(option.WithBaseURL(base+"/"), option.WithAPIKey(key), option.WithMaxRetries(0),

@@ -55,26 +55,24 @@ func helm(t testing.TB, c *kubetest.Cluster, args ...string) (string, error) {
 // monitoringCRDs are stand-ins for the prometheus-operator CRDs (the
 // chart's ServiceMonitor and PodMonitor need their kinds to exist); their
 // schema accepts any spec.
-const monitoringCRDs = `apiVersion: apiextensions.k8s.io/v1
+func monitoringCRDs() string {
+	var docs []string
+	for _, kind := range []string{"ServiceMonitor", "PodMonitor"} {
+		lower := strings.ToLower(kind)
+		docs = append(docs, fmt.Sprintf(crdStandIn, lower+"s", kind, lower))
+	}
+	return strings.Join(docs, "---\n")
+}
+
+// crdStandIn is a CRD of the monitoring.coreos.com group: %[1]s the plural,
+// %[2]s the kind, %[3]s the singular.
+const crdStandIn = `apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
-metadata: {name: servicemonitors.monitoring.coreos.com}
+metadata: {name: %[1]s.monitoring.coreos.com}
 spec:
   group: monitoring.coreos.com
   scope: Namespaced
-  names: {kind: ServiceMonitor, plural: servicemonitors, singular: servicemonitor, listKind: ServiceMonitorList}
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
----
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: podmonitors.monitoring.coreos.com}
-spec:
-  group: monitoring.coreos.com
-  scope: Namespaced
-  names: {kind: PodMonitor, plural: podmonitors, singular: podmonitor, listKind: PodMonitorList}
+  names: {kind: %[2]s, plural: %[1]s, singular: %[3]s, listKind: %[2]sList}
   versions:
     - name: v1
       served: true
@@ -90,7 +88,7 @@ func TestKubernetesChartServerSideValidation(t *testing.T) {
 	t.Parallel()
 	c := kubetest.Shared(t)
 	ctx := context.Background()
-	if out, err := c.Kubectl(ctx, monitoringCRDs, "apply", "--server-side", "-f", "-"); err != nil {
+	if out, err := c.Kubectl(ctx, monitoringCRDs(), "apply", "--server-side", "-f", "-"); err != nil {
 		t.Fatalf("monitoring CRDs: %v\n%s", err, out)
 	}
 	if out, err := c.Kubectl(ctx, "", "wait", "--for", "condition=established", "--timeout", "60s",

@@ -45,9 +45,7 @@ func waitUsage(t *testing.T, e *env, workspace string, n int64) usageSnapshot {
 // upstream reported, and credits follow the model price.
 func TestMeteringIsExact(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	a := e.startAPI()
-	acc := e.account("free")
+	e, a, acc := freeAccount(t)
 	var n atomic.Int64
 	holds := make(chan chan struct{}, 8)
 	e.upstream.Script(func(r fakeupstream.Request) fakeupstream.Reply {

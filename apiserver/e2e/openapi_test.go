@@ -136,9 +136,7 @@ func openAPIMiddleware(req *http.Request, next option.MiddlewareNext) (*http.Res
 // The check itself can fail: an answer that breaks the document is caught.
 func TestOpenAPICheckCatchesDrift(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	a := e.startAPI()
-	acc := e.account("free")
+	_, a, acc := freeAccount(t)
 	resp, body := do(t, http.MethodGet, a.URL+"/v1/models/svc-2-0", acc.key, nil, nil)
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -43,13 +42,8 @@ func startPod(t *testing.T, apiURL, project, token string, s3 testenv.S3Env) *po
 
 func (p *pod) flush(t *testing.T) wire.GitFlushResponse {
 	t.Helper()
-	resp, body := do(t, http.MethodPost, p.URL+"/agent/git-flush", p.token, []byte(`{}`),
-		http.Header{"Content-Type": {"application/json"}})
-	if resp.StatusCode != 200 {
-		t.Fatalf("git-flush: %d %s", resp.StatusCode, body)
-	}
 	var out wire.GitFlushResponse
-	must(t, json.Unmarshal(body, &out))
+	postJSON(t, "git-flush", p.URL+"/agent/git-flush", p.token, `{}`, &out)
 	return out
 }
 
@@ -62,9 +56,7 @@ func (e *env) checkpointCount(project string) int {
 // record endpoint, an unchanged tree adds none, and publish tags the head.
 func TestPodCheckpointsAndPublishThroughTheAPI(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	a := e.startAPI()
-	acc := e.account("free")
+	e, a, acc := freeAccount(t)
 	project := e.admin("project", "create", "--workspace", acc.workspace, "--name", "site")["id"].(string)
 	token := e.admin("project", "runtime-token", "--id", project)["token"].(string)
 	p := startPod(t, a.URL, project, token, testenv.MinIO(t))

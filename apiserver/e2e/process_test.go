@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -77,6 +78,17 @@ func do(t testing.TB, method, url, bearer string, body []byte, header http.Heade
 		t.Error(contract)
 	}
 	return res, b
+}
+
+// postJSON POSTs body as JSON with a bearer, requires a 200 (the failure
+// names what) and decodes the answer into out.
+func postJSON(t testing.TB, what, url, bearer, body string, out any) {
+	t.Helper()
+	resp, b := do(t, http.MethodPost, url, bearer, []byte(body), http.Header{"Content-Type": {"application/json"}})
+	if resp.StatusCode != 200 {
+		t.Fatalf("%s: %d %s", what, resp.StatusCode, b)
+	}
+	must(t, json.Unmarshal(b, out))
 }
 
 // tryDo is do for goroutines: it returns the error (a failed request or an

@@ -144,13 +144,8 @@ func (p *modePod) stop(t testing.TB) {
 
 func (p *modePod) flush(t testing.TB) string {
 	t.Helper()
-	resp, body := do(t, http.MethodPost, p.URL+"/agent/git-flush", p.token, []byte(`{}`),
-		http.Header{"Content-Type": {"application/json"}})
-	if resp.StatusCode != 200 {
-		t.Fatalf("git-flush: %d %s", resp.StatusCode, body)
-	}
 	var out wire.GitFlushResponse
-	must(t, json.Unmarshal(body, &out))
+	postJSON(t, "git-flush", p.URL+"/agent/git-flush", p.token, `{}`, &out)
 	return out.SHA
 }
 
@@ -458,13 +453,8 @@ func TestRollbackThroughTheAPI(t *testing.T) {
 			base := m.api.URL + "/api/projects/" + m.project
 			publish := func(sub string) string {
 				t.Helper()
-				resp, body := do(t, http.MethodPost, base+"/publish", m.key, []byte(`{"subdomain":"`+sub+`"}`),
-					http.Header{"Content-Type": {"application/json"}})
-				if resp.StatusCode != 200 {
-					t.Fatalf("publish: %d %s", resp.StatusCode, body)
-				}
 				var out wire.GitFlushResponse
-				must(t, json.Unmarshal(body, &out))
+				postJSON(t, "publish", base+"/publish", m.key, `{"subdomain":"`+sub+`"}`, &out)
 				return out.SHA
 			}
 			publish("boot") // starts the pod (seed commit)

@@ -67,13 +67,8 @@ func TestWebhookAcceptedMessageOutlivesLostDisk(t *testing.T) {
 
 	w.e.upstream.Script(agentScript("one.txt", "1", "first done", nil))
 	first := send("first")
-	select {
-	case got := <-delivered:
-		if got != first {
-			t.Fatalf("delivered %s, want %s", got, first)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("the first callback never came")
+	if got := await(t, delivered, "the first callback never came"); got != first {
+		t.Fatalf("delivered %s, want %s", got, first)
 	}
 
 	gate := make(chan struct{})
@@ -147,12 +142,7 @@ func TestWebhookGeneratedSecretVerifiesWithStandardWebhooks(t *testing.T) {
 	if res.StatusCode != http.StatusAccepted {
 		t.Fatalf("incoming: %d %s", res.StatusCode, body)
 	}
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatalf("Standard Webhooks verification: %v", err)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("no callback")
+	if err := await(t, got, "no callback"); err != nil {
+		t.Fatalf("Standard Webhooks verification: %v", err)
 	}
 }

@@ -44,6 +44,16 @@ func webhookWorld(t *testing.T, extraEnv ...string) (*proxyWorld, string) {
 	return w, ch["channelId"].(string)
 }
 
+// lateReplyWorld is a webhook world whose sync replies time out after a
+// second and whose agent gives its final text, reply, once gate is closed.
+func lateReplyWorld(t *testing.T, reply string) (w *proxyWorld, channelID string, gate chan struct{}) {
+	t.Helper()
+	w, channelID = webhookWorld(t, "SVC_POD_WEBHOOK_SYNC_TIMEOUT=1s")
+	gate = make(chan struct{})
+	w.e.upstream.Script(agentScript("late.txt", "late", reply, gate))
+	return w, channelID, gate
+}
+
 func hookHeaders() http.Header {
 	return http.Header{"X-Webhook-Secret": {"hook-secret"}, "Content-Type": {"application/json"}}
 }
@@ -159,11 +169,7 @@ func TestWebhookAsyncCallbackEndToEnd(t *testing.T) {
 	if res.StatusCode != http.StatusAccepted || !strings.Contains(string(body), `"accepted"`) {
 		t.Fatalf("incoming: %d %s", res.StatusCode, body)
 	}
-	select {
-	case <-delivered:
-	case <-time.After(60 * time.Second):
-		t.Fatal("no successful callback delivery")
-	}
+	await(t, delivered, "no successful callback delivery")
 	mu.Lock()
 	defer mu.Unlock()
 	if len(attempts) != 3 {
@@ -199,9 +205,7 @@ func TestWebhookAsyncCallbackEndToEnd(t *testing.T) {
 // waiting before the reply exists returns as soon as it arrives.
 func TestWebhookSyncTimeoutGoesToOutbox(t *testing.T) {
 	t.Parallel()
-	w, channelID := webhookWorld(t, "SVC_POD_WEBHOOK_SYNC_TIMEOUT=1s")
-	gate := make(chan struct{})
-	w.e.upstream.Script(agentScript("late.txt", "late", "the late reply", gate))
+	w, channelID, gate := lateReplyWorld(t, "the late reply")
 
 	res, body := w.do(t, http.MethodPost, "/agent/channels/webhook/incoming",
 		[]byte(`{"message":"slow job","metadata":{"k":"v"}}`), hookHeaders())

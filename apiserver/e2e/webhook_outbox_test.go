@@ -44,9 +44,7 @@ func waitOutboxRow(t *testing.T, dbURL, projectID, channelID string) {
 // still serves the reply from the outbox.
 func TestWebhookOutboxSurvivesThePod(t *testing.T) {
 	t.Parallel()
-	w, channelID := webhookWorld(t, "SVC_POD_WEBHOOK_SYNC_TIMEOUT=1s")
-	gate := make(chan struct{})
-	w.e.upstream.Script(agentScript("late.txt", "late", "the reply after the pod", gate))
+	w, channelID, gate := lateReplyWorld(t, "the reply after the pod")
 	res, body := w.do(t, http.MethodPost, "/agent/channels/webhook/incoming",
 		[]byte(`{"message":"slow job","metadata":{"ticket":7}}`), hookHeaders())
 	if res.StatusCode != http.StatusGatewayTimeout {

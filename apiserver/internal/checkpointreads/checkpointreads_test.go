@@ -20,6 +20,16 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
+// getOK is get that requires a 200.
+func getOK(t testing.TB, rawURL, key string, out any) *http.Response {
+	t.Helper()
+	resp, m := get(t, rawURL, key, out)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %v", resp.StatusCode, m)
+	}
+	return resp
+}
+
 // get sends a GET with a bearer key ("" for none) and decodes the body.
 func get(t testing.TB, rawURL, key string, out any) (*http.Response, map[string]any) {
 	t.Helper()
@@ -82,10 +92,7 @@ func TestGraphNewestFirstWithPublishedBadge(t *testing.T) {
 	t.Parallel()
 	f, h := setup(t)
 	var g checkpointreads.GraphResponse
-	resp, m := get(t, f.url("/checkpoints/graph"), f.Key, &g)
-	if resp.StatusCode != 200 {
-		t.Fatalf("status %d: %v", resp.StatusCode, m)
-	}
+	resp := getOK(t, f.url("/checkpoints/graph"), f.Key, &g)
 	if resp.Header.Get(hydrate.HeaderETag) == "" || resp.Header.Get(hydrate.HeaderStale) != "" {
 		t.Fatalf("hydrate headers: %v", resp.Header)
 	}
@@ -154,10 +161,7 @@ func TestCommitFiles(t *testing.T) {
 	t.Parallel()
 	f, h := setup(t)
 	var c checkpointreads.CommitResponse
-	resp, m := get(t, f.url("/checkpoints/commits/"+h.c2[:7]), f.Key, &c)
-	if resp.StatusCode != 200 {
-		t.Fatalf("status %d: %v", resp.StatusCode, m)
-	}
+	getOK(t, f.url("/checkpoints/commits/"+h.c2[:7]), f.Key, &c)
 	if c.SHA != h.c2 || c.Message != "add logo" || len(c.Files) != 2 {
 		t.Fatalf("commit %+v", c)
 	}
@@ -186,7 +190,7 @@ func TestCommitFiles(t *testing.T) {
 		t.Fatalf("root %+v", root)
 	}
 
-	resp, m = get(t, f.url("/checkpoints/commits/deadbeefdeadbeef"), f.Key, nil)
+	resp, m := get(t, f.url("/checkpoints/commits/deadbeefdeadbeef"), f.Key, nil)
 	if resp.StatusCode != 404 || errCode(m) != "commit_not_found" {
 		t.Fatalf("unknown sha: %d %v", resp.StatusCode, m)
 	}
@@ -196,10 +200,7 @@ func TestDiff(t *testing.T) {
 	t.Parallel()
 	f, h := setup(t)
 	var d checkpointreads.DiffResponse
-	resp, m := get(t, f.url("/checkpoints/diff"), f.Key, &d)
-	if resp.StatusCode != 200 {
-		t.Fatalf("status %d: %v", resp.StatusCode, m)
-	}
+	getOK(t, f.url("/checkpoints/diff"), f.Key, &d)
 	if d.To != h.c4 || d.From != h.c3 || d.Truncated || !strings.Contains(d.Diff, "diff --git a/app.js b/app.js") || !strings.Contains(d.Diff, "+e\n") {
 		t.Fatalf("default diff %+v", d)
 	}
@@ -219,7 +220,7 @@ func TestDiff(t *testing.T) {
 	}
 	h.w.Commit("big", map[string]string{"big.txt": big.String()})
 	h.w.Persist(f.Objects, f.Project.ID)
-	resp, _ = get(t, f.url("/checkpoints/diff"), f.Key, &d)
+	resp, _ := get(t, f.url("/checkpoints/diff"), f.Key, &d)
 	if !d.Truncated || resp.Header.Get("X-Svc-Diff-Truncated") != "true" ||
 		!strings.HasSuffix(d.Diff, fmt.Sprintf(checkpointreads.TruncationMarker, checkpointreads.DefaultMaxDiffBytes)) ||
 		len(d.Diff) > checkpointreads.DefaultMaxDiffBytes+200 {
@@ -235,10 +236,7 @@ func TestStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	var s checkpointreads.StatusResponse
-	resp, m := get(t, f.url("/checkpoints/status"), f.Key, &s)
-	if resp.StatusCode != 200 {
-		t.Fatalf("status %d: %v", resp.StatusCode, m)
-	}
+	getOK(t, f.url("/checkpoints/status"), f.Key, &s)
 	if s.Head != h.c4 || s.Branch != "main" || s.SyncMode != "git_only" {
 		t.Fatalf("status %+v", s)
 	}

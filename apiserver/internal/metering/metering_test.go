@@ -43,13 +43,9 @@ func TestGranted(t *testing.T) {
 // less per replica — for large ones.
 func TestAdmitAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	st := storetest.Postgres(t)
+	st, w := workspace(t)
 	ctx := context.Background()
-	w, err := st.CreateWorkspace(ctx, "w", "free")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fixed := time.Date(2026, 5, 1, 12, 0, 30, 0, time.UTC)
+	fixed := fixedNow
 	for _, tc := range []struct {
 		limit, attempts, minAdmitted int64
 	}{
@@ -94,9 +90,8 @@ func TestAdmitAcrossReplicas(t *testing.T) {
 // window cache never hides it.
 func TestQuotaSeenAfterWrite(t *testing.T) {
 	t.Parallel()
-	st := storetest.Postgres(t)
+	st, w := workspace(t)
 	ctx := context.Background()
-	w, _ := st.CreateWorkspace(ctx, "w", "free")
 	rec := NewRecorder(st, zapNop())
 	m := New(st, rec)
 	plan := catalog.Plan{Name: "p", Windows: []catalog.Window{{Name: "5h", Duration: 5 * time.Hour, Credits: 0.001}}}
@@ -121,19 +116,30 @@ func TestQuotaSeenAfterWrite(t *testing.T) {
 
 func zapNop() *zap.Logger { return zap.NewNop() }
 
+// fixedNow is the clock of the rate tests: 30 s into a minute.
+var fixedNow = time.Date(2026, 5, 1, 12, 0, 30, 0, time.UTC)
+
+// workspace is a fresh Postgres store (the rate counters are shared there)
+// holding one workspace on the free plan.
+func workspace(t *testing.T) (*store.Store, store.Workspace) {
+	t.Helper()
+	st := storetest.Postgres(t)
+	w, err := st.CreateWorkspace(context.Background(), "w", "free")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, w
+}
+
 // A refused request leases nothing. Once this replica found
 // a bucket spent, later requests of the window are refused without a
 // database write, and a request refused by one bucket gives back the permits
 // it took from the others: the shared counters end at what was admitted
 // plus the one lease that found each bucket spent, not one per attempt.
 func TestRejectionsLeaseNothing(t *testing.T) {
-	st := storetest.Postgres(t)
+	st, w := workspace(t)
 	ctx := context.Background()
-	w, err := st.CreateWorkspace(ctx, "w", "free")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fixed := time.Date(2026, 5, 1, 12, 0, 30, 0, time.UTC)
+	fixed := fixedNow
 	m := New(st, nil)
 	m.Now = func() time.Time { return fixed }
 	plan := catalog.Plan{Name: "p", RPM: 100, WorkspaceRPM: 3}
