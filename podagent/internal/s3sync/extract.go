@@ -54,22 +54,7 @@ func ExtractTarGz(r io.Reader, dst string, opts archive.ExtractOptions) (archive
 // ExtractTarZstd is ExtractTarGz for a zstd-compressed tar (the deps
 // layer's current form): the same read-ahead, writers and limits.
 func ExtractTarZstd(r io.Reader, dst string, opts archive.ExtractOptions) (archive.Stats, error) {
-	src, err := readahead.NewReaderSize(r, readaheadBuffers, readaheadBufferBytes)
-	if err != nil {
-		return archive.Stats{}, err
-	}
-	defer src.Close()
-	zr, err := archive.NewZstdReader(src)
-	if err != nil {
-		return archive.Stats{}, err
-	}
-	defer zr.Close()
-	plain, err := readahead.NewReaderSize(zr, readaheadBuffers, readaheadBufferBytes)
-	if err != nil {
-		return archive.Stats{}, err
-	}
-	defer plain.Close()
-	return extractTarParallel(plain, dst, opts, ExtractWorkers, nil)
+	return extractCompressed(r, archive.NewZstdReader, dst, opts, nil)
 }
 
 // Tap takes one small regular entry out of an archive being extracted: Fn
@@ -85,12 +70,21 @@ const maxTapBytes = 64 << 10
 
 // ExtractTarGzTap is ExtractTarGz with a tap (nil: none).
 func ExtractTarGzTap(r io.Reader, dst string, opts archive.ExtractOptions, tap *Tap) (archive.Stats, error) {
+	gunzip := func(r io.Reader) (io.ReadCloser, error) {
+		return archive.NewGzipReader(r, 0) // multi-member layers inflate on every core
+	}
+	return extractCompressed(r, gunzip, dst, opts, tap)
+}
+
+// extractCompressed reads r ahead, decompresses it with decompress (reading
+// its output ahead too) and extracts the tar with ExtractWorkers writers.
+func extractCompressed(r io.Reader, decompress func(io.Reader) (io.ReadCloser, error), dst string, opts archive.ExtractOptions, tap *Tap) (archive.Stats, error) {
 	src, err := readahead.NewReaderSize(r, readaheadBuffers, readaheadBufferBytes)
 	if err != nil {
 		return archive.Stats{}, err
 	}
 	defer src.Close()
-	zr, err := archive.NewGzipReader(src, 0) // multi-member layers inflate on every core
+	zr, err := decompress(src)
 	if err != nil {
 		return archive.Stats{}, err
 	}
