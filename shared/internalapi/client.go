@@ -60,32 +60,31 @@ func (c *Client) LFSURL() string { return c.URL(PathLFS) }
 
 // RecordCheckpoint posts one checkpoint record (spec 4.3).
 func (c *Client) RecordCheckpoint(ctx context.Context, rec wire.CheckpointRecord) (wire.CheckpointRecordResponse, error) {
-	var out wire.CheckpointRecordResponse
-	err := c.do(ctx, c.Timeout, "checkpoint record", http.MethodPost, PathCheckpointRecord, rec, &out)
-	return out, err
+	return doJSON[wire.CheckpointRecordResponse](ctx, c, c.Timeout, "checkpoint record", http.MethodPost, PathCheckpointRecord, rec)
 }
 
 // ChannelConfig fetches the project's webhook channel configuration;
 // timeout bounds the call (zero: the client's).
 func (c *Client) ChannelConfig(ctx context.Context, timeout time.Duration) (wire.ChannelConfig, error) {
-	var out wire.ChannelConfig
-	err := c.do(ctx, timeout, "channel config", http.MethodGet, PathChannel, nil, &out)
-	return out, err
+	return doJSON[wire.ChannelConfig](ctx, c, timeout, "channel config", http.MethodGet, PathChannel, nil)
 }
 
 // PutOutbox hands one message to the API's durable outbox.
 func (c *Client) PutOutbox(ctx context.Context, m wire.OutboxPut) (wire.OutboxPutResponse, error) {
-	var out wire.OutboxPutResponse
-	err := c.do(ctx, c.Timeout, "outbox put", http.MethodPost, PathOutbox, m, &out)
-	return out, err
+	return doJSON[wire.OutboxPutResponse](ctx, c, c.Timeout, "outbox put", http.MethodPost, PathOutbox, m)
 }
 
 // OutboxPending counts the messages of the project's channel the API's
 // durable outbox holds for a poll; timeout bounds the call (zero: the
 // client's).
 func (c *Client) OutboxPending(ctx context.Context, timeout time.Duration) (wire.OutboxPending, error) {
-	var out wire.OutboxPending
-	err := c.do(ctx, timeout, "outbox pending", http.MethodGet, PathOutboxPending, nil, &out)
+	return doJSON[wire.OutboxPending](ctx, c, timeout, "outbox pending", http.MethodGet, PathOutboxPending, nil)
+}
+
+// doJSON is one call whose 2xx answer is a T.
+func doJSON[T any](ctx context.Context, c *Client, timeout time.Duration, op, method, path string, in any) (T, error) {
+	var out T
+	err := c.do(ctx, timeout, op, method, path, in, &out)
 	return out, err
 }
 

@@ -29,6 +29,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/podagent/internal/testhook"
+	"github.com/svc-dev/svc/shared/pause"
 )
 
 // Standard Webhooks headers.
@@ -101,7 +102,7 @@ func New(o Options) *Deliverer {
 		o.Now = time.Now
 	}
 	if o.Sleep == nil {
-		o.Sleep = sleep
+		o.Sleep = pause.For
 	}
 	g := o.Guard
 	if g == nil {
@@ -307,15 +308,4 @@ func Verify(secret string, body []byte, h http.Header) error {
 		return err
 	}
 	return wh.Verify(body, h)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

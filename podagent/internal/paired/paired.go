@@ -37,6 +37,7 @@ import (
 
 	"github.com/svc-dev/svc/podagent/internal/config"
 	"github.com/svc-dev/svc/shared/logging"
+	"github.com/svc-dev/svc/shared/pause"
 	"github.com/svc-dev/svc/shared/syncmode"
 )
 
@@ -239,11 +240,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 		}
 		d := wait/2 + rand.N(wait/2+1) // jitter
 		l.Client.log().Warn("tunnel dial failed; retrying", zap.Duration("in", d), zap.Error(err))
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-l.ctx.Done():
-			t.Stop()
+		if pause.For(l.ctx, d) != nil {
 			return nil, net.ErrClosed
 		}
 		wait = min(wait*2, maxB)
@@ -363,10 +360,8 @@ func sessionWithRetry(ctx context.Context, c *Client, limit time.Duration) (Sess
 			return s, err
 		}
 		c.log().Warn("pairing session failed; retrying", zap.Duration("in", wait), zap.Error(err))
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return Session{}, ctx.Err()
+		if err := pause.For(ctx, wait); err != nil {
+			return Session{}, err
 		}
 		wait = min(wait*2, 5*time.Second)
 	}
