@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/svc-dev/svc/shared/settings"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -90,9 +91,7 @@ func doJSON[T any](ctx context.Context, c *Client, timeout time.Duration, op, me
 
 // do is one call; a zero timeout is the client's.
 func (c *Client) do(ctx context.Context, timeout time.Duration, op, method, path string, in, out any) error {
-	if timeout <= 0 {
-		timeout = c.Timeout
-	}
+	timeout = settings.PositiveOr(timeout, c.Timeout)
 	if c.BaseURL == "" {
 		return fmt.Errorf("%s: SVC_API_URL is not set", op)
 	}
@@ -107,9 +106,7 @@ func call(ctx context.Context, hc *http.Client, timeout time.Duration, op, metho
 
 // callWith is call with extra request headers (the channel secret).
 func callWith(ctx context.Context, hc *http.Client, timeout time.Duration, op, method, u, token string, header http.Header, in, out any) error {
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
+	timeout = settings.PositiveOr(timeout, DefaultTimeout)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var body io.Reader

@@ -30,6 +30,7 @@ import (
 
 	"github.com/svc-dev/svc/podagent/internal/testhook"
 	"github.com/svc-dev/svc/shared/pause"
+	"github.com/svc-dev/svc/shared/settings"
 )
 
 // Standard Webhooks headers.
@@ -83,18 +84,10 @@ type Deliverer struct {
 
 // New returns a deliverer.
 func New(o Options) *Deliverer {
-	if o.Attempts <= 0 {
-		o.Attempts = DefaultAttempts
-	}
-	if o.RetryBase <= 0 {
-		o.RetryBase = DefaultRetryBase
-	}
-	if o.RetryMax <= 0 {
-		o.RetryMax = DefaultRetryMax
-	}
-	if o.AttemptTimeout <= 0 {
-		o.AttemptTimeout = DefaultAttemptTimeout
-	}
+	o.Attempts = settings.PositiveOr(o.Attempts, DefaultAttempts)
+	o.RetryBase = settings.PositiveOr(o.RetryBase, DefaultRetryBase)
+	o.RetryMax = settings.PositiveOr(o.RetryMax, DefaultRetryMax)
+	o.AttemptTimeout = settings.PositiveOr(o.AttemptTimeout, DefaultAttemptTimeout)
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}

@@ -38,6 +38,7 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/config"
 	"github.com/svc-dev/svc/shared/logging"
 	"github.com/svc-dev/svc/shared/pause"
+	"github.com/svc-dev/svc/shared/settings"
 	"github.com/svc-dev/svc/shared/syncmode"
 )
 
@@ -215,12 +216,8 @@ func (l *Listener) Accept() (net.Conn, error) {
 		}
 	}
 	minB, maxB := l.MinBackoff, l.MaxBackoff
-	if minB <= 0 {
-		minB = 250 * time.Millisecond
-	}
-	if maxB <= 0 {
-		maxB = 30 * time.Second
-	}
+	minB = settings.PositiveOr(minB, 250*time.Millisecond)
+	maxB = settings.PositiveOr(maxB, 30*time.Second)
 	wait := minB
 	for {
 		conn, err := l.Client.Dial(l.ctx)

@@ -13,6 +13,7 @@ import (
 	"github.com/klauspost/readahead"
 
 	"github.com/svc-dev/svc/shared/archive"
+	"github.com/svc-dev/svc/shared/settings"
 )
 
 // Read-ahead between the stages of ExtractTarGz, and its writers.
@@ -117,12 +118,8 @@ func extractTarParallel(r io.Reader, dst string, opts archive.ExtractOptions, n 
 	}
 	n = max(n, 1)
 	maxEntries, maxTotal := opts.MaxEntries, opts.MaxTotalBytes
-	if maxEntries <= 0 {
-		maxEntries = archive.DefaultMaxEntries
-	}
-	if maxTotal <= 0 {
-		maxTotal = archive.DefaultMaxTotalBytes
-	}
+	maxEntries = settings.PositiveOr(maxEntries, archive.DefaultMaxEntries)
+	maxTotal = settings.PositiveOr(maxTotal, archive.DefaultMaxTotalBytes)
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return archive.Stats{}, err
 	}
