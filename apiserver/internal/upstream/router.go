@@ -20,6 +20,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
 	"github.com/svc-dev/svc/apiserver/internal/tracing"
 	"github.com/svc-dev/svc/shared/pause"
+	"github.com/svc-dev/svc/shared/settings"
 )
 
 // RouterOptions tune fallbacks, retries, cooldowns and key pools
@@ -50,24 +51,12 @@ type RouterOptions struct {
 }
 
 func (o *RouterOptions) defaults() {
-	if o.MaxAttempts <= 0 {
-		o.MaxAttempts = 3
-	}
-	if o.BreakerFailures <= 0 {
-		o.BreakerFailures = 5
-	}
-	if o.BreakerCooldown <= 0 {
-		o.BreakerCooldown = 30 * time.Second
-	}
-	if o.KeyCooldown <= 0 {
-		o.KeyCooldown = 60 * time.Second
-	}
-	if o.BackoffBase <= 0 {
-		o.BackoffBase = 100 * time.Millisecond
-	}
-	if o.BackoffMax <= 0 {
-		o.BackoffMax = 2 * time.Second
-	}
+	o.MaxAttempts = settings.PositiveOr(o.MaxAttempts, 3)
+	o.BreakerFailures = settings.PositiveOr(o.BreakerFailures, 5)
+	o.BreakerCooldown = settings.PositiveOr(o.BreakerCooldown, 30*time.Second)
+	o.KeyCooldown = settings.PositiveOr(o.KeyCooldown, 60*time.Second)
+	o.BackoffBase = settings.PositiveOr(o.BackoffBase, 100*time.Millisecond)
+	o.BackoffMax = settings.PositiveOr(o.BackoffMax, 2*time.Second)
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
