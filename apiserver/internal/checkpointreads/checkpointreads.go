@@ -32,6 +32,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/shared/objstore"
+	"github.com/svc-dev/svc/shared/settings"
 )
 
 // Defaults.
@@ -71,9 +72,7 @@ func (a *API) defaults() {
 	if a.Now == nil {
 		a.Now = time.Now
 	}
-	if a.MaxDiffBytes <= 0 {
-		a.MaxDiffBytes = DefaultMaxDiffBytes
-	}
+	a.MaxDiffBytes = settings.PositiveOr(a.MaxDiffBytes, DefaultMaxDiffBytes)
 }
 
 // acquire refreshes and opens the project's copy, setting the hydrate

@@ -35,6 +35,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/console/login"
 	"github.com/svc-dev/svc/apiserver/internal/runtime"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/settings"
 )
 
 //go:embed templates/*.tmpl
@@ -95,9 +96,7 @@ func New(o Options) (*Console, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.IdleTimeout <= 0 {
-		o.IdleTimeout = DefaultIdleTimeout
-	}
+	o.IdleTimeout = settings.PositiveOr(o.IdleTimeout, DefaultIdleTimeout)
 	if o.AbsoluteTimeout <= 0 {
 		o.AbsoluteTimeout = DefaultAbsoluteTimeout
 	}

@@ -51,6 +51,7 @@ import (
 	"github.com/svc-dev/svc/shared/gitrun"
 	"github.com/svc-dev/svc/shared/objstore"
 	"github.com/svc-dev/svc/shared/runtimetoken"
+	"github.com/svc-dev/svc/shared/settings"
 	"github.com/svc-dev/svc/shared/syncmode"
 	"github.com/svc-dev/svc/shared/wire"
 )
@@ -99,15 +100,11 @@ func (s *Server) WithDefaults() *Server {
 	if s.Recorder == nil {
 		s.Recorder = s.Store
 	}
-	if s.Timeout <= 0 {
-		s.Timeout = DefaultTimeout
-	}
+	s.Timeout = settings.PositiveOr(s.Timeout, DefaultTimeout)
 	if s.MaxUploadBody <= 0 {
 		s.MaxUploadBody = DefaultMaxUploadBody
 	}
-	if s.MaxReceiveBytes <= 0 {
-		s.MaxReceiveBytes = DefaultMaxReceiveBytes
-	}
+	s.MaxReceiveBytes = settings.PositiveOr(s.MaxReceiveBytes, DefaultMaxReceiveBytes)
 	return s
 }
 

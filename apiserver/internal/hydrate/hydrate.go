@@ -47,6 +47,7 @@ import (
 	"github.com/svc-dev/svc/shared/gitrun"
 	"github.com/svc-dev/svc/shared/objstore"
 	"github.com/svc-dev/svc/shared/repoarchive"
+	"github.com/svc-dev/svc/shared/settings"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -163,9 +164,7 @@ func New(opts Options) (*Manager, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if opts.RefreshTimeout <= 0 {
-		opts.RefreshTimeout = DefaultRefreshTimeout
-	}
+	opts.RefreshTimeout = settings.PositiveOr(opts.RefreshTimeout, DefaultRefreshTimeout)
 	if opts.Limits.MaxTotalBytes <= 0 {
 		opts.Limits.MaxTotalBytes = DefaultMaxTotalBytes
 	}

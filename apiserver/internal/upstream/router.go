@@ -19,6 +19,8 @@ import (
 
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
 	"github.com/svc-dev/svc/apiserver/internal/tracing"
+	"github.com/svc-dev/svc/shared/pause"
+	"github.com/svc-dev/svc/shared/settings"
 )
 
 // RouterOptions tune fallbacks, retries, cooldowns and key pools
@@ -49,24 +51,12 @@ type RouterOptions struct {
 }
 
 func (o *RouterOptions) defaults() {
-	if o.MaxAttempts <= 0 {
-		o.MaxAttempts = 3
-	}
-	if o.BreakerFailures <= 0 {
-		o.BreakerFailures = 5
-	}
-	if o.BreakerCooldown <= 0 {
-		o.BreakerCooldown = 30 * time.Second
-	}
-	if o.KeyCooldown <= 0 {
-		o.KeyCooldown = 60 * time.Second
-	}
-	if o.BackoffBase <= 0 {
-		o.BackoffBase = 100 * time.Millisecond
-	}
-	if o.BackoffMax <= 0 {
-		o.BackoffMax = 2 * time.Second
-	}
+	o.MaxAttempts = settings.PositiveOr(o.MaxAttempts, 3)
+	o.BreakerFailures = settings.PositiveOr(o.BreakerFailures, 5)
+	o.BreakerCooldown = settings.PositiveOr(o.BreakerCooldown, 30*time.Second)
+	o.KeyCooldown = settings.PositiveOr(o.KeyCooldown, 60*time.Second)
+	o.BackoffBase = settings.PositiveOr(o.BackoffBase, 100*time.Millisecond)
+	o.BackoffMax = settings.PositiveOr(o.BackoffMax, 2*time.Second)
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
@@ -102,7 +92,7 @@ type deployment struct {
 func NewRouter(c *Client, cat *catalog.Catalog, o RouterOptions) *Router {
 	o.defaults()
 	r := &Router{c: c, o: o, deps: map[string]*deployment{}, byModel: map[string][]*deployment{}, m: newRouterMetrics(o.Registerer),
-		now: time.Now, sleep: sleepCtx}
+		now: time.Now, sleep: pause.For}
 	if cat == nil {
 		return r // no models: every Send fails with ErrNoDeployment
 	}
@@ -454,18 +444,4 @@ func retryAfter(v string, now time.Time) time.Duration {
 		return t.Sub(now)
 	}
 	return 0
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -45,6 +45,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/runtime"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/shared/runtimetoken"
+	"github.com/svc-dev/svc/shared/settings"
 	"github.com/svc-dev/svc/shared/syncmode"
 )
 
@@ -124,18 +125,12 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 	if len(o.RuntimeSecret) == 0 {
 		return nil, errors.New("kubernetes runtime: SVC_RUNTIME_AUTH_SECRET is not set: no runtime token can be minted")
 	}
-	if o.StartTimeout <= 0 {
-		o.StartTimeout = DefaultStartTimeout
-	}
+	o.StartTimeout = settings.PositiveOr(o.StartTimeout, DefaultStartTimeout)
 	if o.IdleTimeout == 0 {
 		o.IdleTimeout = DefaultIdleTimeout
 	}
-	if o.ReapInterval <= 0 {
-		o.ReapInterval = min(max(o.IdleTimeout/4, time.Second), time.Minute)
-	}
-	if o.RetryAfter <= 0 {
-		o.RetryAfter = DefaultRetryAfter
-	}
+	o.ReapInterval = settings.PositiveOr(o.ReapInterval, min(max(o.IdleTimeout/4, time.Second), time.Minute))
+	o.RetryAfter = settings.PositiveOr(o.RetryAfter, DefaultRetryAfter)
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/localproc"
 	"github.com/svc-dev/svc/shared/runtimetoken"
+	"github.com/svc-dev/svc/shared/settings"
 	"github.com/svc-dev/svc/shared/syncmode"
 )
 
@@ -103,15 +104,9 @@ func (p *proc) alive() bool {
 
 // New returns a driver; nothing starts until the first Ensure.
 func New(o Options) *Driver {
-	if o.StartTimeout <= 0 {
-		o.StartTimeout = DefaultStartTimeout
-	}
-	if o.StopGrace <= 0 {
-		o.StopGrace = DefaultStopGrace
-	}
-	if o.RetryAfter <= 0 {
-		o.RetryAfter = DefaultRetryAfter
-	}
+	o.StartTimeout = settings.PositiveOr(o.StartTimeout, DefaultStartTimeout)
+	o.StopGrace = settings.PositiveOr(o.StopGrace, DefaultStopGrace)
+	o.RetryAfter = settings.PositiveOr(o.RetryAfter, DefaultRetryAfter)
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}

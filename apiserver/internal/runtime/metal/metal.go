@@ -20,6 +20,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/runtimetoken"
+	"github.com/svc-dev/svc/shared/settings"
 	"github.com/svc-dev/svc/shared/syncmode"
 	"github.com/svc-dev/svc/shared/wire"
 )
@@ -58,12 +59,8 @@ func New(o Options) (*Driver, error) {
 	if _, err := url.Parse(o.HostURL); err != nil {
 		return nil, fmt.Errorf("SVC_METAL_HOST_URL: %w", err)
 	}
-	if o.StartTimeout <= 0 {
-		o.StartTimeout = 2 * time.Minute
-	}
-	if o.RetryAfter <= 0 {
-		o.RetryAfter = 5 * time.Second
-	}
+	o.StartTimeout = settings.PositiveOr(o.StartTimeout, 2*time.Minute)
+	o.RetryAfter = settings.PositiveOr(o.RetryAfter, 5*time.Second)
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
