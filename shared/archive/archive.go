@@ -293,6 +293,7 @@ func ExtractTar(r io.Reader, dst string, opts ExtractOptions) (Stats, error) {
 	defer root.Close()
 	strip := strings.Trim(opts.StripPrefix, "/")
 	x := &extractor{root: root, dirs: map[string]bool{".": true}}
+	defer x.forget()
 
 	tr := tar.NewReader(r)
 	for {
@@ -339,7 +340,10 @@ func ExtractTar(r io.Reader, dst string, opts ExtractOptions) (Stats, error) {
 			if err != nil {
 				return st, fmt.Errorf("archive: %s: %w", hdr.Name, err)
 			}
-			n, err := io.Copy(f, io.LimitReader(tr, hdr.Size))
+			if x.buf == nil {
+				x.buf = make([]byte, 64<<10)
+			}
+			n, err := io.CopyBuffer(f, io.LimitReader(tr, hdr.Size), x.buf)
 			st.Bytes += n
 			if cerr := f.Close(); err == nil {
 				err = cerr
@@ -500,15 +504,24 @@ func resolvesInside(dst, name string) error {
 	return nil
 }
 
-// prepareParent creates the parent directories of name and removes an
-// existing symlink or file at name itself, so a write never follows a link
-// left there by an earlier entry or an earlier extraction.
 // extractor writes entries below root, remembering the directories it made
-// so a tree of many small files costs few system calls per file.
+// and holding the last few open, so a tree of many small files costs few
+// system calls per file: on Unix a file is created with one openat relative
+// to its directory (instead of one per path component) and written straight
+// to its descriptor (create_unix.go).
 type extractor struct {
 	root *os.Root
 	dirs map[string]bool
+	// open holds up to maxOpenDirs directories (opened through root, so
+	// inside the target), in order of first use.
+	open  map[string]*os.File
+	order []string
+	buf   []byte // copy buffer, reused for every file
 }
+
+// maxOpenDirs bounds the directories held open: archives are written in
+// directory order, so a few cover the entries still to come in each.
+const maxOpenDirs = 8
 
 func (x *extractor) mkdirAll(dir string) error {
 	if x.dirs[dir] {
@@ -521,14 +534,47 @@ func (x *extractor) mkdirAll(dir string) error {
 	return nil
 }
 
-// create opens a new regular file. In a fresh target (the usual case) one
-// exclusive create is enough; an existing entry in the way is replaced, a
-// directory in the way is an error.
-func (x *extractor) create(name string, mode fs.FileMode) (*os.File, error) {
-	if err := x.mkdirAll(path.Dir(name)); err != nil {
+// dir returns directory dir of the target (made if missing), held open.
+func (x *extractor) dir(dir string) (*os.File, error) {
+	if d, ok := x.open[dir]; ok {
+		return d, nil
+	}
+	if err := x.mkdirAll(dir); err != nil {
 		return nil, err
 	}
-	f, err := x.root.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, mode)
+	d, err := x.root.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	if x.open == nil {
+		x.open = map[string]*os.File{}
+	}
+	if len(x.order) == maxOpenDirs {
+		x.open[x.order[0]].Close()
+		delete(x.open, x.order[0])
+		x.order = x.order[1:]
+	}
+	x.open[dir] = d
+	x.order = append(x.order, dir)
+	return d, nil
+}
+
+// forget closes the directories held open. It runs whenever an entry is
+// removed to make way for another, so a held directory never stands for a
+// path that now resolves elsewhere.
+func (x *extractor) forget() {
+	for _, d := range x.open {
+		d.Close()
+	}
+	x.open, x.order = nil, nil
+}
+
+// create opens a new regular file. In a fresh target (the usual case) one
+// exclusive create is enough (O_EXCL never follows a symlink at the name);
+// an existing entry in the way is replaced, a directory in the way is an
+// error.
+func (x *extractor) create(name string, mode fs.FileMode) (io.WriteCloser, error) {
+	f, err := x.createNew(name, mode)
 	if err == nil || !errors.Is(err, fs.ErrExist) {
 		return f, err
 	}
@@ -539,13 +585,15 @@ func (x *extractor) create(name string, mode fs.FileMode) (*os.File, error) {
 }
 
 // prepareParent makes name's directory and removes a non-directory entry
-// already at name.
+// already at name, so a write never follows a link left there by an earlier
+// entry or an earlier extraction.
 func (x *extractor) prepareParent(name string) error {
 	if err := x.mkdirAll(path.Dir(name)); err != nil {
 		return err
 	}
 	fi, err := x.root.Lstat(name)
 	if err == nil && !fi.IsDir() {
+		x.forget()
 		return x.root.Remove(name)
 	}
 	if err == nil && fi.IsDir() {

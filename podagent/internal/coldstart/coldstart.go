@@ -97,6 +97,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		res.Phases[name] += now.Sub(mark)
 		mark = now
 	}
+	defer widenProcs()()
 	o.Durable.Cleanup()
 	if o.Mode == syncmode.S3 || o.Mode == syncmode.DualShadow {
 		err := runS3Modes(ctx, o, &res, log)

@@ -137,7 +137,14 @@ func buildReferenceWorkspace(b *testing.B, ws string, scale float64) {
 // deps layer). It returns the project id.
 func referenceObjects(b *testing.B, store objstore.Store, project string, repackLoose int) {
 	b.Helper()
-	ws, err := os.MkdirTemp("", "svc-refws-")
+	referenceObjectsIn(b, store, project, repackLoose, "")
+}
+
+// referenceObjectsIn is referenceObjects with the scratch workspace in dir
+// ("" is the temp dir).
+func referenceObjectsIn(b *testing.B, store objstore.Store, project string, repackLoose int, dir string) {
+	b.Helper()
+	ws, err := os.MkdirTemp(dir, "svc-refws-")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -162,7 +169,7 @@ func referenceObjects(b *testing.B, store objstore.Store, project string, repack
 		b.Fatal(err)
 	}
 	// The floor untars the gzip form of the same layer.
-	f, err := os.CreateTemp("", "floor-deps-*.tar.gz")
+	f, err := os.CreateTemp(dir, "floor-deps-*.tar.gz")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -198,6 +205,23 @@ func workspaceRoots(b *testing.B) []struct{ name, dir string } {
 	return []struct{ name, dir string }{{"tmpfs", tmpfs}, {"disk", os.TempDir()}}
 }
 
+// Trees restored by the cold-start benchmark are removed only once every
+// run is over (unless SVC_BENCH_REMOVE_EACH=1): on ext4 without a journal
+// (this VM's disk) every inode creation first skips, one by one, the
+// inodes freed in the same block group during the last 60 s (300 s while
+// their inode-table block is dirty), so removing a 11,000-file tree right
+// before a run makes that run's file creation cost O(created × freed) in
+// kernel time. The timed runs would measure the previous run's rm -rf.
+func removeEach() bool { return os.Getenv("SVC_BENCH_REMOVE_EACH") == "1" }
+
+// sysTime is the kernel CPU time of this process and its children.
+func sysTime() time.Duration {
+	var self, children syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
+	return time.Duration(self.Stime.Nano() + children.Stime.Nano())
+}
+
 // BenchmarkColdStartReference: the cold start of the reference workspace,
 // pod against the floor, on tmpfs and on disk, in the same run.
 // pod: pod.Start into an empty directory until the tree is complete (.git,
@@ -208,22 +232,59 @@ func workspaceRoots(b *testing.B) []struct{ name, dir string } {
 func BenchmarkColdStartReference(b *testing.B) {
 	store := benchStore(b)
 	const project = "refbench"
-	referenceObjects(b, store, project, 0)
-	for _, root := range workspaceRoots(b) {
+	roots := workspaceRoots(b)
+	// The scratch workspace lives on tmpfs so that its removal frees no
+	// inodes on the disk being measured (see removeEach).
+	referenceObjectsIn(b, store, project, 0, roots[0].dir)
+	var trees []string
+	b.Cleanup(func() {
+		for _, t := range trees {
+			os.RemoveAll(t)
+		}
+	})
+	keep := func(dir string) {
+		if removeEach() {
+			os.RemoveAll(dir)
+			return
+		}
+		trees = append(trees, dir)
+	}
+	for _, root := range roots {
 		b.Run(root.name, func(b *testing.B) {
-			var pod, floor, podCPU, floorCPU time.Duration
+			var pod, floor, podCPU, floorCPU, podSys, floorSys time.Duration
 			for i := 0; i < b.N; i++ {
-				c0 := cpuTime()
-				d := coldStartOnce(b, store, project, root.dir)
-				c1 := cpuTime()
-				f := floorOnce(b, store, project, root.dir)
-				c2 := cpuTime()
+				// Alternate which one goes first, so a drift of the
+				// machine (or of the file system) weighs on both alike.
+				var d, f, dc, fc, ds, fs time.Duration
+				runPod := func() {
+					c0, s0 := cpuTime(), sysTime()
+					var dir string
+					d, dir = coldStartOnce(b, store, project, root.dir)
+					dc, ds = cpuTime()-c0, sysTime()-s0
+					keep(dir)
+				}
+				runFloor := func() {
+					c0, s0 := cpuTime(), sysTime()
+					var dir string
+					f, dir = floorOnce(b, store, project, root.dir)
+					fc, fs = cpuTime()-c0, sysTime()-s0
+					keep(dir)
+				}
+				if i%2 == 0 {
+					runPod()
+					runFloor()
+				} else {
+					runFloor()
+					runPod()
+				}
 				pod += d
 				floor += f
-				podCPU += c1 - c0
-				floorCPU += c2 - c1
-				b.Logf("%s: pod %v (cpu %v), floor %v (cpu %v)", root.name, d.Round(time.Millisecond), (c1 - c0).Round(time.Millisecond),
-					f.Round(time.Millisecond), (c2 - c1).Round(time.Millisecond))
+				podCPU += dc
+				floorCPU += fc
+				podSys += ds
+				floorSys += fs
+				b.Logf("%s: pod %v (cpu %v, sys %v), floor %v (cpu %v, sys %v)", root.name, d.Round(time.Millisecond),
+					dc.Round(time.Millisecond), ds.Round(time.Millisecond), f.Round(time.Millisecond), fc.Round(time.Millisecond), fs.Round(time.Millisecond))
 			}
 			b.ReportMetric(float64(pod.Milliseconds())/float64(b.N), "pod-ms")
 			b.ReportMetric(float64(floor.Milliseconds())/float64(b.N), "floor-ms")
@@ -232,17 +293,20 @@ func BenchmarkColdStartReference(b *testing.B) {
 			// MinIO): the figure least disturbed by a busy machine.
 			b.ReportMetric(float64(podCPU.Milliseconds())/float64(b.N), "pod-cpu-ms")
 			b.ReportMetric(float64(floorCPU.Milliseconds())/float64(b.N), "floor-cpu-ms")
+			b.ReportMetric(float64(podSys.Milliseconds())/float64(b.N), "pod-sys-ms")
+			b.ReportMetric(float64(floorSys.Milliseconds())/float64(b.N), "floor-sys-ms")
 		})
 	}
 }
 
-func coldStartOnce(b *testing.B, store objstore.Store, project, root string) time.Duration {
+// coldStartOnce returns the time and the restored tree (the caller
+// removes it).
+func coldStartOnce(b *testing.B, store objstore.Store, project, root string) (time.Duration, string) {
 	b.Helper()
 	dst, err := os.MkdirTemp(root, "svc-cold-")
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer os.RemoveAll(dst)
 	start := time.Now()
 	p, err := Start(context.Background(), Options{Config: testConfig(project, dst, ""), Store: store, Log: zap.NewNop()})
 	took := time.Since(start)
@@ -255,16 +319,17 @@ func coldStartOnce(b *testing.B, store objstore.Store, project, root string) tim
 		b.Fatalf("cold start = %+v", res)
 	}
 	b.Logf("pod phases: %v", res.Phases)
-	return took
+	return took, dst
 }
 
-func floorOnce(b *testing.B, store objstore.Store, project, root string) time.Duration {
+// floorOnce returns the time and the extracted tree (the caller removes
+// it).
+func floorOnce(b *testing.B, store objstore.Store, project, root string) (time.Duration, string) {
 	b.Helper()
 	dst, err := os.MkdirTemp(root, "svc-floor-")
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer os.RemoveAll(dst)
 	if err := os.MkdirAll(filepath.Join(dst, ".git"), 0o755); err != nil {
 		b.Fatal(err)
 	}
@@ -305,7 +370,7 @@ func floorOnce(b *testing.B, store objstore.Store, project, root string) time.Du
 	for err := range errs {
 		b.Fatal(err)
 	}
-	return took
+	return took, dst
 }
 
 // BenchmarkTurnReference: per-turn latency on the reference workspace, a

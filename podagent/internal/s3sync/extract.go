@@ -149,6 +149,7 @@ func extractTarParallel(r io.Reader, dst string, opts archive.ExtractOptions, n 
 	}
 	feedErr := func() error {
 		tr := tar.NewReader(r)
+		buf := make([]byte, 64<<10) // io.Copy would allocate one per entry
 		var entries int
 		var total int64
 		for {
@@ -189,7 +190,7 @@ func extractTarParallel(r io.Reader, dst string, opts archive.ExtractOptions, n 
 			if err := w.tw.WriteHeader(hdr); err != nil {
 				return err
 			}
-			if _, err := io.Copy(w.tw, tr); err != nil {
+			if _, err := io.CopyBuffer(w.tw, tr, buf); err != nil {
 				return err
 			}
 		}
