@@ -324,9 +324,19 @@ func (p *Persister) RestoreWith(ctx context.Context, limits archive.ExtractOptio
 		_ = os.RemoveAll(staging)
 		return false, err
 	}
+	// The extraction wrote without fsync; make .git durable before
+	// durable.json vouches for it, or a power loss could leave an adopted
+	// .git with empty packs (the ETag would match and nothing would check).
+	if err := atomicfile.SyncTree(staging); err != nil {
+		_ = os.RemoveAll(staging)
+		return false, fmt.Errorf("durable: sync restored .git: %w", err)
+	}
 	_ = os.RemoveAll(p.gitDir) // a .git without HEAD is a leftover, not a repo
 	if err := os.Rename(staging, p.gitDir); err != nil {
 		return false, err
+	}
+	if err := atomicfile.SyncDir(p.opts.Workspace); err != nil {
+		return false, fmt.Errorf("durable: sync workspace: %w", err)
 	}
 	p.mu.Lock()
 	p.etag = info.ETag
