@@ -29,6 +29,8 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/svc-dev/svc/shared/settings"
 )
 
 // Defaults of ExtractOptions (zero fields take these).
@@ -277,15 +279,9 @@ func ExtractTarGz(r io.Reader, dst string, opts ExtractOptions) (Stats, error) {
 // On error, entries extracted so far stay; callers extract into a staging
 // directory and move it into place on success.
 func ExtractTar(r io.Reader, dst string, opts ExtractOptions) (Stats, error) {
-	if opts.MaxEntryBytes <= 0 {
-		opts.MaxEntryBytes = DefaultMaxEntryBytes
-	}
-	if opts.MaxTotalBytes <= 0 {
-		opts.MaxTotalBytes = DefaultMaxTotalBytes
-	}
-	if opts.MaxEntries <= 0 {
-		opts.MaxEntries = DefaultMaxEntries
-	}
+	opts.MaxEntryBytes = settings.PositiveOr(opts.MaxEntryBytes, DefaultMaxEntryBytes)
+	opts.MaxTotalBytes = settings.PositiveOr(opts.MaxTotalBytes, DefaultMaxTotalBytes)
+	opts.MaxEntries = settings.PositiveOr(opts.MaxEntries, DefaultMaxEntries)
 	var st Stats
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return st, err

@@ -9,6 +9,8 @@ import (
 	"runtime"
 
 	"github.com/klauspost/compress/gzip"
+
+	"github.com/svc-dev/svc/shared/settings"
 )
 
 // Multi-member gzip (the BGZF idea): a .tar.gz written as a series of gzip
@@ -114,9 +116,7 @@ func memberSize(h []byte) (int, bool) {
 // goroutines (0: GOMAXPROCS), its members delivered in order; any other gzip
 // stream is read as usual. Close releases the workers.
 func NewGzipReader(r io.Reader, workers int) (io.ReadCloser, error) {
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
+	workers = settings.PositiveOr(workers, runtime.GOMAXPROCS(0))
 	head := make([]byte, 24)
 	n, err := io.ReadFull(r, head)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {

@@ -26,6 +26,8 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/svc-dev/svc/shared/settings"
 )
 
 // Arg is a trusted argument: an option or sub-command written in our own
@@ -179,12 +181,8 @@ func (c *Cmd) Run(ctx context.Context) error {
 		return &Error{Args: c.Args(), Dir: c.dir, ExitCode: -1, Err: c.err}
 	}
 	timeout := c.timeout
-	if timeout <= 0 {
-		timeout = c.r.Timeout
-	}
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
+	timeout = settings.PositiveOr(timeout, c.r.Timeout)
+	timeout = settings.PositiveOr(timeout, DefaultTimeout)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/svc-dev/svc/shared/settings"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -60,40 +61,37 @@ func (c *Client) LFSURL() string { return c.URL(PathLFS) }
 
 // RecordCheckpoint posts one checkpoint record (spec 4.3).
 func (c *Client) RecordCheckpoint(ctx context.Context, rec wire.CheckpointRecord) (wire.CheckpointRecordResponse, error) {
-	var out wire.CheckpointRecordResponse
-	err := c.do(ctx, c.Timeout, "checkpoint record", http.MethodPost, PathCheckpointRecord, rec, &out)
-	return out, err
+	return doJSON[wire.CheckpointRecordResponse](ctx, c, c.Timeout, "checkpoint record", http.MethodPost, PathCheckpointRecord, rec)
 }
 
 // ChannelConfig fetches the project's webhook channel configuration;
 // timeout bounds the call (zero: the client's).
 func (c *Client) ChannelConfig(ctx context.Context, timeout time.Duration) (wire.ChannelConfig, error) {
-	var out wire.ChannelConfig
-	err := c.do(ctx, timeout, "channel config", http.MethodGet, PathChannel, nil, &out)
-	return out, err
+	return doJSON[wire.ChannelConfig](ctx, c, timeout, "channel config", http.MethodGet, PathChannel, nil)
 }
 
 // PutOutbox hands one message to the API's durable outbox.
 func (c *Client) PutOutbox(ctx context.Context, m wire.OutboxPut) (wire.OutboxPutResponse, error) {
-	var out wire.OutboxPutResponse
-	err := c.do(ctx, c.Timeout, "outbox put", http.MethodPost, PathOutbox, m, &out)
-	return out, err
+	return doJSON[wire.OutboxPutResponse](ctx, c, c.Timeout, "outbox put", http.MethodPost, PathOutbox, m)
 }
 
 // OutboxPending counts the messages of the project's channel the API's
 // durable outbox holds for a poll; timeout bounds the call (zero: the
 // client's).
 func (c *Client) OutboxPending(ctx context.Context, timeout time.Duration) (wire.OutboxPending, error) {
-	var out wire.OutboxPending
-	err := c.do(ctx, timeout, "outbox pending", http.MethodGet, PathOutboxPending, nil, &out)
+	return doJSON[wire.OutboxPending](ctx, c, timeout, "outbox pending", http.MethodGet, PathOutboxPending, nil)
+}
+
+// doJSON is one call whose 2xx answer is a T.
+func doJSON[T any](ctx context.Context, c *Client, timeout time.Duration, op, method, path string, in any) (T, error) {
+	var out T
+	err := c.do(ctx, timeout, op, method, path, in, &out)
 	return out, err
 }
 
 // do is one call; a zero timeout is the client's.
 func (c *Client) do(ctx context.Context, timeout time.Duration, op, method, path string, in, out any) error {
-	if timeout <= 0 {
-		timeout = c.Timeout
-	}
+	timeout = settings.PositiveOr(timeout, c.Timeout)
 	if c.BaseURL == "" {
 		return fmt.Errorf("%s: SVC_API_URL is not set", op)
 	}
@@ -108,9 +106,7 @@ func call(ctx context.Context, hc *http.Client, timeout time.Duration, op, metho
 
 // callWith is call with extra request headers (the channel secret).
 func callWith(ctx context.Context, hc *http.Client, timeout time.Duration, op, method, u, token string, header http.Header, in, out any) error {
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
+	timeout = settings.PositiveOr(timeout, DefaultTimeout)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var body io.Reader

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/svc-dev/svc/shared/settings"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -50,9 +51,7 @@ func (p *PodClient) Ready(ctx context.Context) error {
 		return err
 	}
 	timeout := p.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
+	timeout = settings.PositiveOr(timeout, DefaultTimeout)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url(PodReadyz), nil)

@@ -94,6 +94,15 @@ func Bool[C any](p func(*C) *bool) func(*C, string) error {
 // Integer is the integer types a setting can have.
 type Integer interface{ ~int | ~int64 }
 
+// PositiveOr returns v, or def when v is zero or negative: the default of an
+// optional count, size or duration of an options struct.
+func PositiveOr[N Integer](v, def N) N {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
 // Int parses a decimal integer.
 func Int[C any, N Integer](p func(*C) *N) func(*C, string) error {
 	return func(c *C, v string) error {

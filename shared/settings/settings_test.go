@@ -101,3 +101,21 @@ func TestUsage(t *testing.T) {
 		t.Errorf("n usage %q", u)
 	}
 }
+
+// PositiveOr keeps a positive value and replaces zero and negatives by the
+// default.
+func TestPositiveOr(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ v, def, want time.Duration }{
+		{time.Second, time.Minute, time.Second},
+		{0, time.Minute, time.Minute},
+		{-time.Second, time.Minute, time.Minute},
+	} {
+		if got := settings.PositiveOr(tc.v, tc.def); got != tc.want {
+			t.Errorf("PositiveOr(%v, %v) = %v, want %v", tc.v, tc.def, got, tc.want)
+		}
+	}
+	if got := settings.PositiveOr(0, 3); got != 3 {
+		t.Errorf("PositiveOr(0, 3) = %d", got)
+	}
+}

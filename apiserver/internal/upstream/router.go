@@ -19,6 +19,7 @@ import (
 
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
 	"github.com/svc-dev/svc/apiserver/internal/tracing"
+	"github.com/svc-dev/svc/shared/pause"
 )
 
 // RouterOptions tune fallbacks, retries, cooldowns and key pools
@@ -102,7 +103,7 @@ type deployment struct {
 func NewRouter(c *Client, cat *catalog.Catalog, o RouterOptions) *Router {
 	o.defaults()
 	r := &Router{c: c, o: o, deps: map[string]*deployment{}, byModel: map[string][]*deployment{}, m: newRouterMetrics(o.Registerer),
-		now: time.Now, sleep: sleepCtx}
+		now: time.Now, sleep: pause.For}
 	if cat == nil {
 		return r // no models: every Send fails with ErrNoDeployment
 	}
@@ -454,18 +455,4 @@ func retryAfter(v string, now time.Time) time.Duration {
 		return t.Sub(now)
 	}
 	return 0
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -17,13 +16,8 @@ import (
 // timeout — and the turn stays committed locally for a later persist.
 func TestFlushBoundedByCallersTimeout(t *testing.T) {
 	t.Parallel()
-	e, proxy := newEnvBehindFaultProxy(t)
-	p := e.start()
+	e, proxy, p := startPersistedBehindFaultProxy(t)
 	pc := &internalapi.PodClient{BaseURL: "http://" + p.addr, Token: token, Timeout: 3 * time.Second}
-	e.write("a.txt", "a\n")
-	if _, err := pc.GitFlush(context.Background(), wire.GitFlushRequest{}); err != nil {
-		t.Fatalf("flush with storage up: %v", err)
-	}
 
 	proxy.SetHang(true)
 	e.write("b.txt", "b\n")
@@ -32,10 +26,7 @@ func TestFlushBoundedByCallersTimeout(t *testing.T) {
 	if !ok || se.Status != 503 || (se.Body.Error.Code != "not_persisted" && se.Body.Error.Code != "flush_timeout") {
 		t.Fatalf("flush while storage hangs: %v; want a 503 answer within the caller's 3 s timeout", err)
 	}
-	out, gerr := exec.Command("git", "-C", e.ws, "show", "HEAD:b.txt").Output()
-	if gerr != nil || string(out) != "b\n" {
-		t.Fatalf("the change was not committed locally: %q %v", out, gerr)
-	}
+	e.requireCommitted("b.txt", "b\n")
 
 	proxy.SetHang(false)
 	pc.Timeout = 30 * time.Second

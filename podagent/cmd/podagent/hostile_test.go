@@ -90,10 +90,7 @@ func TestRestoredGitConfigRunsNothing(t *testing.T) {
 	if code, body := p.flush(t, `{}`); code != 200 {
 		t.Fatalf("flush: %d %s\n%s", code, body, e.logs())
 	}
-	out, err := exec.Command("git", "-C", e.ws, "show", "HEAD:more.txt").Output()
-	if err != nil || string(out) != "more\n" {
-		t.Fatalf("committed content %q %v", out, err)
-	}
+	e.requireCommitted("more.txt", "more\n")
 	ran, _ := os.ReadDir(markers)
 	if len(ran) > 0 {
 		var names []string

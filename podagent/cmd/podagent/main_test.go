@@ -129,6 +129,19 @@ func newEnvBehindFaultProxy(t *testing.T) (*env, *testenv.FaultProxy) {
 	return e, proxy
 }
 
+// startPersistedBehindFaultProxy starts a pod behind a fault proxy and
+// persists a first flush (a.txt) while storage is up.
+func startPersistedBehindFaultProxy(t *testing.T) (*env, *testenv.FaultProxy, *proc) {
+	t.Helper()
+	e, proxy := newEnvBehindFaultProxy(t)
+	p := e.start()
+	e.write("a.txt", "a\n")
+	if code, body := p.flush(t, `{}`); code != 200 {
+		t.Fatalf("flush with storage up: %d %s", code, body)
+	}
+	return e, proxy, p
+}
+
 func (e *env) useS3(s3 testenv.S3Env, endpoint string) {
 	e.vars = append(e.vars, "SVC_STORAGE=s3", "SVC_S3_ENDPOINT="+endpoint, "SVC_S3_BUCKET="+s3.Bucket,
 		"SVC_S3_ACCESS_KEY="+s3.AccessKey, "SVC_S3_SECRET_KEY="+s3.SecretKey)
@@ -252,9 +265,19 @@ func (e *env) write(name, body string) {
 	}
 }
 
-// durableHead extracts the durable object into a temp dir and returns the
-// sha of main and the whole rev-list (fsck must pass).
-func (e *env) durableHead() (string, string) {
+// requireCommitted fails the test unless the work tree's HEAD holds name
+// with body.
+func (e *env) requireCommitted(name, body string) {
+	e.t.Helper()
+	out, err := exec.Command("git", "-C", e.ws, "show", "HEAD:"+name).Output()
+	if err != nil || string(out) != body {
+		e.t.Fatalf("%s was not committed locally: %q %v", name, out, err)
+	}
+}
+
+// durableGitDir extracts the durable object (the project's .git) into a temp
+// dir and returns it.
+func (e *env) durableGitDir() string {
 	e.t.Helper()
 	rc, _, err := e.store.Get(context.Background(), objstore.RepoKey("p1"))
 	if err != nil {
@@ -265,6 +288,14 @@ func (e *env) durableHead() (string, string) {
 	if _, err := archive.ExtractTarGz(rc, dir, archive.ExtractOptions{}); err != nil {
 		e.t.Fatalf("durable object is not a complete archive: %v", err)
 	}
+	return dir
+}
+
+// durableHead extracts the durable object into a temp dir and returns the
+// sha of main and the whole rev-list (fsck must pass).
+func (e *env) durableHead() (string, string) {
+	e.t.Helper()
+	dir := e.durableGitDir()
 	gitc := func(args ...string) string {
 		cmd := exec.Command("git", append([]string{"--git-dir", dir}, args...)...)
 		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null")
@@ -398,10 +429,7 @@ func TestAgentRoutesRequireRuntimeToken(t *testing.T) {
 	if code != 200 || r.Tag != "publish/my-site/1700000000" || len(r.SHA) != 40 {
 		t.Fatalf("publish: %d %s", code, body)
 	}
-	rc, _, _ := e.store.Get(context.Background(), objstore.RepoKey("p1"))
-	dir := t.TempDir()
-	archive.ExtractTarGz(rc, dir, archive.ExtractOptions{})
-	rc.Close()
+	dir := e.durableGitDir()
 	out, err := exec.Command("git", "--git-dir", dir, "cat-file", "-t", "refs/tags/publish/my-site/1700000000").CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "tag" {
 		t.Fatalf("durable object lacks the annotated tag: %s %v", out, err)

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/podagent/internal/agentloop/fakegateway"
-	"github.com/svc-dev/svc/shared/archive"
-	"github.com/svc-dev/svc/shared/objstore"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -68,16 +66,7 @@ func TestShutdownFitsGraceWithSlowSyncRequest(t *testing.T) {
 	close(gate)
 	<-answered
 
-	rc, _, err := e.store.Get(context.Background(), objstore.RepoKey("p1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	_, err = archive.ExtractTarGz(rc, dir, archive.ExtractOptions{})
-	rc.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := e.durableGitDir()
 	out, err := exec.Command("git", "--git-dir", dir, "show", "HEAD:late.txt").CombinedOutput()
 	if err != nil || string(out) != "written before SIGTERM\n" {
 		t.Fatalf("the final git flush did not persist late.txt: %s %v\n%s", out, err, e.logs())

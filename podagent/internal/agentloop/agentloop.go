@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/shared/internalapi"
+	"github.com/svc-dev/svc/shared/settings"
 )
 
 // Defaults of Options.
@@ -125,15 +126,9 @@ func New(o Options) (*Agent, error) {
 	if o.Model == "" {
 		o.Model = DefaultModel
 	}
-	if o.MaxIterations <= 0 {
-		o.MaxIterations = DefaultMaxIterations
-	}
-	if o.CallTimeout <= 0 {
-		o.CallTimeout = DefaultCallTimeout
-	}
-	if o.CommitTimeout <= 0 {
-		o.CommitTimeout = DefaultCommitTimeout
-	}
+	o.MaxIterations = settings.PositiveOr(o.MaxIterations, DefaultMaxIterations)
+	o.CallTimeout = settings.PositiveOr(o.CallTimeout, DefaultCallTimeout)
+	o.CommitTimeout = settings.PositiveOr(o.CommitTimeout, DefaultCommitTimeout)
 	if o.SystemPrompt == "" {
 		o.SystemPrompt = DefaultSystemPrompt
 	}

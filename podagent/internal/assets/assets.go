@@ -89,6 +89,20 @@ func skipDir(rel string) bool {
 	return rel == ".git" || rel == "node_modules" || rel == ".git.restoring" || strings.HasPrefix(rel, ".deps-restoring-")
 }
 
+// rescanLocked scans the work tree and makes its large files the current
+// set.
+func (a *Assets) rescanLocked() (map[string]fs.FileInfo, error) {
+	files, err := a.scan()
+	if err != nil {
+		return nil, err
+	}
+	a.current = make(map[string]bool, len(files))
+	for rel := range files {
+		a.current[rel] = true
+	}
+	return files, nil
+}
+
 // scan lists the regular files over the threshold, slash-separated.
 func (a *Assets) scan() (map[string]fs.FileInfo, error) {
 	out := map[string]fs.FileInfo{}
@@ -136,14 +150,12 @@ func (a *Assets) IsOffloaded(rel string) bool {
 func (a *Assets) TrackLarge(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	files, err := a.scan()
+	files, err := a.rescanLocked()
 	if err != nil {
 		return err
 	}
-	a.current = map[string]bool{}
 	rels := make([]string, 0, len(files))
 	for rel := range files {
-		a.current[rel] = true
 		rels = append(rels, rel)
 	}
 	if err := a.writeExcludeLocked(); err != nil {
@@ -161,14 +173,12 @@ func (a *Assets) TrackLarge(ctx context.Context) error {
 func (a *Assets) Push(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	files, err := a.scan()
+	files, err := a.rescanLocked()
 	if err != nil {
 		return err
 	}
-	a.current = map[string]bool{}
 	var errs []error
 	for rel, fi := range files {
-		a.current[rel] = true
 		st, ok := a.state[rel]
 		if ok && st.Size == fi.Size() && st.ModTime == fi.ModTime().UnixNano() {
 			continue

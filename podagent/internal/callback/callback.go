@@ -29,6 +29,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/podagent/internal/testhook"
+	"github.com/svc-dev/svc/shared/pause"
+	"github.com/svc-dev/svc/shared/settings"
 )
 
 // Standard Webhooks headers.
@@ -82,18 +84,10 @@ type Deliverer struct {
 
 // New returns a deliverer.
 func New(o Options) *Deliverer {
-	if o.Attempts <= 0 {
-		o.Attempts = DefaultAttempts
-	}
-	if o.RetryBase <= 0 {
-		o.RetryBase = DefaultRetryBase
-	}
-	if o.RetryMax <= 0 {
-		o.RetryMax = DefaultRetryMax
-	}
-	if o.AttemptTimeout <= 0 {
-		o.AttemptTimeout = DefaultAttemptTimeout
-	}
+	o.Attempts = settings.PositiveOr(o.Attempts, DefaultAttempts)
+	o.RetryBase = settings.PositiveOr(o.RetryBase, DefaultRetryBase)
+	o.RetryMax = settings.PositiveOr(o.RetryMax, DefaultRetryMax)
+	o.AttemptTimeout = settings.PositiveOr(o.AttemptTimeout, DefaultAttemptTimeout)
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
@@ -101,7 +95,7 @@ func New(o Options) *Deliverer {
 		o.Now = time.Now
 	}
 	if o.Sleep == nil {
-		o.Sleep = sleep
+		o.Sleep = pause.For
 	}
 	g := o.Guard
 	if g == nil {
@@ -307,15 +301,4 @@ func Verify(secret string, body []byte, h http.Header) error {
 		return err
 	}
 	return wh.Verify(body, h)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

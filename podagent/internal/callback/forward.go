@@ -19,6 +19,8 @@ import (
 
 	"code.dny.dev/ssrf"
 	"go.uber.org/zap"
+
+	"github.com/svc-dev/svc/shared/settings"
 )
 
 // Headers between a guest's deliverer and the host's Forwarder.
@@ -99,9 +101,7 @@ func NewForwarder(g *ssrf.Guardian, timeout time.Duration, log *zap.Logger) *For
 	if g == nil {
 		g = NewGuard(nil)
 	}
-	if timeout <= 0 {
-		timeout = DefaultAttemptTimeout
-	}
+	timeout = settings.PositiveOr(timeout, DefaultAttemptTimeout)
 	if log == nil {
 		log = zap.NewNop()
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/shared/internalapi"
+	"github.com/svc-dev/svc/shared/settings"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -77,8 +78,6 @@ func (c *Client) Channel(ctx context.Context) (wire.ChannelConfig, error) {
 
 func (c *Client) fetch(ctx context.Context) (wire.ChannelConfig, error) {
 	timeout := c.Timeout
-	if timeout <= 0 {
-		timeout = 5 * time.Second
-	}
+	timeout = settings.PositiveOr(timeout, 5*time.Second)
 	return c.API.ChannelConfig(ctx, timeout)
 }

@@ -17,6 +17,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/svc-dev/svc/shared/settings"
 	"github.com/svc-dev/svc/shared/syncmode"
 )
 
@@ -61,9 +62,7 @@ type Machine struct {
 
 // New returns a healthy machine. threshold <= 0 means DefaultAfterFailures.
 func New(mode syncmode.Mode, threshold int, cb Callbacks, log *zap.Logger) *Machine {
-	if threshold <= 0 {
-		threshold = DefaultAfterFailures
-	}
+	threshold = settings.PositiveOr(threshold, DefaultAfterFailures)
 	if log == nil {
 		log = zap.NewNop()
 	}

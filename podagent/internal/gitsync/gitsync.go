@@ -28,6 +28,7 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/metrics"
 	"github.com/svc-dev/svc/podagent/internal/s3sync"
 	"github.com/svc-dev/svc/podagent/internal/testhook"
+	"github.com/svc-dev/svc/shared/settings"
 	"github.com/svc-dev/svc/shared/syncmode"
 	"github.com/svc-dev/svc/shared/wire"
 )
@@ -119,30 +120,18 @@ func New(o Options) *GitWorkspaceSync {
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
-	if o.PersistAttempts <= 0 {
-		o.PersistAttempts = 3
-	}
-	if o.PersistBackoff <= 0 {
-		o.PersistBackoff = 200 * time.Millisecond
-	}
-	if o.PersistTimeout <= 0 {
-		o.PersistTimeout = 60 * time.Second
-	}
-	if o.RetryMin <= 0 {
-		o.RetryMin = time.Second
-	}
-	if o.RetryMax <= 0 {
-		o.RetryMax = time.Minute
-	}
+	o.PersistAttempts = settings.PositiveOr(o.PersistAttempts, 3)
+	o.PersistBackoff = settings.PositiveOr(o.PersistBackoff, 200*time.Millisecond)
+	o.PersistTimeout = settings.PositiveOr(o.PersistTimeout, 60*time.Second)
+	o.RetryMin = settings.PositiveOr(o.RetryMin, time.Second)
+	o.RetryMax = settings.PositiveOr(o.RetryMax, time.Minute)
 	if o.Mode == "" {
 		o.Mode = syncmode.GitOnly
 	}
 	if o.RepackLooseObjects == 0 {
 		o.RepackLooseObjects = DefaultRepackLooseObjects
 	}
-	if o.RepackTimeout <= 0 {
-		o.RepackTimeout = time.Minute
-	}
+	o.RepackTimeout = settings.PositiveOr(o.RepackTimeout, time.Minute)
 	g := &GitWorkspaceSync{o: o, log: o.Log.Named("gitsync"), kick: make(chan struct{}, 1)}
 	g.bgCtx, g.bgCancel = context.WithCancel(context.Background())
 	if o.Recorder != nil && o.Metrics != nil {

@@ -46,6 +46,7 @@ import (
 
 	"github.com/svc-dev/svc/shared/gitrun"
 	"github.com/svc-dev/svc/shared/internalapi"
+	"github.com/svc-dev/svc/shared/settings"
 )
 
 // StateDir is the pod's own directory inside .git (never archived; it is
@@ -105,9 +106,7 @@ func New(o Options) *LFS {
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
-	if o.Timeout <= 0 {
-		o.Timeout = 10 * time.Minute
-	}
+	o.Timeout = settings.PositiveOr(o.Timeout, 10*time.Minute)
 	return &LFS{o: o, log: o.Log.Named("lfs")}
 }
 

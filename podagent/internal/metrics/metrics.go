@@ -19,6 +19,11 @@ type Metrics struct {
 	Fenced          prometheus.Gauge
 }
 
+// gauge is a svc_podagent_<name> gauge.
+func gauge(name, help string) prometheus.Gauge {
+	return prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "svc", Subsystem: "podagent", Name: name, Help: help})
+}
+
 // New registers the collectors (plus Go and process collectors).
 func New() *Metrics {
 	m := &Metrics{
@@ -32,18 +37,9 @@ func New() *Metrics {
 			Namespace: "svc", Subsystem: "podagent", Name: "persist_failures_total",
 			Help: "Failed durability steps (persist of .git).",
 		}),
-		Degraded: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "svc", Subsystem: "podagent", Name: "cloud_sync_degraded",
-			Help: "1 while the pod is in the degraded durability state (spec 3.2), else 0.",
-		}),
-		RecordsPending: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "svc", Subsystem: "podagent", Name: "checkpoint_records_pending",
-			Help: "Commits made but not yet recorded as checkpoint rows.",
-		}),
-		Fenced: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "svc", Subsystem: "podagent", Name: "durable_fenced",
-			Help: "1 once another writer was detected on this project's repo.git.tar.gz; the pod stopped writing it.",
-		}),
+		Degraded:       gauge("cloud_sync_degraded", "1 while the pod is in the degraded durability state (spec 3.2), else 0."),
+		RecordsPending: gauge("checkpoint_records_pending", "Commits made but not yet recorded as checkpoint rows."),
+		Fenced:         gauge("durable_fenced", "1 once another writer was detected on this project's repo.git.tar.gz; the pod stopped writing it."),
 	}
 	m.Registry.MustRegister(m.PersistDuration, m.PersistFailures, m.Degraded, m.RecordsPending, m.Fenced,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

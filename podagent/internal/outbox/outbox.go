@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/svc-dev/svc/shared/settings"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -44,9 +45,7 @@ type Outbox struct {
 
 // New returns an empty outbox; capacity <= 0 means DefaultCapacity.
 func New(capacity int) *Outbox {
-	if capacity <= 0 {
-		capacity = DefaultCapacity
-	}
+	capacity = settings.PositiveOr(capacity, DefaultCapacity)
 	return &Outbox{pending: map[string][]wire.OutboxMessage{}, wake: make(chan struct{}), capacity: capacity}
 }
 
@@ -84,9 +83,7 @@ func (o *Outbox) Requeue(channelID string, ms []wire.OutboxMessage) {
 // the channel. When none is pending it waits up to wait (capped at MaxWait)
 // for one, or until ctx ends; it then returns an empty, non-nil slice.
 func (o *Outbox) Take(ctx context.Context, channelID string, limit int, wait time.Duration) []wire.OutboxMessage {
-	if limit <= 0 {
-		limit = DefaultLimit
-	}
+	limit = settings.PositiveOr(limit, DefaultLimit)
 	limit = min(limit, MaxLimit)
 	wait = min(wait, MaxWait)
 	var timer <-chan time.Time

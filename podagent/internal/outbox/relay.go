@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/shared/atomicfile"
+	"github.com/svc-dev/svc/shared/settings"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -73,9 +74,7 @@ func OpenRelay(o RelayOptions) (*Relay, error) {
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
-	if o.RetryMin <= 0 {
-		o.RetryMin = DefaultRetryMin
-	}
+	o.RetryMin = settings.PositiveOr(o.RetryMin, DefaultRetryMin)
 	if o.RetryMax < o.RetryMin {
 		o.RetryMax = max(DefaultRetryMax, o.RetryMin)
 	}

@@ -103,6 +103,25 @@ func journal(t *testing.T, dir string) []string {
 	return names
 }
 
+// openWithAPI opens a relay on a new journal dir, handing over to a fake
+// API that answers status.
+func openWithAPI(t *testing.T, status int) (*fakeAPI, string, *outbox.Relay) {
+	api := newFakeAPI(t, status)
+	dir := t.TempDir()
+	return api, dir, open(t, dir, api)
+}
+
+// closeDrained closes r, requires that nothing is pending and returns what
+// the journal keeps.
+func closeDrained(t *testing.T, r *outbox.Relay, dir string) []string {
+	t.Helper()
+	must(t, r.Close(context.Background()))
+	if r.Pending() != 0 {
+		t.Fatalf("pending = %d after Close", r.Pending())
+	}
+	return journal(t, dir)
+}
+
 func out(corr string) wire.OutboxMessage {
 	return wire.OutboxMessage{CorrelationID: corr, Reply: "late reply " + corr, Metadata: json.RawMessage(`{"k":"v"}`),
 		CreatedAt: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
@@ -112,9 +131,7 @@ func out(corr string) wire.OutboxMessage {
 // restart of the pod, and reaches the API once it is back.
 func TestRelayJournalSurvivesRestartWhileAPIDown(t *testing.T) {
 	t.Parallel()
-	api := newFakeAPI(t, http.StatusServiceUnavailable)
-	dir := t.TempDir()
-	r := open(t, dir, api)
+	api, dir, r := openWithAPI(t, http.StatusServiceUnavailable)
 	r.Put("ch_1", out("cor_1"))
 	if got := journal(t, dir); len(got) != 1 || got[0] != ".json" {
 		t.Fatalf("journal after Put = %v", got)
@@ -141,12 +158,8 @@ func TestRelayJournalSurvivesRestartWhileAPIDown(t *testing.T) {
 		string(put.Metadata) != `{"k":"v"}` || !put.CreatedAt.Equal(out("").CreatedAt) {
 		t.Fatalf("put = %+v", put)
 	}
-	must(t, r2.Close(context.Background())) // waits for the loop; nothing is pending
-	if got := journal(t, dir); len(got) != 0 {
+	if got := closeDrained(t, r2, dir); len(got) != 0 { // Close waits for the loop
 		t.Fatalf("journal after delivery = %v", got)
-	}
-	if r2.Pending() != 0 {
-		t.Fatalf("pending = %d", r2.Pending())
 	}
 }
 
@@ -161,12 +174,8 @@ func TestRelayRejectedAndCorruptEntries(t *testing.T) {
 	r := open(t, dir, api)
 	r.Put("ch_gone", out("cor_x"))
 	<-api.seen
-	must(t, r.Close(context.Background()))
-	if got := journal(t, dir); len(got) != 2 || got[0] != ".bad" || got[1] != ".rejected" {
+	if got := closeDrained(t, r, dir); len(got) != 2 || got[0] != ".bad" || got[1] != ".rejected" {
 		t.Fatalf("journal = %v, want one .bad and one .rejected", got)
-	}
-	if r.Pending() != 0 {
-		t.Fatalf("pending = %d", r.Pending())
 	}
 }
 
@@ -174,9 +183,7 @@ func TestRelayRejectedAndCorruptEntries(t *testing.T) {
 // journal.
 func TestRelayHandsOverAndForgets(t *testing.T) {
 	t.Parallel()
-	api := newFakeAPI(t, http.StatusCreated)
-	dir := t.TempDir()
-	r := open(t, dir, api)
+	api, dir, r := openWithAPI(t, http.StatusCreated)
 	r.Put("ch_1", out("cor_a"))
 	if put := <-api.accepted; put.CorrelationID != "cor_a" {
 		t.Fatalf("put = %+v", put)
@@ -187,12 +194,12 @@ func TestRelayHandsOverAndForgets(t *testing.T) {
 	}
 	// Close may cut the answer to the last POST and send it again: the API
 	// is idempotent on the correlation id, so that stores nothing twice.
-	must(t, r.Close(context.Background()))
+	left := closeDrained(t, r, dir)
 	api.mu.Lock()
 	stored := len(api.stored)
 	api.mu.Unlock()
-	if stored != 2 || len(journal(t, dir)) != 0 || r.Pending() != 0 {
-		t.Fatalf("stored %d, journal %v, pending %d", stored, journal(t, dir), r.Pending())
+	if stored != 2 || len(left) != 0 {
+		t.Fatalf("stored %d, journal %v", stored, left)
 	}
 	// A Put after Close stays in the journal for the next start.
 	r.Put("ch_1", out("cor_c"))

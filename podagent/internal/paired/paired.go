@@ -18,7 +18,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -37,6 +36,8 @@ import (
 
 	"github.com/svc-dev/svc/podagent/internal/config"
 	"github.com/svc-dev/svc/shared/logging"
+	"github.com/svc-dev/svc/shared/pause"
+	"github.com/svc-dev/svc/shared/settings"
 	"github.com/svc-dev/svc/shared/syncmode"
 )
 
@@ -214,12 +215,8 @@ func (l *Listener) Accept() (net.Conn, error) {
 		}
 	}
 	minB, maxB := l.MinBackoff, l.MaxBackoff
-	if minB <= 0 {
-		minB = 250 * time.Millisecond
-	}
-	if maxB <= 0 {
-		maxB = 30 * time.Second
-	}
+	minB = settings.PositiveOr(minB, 250*time.Millisecond)
+	maxB = settings.PositiveOr(maxB, 30*time.Second)
 	wait := minB
 	for {
 		conn, err := l.Client.Dial(l.ctx)
@@ -239,11 +236,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 		}
 		d := wait/2 + rand.N(wait/2+1) // jitter
 		l.Client.log().Warn("tunnel dial failed; retrying", zap.Duration("in", d), zap.Error(err))
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-l.ctx.Done():
-			t.Stop()
+		if pause.For(l.ctx, d) != nil {
 			return nil, net.ErrClosed
 		}
 		wait = min(wait*2, maxB)
@@ -278,48 +271,26 @@ func (a tunnelAddr) String() string  { return string(a) }
 // Serve runs a pod with cfg and log, serving on ln (the podagent's serve).
 type Serve func(cfg *config.Config, log *zap.Logger, ln net.Listener) error
 
-// Main is `podagent paired --api URL --token TOKEN [pod flags]`. The token
-// may also come from SVC_PAIRING_TOKEN or SVC_PAIRING_TOKEN_FILE, the URL from
-// SVC_API_URL. Other settings (storage, data and workspace dirs, …) are the
-// pod's usual flags and SVC_* environment.
+// Main is `podagent paired --api URL --token TOKEN [pod flags]`. Its own
+// options (pairedOptions: the URL, also SVC_API_URL; the token, also
+// SVC_PAIRING_TOKEN or SVC_PAIRING_TOKEN_FILE; --log-level and --log-format,
+// also SVC_LOG_LEVEL and SVC_LOG_FORMAT) are read first, since the logger is
+// needed before the session; other settings (storage, data and workspace
+// dirs, …) are the pod's usual flags and SVC_* environment.
 func Main(args []string, serve Serve) int {
-	fs := flag.NewFlagSet("podagent paired", flag.ContinueOnError)
-	api := fs.String("api", "", "API base URL the machine dials (env SVC_API_URL)")
-	token := fs.String("token", "", "pairing token of `apiserver admin pairing create` (env SVC_PAIRING_TOKEN or SVC_PAIRING_TOKEN_FILE)")
-	// Unknown flags are the pod's: split them off first.
-	own, rest := splitArgs(args, "api", "token")
-	if err := fs.Parse(own); err != nil {
-		fmt.Fprintln(os.Stderr, "usage: podagent paired --api URL --token TOKEN [podagent serve flags]")
+	c, rest, err := parseArgs(args, os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "podagent paired:", err)
 		return 2
 	}
-	if *api == "" {
-		*api = os.Getenv("SVC_API_URL")
-	}
-	if *token == "" {
-		*token = os.Getenv("SVC_PAIRING_TOKEN")
-	}
-	if *token == "" {
-		if path := os.Getenv("SVC_PAIRING_TOKEN_FILE"); path != "" {
-			b, err := os.ReadFile(path)
-			if err != nil {
-				fmt.Fprintln(os.Stderr, "podagent paired:", err)
-				return 2
-			}
-			*token = strings.TrimSpace(string(b))
-		}
-	}
-	if *api == "" || *token == "" {
-		fmt.Fprintln(os.Stderr, "podagent paired: --api and --token are required")
-		return 2
-	}
-	log, err := logging.New(logging.Options{Level: envOr("SVC_LOG_LEVEL", "info"), Format: os.Getenv("SVC_LOG_FORMAT")})
+	log, err := logging.New(c.Log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "podagent paired:", err)
 		return 2
 	}
 	defer log.Sync()
 	log = log.Named("podagent")
-	client := &Client{APIURL: *api, Token: *token, Log: log.Named("paired")}
+	client := &Client{APIURL: c.API, Token: c.Token, Log: log.Named("paired")}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	sess, err := sessionWithRetry(ctx, client, time.Minute)
@@ -332,7 +303,10 @@ func Main(args []string, serve Serve) int {
 		"SVC_PROJECT_ID":    sess.ProjectID,
 		syncmode.EnvVar:     sess.CloudSyncMode,
 		"SVC_RUNTIME_TOKEN": sess.RuntimeToken,
-		"SVC_API_URL":       *api,
+		"SVC_API_URL":       c.API,
+		// The pod logs with this logger; its table reads the same words.
+		"SVC_LOG_LEVEL":  c.Log.Level,
+		"SVC_LOG_FORMAT": c.Log.Format,
 	}
 	cfg, err := config.Parse("podagent paired", rest, func(k string) string {
 		if v, ok := overrides[k]; ok {
@@ -344,7 +318,7 @@ func Main(args []string, serve Serve) int {
 		fmt.Fprintln(os.Stderr, "podagent paired:", err)
 		return 2
 	}
-	log.Info("paired machine serving project", zap.String("projectId", sess.ProjectID), zap.String("api", *api))
+	log.Info("paired machine serving project", zap.String("projectId", sess.ProjectID), zap.String("api", c.API))
 	if err := serve(cfg, log, &Listener{Client: client}); err != nil {
 		log.Error("podagent failed", zap.Error(err))
 		return 1
@@ -363,10 +337,8 @@ func sessionWithRetry(ctx context.Context, c *Client, limit time.Duration) (Sess
 			return s, err
 		}
 		c.log().Warn("pairing session failed; retrying", zap.Duration("in", wait), zap.Error(err))
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return Session{}, ctx.Err()
+		if err := pause.For(ctx, wait); err != nil {
+			return Session{}, err
 		}
 		wait = min(wait*2, 5*time.Second)
 	}
@@ -399,9 +371,37 @@ func splitArgs(args []string, names ...string) (own, rest []string) {
 	return own, rest
 }
 
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
+// pairedConfig is what paired mode reads before it has a session: the API
+// to dial, the pairing token and the logger's settings.
+type pairedConfig struct {
+	API, Token string
+	Log        logging.Options
+}
+
+// pairedOptions is paired mode's own option table; every other flag and
+// SVC_* variable is the pod's (config.Parse, once the session is known).
+func pairedOptions() []settings.Option[pairedConfig] {
+	return append([]settings.Option[pairedConfig]{
+		{Flag: "api", Env: "SVC_API_URL", Usage: "API base URL the machine dials", Set: settings.String(func(c *pairedConfig) *string { return &c.API })},
+		{Flag: "token", Env: "SVC_PAIRING_TOKEN", Secret: true, Usage: "pairing token of `apiserver admin pairing create`", Set: settings.String(func(c *pairedConfig) *string { return &c.Token })},
+	}, settings.LogOptions(func(c *pairedConfig) *logging.Options { return &c.Log })...)
+}
+
+// parseArgs reads paired mode's options from args and getenv and returns
+// the pod's flags apart.
+func parseArgs(args []string, getenv func(string) string) (pairedConfig, []string, error) {
+	opts := pairedOptions()
+	names := make([]string, len(opts))
+	for i, o := range opts {
+		names[i] = o.Flag
 	}
-	return def
+	own, rest := splitArgs(args, names...)
+	var c pairedConfig
+	if _, err := settings.Parse(&c, "podagent paired", own, getenv, opts); err != nil {
+		return c, nil, err
+	}
+	if c.API == "" || c.Token == "" {
+		return c, nil, errors.New("--api and --token are required")
+	}
+	return c, rest, nil
 }

@@ -8,13 +8,18 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/svc-dev/svc/shared/logging"
 )
 
 const goodToken = "svc_pt_good"
@@ -171,5 +176,48 @@ func TestSplitArgs(t *testing.T) {
 	own, rest := splitArgs([]string{"--api", "http://a", "--data-dir", "/d", "-token=t", "--workspace-dir=/w"}, "api", "token")
 	if !slices.Equal(own, []string{"--api", "http://a", "-token=t"}) || !slices.Equal(rest, []string{"--data-dir", "/d", "--workspace-dir=/w"}) {
 		t.Fatalf("own %q rest %q", own, rest)
+	}
+}
+
+// Paired mode's own options come from its flags or the environment (the
+// token also from SVC_PAIRING_TOKEN_FILE), the logger's included; every
+// other flag is left for the pod.
+func TestParseArgs(t *testing.T) {
+	t.Parallel()
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("t-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		want    pairedConfig
+		rest    []string
+		wantErr string
+	}{
+		{name: "flags", args: []string{"--api", "http://a", "--data-dir", "/d", "-token=t", "--log-level=debug", "--log-format", "console"},
+			want: pairedConfig{API: "http://a", Token: "t", Log: logging.Options{Level: "debug", Format: "console"}}, rest: []string{"--data-dir", "/d"}},
+		{name: "environment", env: map[string]string{"SVC_API_URL": "http://e", "SVC_PAIRING_TOKEN": "t-env", "SVC_LOG_LEVEL": "warn", "SVC_LOG_FORMAT": "console"},
+			want: pairedConfig{API: "http://e", Token: "t-env", Log: logging.Options{Level: "warn", Format: "console"}}},
+		{name: "token file and defaults", args: []string{"--api=http://a"}, env: map[string]string{"SVC_PAIRING_TOKEN_FILE": tokenFile},
+			want: pairedConfig{API: "http://a", Token: "t-file", Log: logging.Options{Level: "info", Format: "json"}}},
+		{name: "no token", args: []string{"--api=http://a"}, wantErr: "--api and --token are required"},
+		{name: "bad log format", args: []string{"--api=http://a", "--token=t"}, env: map[string]string{"SVC_LOG_FORMAT": "xml"}, wantErr: "SVC_LOG_FORMAT"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, rest, err := parseArgs(tc.args, env(tc.env))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || c != tc.want || !slices.Equal(rest, tc.rest) {
+				t.Fatalf("config %+v rest %q err %v; want %+v rest %q", c, rest, err, tc.want, tc.rest)
+			}
+		})
 	}
 }

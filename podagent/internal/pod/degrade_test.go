@@ -122,7 +122,7 @@ func TestRecordFailuresAreRetriedAndSurviveRestart(t *testing.T) {
 	api.down.Store(true)
 	ws := t.TempDir()
 	writeFile(t, ws, "x", "0")
-	p := startPod(t, Options{Config: testConfig("p1", ws, api.srv.URL), Store: store})
+	p := startPod(t, api.options(ws, store))
 	for i := 1; i <= 4; i++ {
 		writeFile(t, ws, "x", fmt.Sprint(i))
 		if _, err := p.Turn(context.Background(), fmt.Sprintf("turn %d", i)); err != nil {
@@ -141,7 +141,7 @@ func TestRecordFailuresAreRetriedAndSurviveRestart(t *testing.T) {
 	}
 	p.Close()
 	api.down.Store(false)
-	p2 := startPod(t, Options{Config: testConfig("p1", ws, api.srv.URL), Store: store})
+	p2 := startPod(t, api.options(ws, store))
 	if got := len(api.recorded()); got != 4 || p2.Recorder.Len() != 0 {
 		t.Fatalf("after restart: recorded=%d pending=%d", got, p2.Recorder.Len())
 	}
@@ -181,8 +181,7 @@ func TestPersistRetriedInTheBackgroundBelowTheThreshold(t *testing.T) {
 	env := testenv.MinIO(t)
 	proxy := testenv.NewFaultProxy(t, env.Endpoint)
 	durableStore := openS3(t, proxy.Addr(), env)
-	api := newFakeAPI(t, "p1")
-	ws := t.TempDir()
+	api, ws := newProject(t)
 	writeFile(t, ws, "app.js", "v0")
 	cfg := testConfig("p1", ws, api.srv.URL)
 	cfg.PersistRetryMin, cfg.PersistRetryMax = 20*time.Millisecond, 100*time.Millisecond

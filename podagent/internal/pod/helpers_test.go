@@ -82,6 +82,16 @@ func newFakeAPI(t *testing.T, project string) *fakeAPI {
 	return a
 }
 
+// newProject is project p1's fake API and a fresh work tree.
+func newProject(t *testing.T) (*fakeAPI, string) {
+	return newFakeAPI(t, "p1"), t.TempDir()
+}
+
+// options starts a pod of the fake API's project on ws and store.
+func (a *fakeAPI) options(ws string, store objstore.Store) Options {
+	return Options{Config: testConfig(a.project, ws, a.srv.URL), Store: store}
+}
+
 func (a *fakeAPI) recorded() []wire.CheckpointRecord {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -122,11 +122,10 @@ func TestColdStartFromManifestRestoresIdenticalTree(t *testing.T) {
 	for _, sk := range storeKinds() {
 		t.Run(sk.name, func(t *testing.T) {
 			store := sk.open(t)
-			api := newFakeAPI(t, "p1")
-			ws := t.TempDir()
+			api, ws := newProject(t)
 			const lock = `{"lockfileVersion":3,"packages":{}}`
 			writeNodeWorkspace(t, ws, lock)
-			p := startPod(t, Options{Config: testConfig("p1", ws, api.srv.URL), Store: store})
+			p := startPod(t, api.options(ws, store))
 			writeFile(t, ws, "src/new.ts", "export {};\n")
 			if _, err := p.Turn(context.Background(), "turn"); err != nil {
 				t.Fatal(err)
@@ -148,7 +147,7 @@ func TestColdStartFromManifestRestoresIdenticalTree(t *testing.T) {
 			want := treeDigest(t, ws)
 
 			ws2 := t.TempDir()
-			p2 := startPod(t, Options{Config: testConfig("p1", ws2, api.srv.URL), Store: store})
+			p2 := startPod(t, api.options(ws2, store))
 			if !p2.ColdStart.Restored || !p2.ColdStart.DepsRestored {
 				t.Fatalf("cold start = %+v", p2.ColdStart)
 			}
@@ -170,7 +169,7 @@ func TestColdStartFromManifestRestoresIdenticalTree(t *testing.T) {
 				t.Fatal(err)
 			}
 			ws3 := t.TempDir()
-			p3 := startPod(t, Options{Config: testConfig("p1", ws3, api.srv.URL), Store: store})
+			p3 := startPod(t, api.options(ws3, store))
 			if !p3.ColdStart.Restored || !p3.ColdStart.DepsRestored {
 				t.Fatalf("cold start from an object without manifest = %+v", p3.ColdStart)
 			}
@@ -185,8 +184,7 @@ func TestColdStartFromManifestRestoresIdenticalTree(t *testing.T) {
 func TestRepackInBackgroundKeepsHistory(t *testing.T) {
 	t.Parallel()
 	store := storeKinds()[0].open(t)
-	api := newFakeAPI(t, "p1")
-	ws := t.TempDir()
+	api, ws := newProject(t)
 	writeFile(t, ws, "README.md", "hello\n")
 	p := startPod(t, Options{Config: testConfig("p1", ws, api.srv.URL), Store: store, RepackLooseObjects: 20})
 	for i := 0; i < 12; i++ {
@@ -211,7 +209,7 @@ func TestRepackInBackgroundKeepsHistory(t *testing.T) {
 	p.Close()
 	gitIn(t, ws, "fsck", "--full", "--no-progress")
 	ws2 := t.TempDir()
-	p2 := startPod(t, Options{Config: testConfig("p1", ws2, api.srv.URL), Store: store})
+	p2 := startPod(t, api.options(ws2, store))
 	if a, b := gitIn(t, ws, "rev-list", "HEAD"), gitIn(t, ws2, "rev-list", "HEAD"); a != b || !p2.ColdStart.Restored {
 		t.Fatalf("history differs after repack and restore:\n%s\n---\n%s", a, b)
 	}
@@ -223,10 +221,9 @@ func TestRepackInBackgroundKeepsHistory(t *testing.T) {
 func TestDepsLayerAfterLockfileChange(t *testing.T) {
 	t.Parallel()
 	store := storeKinds()[0].open(t)
-	api := newFakeAPI(t, "p1")
-	ws := t.TempDir()
+	api, ws := newProject(t)
 	writeNodeWorkspace(t, ws, `{"v":1}`)
-	p := startPod(t, Options{Config: testConfig("p1", ws, api.srv.URL), Store: store})
+	p := startPod(t, api.options(ws, store))
 	writeFile(t, ws, "package-lock.json", `{"v":2}`)
 	writeFile(t, ws, "node_modules/added/index.js", "added\n")
 	if _, err := p.Turn(context.Background(), "install"); err != nil {
@@ -256,8 +253,7 @@ func TestDepsLayerAfterLockfileChange(t *testing.T) {
 func TestShutdownEnsuresDepsLayer(t *testing.T) {
 	t.Parallel()
 	store := storeKinds()[0].open(t)
-	api := newFakeAPI(t, "p1")
-	ws := t.TempDir()
+	api, ws := newProject(t)
 	writeNodeWorkspace(t, ws, `{"v":1}`)
 	p, err := Start(context.Background(), Options{Config: testConfig("p1", ws, api.srv.URL), Store: store, Log: zaptest.NewLogger(t)})
 	if err != nil {

@@ -22,11 +22,10 @@ func TestTurnsCommitPersistRecordAndRestore(t *testing.T) {
 	for _, sk := range storeKinds() {
 		t.Run(sk.name, func(t *testing.T) {
 			store := sk.open(t)
-			api := newFakeAPI(t, "p1")
-			ws := t.TempDir()
+			api, ws := newProject(t)
 			writeFile(t, ws, "README.md", "hello\n")
 			writeFile(t, ws, ".gitignore", "node_modules/\n.env\n")
-			p := startPod(t, Options{Config: testConfig("p1", ws, api.srv.URL), Store: store})
+			p := startPod(t, api.options(ws, store))
 			if !p.ColdStart.Seeded {
 				t.Fatalf("cold start = %+v, want seeded", p.ColdStart)
 			}
@@ -93,7 +92,7 @@ func TestTurnsCommitPersistRecordAndRestore(t *testing.T) {
 			// Restore into a new directory: exactly that history.
 			ws2 := t.TempDir()
 			writeFile(t, ws2, "untracked-asset.bin", "keep me")
-			p2 := startPod(t, Options{Config: testConfig("p1", ws2, api.srv.URL), Store: store})
+			p2 := startPod(t, api.options(ws2, store))
 			if !p2.ColdStart.Restored || p2.ColdStart.Head != shas[n-1] {
 				t.Fatalf("restore = %+v", p2.ColdStart)
 			}
@@ -115,7 +114,7 @@ func TestTurnsCommitPersistRecordAndRestore(t *testing.T) {
 			gitIn(t, ws2, "fsck", "--connectivity-only")
 			// Restore does nothing when .git is already local.
 			p2.Close()
-			p3 := startPod(t, Options{Config: testConfig("p1", ws2, api.srv.URL), Store: store})
+			p3 := startPod(t, api.options(ws2, store))
 			if !p3.ColdStart.Local || p3.Durable.Fenced() {
 				t.Fatalf("restart on the same disk = %+v fenced=%v", p3.ColdStart, p3.Durable.Fenced())
 			}
@@ -133,7 +132,7 @@ func TestSecondPodCannotOverwriteNewerHistory(t *testing.T) {
 			api := newFakeAPI(t, "p1")
 			wsA, wsB := t.TempDir(), t.TempDir()
 			writeFile(t, wsA, "a.txt", "a0")
-			podA := startPod(t, Options{Config: testConfig("p1", wsA, api.srv.URL), Store: store})
+			podA := startPod(t, api.options(wsA, store))
 			writeFile(t, wsA, "a.txt", "a1")
 			if _, err := podA.Turn(context.Background(), "A turn 1"); err != nil {
 				t.Fatal(err)
@@ -177,7 +176,7 @@ func TestSecondPodCannotOverwriteNewerHistory(t *testing.T) {
 			}
 			podB.Close()
 			// B restarting on its disk still holds a diverged history: fenced at start.
-			podB2 := startPod(t, Options{Config: testConfig("p1", wsB, api.srv.URL), Store: store})
+			podB2 := startPod(t, api.options(wsB, store))
 			if !podB2.Durable.Fenced() {
 				t.Fatal("restarted B adopted an object it does not contain")
 			}

@@ -16,11 +16,10 @@ import (
 func TestShutdownHealthy(t *testing.T) {
 	t.Parallel()
 	store := storeKinds()[0].open(t)
-	api := newFakeAPI(t, "p1")
-	ws := t.TempDir()
+	api, ws := newProject(t)
 	writeFile(t, ws, ".gitignore", ".env\nnode_modules/\n")
 	writeFile(t, ws, "index.js", "v0")
-	p := startPod(t, Options{Config: testConfig("p1", ws, api.srv.URL), Store: store})
+	p := startPod(t, api.options(ws, store))
 	writeFile(t, ws, "index.js", "v1 (uncommitted at SIGTERM)")
 	writeFile(t, ws, ".env", "ignored")
 	writeFile(t, ws, "node_modules/dep/index.js", "dep")
@@ -53,8 +52,7 @@ func TestShutdownDegraded(t *testing.T) {
 	proxy := testenv.NewFaultProxy(t, env.Endpoint)
 	durableStore := openS3(t, proxy.Addr(), env)
 	layerStore := openS3(t, env.Endpoint, env)
-	api := newFakeAPI(t, "p1")
-	ws := t.TempDir()
+	api, ws := newProject(t)
 	writeFile(t, ws, ".gitignore", ".env\n")
 	writeFile(t, ws, "index.js", "v0")
 	p := startPod(t, Options{Config: testConfig("p1", ws, api.srv.URL), Store: durableStore, LayerStore: layerStore,

@@ -13,6 +13,7 @@ import (
 	"github.com/klauspost/readahead"
 
 	"github.com/svc-dev/svc/shared/archive"
+	"github.com/svc-dev/svc/shared/settings"
 )
 
 // Read-ahead between the stages of ExtractTarGz, and its writers.
@@ -54,22 +55,7 @@ func ExtractTarGz(r io.Reader, dst string, opts archive.ExtractOptions) (archive
 // ExtractTarZstd is ExtractTarGz for a zstd-compressed tar (the deps
 // layer's current form): the same read-ahead, writers and limits.
 func ExtractTarZstd(r io.Reader, dst string, opts archive.ExtractOptions) (archive.Stats, error) {
-	src, err := readahead.NewReaderSize(r, readaheadBuffers, readaheadBufferBytes)
-	if err != nil {
-		return archive.Stats{}, err
-	}
-	defer src.Close()
-	zr, err := archive.NewZstdReader(src)
-	if err != nil {
-		return archive.Stats{}, err
-	}
-	defer zr.Close()
-	plain, err := readahead.NewReaderSize(zr, readaheadBuffers, readaheadBufferBytes)
-	if err != nil {
-		return archive.Stats{}, err
-	}
-	defer plain.Close()
-	return extractTarParallel(plain, dst, opts, ExtractWorkers, nil)
+	return extractCompressed(r, archive.NewZstdReader, dst, opts, nil)
 }
 
 // Tap takes one small regular entry out of an archive being extracted: Fn
@@ -85,12 +71,21 @@ const maxTapBytes = 64 << 10
 
 // ExtractTarGzTap is ExtractTarGz with a tap (nil: none).
 func ExtractTarGzTap(r io.Reader, dst string, opts archive.ExtractOptions, tap *Tap) (archive.Stats, error) {
+	gunzip := func(r io.Reader) (io.ReadCloser, error) {
+		return archive.NewGzipReader(r, 0) // multi-member layers inflate on every core
+	}
+	return extractCompressed(r, gunzip, dst, opts, tap)
+}
+
+// extractCompressed reads r ahead, decompresses it with decompress (reading
+// its output ahead too) and extracts the tar with ExtractWorkers writers.
+func extractCompressed(r io.Reader, decompress func(io.Reader) (io.ReadCloser, error), dst string, opts archive.ExtractOptions, tap *Tap) (archive.Stats, error) {
 	src, err := readahead.NewReaderSize(r, readaheadBuffers, readaheadBufferBytes)
 	if err != nil {
 		return archive.Stats{}, err
 	}
 	defer src.Close()
-	zr, err := archive.NewGzipReader(src, 0) // multi-member layers inflate on every core
+	zr, err := decompress(src)
 	if err != nil {
 		return archive.Stats{}, err
 	}
@@ -123,12 +118,8 @@ func extractTarParallel(r io.Reader, dst string, opts archive.ExtractOptions, n 
 	}
 	n = max(n, 1)
 	maxEntries, maxTotal := opts.MaxEntries, opts.MaxTotalBytes
-	if maxEntries <= 0 {
-		maxEntries = archive.DefaultMaxEntries
-	}
-	if maxTotal <= 0 {
-		maxTotal = archive.DefaultMaxTotalBytes
-	}
+	maxEntries = settings.PositiveOr(maxEntries, archive.DefaultMaxEntries)
+	maxTotal = settings.PositiveOr(maxTotal, archive.DefaultMaxTotalBytes)
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return archive.Stats{}, err
 	}

@@ -27,6 +27,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/svc-dev/svc/shared/settings"
 )
 
 // Limits of spec 8.
@@ -97,12 +99,8 @@ func Run(ctx context.Context, s Steps) Result {
 	}
 	log = log.Named("shutdown")
 	gitLimit, s3Limit := s.GitFlushTimeout, s.S3FlushTimeout
-	if gitLimit <= 0 {
-		gitLimit = GitFlushTimeout
-	}
-	if s3Limit <= 0 {
-		s3Limit = S3FlushTimeout
-	}
+	gitLimit = settings.PositiveOr(gitLimit, GitFlushTimeout)
+	s3Limit = settings.PositiveOr(s3Limit, S3FlushTimeout)
 	var res Result
 
 	// Each phase keeps its own limit; the drain gets what is left before

@@ -40,6 +40,7 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/inbox"
 	"github.com/svc-dev/svc/podagent/internal/outbox"
 	"github.com/svc-dev/svc/podagent/internal/poderr"
+	"github.com/svc-dev/svc/shared/settings"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -137,15 +138,9 @@ func New(d Deps) *Handler {
 	if d.Log == nil {
 		d.Log = zap.NewNop()
 	}
-	if d.SyncTimeout <= 0 {
-		d.SyncTimeout = DefaultSyncTimeout
-	}
-	if d.TurnTimeout <= 0 {
-		d.TurnTimeout = DefaultTurnTimeout
-	}
-	if d.MaxBodyBytes <= 0 {
-		d.MaxBodyBytes = DefaultMaxBodyBytes
-	}
+	d.SyncTimeout = settings.PositiveOr(d.SyncTimeout, DefaultSyncTimeout)
+	d.TurnTimeout = settings.PositiveOr(d.TurnTimeout, DefaultTurnTimeout)
+	d.MaxBodyBytes = settings.PositiveOr(d.MaxBodyBytes, DefaultMaxBodyBytes)
 	base, cancel := context.WithCancel(context.Background())
 	return &Handler{d: d, log: d.Log.Named("webhook"), base: base, cancel: cancel}
 }

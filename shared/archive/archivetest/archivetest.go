@@ -24,17 +24,8 @@ const MaxContent = 1 << 20
 // fails the test.
 func StoredEntries(t testing.TB, s objstore.Store, key string) map[string]string {
 	t.Helper()
-	rc, _, err := s.Get(context.Background(), key)
-	if err != nil {
-		t.Fatalf("get %s: %v", key, err)
-	}
-	defer rc.Close()
-	zr, err := archive.NewGzipReader(rc, 0)
-	if err != nil {
-		t.Fatalf("%s: %v", key, err)
-	}
-	defer zr.Close()
-	tr := tar.NewReader(zr)
+	tr, closeAll := openStored(t, s, key)
+	defer closeAll()
 	out := map[string]string{}
 	for {
 		h, err := tr.Next()
@@ -59,17 +50,8 @@ func StoredEntries(t testing.TB, s objstore.Store, key string) map[string]string
 // tar stored under key.
 func FirstEntry(t testing.TB, s objstore.Store, key string) (string, []byte) {
 	t.Helper()
-	rc, _, err := s.Get(context.Background(), key)
-	if err != nil {
-		t.Fatalf("get %s: %v", key, err)
-	}
-	defer rc.Close()
-	zr, err := archive.NewGzipReader(rc, 0)
-	if err != nil {
-		t.Fatalf("%s: %v", key, err)
-	}
-	defer zr.Close()
-	tr := tar.NewReader(zr)
+	tr, closeAll := openStored(t, s, key)
+	defer closeAll()
 	h, err := tr.Next()
 	if err != nil {
 		t.Fatalf("%s: %v", key, err)
@@ -79,4 +61,20 @@ func FirstEntry(t testing.TB, s objstore.Store, key string) (string, []byte) {
 		t.Fatalf("%s: %s: %v", key, h.Name, err)
 	}
 	return h.Name, b
+}
+
+// openStored opens the gzip tar stored under key; closeAll closes the
+// decompressor and the object.
+func openStored(t testing.TB, s objstore.Store, key string) (tr *tar.Reader, closeAll func()) {
+	t.Helper()
+	rc, _, err := s.Get(context.Background(), key)
+	if err != nil {
+		t.Fatalf("get %s: %v", key, err)
+	}
+	zr, err := archive.NewGzipReader(rc, 0)
+	if err != nil {
+		rc.Close()
+		t.Fatalf("%s: %v", key, err)
+	}
+	return tar.NewReader(zr), func() { zr.Close(); rc.Close() }
 }

@@ -35,6 +35,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/shared/objstore"
+	"github.com/svc-dev/svc/shared/settings"
 )
 
 const (
@@ -95,9 +96,7 @@ func New(dir string, opts Options) (*Store, error) {
 	if opts.BaseURL != "" && len(opts.SigningKey) == 0 {
 		return nil, errors.New("objstore/fs: Options.BaseURL needs Options.SigningKey")
 	}
-	if opts.MaxPutBytes <= 0 {
-		opts.MaxPutBytes = 5 << 30
-	}
+	opts.MaxPutBytes = settings.PositiveOr(opts.MaxPutBytes, 5<<30)
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}

@@ -45,11 +45,7 @@ func TestHydrate(t *testing.T) {
 		t.Fatalf("git is required: %v", err)
 	}
 	ctx := context.Background()
-	src := t.TempDir()
-	gitIn(t, src, "init", "-q", "-b", "main")
-	write(t, filepath.Join(src, "a.txt"), "v1\n")
-	gitIn(t, src, "add", "-A")
-	gitIn(t, src, "commit", "-q", "-m", "seed")
+	src := newRepo(t, map[string]string{"a.txt": "v1\n"})
 	gitIn(t, src, "config", "core.fsmonitor", "touch /tmp/pwned") // must not survive the swap
 	head := gitIn(t, src, "rev-parse", "HEAD")
 
@@ -57,9 +53,7 @@ func TestHydrate(t *testing.T) {
 	ws := filepath.Join(root, WorkspaceRel)
 	write(t, filepath.Join(ws, "a.txt"), "edited before the boot\n")
 	write(t, filepath.Join(ws, "notes", "new.txt"), "untracked\n")
-	must(t, os.MkdirAll(filepath.Dir(filepath.Join(root, StagingGitRel)), 0o755))
-	must(t, os.Rename(filepath.Join(src, ".git"), filepath.Join(root, StagingGitRel)))
-	must(t, os.Remove(filepath.Join(root, StagingGitRel, "index"))) // the durable archive may lack it
+	stageGit(t, src, root, false)
 
 	r := &gitrun.Runner{Timeout: time.Minute}
 	ref, err := Hydrate(ctx, r, root, zaptest.NewLogger(t))
@@ -100,18 +94,43 @@ func TestHydrate(t *testing.T) {
 func TestHydrateCleanTree(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	src := t.TempDir()
-	gitIn(t, src, "init", "-q", "-b", "main")
-	write(t, filepath.Join(src, "a.txt"), "v1\n")
-	gitIn(t, src, "add", "-A")
-	gitIn(t, src, "commit", "-q", "-m", "seed")
+	src := newRepo(t, map[string]string{"a.txt": "v1\n"})
 	root := t.TempDir()
 	write(t, filepath.Join(root, WorkspaceRel, "a.txt"), "v1\n")
-	must(t, os.MkdirAll(filepath.Dir(filepath.Join(root, StagingGitRel)), 0o755))
-	must(t, os.Rename(filepath.Join(src, ".git"), filepath.Join(root, StagingGitRel)))
+	stageGit(t, src, root, true)
 	ref, err := Hydrate(ctx, &gitrun.Runner{Timeout: time.Minute}, root, zaptest.NewLogger(t))
 	if err != nil || ref != "" {
 		t.Fatalf("clean hydrate: %q %v", ref, err)
+	}
+}
+
+// newRepo makes a repository on main, sets config (key, value) and commits
+// files (path → content).
+func newRepo(t *testing.T, files map[string]string, config ...[2]string) string {
+	t.Helper()
+	src := t.TempDir()
+	gitIn(t, src, "init", "-q", "-b", "main")
+	for _, kv := range config {
+		gitIn(t, src, "config", kv[0], kv[1])
+	}
+	for path, content := range files {
+		write(t, filepath.Join(src, path), content)
+	}
+	gitIn(t, src, "add", "-A")
+	gitIn(t, src, "commit", "-q", "-m", "seed")
+	return src
+}
+
+// stageGit moves src's .git to root's staging place, as the host leaves it
+// for a cold boot; without its index unless keepIndex (the durable archive
+// may lack it).
+func stageGit(t *testing.T, src, root string, keepIndex bool) {
+	t.Helper()
+	staged := filepath.Join(root, StagingGitRel)
+	must(t, os.MkdirAll(filepath.Dir(staged), 0o755))
+	must(t, os.Rename(filepath.Join(src, ".git"), staged))
+	if !keepIndex {
+		must(t, os.Remove(filepath.Join(staged, "index")))
 	}
 }
 
@@ -131,16 +150,11 @@ func TestHydrateKeepsLargeFileBytes(t *testing.T) {
 		t.Fatalf("git-lfs is required: %v", err)
 	}
 	ctx := context.Background()
-	src := t.TempDir()
-	gitIn(t, src, "init", "-q", "-b", "main")
-	for _, kv := range lfs.FilterSettings {
-		gitIn(t, src, "config", kv[0], kv[1])
-	}
-	write(t, filepath.Join(src, ".gitattributes"), "*.bin filter=lfs diff=lfs merge=lfs -text\n")
 	big := strings.Repeat("large bytes\n", 100)
-	write(t, filepath.Join(src, "big.bin"), big)
-	gitIn(t, src, "add", "-A")
-	gitIn(t, src, "commit", "-q", "-m", "large")
+	src := newRepo(t, map[string]string{
+		".gitattributes": "*.bin filter=lfs diff=lfs merge=lfs -text\n",
+		"big.bin":        big,
+	}, lfs.FilterSettings...)
 	if ptr := gitIn(t, src, "show", "HEAD:big.bin"); !strings.HasPrefix(ptr, "version https://git-lfs") {
 		t.Fatalf("HEAD holds %q, not a pointer", ptr)
 	}
@@ -148,9 +162,7 @@ func TestHydrateKeepsLargeFileBytes(t *testing.T) {
 	ws := filepath.Join(root, WorkspaceRel)
 	write(t, filepath.Join(ws, ".gitattributes"), "*.bin filter=lfs diff=lfs merge=lfs -text\n")
 	write(t, filepath.Join(ws, "big.bin"), big)
-	must(t, os.MkdirAll(filepath.Dir(filepath.Join(root, StagingGitRel)), 0o755))
-	must(t, os.Rename(filepath.Join(src, ".git"), filepath.Join(root, StagingGitRel)))
-	must(t, os.Remove(filepath.Join(root, StagingGitRel, "index")))
+	stageGit(t, src, root, false)
 	ref, err := Hydrate(ctx, &gitrun.Runner{Timeout: time.Minute}, root, zaptest.NewLogger(t))
 	if err != nil || ref != "" {
 		t.Fatalf("hydrate: %q %v", ref, err)

@@ -46,20 +46,28 @@ func (r *callbackReceiver) wait(t testing.TB) receivedCallback {
 	}
 }
 
+// postIncoming posts body to the guest's webhook channel with the project's
+// runtime token and the channel secret.
+func postIncoming(t testing.TB, st wire.MetalProject, token, body string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, st.URL+wire.WebhookPathPrefix+"/incoming", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set(wire.HeaderWebhookSecret, "sec")
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
 // asyncTurn sends an async webhook message (callbackUrl set) whose agent
 // replies reply; it returns the correlation id of the 202.
 func (w *world) asyncTurn(t testing.TB, st wire.MetalProject, token, callbackURL, reply string) string {
 	t.Helper()
 	w.gw.Sequence(fakegateway.Reply{Text: reply})
 	body, _ := json.Marshal(map[string]any{"message": "say " + reply, "callbackUrl": callbackURL, "metadata": map[string]string{"k": "v"}})
-	req, _ := http.NewRequest(http.MethodPost, st.URL+"/agent/channels/webhook/incoming", strings.NewReader(string(body)))
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("X-Webhook-Secret", "sec")
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := postIncoming(t, st, token, string(body))
 	defer res.Body.Close()
 	var acc wire.WebhookAccepted
 	if err := json.NewDecoder(res.Body).Decode(&acc); err != nil || res.StatusCode != http.StatusAccepted || acc.CorrelationID == "" {

@@ -46,6 +46,7 @@ import (
 	"github.com/svc-dev/svc/shared/archive"
 	"github.com/svc-dev/svc/shared/localproc"
 	"github.com/svc-dev/svc/shared/objstore"
+	"github.com/svc-dev/svc/shared/settings"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -141,27 +142,15 @@ func New(o Options) (*Host, error) {
 	if err := o.Tools.Check(); err != nil {
 		return nil, err
 	}
-	if o.ExportInterval <= 0 {
-		o.ExportInterval = DefaultExportInterval
-	}
-	if o.HealthInterval <= 0 {
-		o.HealthInterval = 30 * time.Second
-	}
-	if o.HealthTimeout <= 0 {
-		o.HealthTimeout = 10 * time.Second
-	}
-	if o.HealthFailures <= 0 {
-		o.HealthFailures = 3
-	}
-	if o.DiskMB <= 0 {
-		o.DiskMB = 512
-	}
+	o.ExportInterval = settings.PositiveOr(o.ExportInterval, DefaultExportInterval)
+	o.HealthInterval = settings.PositiveOr(o.HealthInterval, 30*time.Second)
+	o.HealthTimeout = settings.PositiveOr(o.HealthTimeout, 10*time.Second)
+	o.HealthFailures = settings.PositiveOr(o.HealthFailures, 3)
+	o.DiskMB = settings.PositiveOr(o.DiskMB, 512)
 	if o.BindHost == "" {
 		o.BindHost = "127.0.0.1"
 	}
-	if o.StartTimeout <= 0 {
-		o.StartTimeout = 90 * time.Second
-	}
+	o.StartTimeout = settings.PositiveOr(o.StartTimeout, 90*time.Second)
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}

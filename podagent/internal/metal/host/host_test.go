@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
-	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -118,15 +117,7 @@ func (w *world) turn(t testing.TB, st wire.MetalProject, token, path, content st
 		fakegateway.Reply{ToolCalls: []fakegateway.ToolCall{{ID: "1", Name: "write_file", Arguments: string(args)}}},
 		fakegateway.Reply{Text: "wrote " + path},
 	)
-	req, _ := http.NewRequest(http.MethodPost, st.URL+"/agent/channels/webhook/incoming",
-		strings.NewReader(`{"message":"write `+path+`"}`))
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("X-Webhook-Secret", "sec")
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := postIncoming(t, st, token, `{"message":"write `+path+`"}`)
 	b, _ := io.ReadAll(res.Body)
 	res.Body.Close()
 	if res.StatusCode != 200 || !strings.Contains(string(b), "wrote "+path) {

@@ -20,6 +20,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/svc-dev/svc/shared/settings"
 )
 
 // Config describes one VM.
@@ -91,12 +93,8 @@ func Start(ctx context.Context, c Config) (*VM, error) {
 	if c.Accel == "" {
 		c.Accel = "tcg"
 	}
-	if c.MemoryMB <= 0 {
-		c.MemoryMB = 256
-	}
-	if c.CPUs <= 0 {
-		c.CPUs = 1
-	}
+	c.MemoryMB = settings.PositiveOr(c.MemoryMB, 256)
+	c.CPUs = settings.PositiveOr(c.CPUs, 1)
 	if c.GuestPort == 0 {
 		c.GuestPort = 8080
 	}
