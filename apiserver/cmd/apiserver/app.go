@@ -244,6 +244,11 @@ func serve(ctx context.Context, args []string, dev bool) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err = hs.Shutdown(sctx)
+	// Streams relayed on taken-over connections: drained within the same
+	// deadline, then cut (after metering what they saw).
+	if serr := srv.Streams.Shutdown(sctx); serr != nil {
+		a.log.Warn("open streams cut at shutdown", zap.Error(serr))
+	}
 	// After the last proxied request: stop local pods, drop tunnels.
 	rctx, rcancel := context.WithTimeout(context.Background(), a.cfg.RuntimeStopGrace+5*time.Second)
 	_ = router.Close(rctx)

@@ -43,16 +43,21 @@ func (a *API) ChatCompletions(c echo.Context) error {
 	// The upstream exchange outlives a client that hangs up: its usage is
 	// still reported at the end and must be metered.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), upstreamDeadline)
-	defer cancel()
 	x, err := a.admit(c)
 	if err != nil {
+		cancel()
 		return err
 	}
 	x.ctx = ctx
 	resp, err := a.send(c, x)
 	if err != nil {
+		cancel()
 		return err
 	}
+	if x.req.Stream && a.detach(c, x, resp, cancel) {
+		return nil // relayed, metered and ended on a goroutine of its own
+	}
+	defer cancel()
 	defer resp.Body.Close()
 	if x.req.Stream {
 		_, span := a.Tracer.Start(ctx, "stream")
@@ -160,6 +165,9 @@ func (a *API) send(c echo.Context, x *exchange) (*http.Response, error) {
 	}
 	x.deployment = ans.Name
 	x.requestID = c.Response().Header().Get(echo.HeaderXRequestID)
+	// The request bodies are not needed past here (a stream may be open
+	// for minutes).
+	x.req.body, x.body0 = nil, nil
 	return resp, nil
 }
 

@@ -30,6 +30,9 @@ type timing struct {
 	admit    time.Duration
 	upstream time.Duration
 	authSpan trace.Span
+	// detached: the answer went on past the handler on a connection taken
+	// over from net/http, and the server span ends with it (detach).
+	detached bool
 }
 
 // authDone marks the end of authentication (the handler's first line).
@@ -99,23 +102,38 @@ func (a *API) observeTraced(c echo.Context, next echo.HandlerFunc, t *timing) er
 	req := c.Request()
 	ctx := a.Tracer.Propagator().Extract(req.Context(), propagation.HeaderCarrier(req.Header))
 	ctx, span := a.Tracer.Start(ctx, req.Method+" "+c.Path(), trace.WithSpanKind(trace.SpanKindServer))
-	defer span.End()
 	_, t.authSpan = a.Tracer.Start(ctx, "auth")
 	c.SetRequest(req.WithContext(ctx))
+	defer func() {
+		if p := recover(); p != nil {
+			span.End()
+			panic(p)
+		}
+	}()
 	err := next(c)
 	t.authDone()
+	if t.detached {
+		return nil // the stream's own goroutine ends the span
+	}
 	status := res.Status
 	if err != nil {
 		c.Error(err) // written here so the span sees the final status
 		status = res.Status
 	}
+	endServerSpan(span, status, c.Path(), res.Header().Get(echo.HeaderXRequestID))
+	return nil
+}
+
+// endServerSpan records the answer's status, route and request id on the
+// server span and ends it.
+func endServerSpan(span trace.Span, status int, route, requestID string) {
 	span.SetAttributes(attribute.Int("http.response.status_code", status),
-		attribute.String("http.route", c.Path()))
-	if id := res.Header().Get(echo.HeaderXRequestID); id != "" {
-		span.SetAttributes(attribute.String("svc.request_id", id))
+		attribute.String("http.route", route))
+	if requestID != "" {
+		span.SetAttributes(attribute.String("svc.request_id", requestID))
 	}
 	if status >= 500 {
 		span.SetStatus(codes.Error, http.StatusText(status))
 	}
-	return nil
+	span.End()
 }

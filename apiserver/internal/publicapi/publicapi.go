@@ -35,6 +35,10 @@ type API struct {
 	Metrics *Metrics
 	// Tracer records spans (auth, admit, upstream, stream, meter); nil: off.
 	Tracer *tracing.Tracer
+	// Streams tracks streams relayed on connections taken over from
+	// net/http (HTTP/1.1 clients); nil: every stream is relayed through
+	// the handler.
+	Streams *Streams
 }
 
 type modelJSON struct {

@@ -143,40 +143,68 @@ func dropCR(b []byte) []byte {
 	return b
 }
 
-// stream relays the upstream's server-sent events chunk by chunk, flushing
+// eventWriter sends one server-sent event to the client, framed and
+// flushed: through echo's response (responseEvents) or on a connection
+// taken over from net/http (connEvents).
+type eventWriter interface {
+	event(payload []byte) error
+}
+
+// responseEvents writes events through the handler's response.
+type responseEvents struct{ w *echo.Response }
+
+func (r responseEvents) event(payload []byte) error {
+	out := outBufs.Get().(*[]byte)
+	*out = appendSSE((*out)[:0], payload)
+	_, err := r.w.Write(*out)
+	if err == nil {
+		r.w.Flush()
+	}
+	putOut(out)
+	return err
+}
+
+// putOut gives an output buffer back (a grown one is dropped).
+func putOut(out *[]byte) {
+	if cap(*out) <= 4*initialSSELine {
+		outBufs.Put(out)
+	}
+}
+
+// setSSEHeaders sets the headers of a streamed answer; connection is the
+// Connection header's value.
+func setSSEHeaders(h http.Header, connection string) {
+	h.Set(echo.HeaderContentType, "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", connection)
+	h.Set("X-Accel-Buffering", "no")
+}
+
+// stream answers with the relayed events through the handler's response
+// (the path of clients that are not taken over: HTTP/2, HTTP/1.0); see
+// relayEvents.
+func (a *API) stream(c echo.Context, body io.Reader, modelID string, clientWantsUsage bool, done func()) *metering.Usage {
+	w := c.Response()
+	setSSEHeaders(w.Header(), "keep-alive")
+	w.WriteHeader(http.StatusOK)
+	w.Flush()
+	return relayEvents(responseEvents{w}, body, modelID, clientWantsUsage, done)
+}
+
+// relayEvents relays the upstream's server-sent events chunk by chunk, flushing
 // each as it arrives. It rewrites model to the public id modelID, removes
 // the usage chunk (and the usage:null fields) when the client did not ask
 // for usage, and ends a broken upstream stream with one error event. When
-// the client goes away it keeps reading (without writing) so the final
-// usage chunk is still seen; the usage found is returned for metering.
-// done is called when the upstream's stream has ended, before the last
-// event is flushed.
-func (a *API) stream(c echo.Context, body io.Reader, modelID string, clientWantsUsage bool, done func()) *metering.Usage {
-	w := c.Response()
-	h := w.Header()
-	h.Set(echo.HeaderContentType, "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("Connection", "keep-alive")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	w.Flush()
-
+// the client goes away (a write fails) it keeps reading (without writing)
+// so the final usage chunk is still seen; the usage found is returned for
+// metering. done is called when the upstream's stream has ended, before
+// the last event is flushed.
+func relayEvents(w eventWriter, body io.Reader, modelID string, clientWantsUsage bool, done func()) *metering.Usage {
 	modelJSON, _ := json.Marshal(modelID)
 	clientGone := false
-	// emit frames payload as one "data: …\n\n" write and flushes it.
 	emit := func(payload []byte) {
-		if clientGone {
-			return
-		}
-		out := outBufs.Get().(*[]byte)
-		*out = appendSSE((*out)[:0], payload)
-		if _, err := w.Write(*out); err != nil {
+		if !clientGone && w.event(payload) != nil {
 			clientGone = true
-		} else {
-			w.Flush()
-		}
-		if cap(*out) <= 4*initialSSELine {
-			outBufs.Put(out)
 		}
 	}
 

@@ -40,7 +40,8 @@ func (s *Server) routes(e *echo.Echo) {
 	routing.Registerer, routing.Tracer, routing.Log = s.Registry, d.Tracer, d.Log.Named("upstream")
 	api := &publicapi.API{Catalog: d.Catalog, Meter: metering.New(d.Store, s.Usage),
 		Router: upstream.NewRouter(d.Upstream, d.Catalog, routing), Tracer: d.Tracer,
-		Log: d.Log.Named("publicapi"), MaxBody: d.MaxBodyBytes, Metrics: publicapi.NewMetrics(s.Registry)}
+		Log: d.Log.Named("publicapi"), MaxBody: d.MaxBodyBytes, Metrics: publicapi.NewMetrics(s.Registry),
+		Streams: s.Streams}
 	for _, prefix := range []string{"/api/v1", "/v1"} {
 		// The OpenAPI document is public (no key), like the SDKs' own specs.
 		e.GET(prefix+"/openapi.json", openapi.Handler)

@@ -24,6 +24,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/metering"
 	"github.com/svc-dev/svc/apiserver/internal/outboxapi"
 	"github.com/svc-dev/svc/apiserver/internal/pairing"
+	"github.com/svc-dev/svc/apiserver/internal/publicapi"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/tracing"
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
@@ -85,6 +86,10 @@ type Server struct {
 	Outbox *outboxapi.API
 	// Console is the web console (nil when Deps.Console is nil).
 	Console *console.Console
+	// Streams are the streamed completions relayed past their handler
+	// (taken-over HTTP/1.1 connections): http.Server.Shutdown does not wait
+	// for them, Streams.Shutdown does.
+	Streams *publicapi.Streams
 	deps    Deps
 }
 
@@ -113,7 +118,8 @@ func New(d Deps) *Server {
 		}))
 	}
 	a := auth.New(d.Store, d.RuntimeSecret, d.Log.Named("auth"))
-	s := &Server{Echo: e, Auth: a, Registry: reg, deps: d, Outbox: outboxapi.New(d.Store, d.Log.Named("outbox"))}
+	s := &Server{Echo: e, Auth: a, Registry: reg, deps: d, Outbox: outboxapi.New(d.Store, d.Log.Named("outbox")),
+		Streams: &publicapi.Streams{}}
 	s.Outbox.AnswerDeadline = d.AnswerDeadline
 	if d.AgentProxy != nil && d.AgentProxy.Accepted == nil {
 		d.AgentProxy.Accepted = s.Outbox.RecordAccepted

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
+	"github.com/svc-dev/svc/apiserver/internal/publicapi"
 	"github.com/svc-dev/svc/apiserver/internal/server"
 	"github.com/svc-dev/svc/apiserver/internal/server/servertest"
 	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
@@ -33,6 +34,7 @@ type gateway struct {
 	url, key string
 	up       *fakeupstream.Server
 	spans    *tracetest.SpanRecorder
+	streams  *publicapi.Streams
 }
 
 func newGateway(t *testing.T, tracer func(*tracetest.SpanRecorder) *tracing.Tracer) *gateway {
@@ -66,7 +68,7 @@ models:
 	tr := tracer(g.spans)
 	srv := servertest.New(t, server.Deps{Store: db, Catalog: cat, Tracer: tr,
 		Upstream: upstream.New(upstream.Options{Propagator: tr.Propagator()}), RuntimeSecret: []byte("s")})
-	g.url, g.key = srv.URL, servertest.NewAccount(t, db).Key
+	g.url, g.key, g.streams = srv.URL, servertest.NewAccount(t, db).Key, srv.Streams
 	return g
 }
 
@@ -142,6 +144,16 @@ func TestTracingSpans(t *testing.T) {
 					t.Errorf("%s span's parent is %s, want the server span", n, s.Parent().SpanID())
 				}
 			}
+			// The server span ends with the answer, after the stream was
+			// relayed and metered, not when the handler returned.
+			for _, n := range tc.want {
+				if s := byName[n]; s.EndTime().After(srvSpan.EndTime()) {
+					t.Errorf("%s span ended after the server span", n)
+				}
+			}
+			if code := attrInt(srvSpan, "http.response.status_code"); code != 200 {
+				t.Errorf("server span status %d", code)
+			}
 			if srvSpan.Parent().SpanID().String() != "b7ad6b7169203331" || srvSpan.SpanKind() != trace.SpanKindServer {
 				t.Errorf("server span parent %s kind %v", srvSpan.Parent().SpanID(), srvSpan.SpanKind())
 			}
@@ -196,4 +208,13 @@ func TestTracingOffAndOverheadHeaders(t *testing.T) {
 	if len(g.spans.Ended()) != 0 {
 		t.Fatalf("tracing off recorded %d spans", len(g.spans.Ended()))
 	}
+}
+
+func attrInt(s sdktrace.ReadOnlySpan, key string) int64 {
+	for _, kv := range s.Attributes() {
+		if string(kv.Key) == key {
+			return kv.Value.AsInt64()
+		}
+	}
+	return -1
 }

@@ -50,6 +50,7 @@ func New(t testing.TB, d server.Deps) *Server {
 	hs := httptest.NewServer(srv.Echo)
 	t.Cleanup(func() {
 		hs.Close()
+		_ = srv.Streams.Shutdown(context.Background())
 		_ = srv.Close(context.Background())
 	})
 	return &Server{Server: srv, URL: hs.URL, Deps: d}

@@ -1,0 +1,89 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/svc-dev/svc/apiserver/internal/tracing"
+	"github.com/svc-dev/svc/shared/testenv/fakeupstream"
+)
+
+func noTracer(*tracetest.SpanRecorder) *tracing.Tracer { return nil }
+
+// openStream starts a streamed completion whose upstream holds after its
+// first chunk, and reads that chunk.
+func openStream(t *testing.T, g *gateway, hold chan struct{}) (*http.Response, *bufio.Reader) {
+	t.Helper()
+	g.up.Script(func(fakeupstream.Request) fakeupstream.Reply {
+		return fakeupstream.Reply{Text: "one two", PromptTokens: 5, CompletionTokens: 2, Hold: hold}
+	})
+	req, _ := http.NewRequest(http.MethodPost, g.url+"/v1/chat/completions",
+		strings.NewReader(`{"model":"svc-2-0","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Authorization", "Bearer "+g.key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	br := bufio.NewReader(resp.Body)
+	if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "data: {") {
+		t.Fatalf("first line %q: %v", line, err)
+	}
+	return resp, br
+}
+
+// An HTTP/1.1 stream is relayed on a connection taken over from net/http:
+// the answer says Connection: close and keeps the API's headers, and
+// shutdown waits for it to end.
+func TestStreamTakenOverDrainsAtShutdown(t *testing.T) {
+	t.Parallel()
+	g := newGateway(t, noTracer)
+	hold := make(chan struct{})
+	resp, br := openStream(t, g, hold)
+	if !resp.Close || resp.Header.Get("Content-Type") != "text/event-stream" || resp.Header.Get("X-Request-Id") == "" ||
+		!strings.Contains(resp.Header.Get("Server-Timing"), "upstream;dur=") || resp.Header.Get("X-Svc-Overhead-Duration-Ms") == "" {
+		t.Fatalf("close %v, headers %v", resp.Close, resp.Header)
+	}
+	if g.streams.Open() != 1 {
+		t.Fatalf("%d streams tracked, want 1", g.streams.Open())
+	}
+	done := make(chan error, 1)
+	go func() { done <- g.streams.Shutdown(context.Background()) }()
+	close(hold)
+	rest, err := io.ReadAll(br)
+	if err != nil || !strings.HasSuffix(string(rest), "data: [DONE]\n\n") {
+		t.Fatalf("rest of the stream %q: %v", rest, err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+}
+
+// Past the shutdown deadline an open stream is cut: the client sees the
+// answer end without its last chunk, and Shutdown returns once it ended.
+func TestStreamTakenOverCutAtShutdownDeadline(t *testing.T) {
+	t.Parallel()
+	g := newGateway(t, noTracer)
+	hold := make(chan struct{})
+	t.Cleanup(func() { close(hold) })
+	_, br := openStream(t, g, hold)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := g.streams.Shutdown(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("shutdown: %v", err)
+	}
+	if g.streams.Open() != 0 {
+		t.Fatalf("%d streams still open after the cut", g.streams.Open())
+	}
+	if _, err := io.ReadAll(br); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("a cut stream read to %v, want an unexpected EOF", err)
+	}
+}
