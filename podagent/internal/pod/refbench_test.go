@@ -132,16 +132,9 @@ func buildReferenceWorkspace(b *testing.B, ws string, scale float64) {
 		scale, sources, commits, depsFiles, dirSize(filepath.Join(ws, "node_modules"))>>20, time.Since(start).Round(time.Millisecond))
 }
 
-// referenceObjects builds the reference workspace and has a pod write its
-// durable objects (repo.git.tar.gz after the background repack, and the
-// deps layer). It returns the project id.
-func referenceObjects(b *testing.B, store objstore.Store, project string, repackLoose int) {
-	b.Helper()
-	referenceObjectsIn(b, store, project, repackLoose, "")
-}
-
-// referenceObjectsIn is referenceObjects with the scratch workspace in dir
-// ("" is the temp dir).
+// referenceObjectsIn builds the reference workspace in a scratch directory
+// under dir ("" is the temp dir) and has a pod write its durable objects
+// (repo.git.tar.gz after the background repack, and the deps layer).
 func referenceObjectsIn(b *testing.B, store objstore.Store, project string, repackLoose int, dir string) {
 	b.Helper()
 	ws, err := os.MkdirTemp(dir, "svc-refws-")
