@@ -44,10 +44,12 @@ const (
 	PodRestore = PodAgent + "/restore"
 	// PodChannels is the prefix of the channel routes the agent-proxy forwards.
 	PodChannels = PodAgent + "/channels/"
-	// The webhook channel's routes (spec 4.2), which the console also calls.
-	PodWebhookIncoming = PodChannels + "webhook/incoming"
-	PodWebhookHealth   = PodChannels + "webhook/health"
-	PodWebhookActivity = PodChannels + "webhook/activity"
+	// PodWebhook is the prefix of the webhook channel's routes (spec 4.2);
+	// the console also calls the three below.
+	PodWebhook         = PodChannels + "webhook"
+	PodWebhookIncoming = PodWebhook + "/incoming"
+	PodWebhookHealth   = PodWebhook + "/health"
+	PodWebhookActivity = PodWebhook + "/activity"
 )
 
 // ProjectURL is base + ProjectPath(projectID, path).

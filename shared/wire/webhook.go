@@ -11,13 +11,9 @@ import (
 // to the pod's /agent/channels/webhook/* with the project's runtime token as
 // a bearer, X-Webhook-Secret and the body unchanged.
 
-// Webhook header and path constants shared by the API proxy and the pod.
-const (
-	// HeaderWebhookSecret carries the channel secret (spec 5.2).
-	HeaderWebhookSecret = "X-Webhook-Secret"
-	// WebhookPathPrefix is the pod-side prefix of the webhook routes.
-	WebhookPathPrefix = "/agent/channels/webhook"
-)
+// HeaderWebhookSecret carries the channel secret (spec 5.2); the pod-side
+// prefix of the webhook routes is internalapi.PodWebhook.
+const HeaderWebhookSecret = "X-Webhook-Secret"
 
 // ChannelConfig is the answer of GET /internal/projects/{id}/channel: the
 // webhook channel of the project, read by the pod with its runtime token so
@@ -36,8 +32,8 @@ type ChannelConfig struct {
 }
 
 // WebhookIncoming is the documented body of POST .../incoming (spec 2.4).
-// The pod parses the body itself (snake_case spellings, type checks); this
-// type is for clients and tests.
+// The pod parses the body itself (snake_case spellings, type checks) into
+// this type and journals it with each accepted async message.
 type WebhookIncoming struct {
 	Message     string          `json:"message"`
 	SenderID    string          `json:"senderId,omitempty"`
@@ -126,18 +122,27 @@ type WebhookActivity struct {
 	Events []ActivityEvent `json:"events"`
 }
 
-// OutboxMessage is one pending outbound message (docs/design.md §6).
-type OutboxMessage struct {
-	ID            string          `json:"id"`
+// OutboxReply is what every outbox message carries: in the pod's outbox, on
+// its way to the API (OutboxPut) and in a poll's answer (OutboxMessage).
+type OutboxReply struct {
 	CorrelationID string          `json:"correlationId"`
 	Reply         string          `json:"reply"`
 	Metadata      json.RawMessage `json:"metadata"`
-	CreatedAt     time.Time       `json:"createdAt"`
-	// Status is OutboxStatusReplied for a reply, OutboxStatusUnanswered for
-	// an accepted async message that no reply reached by its deadline (the
-	// reply is empty; a reply that comes later is returned again, replied).
-	// The pod's own outbox leaves it empty.
+	// CreatedAt is when the pod put the reply in the outbox; messages are
+	// fetched oldest first.
+	CreatedAt time.Time `json:"createdAt"`
+	// Status is empty or OutboxStatusReplied for a reply to serve. The API
+	// serves OutboxStatusUnanswered for an accepted async message that no
+	// reply reached by its deadline (the reply is empty; a reply that comes
+	// later is returned again, replied). A pod puts OutboxStatusDelivered
+	// when the callback delivered the reply (nothing to serve).
 	Status string `json:"status,omitempty"`
+}
+
+// OutboxMessage is one pending outbound message (docs/design.md §6).
+type OutboxMessage struct {
+	ID string `json:"id"`
+	OutboxReply
 }
 
 // Outbox message states (docs/design.md §7: what no pod answers shows up in the
@@ -170,16 +175,8 @@ const (
 // retrying a message the API already has (even one already fetched) gets
 // 200 with created false and nothing is delivered twice.
 type OutboxPut struct {
-	ChannelID     string          `json:"channelId"`
-	CorrelationID string          `json:"correlationId"`
-	Reply         string          `json:"reply"`
-	Metadata      json.RawMessage `json:"metadata"`
-	// CreatedAt is when the pod put the reply in the outbox; messages are
-	// fetched oldest first.
-	CreatedAt time.Time `json:"createdAt"`
-	// Status: empty or OutboxStatusReplied for a reply to serve,
-	// OutboxStatusDelivered when the callback delivered it (nothing to serve).
-	Status string `json:"status,omitempty"`
+	ChannelID string `json:"channelId"`
+	OutboxReply
 }
 
 // OutboxPending answers GET /internal/projects/{id}/outbox/pending: how

@@ -299,8 +299,8 @@ func (a *API) answer(c echo.Context, projectID string, rows []store.OutboxMessag
 	ids := make([]string, len(rows))
 	for i, r := range rows {
 		ids[i] = r.ID
-		msgs[i] = wire.OutboxMessage{ID: r.ID, CorrelationID: r.CorrelationID, Reply: r.Reply,
-			Metadata: json.RawMessage(r.Metadata), CreatedAt: r.CreatedAt.UTC(), Status: r.Status}
+		msgs[i] = wire.OutboxMessage{ID: r.ID, OutboxReply: wire.OutboxReply{CorrelationID: r.CorrelationID, Reply: r.Reply,
+			Metadata: json.RawMessage(r.Metadata), CreatedAt: r.CreatedAt.UTC(), Status: r.Status}}
 		if !json.Valid(msgs[i].Metadata) {
 			msgs[i].Metadata = json.RawMessage("{}")
 		}

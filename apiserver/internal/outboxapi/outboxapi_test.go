@@ -89,7 +89,7 @@ func (w *world) replica() (*outboxapi.API, *echo.Echo) {
 	// caller's identity comes from test headers).
 	e.POST(internalapi.ProjectGroup+internalapi.PathOutbox, api.Put, runtime)
 	e.GET(internalapi.ProjectGroup+internalapi.PathOutboxPending, api.Pending, runtime)
-	e.GET("/api/projects/:id/agent-proxy"+wire.WebhookPathPrefix+"/outbox/:channelId", api.Poll,
+	e.GET("/api/projects/:id/agent-proxy"+internalapi.PodWebhook+"/outbox/:channelId", api.Poll,
 		member, httpmw.ProjectMember(w.s, "id"))
 	return api, e
 }
@@ -147,8 +147,8 @@ func (w *world) poll(e *echo.Echo, project, channel, query, secret string) answe
 }
 
 func (w *world) msg(corr string) wire.OutboxPut {
-	return wire.OutboxPut{ChannelID: w.channel, CorrelationID: corr, Reply: "reply of " + corr,
-		Metadata: json.RawMessage(`{"ticket":42}`), CreatedAt: time.Date(2025, 5, 6, 7, 8, 9, 0, time.UTC)}
+	return wire.OutboxPut{ChannelID: w.channel, OutboxReply: wire.OutboxReply{CorrelationID: corr, Reply: "reply of " + corr,
+		Metadata: json.RawMessage(`{"ticket":42}`), CreatedAt: time.Date(2025, 5, 6, 7, 8, 9, 0, time.UTC)}}
 }
 
 func TestPutIsIdempotentAndPollAcknowledges(t *testing.T) {
@@ -197,8 +197,8 @@ func TestPutChecks(t *testing.T) {
 		}{
 			{"another project's runtime", "prj_someone_else", w.project, w.msg("cor_x"), 403, "runtime_token_required"},
 			{"an API key", "", w.project, w.msg("cor_x"), 403, "runtime_token_required"},
-			{"another project's channel", w.project, w.project, wire.OutboxPut{ChannelID: w.other, CorrelationID: "c", Reply: "r"}, 404, "channel_not_found"},
-			{"no channel at all", w.noChannel, w.noChannel, wire.OutboxPut{ChannelID: w.channel, CorrelationID: "c", Reply: "r"}, 404, "channel_not_found"},
+			{"another project's channel", w.project, w.project, wire.OutboxPut{ChannelID: w.other, OutboxReply: wire.OutboxReply{CorrelationID: "c", Reply: "r"}}, 404, "channel_not_found"},
+			{"no channel at all", w.noChannel, w.noChannel, wire.OutboxPut{ChannelID: w.channel, OutboxReply: wire.OutboxReply{CorrelationID: "c", Reply: "r"}}, 404, "channel_not_found"},
 			{"invalid fields", w.project, w.project, bad, 400, "invalid_outbox_message"},
 			{"not JSON", w.project, w.project, "nope", 400, "invalid_body"},
 		}

@@ -19,7 +19,6 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/publish"
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
 	"github.com/svc-dev/svc/shared/internalapi"
-	"github.com/svc-dev/svc/shared/wire"
 )
 
 // routes is the API server's whole route table (docs/design.md §5, HTTP
@@ -99,7 +98,7 @@ func (s *Server) routes(e *echo.Echo) {
 	// served from the database, before the proxy's catch-all, so that it
 	// works while the agent is down.
 	proxy := e.Group("/api/projects/:id/agent-proxy", apiKey, member)
-	proxy.GET(wire.WebhookPathPrefix+"/outbox/:channelId", s.Outbox.Poll)
+	proxy.GET(internalapi.PodWebhook+"/outbox/:channelId", s.Outbox.Poll)
 	if d.AgentProxy != nil {
 		proxy.Any("/*", d.AgentProxy.Handle)
 		e.POST("/api/projects/:id/publish", (&publish.API{Runtime: d.AgentProxy.Runtime, Store: d.Store}).Handle,

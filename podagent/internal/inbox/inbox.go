@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/shared/atomicfile"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // States of an entry.
@@ -40,15 +41,13 @@ const (
 
 // Entry is one accepted async message.
 type Entry struct {
-	CorrelationID string          `json:"correlationId"`
-	ChannelID     string          `json:"channelId"`
-	Message       string          `json:"message"`
-	SenderID      string          `json:"senderId,omitempty"`
-	SenderName    string          `json:"senderName,omitempty"`
-	CallbackURL   string          `json:"callbackUrl"`
-	Metadata      json.RawMessage `json:"metadata,omitempty"`
-	AcceptedAt    time.Time       `json:"acceptedAt"`
-	State         string          `json:"state"`
+	CorrelationID string `json:"correlationId"`
+	ChannelID     string `json:"channelId"`
+	// WebhookIncoming is the message as it was accepted (an async one
+	// always has its callbackUrl).
+	wire.WebhookIncoming
+	AcceptedAt time.Time `json:"acceptedAt"`
+	State      string    `json:"state"`
 	// Runs counts the turns started for the message (a run cut off by a
 	// crash before its reply was journaled is run again).
 	Runs int `json:"runs"`

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/podagent/internal/inbox"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // What a run journals is what the next run (a new Open of the same
@@ -21,8 +22,8 @@ func TestJournalSurvivesReopen(t *testing.T) {
 	}
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	for i, corr := range []string{"cor_b", "cor_a", "cor_c"} {
-		if err := j.Accept(inbox.Entry{CorrelationID: corr, ChannelID: "ch", Message: "m " + corr, CallbackURL: "https://x/cb",
-			AcceptedAt: t0.Add(time.Duration(i) * time.Second)}); err != nil {
+		if err := j.Accept(inbox.Entry{CorrelationID: corr, ChannelID: "ch",
+			WebhookIncoming: wire.WebhookIncoming{Message: "m " + corr, CallbackURL: "https://x/cb"}, AcceptedAt: t0.Add(time.Duration(i) * time.Second)}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -11,7 +11,7 @@ import (
 )
 
 func msg(i int) wire.OutboxMessage {
-	return wire.OutboxMessage{ID: fmt.Sprintf("m%d", i), CorrelationID: fmt.Sprintf("c%d", i), Reply: "r"}
+	return wire.OutboxMessage{ID: fmt.Sprintf("m%d", i), OutboxReply: wire.OutboxReply{CorrelationID: fmt.Sprintf("c%d", i), Reply: "r"}}
 }
 
 func TestTakeReturnsAndAcknowledges(t *testing.T) {

@@ -122,8 +122,8 @@ func OpenRelay(o RelayOptions) (*Relay, error) {
 // the API. If the journal cannot be written the message is still sent from
 // memory (a restart before it is accepted would lose it; logged).
 func (r *Relay) Put(channelID string, m wire.OutboxMessage) {
-	put := wire.OutboxPut{ChannelID: channelID, CorrelationID: m.CorrelationID, Reply: m.Reply, Metadata: m.Metadata,
-		CreatedAt: m.CreatedAt.UTC(), Status: m.Status}
+	put := wire.OutboxPut{ChannelID: channelID, OutboxReply: m.OutboxReply}
+	put.CreatedAt = put.CreatedAt.UTC()
 	r.mu.Lock()
 	if _, ok := r.pending[put.CorrelationID]; !ok {
 		e := &entry{put: put}

@@ -123,8 +123,8 @@ func closeDrained(t *testing.T, r *outbox.Relay, dir string) []string {
 }
 
 func out(corr string) wire.OutboxMessage {
-	return wire.OutboxMessage{CorrelationID: corr, Reply: "late reply " + corr, Metadata: json.RawMessage(`{"k":"v"}`),
-		CreatedAt: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+	return wire.OutboxMessage{OutboxReply: wire.OutboxReply{CorrelationID: corr, Reply: "late reply " + corr,
+		Metadata: json.RawMessage(`{"k":"v"}`), CreatedAt: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}}
 }
 
 // The API is down: the message waits in the journal on disk, survives a

@@ -82,7 +82,7 @@ func routes(e *echo.Echo, o Options) {
 		agent.POST(strings.TrimPrefix(internalapi.PodRestore, internalapi.PodAgent), restore(o))
 	}
 	if h := o.Webhook; h != nil {
-		ch := agent.Group(strings.TrimPrefix(wire.WebhookPathPrefix, internalapi.PodAgent))
+		ch := agent.Group(strings.TrimPrefix(internalapi.PodWebhook, internalapi.PodAgent))
 		ch.POST("/incoming", h.Incoming)
 		ch.GET("/health", h.Health)
 		ch.GET("/activity", h.ActivityLog)

@@ -22,15 +22,9 @@ import (
 	"github.com/svc-dev/svc/shared/wire"
 )
 
-// Incoming is a parsed request body (spec 2.4).
-type Incoming struct {
-	Message     string
-	SenderID    string
-	SenderName  string
-	CallbackURL string
-	// Metadata is the caller's object, byte for byte (nil when absent).
-	Metadata json.RawMessage
-}
+// Incoming is a parsed request body (spec 2.4); its Metadata is the
+// caller's object, byte for byte (nil when absent).
+type Incoming = wire.WebhookIncoming
 
 func badRequest(code, msg string) *Error {
 	return &Error{Status: http.StatusBadRequest, Code: code, Message: msg}
@@ -164,8 +158,7 @@ func (h *Handler) incoming(c echo.Context) error {
 	t.async = mode == "async"
 	if t.async && h.d.Journal != nil {
 		// The 202 is a promise: the message is on disk before it is given.
-		err := h.d.Journal.Accept(inbox.Entry{CorrelationID: corr, ChannelID: cfg.ChannelID, Message: in.Message,
-			SenderID: in.SenderID, SenderName: in.SenderName, CallbackURL: in.CallbackURL, Metadata: in.Metadata,
+		err := h.d.Journal.Accept(inbox.Entry{CorrelationID: corr, ChannelID: cfg.ChannelID, WebhookIncoming: in,
 			AcceptedAt: h.now()})
 		if err != nil {
 			h.d.Activity.Finish(actID, wire.ActivityFailed, "not journaled")
@@ -331,11 +324,9 @@ func (h *Handler) Resume() int {
 			return
 		}
 		for _, e := range pending {
-			in := Incoming{Message: e.Message, SenderID: e.SenderID, SenderName: e.SenderName, CallbackURL: e.CallbackURL,
-				Metadata: e.Metadata}
 			c := cfg
 			c.ChannelID = e.ChannelID
-			t := &turn{h: h, cfg: c, in: in, corr: e.CorrelationID, async: true, done: make(chan struct{})}
+			t := &turn{h: h, cfg: c, in: e.WebhookIncoming, corr: e.CorrelationID, async: true, done: make(chan struct{})}
 			t.actID = h.d.Activity.Add(wire.ActivityEvent{Direction: wire.DirectionInbound, CorrelationID: e.CorrelationID,
 				SenderID: e.SenderID, SenderName: e.SenderName, Mode: "async", Preview: e.Message,
 				Status: wire.ActivityProcessing, Error: "resumed after a restart"})
@@ -441,8 +432,8 @@ func (h *Handler) deliver(t *turn, reply string) {
 		})
 		// The API's record of the accepted message is closed by a notice
 		// (journaled by the relay before the message leaves the journal).
-		h.d.Outbox.Put(t.cfg.ChannelID, wire.OutboxMessage{ID: newID("obx_"), CorrelationID: t.corr,
-			Metadata: metadataOrEmpty(t.in.Metadata), CreatedAt: h.now(), Status: wire.OutboxStatusDelivered})
+		h.d.Outbox.Put(t.cfg.ChannelID, wire.OutboxMessage{ID: newID("obx_"), OutboxReply: wire.OutboxReply{CorrelationID: t.corr,
+			Metadata: metadataOrEmpty(t.in.Metadata), CreatedAt: h.now(), Status: wire.OutboxStatusDelivered}})
 		h.journalDone(t)
 		return
 	}
@@ -477,8 +468,8 @@ func (h *Handler) journalDone(t *turn) {
 }
 
 func (h *Handler) toOutbox(t *turn, reply, why string) {
-	h.d.Outbox.Put(t.cfg.ChannelID, wire.OutboxMessage{ID: newID("obx_"), CorrelationID: t.corr, Reply: reply,
-		Metadata: metadataOrEmpty(t.in.Metadata), CreatedAt: h.now()})
+	h.d.Outbox.Put(t.cfg.ChannelID, wire.OutboxMessage{ID: newID("obx_"), OutboxReply: wire.OutboxReply{CorrelationID: t.corr, Reply: reply,
+		Metadata: metadataOrEmpty(t.in.Metadata), CreatedAt: h.now()}})
 	h.d.Activity.Add(wire.ActivityEvent{Direction: wire.DirectionOutbound, CorrelationID: t.corr, SenderID: t.in.SenderID,
 		SenderName: t.in.SenderName, Mode: "outbox", Preview: reply, Status: wire.ActivityOutboxed, Error: why, FinishedAt: h.now()})
 	h.log.Info("reply put in the outbox", zap.String("correlationId", t.corr), zap.String("why", why))

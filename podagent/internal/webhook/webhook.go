@@ -40,12 +40,13 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/inbox"
 	"github.com/svc-dev/svc/podagent/internal/outbox"
 	"github.com/svc-dev/svc/podagent/internal/poderr"
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/settings"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
 // Prefix is where the pod's route table mounts the channel.
-const Prefix = wire.WebhookPathPrefix
+const Prefix = internalapi.PodWebhook
 
 // Agent runs one turn (agentloop.Agent).
 type Agent interface {

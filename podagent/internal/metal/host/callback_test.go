@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/podagent/internal/agentloop/fakegateway"
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -50,7 +51,7 @@ func (r *callbackReceiver) wait(t testing.TB) receivedCallback {
 // runtime token and the channel secret.
 func postIncoming(t testing.TB, st wire.MetalProject, token, body string) *http.Response {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, st.URL+wire.WebhookPathPrefix+"/incoming", strings.NewReader(body))
+	req, _ := http.NewRequest(http.MethodPost, st.URL+internalapi.PodWebhookIncoming, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set(wire.HeaderWebhookSecret, "sec")
 	req.Header.Set("Content-Type", "application/json")
