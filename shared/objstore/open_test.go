@@ -3,12 +3,12 @@ package objstore_test
 import (
 	"context"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/svc-dev/svc/shared/objstore"
 	fsstore "github.com/svc-dev/svc/shared/objstore/fs"
 	s3store "github.com/svc-dev/svc/shared/objstore/s3"
+	"github.com/svc-dev/svc/shared/testenv/tabletest"
 )
 
 // Open is the one way the binaries open their store: it refuses an unknown
@@ -36,15 +36,7 @@ func TestOpen(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			st, err := objstore.Open(context.Background(), tc.cfg)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err %v, want %q", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil || !tc.check(st) {
-				t.Fatalf("store %T, err %v", st, err)
-			}
+			tabletest.Check(t, st, err, tc.wantErr, tc.check)
 		})
 	}
 }

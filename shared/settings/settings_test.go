@@ -3,13 +3,13 @@ package settings_test
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/svc-dev/svc/shared/logging"
 	"github.com/svc-dev/svc/shared/objstore"
 	"github.com/svc-dev/svc/shared/settings"
+	"github.com/svc-dev/svc/shared/testenv/tabletest"
 )
 
 type conf struct {
@@ -72,15 +72,7 @@ func TestParse(t *testing.T) {
 			t.Parallel()
 			var c conf
 			_, err := settings.Parse(&c, "t", tc.args, func(k string) string { return tc.env[k] }, options())
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err %v, want %q", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil || !tc.want(c) {
-				t.Fatalf("conf %+v, err %v", c, err)
-			}
+			tabletest.Check(t, c, err, tc.wantErr, tc.want)
 		})
 	}
 }

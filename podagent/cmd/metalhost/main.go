@@ -32,6 +32,7 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/callback"
 	"github.com/svc-dev/svc/podagent/internal/metal/guestimage"
 	"github.com/svc-dev/svc/podagent/internal/metal/host"
+	"github.com/svc-dev/svc/shared/cli"
 	"github.com/svc-dev/svc/shared/datadir"
 	"github.com/svc-dev/svc/shared/logging"
 	"github.com/svc-dev/svc/shared/objstore"
@@ -56,22 +57,8 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "usage: metalhost serve [flags]   (metalhost serve -h lists the settings)")
 		return 2
 	}
-	cfg, err := parse(args[1:], os.Getenv)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "metalhost:", err)
-		return 2
-	}
-	log, err := logging.New(cfg.Log)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "metalhost:", err)
-		return 2
-	}
-	defer log.Sync()
-	if err := serve(cfg, log.Named("metalhost")); err != nil {
-		log.Error("metalhost failed", zap.Error(err))
-		return 1
-	}
-	return 0
+	return cli.Serve("metalhost", func() (*config, error) { return parse(args[1:], os.Getenv) },
+		func(c *config) logging.Options { return c.Log }, serve)
 }
 
 func serve(cfg *config, log *zap.Logger) error {

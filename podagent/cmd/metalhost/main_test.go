@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/svc-dev/svc/shared/testenv/tabletest"
 )
 
 func TestParse(t *testing.T) {
@@ -41,15 +43,7 @@ func TestParse(t *testing.T) {
 				env[k] = v
 			}
 			cfg, err := parse(c.args, func(k string) string { return env[k] })
-			if c.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
-					t.Fatalf("err %v, want %q", err, c.wantErr)
-				}
-				return
-			}
-			if err != nil || !c.check(cfg) {
-				t.Fatalf("cfg %+v err %v", cfg, err)
-			}
+			tabletest.Check(t, cfg, err, c.wantErr, c.check)
 		})
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/paired"
 	"github.com/svc-dev/svc/podagent/internal/pod"
 	"github.com/svc-dev/svc/podagent/internal/shutdown"
+	"github.com/svc-dev/svc/shared/cli"
 	"github.com/svc-dev/svc/shared/logging"
 	"github.com/svc-dev/svc/shared/objstore"
 )
@@ -46,22 +47,9 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "usage: podagent serve [flags]   (podagent serve -h lists the settings)")
 		return 2
 	}
-	cfg, err := config.Parse("podagent serve", args[1:], os.Getenv)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "podagent:", err)
-		return 2
-	}
-	log, err := logging.New(cfg.Log)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "podagent:", err)
-		return 2
-	}
-	defer log.Sync()
-	if err := serve(cfg, log.Named("podagent"), nil); err != nil {
-		log.Error("podagent failed", zap.Error(err))
-		return 1
-	}
-	return 0
+	return cli.Serve("podagent", func() (*config.Config, error) { return config.Parse("podagent serve", args[1:], os.Getenv) },
+		func(c *config.Config) logging.Options { return c.Log },
+		func(c *config.Config, log *zap.Logger) error { return serve(c, log, nil) })
 }
 
 // serve runs the pod on ln (nil: TCP on cfg.HTTPAddr, opened once the pod

@@ -35,6 +35,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/podagent/internal/config"
+	"github.com/svc-dev/svc/shared/cli"
 	"github.com/svc-dev/svc/shared/logging"
 	"github.com/svc-dev/svc/shared/pause"
 	"github.com/svc-dev/svc/shared/settings"
@@ -278,15 +279,13 @@ type Serve func(cfg *config.Config, log *zap.Logger, ln net.Listener) error
 // needed before the session; other settings (storage, data and workspace
 // dirs, …) are the pod's usual flags and SVC_* environment.
 func Main(args []string, serve Serve) int {
-	c, rest, err := parseArgs(args, os.Getenv)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "podagent paired:", err)
-		return 2
-	}
-	log, err := logging.New(c.Log)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "podagent paired:", err)
-		return 2
+	var rest []string
+	c, log, ok := cli.Start("podagent paired", func() (c pairedConfig, err error) {
+		c, rest, err = parseArgs(args, os.Getenv)
+		return c, err
+	}, func(c pairedConfig) logging.Options { return c.Log })
+	if !ok {
+		return cli.ExitUsage
 	}
 	defer log.Sync()
 	log = log.Named("podagent")
