@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/svc-dev/svc/shared/testenv"
 )
 
 func multi(t testing.TB, data []byte, member int) []byte {
@@ -64,9 +66,7 @@ func TestMultiGzipRoundTrip(t *testing.T) {
 // The gzip tool accepts the file too.
 func TestMultiGzipWithGzipTool(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("gzip"); err != nil {
-		t.Fatalf("gzip not installed: %v", err)
-	}
+	testenv.RequireTool(t, "gzip")
 	data := randomText(300 << 10)
 	path := filepath.Join(t.TempDir(), "x.gz")
 	if err := os.WriteFile(path, multi(t, data, 64<<10), 0o644); err != nil {

@@ -27,22 +27,12 @@ type PodClient struct {
 // GitFlush asks the pod to commit, persist and (with a tag) tag its work
 // tree (spec 4.3, 10.4).
 func (p *PodClient) GitFlush(ctx context.Context, req wire.GitFlushRequest) (wire.GitFlushResponse, error) {
-	var out wire.GitFlushResponse
-	if err := p.check(); err != nil {
-		return out, err
-	}
-	err := call(ctx, p.HTTP, p.Timeout, "git-flush", http.MethodPost, p.url(PodGitFlush), p.Token, req, &out)
-	return out, err
+	return podJSON[wire.GitFlushResponse](ctx, p, "git-flush", http.MethodPost, PodGitFlush, nil, req)
 }
 
 // Restore asks the pod to commit a rollback to req.SHA as a new turn.
 func (p *PodClient) Restore(ctx context.Context, req wire.RestoreRequest) (wire.RestoreResponse, error) {
-	var out wire.RestoreResponse
-	if err := p.check(); err != nil {
-		return out, err
-	}
-	err := call(ctx, p.HTTP, p.Timeout, "restore", http.MethodPost, p.url(PodRestore), p.Token, req, &out)
-	return out, err
+	return podJSON[wire.RestoreResponse](ctx, p, "restore", http.MethodPost, PodRestore, nil, req)
 }
 
 // Ready reports whether the pod's /readyz answers 200.
@@ -72,6 +62,17 @@ func (p *PodClient) Ready(ctx context.Context) error {
 		return &StatusError{Op: "readyz", Status: resp.StatusCode}
 	}
 	return nil
+}
+
+// podJSON is one JSON call to the pod's path with the runtime token and
+// the extra header (nil: none).
+func podJSON[T any](ctx context.Context, p *PodClient, op, method, path string, header http.Header, in any) (T, error) {
+	var out T
+	if err := p.check(); err != nil {
+		return out, err
+	}
+	err := callWith(ctx, p.HTTP, p.Timeout, op, method, p.url(path), p.Token, header, in, &out)
+	return out, err
 }
 
 func (p *PodClient) check() error {

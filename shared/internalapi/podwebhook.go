@@ -13,32 +13,19 @@ import (
 
 // WebhookHealth reads the channel's health.
 func (p *PodClient) WebhookHealth(ctx context.Context) (wire.WebhookHealth, error) {
-	var out wire.WebhookHealth
-	if err := p.check(); err != nil {
-		return out, err
-	}
-	err := call(ctx, p.HTTP, p.Timeout, "webhook health", http.MethodGet, p.url(PodWebhookHealth), p.Token, nil, &out)
-	return out, err
+	return podJSON[wire.WebhookHealth](ctx, p, "webhook health", http.MethodGet, PodWebhookHealth, nil, nil)
 }
 
 // WebhookActivity reads the last 50 inbound and outbound events.
 func (p *PodClient) WebhookActivity(ctx context.Context, secret string) (wire.WebhookActivity, error) {
-	var out wire.WebhookActivity
-	if err := p.check(); err != nil {
-		return out, err
-	}
-	err := callWith(ctx, p.HTTP, p.Timeout, "webhook activity", http.MethodGet, p.url(PodWebhookActivity), p.Token,
-		http.Header{wire.HeaderWebhookSecret: {secret}}, nil, &out)
-	return out, err
+	return podJSON[wire.WebhookActivity](ctx, p, "webhook activity", http.MethodGet, PodWebhookActivity,
+		secretHeader(secret), nil)
 }
 
 // WebhookSend sends a sync message (no callbackUrl) and returns the reply.
 func (p *PodClient) WebhookSend(ctx context.Context, secret string, msg wire.WebhookIncoming) (wire.WebhookReply, error) {
-	var out wire.WebhookReply
-	if err := p.check(); err != nil {
-		return out, err
-	}
-	err := callWith(ctx, p.HTTP, p.Timeout, "webhook message", http.MethodPost, p.url(PodWebhookIncoming), p.Token,
-		http.Header{wire.HeaderWebhookSecret: {secret}}, msg, &out)
-	return out, err
+	return podJSON[wire.WebhookReply](ctx, p, "webhook message", http.MethodPost, PodWebhookIncoming,
+		secretHeader(secret), msg)
 }
+
+func secretHeader(secret string) http.Header { return http.Header{wire.HeaderWebhookSecret: {secret}} }

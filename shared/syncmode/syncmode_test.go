@@ -4,26 +4,15 @@ import (
 	"testing"
 
 	"github.com/svc-dev/svc/shared/syncmode"
+	"github.com/svc-dev/svc/shared/testenv/tabletest"
 )
 
 func TestParse(t *testing.T) {
 	t.Parallel()
-	cases := []struct {
-		in   string
-		want syncmode.Mode
-		ok   bool
-	}{
-		{"", syncmode.GitOnly, true},
-		{"git_only", syncmode.GitOnly, true},
-		{"dual_shadow", syncmode.DualShadow, true},
-		{"s3", syncmode.S3, true},
-		{"S3", "", false},
-		{"gitonly", "", false},
-	}
-	for _, tc := range cases {
-		got, err := syncmode.Parse(tc.in)
-		if (err == nil) != tc.ok || got != tc.want {
-			t.Errorf("Parse(%q) = %q, %v", tc.in, got, err)
-		}
-	}
+	tabletest.CheckParse(t, "Parse", syncmode.Parse, map[string]syncmode.Mode{
+		"":            syncmode.GitOnly,
+		"git_only":    syncmode.GitOnly,
+		"dual_shadow": syncmode.DualShadow,
+		"s3":          syncmode.S3,
+	}, "S3", "gitonly")
 }

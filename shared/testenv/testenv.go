@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"sync"
 	"testing"
 	"time"
@@ -85,6 +86,15 @@ func FreePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// RequireTool fails t when the command name is not on PATH (.ci/run
+// installs every tool the tests need).
+func RequireTool(t testing.TB, name string) {
+	t.Helper()
+	if _, err := exec.LookPath(name); err != nil {
+		t.Fatalf("%s is required (.ci/run installs it): %v", name, err)
+	}
 }
 
 // randomHex returns 2n random hex digits.

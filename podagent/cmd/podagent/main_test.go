@@ -24,6 +24,7 @@ import (
 	fsstore "github.com/svc-dev/svc/shared/objstore/fs"
 	s3store "github.com/svc-dev/svc/shared/objstore/s3"
 	"github.com/svc-dev/svc/shared/testenv"
+	"github.com/svc-dev/svc/shared/testenv/testfile"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -258,11 +259,7 @@ func (e *env) release(point string) {
 
 func (e *env) write(name, body string) {
 	e.t.Helper()
-	p := filepath.Join(e.ws, name)
-	os.MkdirAll(filepath.Dir(p), 0o755)
-	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-		e.t.Fatal(err)
-	}
+	testfile.Write(e.t, filepath.Join(e.ws, name), body)
 }
 
 // requireCommitted fails the test unless the work tree's HEAD holds name

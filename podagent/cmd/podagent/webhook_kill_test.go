@@ -20,6 +20,7 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/agentloop/fakegateway"
 	"github.com/svc-dev/svc/podagent/internal/callback"
 	"github.com/svc-dev/svc/podagent/internal/testhook"
+	"github.com/svc-dev/svc/shared/testenv"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -81,9 +82,7 @@ func newReceiver(t *testing.T, secret string) *receiver {
 // twice.
 func TestWebhookAsyncMessagesSurviveKill9Loop(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Fatalf("git is required (.ci/run installs it): %v", err)
-	}
+	testenv.RequireTool(t, "git")
 	const total, batch = 100, 8
 	secret := "whsec_" + base64.StdEncoding.EncodeToString([]byte("kill-loop-signing-key-32-bytes!!"))
 	gw := fakegateway.New(t, "p1", token)

@@ -40,6 +40,7 @@ import (
 	"github.com/svc-dev/svc/shared/runtimetoken"
 	"github.com/svc-dev/svc/shared/syncmode"
 	"github.com/svc-dev/svc/shared/testenv"
+	"github.com/svc-dev/svc/shared/testenv/testfile"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -205,13 +206,7 @@ func randomBytes(t *testing.T, n int) []byte {
 
 func write(t *testing.T, dir, name string, b []byte) {
 	t.Helper()
-	p := filepath.Join(dir, filepath.FromSlash(name))
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testfile.Write(t, filepath.Join(dir, filepath.FromSlash(name)), string(b))
 }
 
 func git(t *testing.T, dir string, args ...string) string {

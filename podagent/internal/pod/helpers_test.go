@@ -26,6 +26,7 @@ import (
 	s3store "github.com/svc-dev/svc/shared/objstore/s3"
 	"github.com/svc-dev/svc/shared/syncmode"
 	"github.com/svc-dev/svc/shared/testenv"
+	"github.com/svc-dev/svc/shared/testenv/testfile"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -134,6 +135,13 @@ type storeKind struct {
 	open func(t *testing.T) objstore.Store
 }
 
+// eachStore runs body as a subtest on each kind of store.
+func eachStore(t *testing.T, body func(t *testing.T, store objstore.Store)) {
+	for _, sk := range storeKinds() {
+		t.Run(sk.name, func(t *testing.T) { body(t, sk.open(t)) })
+	}
+}
+
 func storeKinds() []storeKind {
 	return []storeKind{
 		{"fs", func(t *testing.T) objstore.Store {
@@ -178,13 +186,7 @@ func startPod(t *testing.T, o Options) *Pod {
 
 func writeFile(t *testing.T, dir, name, body string) {
 	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testfile.Write(t, filepath.Join(dir, name), body)
 }
 
 // gitIn runs a test-side git command (plain exec: the test is the trusted

@@ -119,63 +119,60 @@ func sha256Hex(s string) string {
 // existed still gets its deps layer (key read from HEAD's lockfile).
 func TestColdStartFromManifestRestoresIdenticalTree(t *testing.T) {
 	t.Parallel()
-	for _, sk := range storeKinds() {
-		t.Run(sk.name, func(t *testing.T) {
-			store := sk.open(t)
-			api, ws := newProject(t)
-			const lock = `{"lockfileVersion":3,"packages":{}}`
-			writeNodeWorkspace(t, ws, lock)
-			p := startPod(t, api.options(ws, store))
-			writeFile(t, ws, "src/new.ts", "export {};\n")
-			if _, err := p.Turn(context.Background(), "turn"); err != nil {
-				t.Fatal(err)
-			}
-			if err := p.S3.SyncDeps(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			p.Close()
+	eachStore(t, func(t *testing.T, store objstore.Store) {
+		api, ws := newProject(t)
+		const lock = `{"lockfileVersion":3,"packages":{}}`
+		writeNodeWorkspace(t, ws, lock)
+		p := startPod(t, api.options(ws, store))
+		writeFile(t, ws, "src/new.ts", "export {};\n")
+		if _, err := p.Turn(context.Background(), "turn"); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.S3.SyncDeps(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		p.Close()
 
-			// The manifest is the first entry and names HEAD's lockfile.
-			name, data := archivetest.FirstEntry(t, store, objstore.RepoKey("p1"))
-			if name != repoarchive.ManifestName {
-				t.Fatalf("first entry of repo.git.tar.gz is %q", name)
-			}
-			m, err := repoarchive.ParseManifest(data)
-			if err != nil || m.DepsHash != sha256Hex(lock) {
-				t.Fatalf("manifest %s: %+v %v; want deps hash %s", data, m, err, sha256Hex(lock))
-			}
-			want := treeDigest(t, ws)
+		// The manifest is the first entry and names HEAD's lockfile.
+		name, data := archivetest.FirstEntry(t, store, objstore.RepoKey("p1"))
+		if name != repoarchive.ManifestName {
+			t.Fatalf("first entry of repo.git.tar.gz is %q", name)
+		}
+		m, err := repoarchive.ParseManifest(data)
+		if err != nil || m.DepsHash != sha256Hex(lock) {
+			t.Fatalf("manifest %s: %+v %v; want deps hash %s", data, m, err, sha256Hex(lock))
+		}
+		want := treeDigest(t, ws)
 
-			ws2 := t.TempDir()
-			p2 := startPod(t, api.options(ws2, store))
-			if !p2.ColdStart.Restored || !p2.ColdStart.DepsRestored {
-				t.Fatalf("cold start = %+v", p2.ColdStart)
-			}
-			sameTree(t, want, treeDigest(t, ws2))
-			if _, err := os.Stat(filepath.Join(ws2, ".git", repoarchive.ManifestName)); !os.IsNotExist(err) {
-				t.Fatalf("the manifest was extracted into .git: %v", err)
-			}
-			if got := gitIn(t, ws2, "config", "--get", "core.hooksPath"); got != "/dev/null" {
-				t.Fatalf("core.hooksPath = %q", got)
-			}
-			p2.Close()
+		ws2 := t.TempDir()
+		p2 := startPod(t, api.options(ws2, store))
+		if !p2.ColdStart.Restored || !p2.ColdStart.DepsRestored {
+			t.Fatalf("cold start = %+v", p2.ColdStart)
+		}
+		sameTree(t, want, treeDigest(t, ws2))
+		if _, err := os.Stat(filepath.Join(ws2, ".git", repoarchive.ManifestName)); !os.IsNotExist(err) {
+			t.Fatalf("the manifest was extracted into .git: %v", err)
+		}
+		if got := gitIn(t, ws2, "config", "--get", "core.hooksPath"); got != "/dev/null" {
+			t.Fatalf("core.hooksPath = %q", got)
+		}
+		p2.Close()
 
-			// An object without a manifest (written before it existed).
-			var buf bytes.Buffer
-			if _, err := repoarchive.Create(&buf, filepath.Join(ws, ".git"), repoarchive.Options{}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := store.Put(context.Background(), objstore.RepoKey("p1"), &buf, int64(buf.Len()), objstore.PutOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			ws3 := t.TempDir()
-			p3 := startPod(t, api.options(ws3, store))
-			if !p3.ColdStart.Restored || !p3.ColdStart.DepsRestored {
-				t.Fatalf("cold start from an object without manifest = %+v", p3.ColdStart)
-			}
-			sameTree(t, want, treeDigest(t, ws3))
-		})
-	}
+		// An object without a manifest (written before it existed).
+		var buf bytes.Buffer
+		if _, err := repoarchive.Create(&buf, filepath.Join(ws, ".git"), repoarchive.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.Put(context.Background(), objstore.RepoKey("p1"), &buf, int64(buf.Len()), objstore.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		ws3 := t.TempDir()
+		p3 := startPod(t, api.options(ws3, store))
+		if !p3.ColdStart.Restored || !p3.ColdStart.DepsRestored {
+			t.Fatalf("cold start from an object without manifest = %+v", p3.ColdStart)
+		}
+		sameTree(t, want, treeDigest(t, ws3))
+	})
 }
 
 // TestRepackInBackgroundKeepsHistory: once loose objects pass the
@@ -224,11 +221,7 @@ func TestDepsLayerAfterLockfileChange(t *testing.T) {
 	api, ws := newProject(t)
 	writeNodeWorkspace(t, ws, `{"v":1}`)
 	p := startPod(t, api.options(ws, store))
-	writeFile(t, ws, "package-lock.json", `{"v":2}`)
-	writeFile(t, ws, "node_modules/added/index.js", "added\n")
-	if _, err := p.Turn(context.Background(), "install"); err != nil {
-		t.Fatal(err)
-	}
+	installTurn(t, p, ws, `{"v":2}`, "added")
 	if _, err := p.Sync.Flush(context.Background(), gitsync.FlushOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -248,6 +241,17 @@ func TestDepsLayerAfterLockfileChange(t *testing.T) {
 	}
 }
 
+// installTurn is a turn that changes the lockfile to lock and installs the
+// package pkg (node_modules/<pkg>/index.js holds "<pkg>\n").
+func installTurn(t *testing.T, p *Pod, ws, lock, pkg string) {
+	t.Helper()
+	writeFile(t, ws, "package-lock.json", lock)
+	writeFile(t, ws, "node_modules/"+pkg+"/index.js", pkg+"\n")
+	if _, err := p.Turn(context.Background(), "install"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestShutdownEnsuresDepsLayer: a healthy shutdown right after a lockfile
 // turn leaves the deps layer of that lockfile in object storage.
 func TestShutdownEnsuresDepsLayer(t *testing.T) {
@@ -259,11 +263,7 @@ func TestShutdownEnsuresDepsLayer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, ws, "package-lock.json", `{"v":3}`)
-	writeFile(t, ws, "node_modules/late/index.js", "late\n")
-	if _, err := p.Turn(context.Background(), "install"); err != nil {
-		t.Fatal(err)
-	}
+	installTurn(t, p, ws, `{"v":3}`, "late")
 	res := p.Shutdown(context.Background())
 	if res.GitFlushErr != nil {
 		t.Fatalf("shutdown: %+v", res)

@@ -12,6 +12,7 @@ import (
 	"github.com/svc-dev/svc/shared/archive"
 	"github.com/svc-dev/svc/shared/objstore"
 	fsstore "github.com/svc-dev/svc/shared/objstore/fs"
+	"github.com/svc-dev/svc/shared/testenv/testfile"
 )
 
 func newSync(t *testing.T, fenced *atomic.Bool) (*S3Sync, objstore.Store, string) {
@@ -29,13 +30,7 @@ func newSync(t *testing.T, fenced *atomic.Bool) (*S3Sync, objstore.Store, string
 
 func write(t *testing.T, dir, rel, body string) {
 	t.Helper()
-	p := filepath.Join(dir, rel)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testfile.Write(t, filepath.Join(dir, rel), body)
 }
 
 // TestDepsUploadInBackground: a turn only starts the deps upload; it

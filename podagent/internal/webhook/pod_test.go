@@ -19,6 +19,7 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/agentloop/fakegateway"
 	"github.com/svc-dev/svc/podagent/internal/config"
 	"github.com/svc-dev/svc/podagent/internal/pod"
+	"github.com/svc-dev/svc/shared/testenv"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -26,9 +27,7 @@ import (
 // one commit, the .git is persisted and one checkpoint row is recorded.
 func TestPodWebhookTurnCommitsPersistsRecords(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Fatalf("git is required (.ci/run installs it): %v", err)
-	}
+	testenv.RequireTool(t, "git")
 	const project, token = "prj_wh", "svc_rt_prj_wh.test"
 	gw := fakegateway.New(t, project, token)
 	gw.SetChannel(wire.ChannelConfig{Configured: true, ChannelID: "ch_1", Secret: "sec"}, 0)

@@ -21,3 +21,21 @@ func Check[T any](t testing.TB, got T, err error, wantErr string, ok func(T) boo
 		t.Fatalf("got %+v, err %v", got, err)
 	}
 }
+
+// CheckParse runs parse (named what in failures) on each valid input, which
+// must give its value, and on each invalid one, which must fail with the
+// zero value.
+func CheckParse[T comparable](t testing.TB, what string, parse func(string) (T, error), valid map[string]T, invalid ...string) {
+	t.Helper()
+	var zero T
+	for in, want := range valid {
+		if got, err := parse(in); err != nil || got != want {
+			t.Errorf("%s(%q) = %v, %v; want %v", what, in, got, err, want)
+		}
+	}
+	for _, in := range invalid {
+		if got, err := parse(in); err == nil || got != zero {
+			t.Errorf("%s(%q) = %v, %v; want an error", what, in, got, err)
+		}
+	}
+}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/svc-dev/svc/podagent/internal/lfs"
 	"github.com/svc-dev/svc/shared/gitrun"
+	"github.com/svc-dev/svc/shared/testenv"
+	"github.com/svc-dev/svc/shared/testenv/testfile"
 )
 
 func gitIn(t *testing.T, dir string, args ...string) string {
@@ -25,25 +27,13 @@ func gitIn(t *testing.T, dir string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-func write(t *testing.T, path, s string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // Cold boot's swap (spec 10.5): the staged .git replaces the workspace's,
 // tracked files that differ from HEAD are kept under the pre-hydrate
 // namespace before the reset, untracked files stay, the restored config is
 // replaced; without a staged .git nothing happens.
 func TestHydrate(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Fatalf("git is required: %v", err)
-	}
+	testenv.RequireTool(t, "git")
 	ctx := context.Background()
 	src := newRepo(t, map[string]string{"a.txt": "v1\n"})
 	gitIn(t, src, "config", "core.fsmonitor", "touch /tmp/pwned") // must not survive the swap
@@ -51,8 +41,8 @@ func TestHydrate(t *testing.T) {
 
 	root := t.TempDir()
 	ws := filepath.Join(root, WorkspaceRel)
-	write(t, filepath.Join(ws, "a.txt"), "edited before the boot\n")
-	write(t, filepath.Join(ws, "notes", "new.txt"), "untracked\n")
+	testfile.Write(t, filepath.Join(ws, "a.txt"), "edited before the boot\n")
+	testfile.Write(t, filepath.Join(ws, "notes", "new.txt"), "untracked\n")
 	stageGit(t, src, root, false)
 
 	r := &gitrun.Runner{Timeout: time.Minute}
@@ -96,7 +86,7 @@ func TestHydrateCleanTree(t *testing.T) {
 	ctx := context.Background()
 	src := newRepo(t, map[string]string{"a.txt": "v1\n"})
 	root := t.TempDir()
-	write(t, filepath.Join(root, WorkspaceRel, "a.txt"), "v1\n")
+	testfile.Write(t, filepath.Join(root, WorkspaceRel, "a.txt"), "v1\n")
 	stageGit(t, src, root, true)
 	ref, err := Hydrate(ctx, &gitrun.Runner{Timeout: time.Minute}, root, zaptest.NewLogger(t))
 	if err != nil || ref != "" {
@@ -114,7 +104,7 @@ func newRepo(t *testing.T, files map[string]string, config ...[2]string) string 
 		gitIn(t, src, "config", kv[0], kv[1])
 	}
 	for path, content := range files {
-		write(t, filepath.Join(src, path), content)
+		testfile.Write(t, filepath.Join(src, path), content)
 	}
 	gitIn(t, src, "add", "-A")
 	gitIn(t, src, "commit", "-q", "-m", "seed")
@@ -146,9 +136,7 @@ func must(t *testing.T, err error) {
 // carries only our lfs filter.
 func TestHydrateKeepsLargeFileBytes(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("git-lfs"); err != nil {
-		t.Fatalf("git-lfs is required: %v", err)
-	}
+	testenv.RequireTool(t, "git-lfs")
 	ctx := context.Background()
 	big := strings.Repeat("large bytes\n", 100)
 	src := newRepo(t, map[string]string{
@@ -160,8 +148,8 @@ func TestHydrateKeepsLargeFileBytes(t *testing.T) {
 	}
 	root := t.TempDir()
 	ws := filepath.Join(root, WorkspaceRel)
-	write(t, filepath.Join(ws, ".gitattributes"), "*.bin filter=lfs diff=lfs merge=lfs -text\n")
-	write(t, filepath.Join(ws, "big.bin"), big)
+	testfile.Write(t, filepath.Join(ws, ".gitattributes"), "*.bin filter=lfs diff=lfs merge=lfs -text\n")
+	testfile.Write(t, filepath.Join(ws, "big.bin"), big)
 	stageGit(t, src, root, false)
 	ref, err := Hydrate(ctx, &gitrun.Runner{Timeout: time.Minute}, root, zaptest.NewLogger(t))
 	if err != nil || ref != "" {
