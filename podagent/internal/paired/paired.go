@@ -35,6 +35,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/podagent/internal/config"
+	"github.com/svc-dev/svc/shared/chans"
 	"github.com/svc-dev/svc/shared/cli"
 	"github.com/svc-dev/svc/shared/logging"
 	"github.com/svc-dev/svc/shared/pause"
@@ -159,27 +160,16 @@ func (t *tunnelConn) Close() error {
 // keepAlive pings the API; a tunnel whose API stopped answering (a half-open
 // connection) is closed so the Listener dials a new one.
 func (t *tunnelConn) keepAlive(ws *websocket.Conn, every time.Duration, log *zap.Logger) {
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		select {
-		case <-t.done:
-			return
-		case <-tick.C:
-		}
+	chans.Every(t.done, every, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), every)
 		err := ws.Ping(ctx)
 		cancel()
-		if err != nil {
-			select {
-			case <-t.done:
-			default:
-				log.Warn("tunnel ping failed; reconnecting", zap.Error(err))
-				_ = t.Close()
-			}
-			return
+		if err != nil && !chans.Closed(t.done) {
+			log.Warn("tunnel ping failed; reconnecting", zap.Error(err))
+			_ = t.Close()
 		}
-	}
+		return err == nil
+	})
 }
 
 // Listener is a net.Listener over the tunnel: Accept returns a connection

@@ -23,6 +23,16 @@ import (
 
 // newServedStore returns a store in a temp dir whose presigned URLs are
 // served by an httptest server at /objects.
+// open is fs.New(dir, opts); an error fails t.
+func open(t testing.TB, dir string, opts fs.Options) *fs.Store {
+	t.Helper()
+	s, err := fs.New(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func newServedStore(t *testing.T, opts fs.Options) *fs.Store {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(nil)
@@ -32,10 +42,7 @@ func newServedStore(t *testing.T, opts fs.Options) *fs.Store {
 		opts.SigningKey = []byte("test signing key")
 	}
 	opts.Logger = zaptest.NewLogger(t)
-	s, err := fs.New(t.TempDir(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := open(t, t.TempDir(), opts)
 	srv.Config.Handler = fs.Handler(s, "/objects")
 	srv.Start()
 	return s
@@ -52,10 +59,7 @@ func TestKeysStayInsideRoot(t *testing.T) {
 	t.Parallel()
 	parent := t.TempDir()
 	root := filepath.Join(parent, "root")
-	s, err := fs.New(root, fs.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := open(t, root, fs.Options{})
 	outside := filepath.Join(parent, "outside")
 	if err := os.WriteFile(outside, []byte("secret"), 0o644); err != nil {
 		t.Fatal(err)
@@ -102,10 +106,7 @@ func TestKeysStayInsideRoot(t *testing.T) {
 
 func TestListSkipsInternalFiles(t *testing.T) {
 	t.Parallel()
-	s, err := fs.New(t.TempDir(), fs.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := open(t, t.TempDir(), fs.Options{})
 	if _, err := s.Put(t.Context(), "a", strings.NewReader("x"), 1, objstore.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -124,10 +125,7 @@ func TestListSkipsInternalFiles(t *testing.T) {
 
 func TestPresignWithoutBaseURL(t *testing.T) {
 	t.Parallel()
-	s, err := fs.New(t.TempDir(), fs.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := open(t, t.TempDir(), fs.Options{})
 	if _, err := s.PresignGet(t.Context(), "k", time.Minute); !errors.Is(err, fs.ErrNoBaseURL) {
 		t.Fatalf("PresignGet err = %v, want ErrNoBaseURL", err)
 	}
@@ -213,10 +211,7 @@ func TestPresignExpiryAndLimits(t *testing.T) {
 
 func TestHeadDoesNotReadContent(t *testing.T) {
 	t.Parallel()
-	s, err := fs.New(t.TempDir(), fs.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := open(t, t.TempDir(), fs.Options{})
 	info, err := s.Put(t.Context(), "big", strings.NewReader("0123456789"), 10, objstore.PutOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -247,10 +242,7 @@ func TestConditionalPutAcrossProcesses(t *testing.T) {
 		return
 	}
 	dir := t.TempDir()
-	s, err := fs.New(dir, fs.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := open(t, dir, fs.Options{})
 	base, err := s.Put(t.Context(), "p/repo.git.tar.gz", strings.NewReader("base"), 4, objstore.PutOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -280,10 +272,7 @@ func TestConditionalPutAcrossProcesses(t *testing.T) {
 }
 
 func raceHelper(t *testing.T, dir string) {
-	s, err := fs.New(dir, fs.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := open(t, dir, fs.Options{})
 	etag, id := os.Getenv("SVC_FS_RACE_ETAG"), os.Getenv("SVC_FS_RACE_ID")
 	done := make(chan error)
 	for g := range 4 {

@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/svc-dev/svc/shared/chans"
 )
 
 // Kubelet plays the kubelet of the fake nodes for one container of the pods
@@ -263,14 +265,7 @@ func releaseIP(ip string, p *Process) {
 // grace), as a kubelet stopping the container (an orphan's end, in tests).
 func (p *Process) Stop(grace time.Duration) { p.stop(grace) }
 
-func (p *Process) stopping() bool {
-	select {
-	case <-p.Done:
-		return true
-	default:
-		return false
-	}
-}
+func (p *Process) stopping() bool { return chans.Closed(p.Done) }
 
 func (p *Process) stop(grace time.Duration) {
 	if p.cmd == nil || p.cmd.Process == nil {

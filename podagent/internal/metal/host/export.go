@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/svc-dev/svc/shared/chans"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/objstore"
 	"github.com/svc-dev/svc/shared/wire"
@@ -34,20 +35,14 @@ func keyOf(id, part string) string {
 // exportLoop pulls .git and the data archive every ExportInterval.
 func (h *Host) exportLoop(p *project) {
 	defer close(p.loopDone)
-	t := time.NewTicker(h.o.ExportInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-p.loopStop:
-			return
-		case <-t.C:
-		}
+	chans.Every(p.loopStop, h.o.ExportInterval, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		if err := h.Export(ctx, p.id, false); err != nil {
 			h.log.Warn("periodic export failed", zap.String("projectId", p.id), zap.Error(err))
 		}
 		cancel()
-	}
+		return true
+	})
 }
 
 func (p *project) stopLoop() {

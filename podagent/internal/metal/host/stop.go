@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/podagent/internal/metal/guest"
+	"github.com/svc-dev/svc/shared/chans"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/objstore"
 	"github.com/svc-dev/svc/shared/repoarchive"
@@ -101,27 +102,20 @@ func (h *Host) finish(p *project, state, lastErr string) {
 // healthGate probes the guest's /healthz every HealthInterval; after
 // HealthFailures failures in a row the VM is discarded (rescued first).
 func (h *Host) healthGate(p *project) {
-	t := time.NewTicker(h.o.HealthInterval)
-	defer t.Stop()
 	failures := 0
-	for {
-		select {
-		case <-p.vm.Done():
-			return
-		case <-t.C:
-		}
+	chans.Every(p.vm.Done(), h.o.HealthInterval, func() bool {
 		p.mu.Lock()
 		stopping := p.stopping
 		p.mu.Unlock()
 		if stopping {
-			return
+			return false
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), h.o.HealthTimeout)
 		err := h.probe(ctx, p)
 		cancel()
 		if err == nil {
 			failures = 0
-			continue
+			return true
 		}
 		failures++
 		h.log.Warn("guest health probe failed", zap.String("projectId", p.id), zap.Int("failures", failures), zap.Error(err))
@@ -129,9 +123,10 @@ func (h *Host) healthGate(p *project) {
 			dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			_ = h.discard(dctx, p, fmt.Sprintf("health gate: %d failed probes: %v", failures, err))
 			dcancel()
-			return
+			return false
 		}
-	}
+		return true
+	})
 }
 
 func (h *Host) probe(ctx context.Context, p *project) error {

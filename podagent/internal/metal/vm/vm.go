@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/svc-dev/svc/shared/chans"
 	"github.com/svc-dev/svc/shared/settings"
 )
 
@@ -194,14 +195,7 @@ func (v *VM) Done() <-chan struct{} { return v.done }
 func (v *VM) ExitErr() error { return v.exitErr }
 
 // Alive reports whether QEMU still runs.
-func (v *VM) Alive() bool {
-	select {
-	case <-v.done:
-		return false
-	default:
-		return true
-	}
-}
+func (v *VM) Alive() bool { return !chans.Closed(v.done) }
 
 // Kill ends QEMU at once and waits for it.
 func (v *VM) Kill() {
