@@ -3,9 +3,6 @@ package callback_test
 import (
 	"context"
 	"errors"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"sync"
 	"testing"
@@ -15,46 +12,8 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/svc-dev/svc/podagent/internal/callback"
+	"github.com/svc-dev/svc/podagent/internal/callback/callbacktest"
 )
-
-type received struct {
-	header http.Header
-	body   []byte
-}
-
-// receiver answers with statuses in order (the last repeats) and records
-// every request.
-type receiver struct {
-	*httptest.Server
-	mu       sync.Mutex
-	statuses []int
-	headers  map[string]string
-	got      []received
-}
-
-func newReceiver(t *testing.T, statuses ...int) *receiver {
-	r := &receiver{statuses: statuses}
-	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		b, _ := io.ReadAll(req.Body)
-		r.mu.Lock()
-		i := len(r.got)
-		r.got = append(r.got, received{req.Header.Clone(), b})
-		st := r.statuses[min(i, len(r.statuses)-1)]
-		for k, v := range r.headers {
-			w.Header().Set(k, v)
-		}
-		r.mu.Unlock()
-		w.WriteHeader(st)
-	}))
-	t.Cleanup(r.Close)
-	return r
-}
-
-func (r *receiver) Got() []received {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]received(nil), r.got...)
-}
 
 var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 
@@ -80,7 +39,7 @@ func newRecordingDeliverer(t *testing.T, o callback.Options) (*callback.Delivere
 
 func TestDeliverSignedWithHeaders(t *testing.T) {
 	t.Parallel()
-	rcv := newReceiver(t, 204)
+	rcv := callbacktest.New(t, 204)
 	d, _ := newDeliverer(t, loopback, 3)
 	body := []byte(`{"reply":"hi","correlationId":"cor_1","metadata":{"a":1}}`)
 	res := d.Deliver(context.Background(), callback.Delivery{URL: rcv.URL + "/hook", MsgID: "msg_1", Secret: "chan-secret",
@@ -89,17 +48,17 @@ func TestDeliverSignedWithHeaders(t *testing.T) {
 		t.Fatalf("result = %+v", res)
 	}
 	got := rcv.Got()[0]
-	if string(got.body) != string(body) {
-		t.Fatalf("body = %s", got.body)
+	if string(got.Body) != string(body) {
+		t.Fatalf("body = %s", got.Body)
 	}
-	h := got.header
+	h := got.Header
 	if h.Get("Content-Type") != "application/json" || h.Get("X-Tenant") != "acme" || h.Get("webhook-id") != "msg_1" {
 		t.Fatalf("headers = %v", h)
 	}
-	if err := callback.Verify("chan-secret", got.body, h); err != nil {
+	if err := callback.Verify("chan-secret", got.Body, h); err != nil {
 		t.Fatalf("signature: %v", err)
 	}
-	if err := callback.Verify("other-secret", got.body, h); err == nil {
+	if err := callback.Verify("other-secret", got.Body, h); err == nil {
 		t.Fatal("a wrong secret verified")
 	}
 }
@@ -116,7 +75,7 @@ func TestWhsecSecretIsBase64Key(t *testing.T) {
 
 func TestRetriesUntilSuccessWithSameID(t *testing.T) {
 	t.Parallel()
-	rcv := newReceiver(t, 503, 503, 200)
+	rcv := callbacktest.New(t, 503, 503, 200)
 	d, waits := newDeliverer(t, loopback, 5)
 	res := d.Deliver(context.Background(), callback.Delivery{URL: rcv.URL, MsgID: "msg_same", Secret: "s", Body: []byte(`{}`)})
 	if !res.Delivered || res.Attempts != 3 {
@@ -127,10 +86,10 @@ func TestRetriesUntilSuccessWithSameID(t *testing.T) {
 		t.Fatalf("%d requests", len(got))
 	}
 	for _, g := range got {
-		if g.header.Get("webhook-id") != "msg_same" {
-			t.Fatalf("webhook-id = %q", g.header.Get("webhook-id"))
+		if g.Header.Get("webhook-id") != "msg_same" {
+			t.Fatalf("webhook-id = %q", g.Header.Get("webhook-id"))
 		}
-		if err := callback.Verify("s", g.body, g.header); err != nil {
+		if err := callback.Verify("s", g.Body, g.Header); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -141,8 +100,8 @@ func TestRetriesUntilSuccessWithSameID(t *testing.T) {
 
 func TestRetryAfterHonoured(t *testing.T) {
 	t.Parallel()
-	rcv := newReceiver(t, 429, 200)
-	rcv.headers = map[string]string{"Retry-After": "7"}
+	rcv := callbacktest.New(t, 429, 200)
+	rcv.Headers = map[string]string{"Retry-After": "7"}
 	d, waits := newDeliverer(t, loopback, 3)
 	res := d.Deliver(context.Background(), callback.Delivery{URL: rcv.URL, MsgID: "m", Secret: "s", Body: []byte(`{}`)})
 	if !res.Delivered || len(*waits) != 1 || (*waits)[0] != 7*time.Second {
@@ -163,9 +122,9 @@ func TestStopsOn4xxAndGivesUp(t *testing.T) {
 		{"5xx gives up after schedule", []int{500}, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			other := newReceiver(t, 200)
-			rcv := newReceiver(t, tc.statuses...)
-			rcv.headers = map[string]string{"Location": other.URL}
+			other := callbacktest.New(t, 200)
+			rcv := callbacktest.New(t, tc.statuses...)
+			rcv.Headers = map[string]string{"Location": other.URL}
 			d, _ := newDeliverer(t, loopback, 4)
 			res := d.Deliver(context.Background(), callback.Delivery{URL: rcv.URL, MsgID: "m", Secret: "s", Body: []byte(`{}`)})
 			if res.Delivered || res.Attempts != tc.attempts || len(rcv.Got()) != tc.attempts || res.Err == nil {
@@ -180,7 +139,7 @@ func TestStopsOn4xxAndGivesUp(t *testing.T) {
 
 func TestNetworkErrorsRetried(t *testing.T) {
 	t.Parallel()
-	rcv := newReceiver(t, 200)
+	rcv := callbacktest.New(t, 200)
 	url := rcv.URL
 	rcv.Close() // connection refused
 	d, waits := newDeliverer(t, loopback, 3)
@@ -192,7 +151,7 @@ func TestNetworkErrorsRetried(t *testing.T) {
 
 func TestSSRFRefused(t *testing.T) {
 	t.Parallel()
-	rcv := newReceiver(t, 200) // on 127.0.0.1: refused when loopback is not allowed
+	rcv := callbacktest.New(t, 200) // on 127.0.0.1: refused when loopback is not allowed
 	_, port, _ := splitPort(rcv.URL)
 	d, waits := newDeliverer(t, nil, 5)
 	for _, u := range []string{

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/svc-dev/svc/podagent/internal/callback"
+	"github.com/svc-dev/svc/podagent/internal/callback/callbacktest"
 )
 
 // forwarder is a host's forwarding endpoint guarded by allowed; outcomes
@@ -55,8 +56,8 @@ func guestDeliverer(t *testing.T, forwardURL string, attempts int) (*callback.De
 // Retry-After come back so the guest's retries work as in a pod.
 func TestForwardedCallbackSignedAndRetried(t *testing.T) {
 	t.Parallel()
-	rcv := newReceiver(t, 503, 204)
-	rcv.headers = map[string]string{"Retry-After": "7"}
+	rcv := callbacktest.New(t, 503, 204)
+	rcv.Headers = map[string]string{"Retry-After": "7"}
 	fw := newForwarder(t, []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")})
 	d, waits := guestDeliverer(t, fw.URL, 3)
 	body := []byte(`{"reply":"hi","correlationId":"cor_1","metadata":{}}`)
@@ -73,15 +74,15 @@ func TestForwardedCallbackSignedAndRetried(t *testing.T) {
 		t.Fatalf("receiver saw %d requests", len(got))
 	}
 	for _, g := range got {
-		h := g.header
-		if string(g.body) != string(body) || h.Get("webhook-id") != "msg_1" || h.Get("X-Tenant") != "acme" ||
+		h := g.Header
+		if string(g.Body) != string(body) || h.Get("webhook-id") != "msg_1" || h.Get("X-Tenant") != "acme" ||
 			h.Get("Authorization") != "Bearer receiver-token" || h.Get("Content-Type") != "application/json" {
-			t.Fatalf("forwarded request: %v %s", h, g.body)
+			t.Fatalf("forwarded request: %v %s", h, g.Body)
 		}
 		if h.Get(callback.HeaderForwardTarget) != "" {
 			t.Fatalf("the forwarding header leaked to the receiver: %v", h)
 		}
-		if err := callback.Verify("chan-secret", g.body, h); err != nil {
+		if err := callback.Verify("chan-secret", g.Body, h); err != nil {
 			t.Fatalf("signature: %v", err)
 		}
 	}
@@ -95,7 +96,7 @@ func TestForwardedCallbackSignedAndRetried(t *testing.T) {
 // host-side network failure is retried like one in a pod.
 func TestForwarderRefusesPrivateTargets(t *testing.T) {
 	t.Parallel()
-	rcv := newReceiver(t, 200) // 127.0.0.1: refused by a guard without allowed nets
+	rcv := callbacktest.New(t, 200) // 127.0.0.1: refused by a guard without allowed nets
 	_, port, _ := splitPort(rcv.URL)
 	fw := newForwarder(t, nil)
 	d, waits := guestDeliverer(t, fw.URL, 4)
@@ -116,7 +117,7 @@ func TestForwarderRefusesPrivateTargets(t *testing.T) {
 		t.Fatalf("refused targets contacted or retried: %d, %v, %v", len(rcv.Got()), *waits, fw.outcomes)
 	}
 
-	closed := newReceiver(t, 200)
+	closed := callbacktest.New(t, 200)
 	url := closed.URL
 	closed.Close()
 	open := newForwarder(t, []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")})

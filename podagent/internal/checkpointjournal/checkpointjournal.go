@@ -108,10 +108,9 @@ func (r *Recorder) MarkPersisted(shas []string) error {
 
 // PendingSHAs returns the shas of all remembered entries, in commit order.
 func (r *Recorder) PendingSHAs() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]string, 0, len(r.entries))
-	for _, e := range r.entries {
+	pending := r.Pending()
+	out := make([]string, 0, len(pending))
+	for _, e := range pending {
 		out = append(out, e.Record.CommitSHA)
 	}
 	return out
@@ -125,11 +124,7 @@ func (r *Recorder) Pending() []Entry {
 }
 
 // Len is the number of commits not yet recorded.
-func (r *Recorder) Len() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.entries)
-}
+func (r *Recorder) Len() int { return len(r.Pending()) }
 
 // Flush posts persisted entries in commit order and drops each one the API
 // accepted. It stops at the first failure and returns it; the rest stay for

@@ -102,10 +102,9 @@ type GitWorkspaceSync struct {
 	persistMu sync.Mutex // orders uploads
 	closed    bool       // guarded by turnMu
 
-	stateMu   sync.Mutex
-	dirty     bool // HEAD has commits not in the durable object (or origin)
-	s3Owed    bool // the last S3 write of a turn failed (s3, dual_shadow)
-	lfsPushed bool
+	dirty     atomic.Bool // HEAD has commits not in the durable object (or origin)
+	s3Owed    atomic.Bool // the last S3 write of a turn failed (s3, dual_shadow)
+	lfsPushed atomic.Bool
 
 	kick chan struct{}
 
@@ -213,7 +212,7 @@ func (g *GitWorkspaceSync) commitLocked(ctx context.Context, message string) (st
 	if err != nil || sha == "" {
 		return "", err
 	}
-	g.setDirty(true)
+	g.dirty.Store(true)
 	turn, terr := g.o.Repo.Turn(ctx, sha)
 	if terr != nil {
 		g.log.Warn("reading the turn number", zap.String("sha", sha), zap.Error(terr))
@@ -281,9 +280,7 @@ func (g *GitWorkspaceSync) s3Write(ctx context.Context) error {
 		err = g.o.LFS.Push(ctx)
 	}
 	err = errors.Join(err, g.o.S3.AfterTurn(ctx))
-	g.stateMu.Lock()
-	g.s3Owed = err != nil
-	g.stateMu.Unlock()
+	g.s3Owed.Store(err != nil)
 	if err != nil {
 		if g.o.Metrics != nil {
 			g.o.Metrics.PersistFailures.Inc()
@@ -302,9 +299,7 @@ func (g *GitWorkspaceSync) pushLargeFiles(ctx context.Context) {
 		return
 	}
 	err := g.o.LFS.Push(ctx)
-	g.stateMu.Lock()
-	g.lfsPushed = err == nil
-	g.stateMu.Unlock()
+	g.lfsPushed.Store(err == nil)
 	if err != nil {
 		g.log.Warn("large-file push failed; the .git archive keeps the local large-file cache", zap.Error(err))
 	}
@@ -316,7 +311,7 @@ func (g *GitWorkspaceSync) persistStep(ctx context.Context) error {
 	var err error
 	switch g.o.Mode {
 	case syncmode.S3:
-		g.setDirty(false) // no durability step in s3 (spec 3.2)
+		g.dirty.Store(false) // no durability step in s3 (spec 3.2)
 		return nil
 	case syncmode.DualShadow:
 		err = g.push(ctx)
@@ -371,7 +366,7 @@ func (g *GitWorkspaceSync) push(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	g.setDirty(false)
+	g.dirty.Store(false)
 	g.log.Info("pushed to origin", zap.String("origin", g.o.Origin.URL()), zap.Duration("took", time.Since(start)))
 	testhook.Reach(testhook.AfterPersist)
 	return nil
@@ -386,9 +381,7 @@ func (g *GitWorkspaceSync) persist(ctx context.Context) error {
 			g.o.Metrics.PersistDuration.Observe(time.Since(start).Seconds())
 		}
 	}()
-	g.stateMu.Lock()
-	includeLFS := g.o.LFS != nil && !g.lfsPushed
-	g.stateMu.Unlock()
+	includeLFS := g.o.LFS != nil && !g.lfsPushed.Load()
 
 	g.repoMu.Lock()
 	snap, err := g.o.Persister.Snapshot(ctx, includeLFS)
@@ -413,7 +406,7 @@ func (g *GitWorkspaceSync) persist(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	g.setDirty(false)
+	g.dirty.Store(false)
 	if err := g.o.Recorder.MarkPersisted(shas); err != nil {
 		g.log.Warn("saving checkpoint journal", zap.Error(err))
 	}
@@ -553,7 +546,7 @@ func (g *GitWorkspaceSync) flushLocked(ctx context.Context, fo FlushOptions) (wi
 	if err != nil {
 		return resp, err
 	}
-	g.setDirty(true)
+	g.dirty.Store(true)
 	if err := g.persistStep(ctx); err != nil {
 		return resp, errors.Join(ErrNotPersisted, err)
 	}
@@ -623,7 +616,7 @@ func (g *GitWorkspaceSync) SnapshotHEAD(ctx context.Context) (string, error) {
 func (g *GitWorkspaceSync) PersistNow(ctx context.Context) error {
 	g.turnMu.Lock()
 	defer g.turnMu.Unlock()
-	g.setDirty(true)
+	g.dirty.Store(true)
 	g.pushLargeFiles(ctx)
 	return g.persistStep(ctx)
 }
@@ -644,7 +637,7 @@ func (g *GitWorkspaceSync) Resume(ctx context.Context) {
 		// A restarted pod may hold commits the origin lacks: push (a
 		// no-op when it is up to date).
 		if head, _ := g.o.Repo.Head(ctx); head != "" {
-			g.setDirty(true)
+			g.dirty.Store(true)
 			_ = g.persistStep(ctx)
 		}
 		return
@@ -654,7 +647,7 @@ func (g *GitWorkspaceSync) Resume(ctx context.Context) {
 		unpersisted = unpersisted || !e.Persisted
 	}
 	if unpersisted {
-		g.setDirty(true)
+		g.dirty.Store(true)
 		g.log.Info("resuming: persisting commits made before a restart")
 		g.pushLargeFiles(ctx)
 		if err := g.persistStep(ctx); err != nil {
@@ -709,7 +702,7 @@ func (g *GitWorkspaceSync) needsWork() bool {
 	}
 	// A failed durability step is retried in the background right away,
 	// below the degrade threshold too (docs/sync-modes.md §1).
-	if g.isDirty() || g.isS3Owed() {
+	if g.dirty.Load() || g.s3Owed.Load() {
 		return true
 	}
 	if !g.gitOnly() {
@@ -730,12 +723,12 @@ func (g *GitWorkspaceSync) retryOnce(ctx context.Context) bool {
 	if g.closed || g.Fenced() {
 		return true
 	}
-	if g.isS3Owed() {
+	if g.s3Owed.Load() {
 		if err := g.s3Write(ctx); err != nil {
 			return false
 		}
 	}
-	if g.isDirty() {
+	if g.dirty.Load() {
 		if err := g.persistStep(ctx); err != nil {
 			return false
 		}
@@ -751,24 +744,6 @@ func (g *GitWorkspaceSync) poke() {
 	case g.kick <- struct{}{}:
 	default:
 	}
-}
-
-func (g *GitWorkspaceSync) setDirty(v bool) {
-	g.stateMu.Lock()
-	g.dirty = v
-	g.stateMu.Unlock()
-}
-
-func (g *GitWorkspaceSync) isS3Owed() bool {
-	g.stateMu.Lock()
-	defer g.stateMu.Unlock()
-	return g.s3Owed
-}
-
-func (g *GitWorkspaceSync) isDirty() bool {
-	g.stateMu.Lock()
-	defer g.stateMu.Unlock()
-	return g.dirty
 }
 
 func boolGauge(b bool) float64 {

@@ -22,6 +22,7 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/agentloop"
 	"github.com/svc-dev/svc/podagent/internal/agentloop/fakegateway"
 	"github.com/svc-dev/svc/podagent/internal/callback"
+	"github.com/svc-dev/svc/podagent/internal/callback/callbacktest"
 	"github.com/svc-dev/svc/podagent/internal/server"
 	"github.com/svc-dev/svc/podagent/internal/webhook"
 	"github.com/svc-dev/svc/shared/wire"
@@ -465,81 +466,42 @@ func TestHealthCountsTheAPIOutbox(t *testing.T) {
 	}
 }
 
-// callbackReceiver records callbacks; statuses are answered in order.
-type callbackReceiver struct {
-	*httptest.Server
-	mu       sync.Mutex
-	statuses []int
-	got      []received
-	ok       chan received
-}
-
-type received struct {
-	header http.Header
-	body   []byte
-	status int
-}
-
-func newCallbackReceiver(t testing.TB, statuses ...int) *callbackReceiver {
-	r := &callbackReceiver{statuses: statuses, ok: make(chan received, 100)}
-	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		b, _ := io.ReadAll(req.Body)
-		r.mu.Lock()
-		st := r.statuses[min(len(r.got), len(r.statuses)-1)]
-		rec := received{req.Header.Clone(), b, st}
-		r.got = append(r.got, rec)
-		r.mu.Unlock()
-		w.WriteHeader(st)
-		if st < 300 {
-			r.ok <- rec
-		}
-	}))
-	t.Cleanup(r.Close)
-	return r
-}
-
-func (r *callbackReceiver) Got() []received {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]received(nil), r.got...)
-}
-
 func TestAsyncCallbackSigned(t *testing.T) {
 	t.Parallel()
 	ev := newEnv(t, opts{})
-	rcv := newCallbackReceiver(t, 200)
+	rcv := callbacktest.New(t, 200)
 	r := ev.post(`{"message":"async hi","senderId":"u1","callbackUrl":"` + rcv.URL + `/cb","metadata":{"thread":"t-9"}}`)
 	var acc wire.WebhookAccepted
 	r.json(t, &acc)
 	if r.status != 202 || acc.Status != "accepted" || !strings.Contains(acc.Message, "callback URL") || acc.CorrelationID == "" {
 		t.Fatalf("got %d %s", r.status, r.body)
 	}
-	got := <-rcv.ok
-	if err := callback.Verify(secret, got.body, got.header); err != nil {
+	got := <-rcv.OK
+	if err := callback.Verify(secret, got.Body, got.Header); err != nil {
 		t.Fatalf("signature: %v", err)
 	}
-	if got.header.Get("Content-Type") != "application/json" || got.header.Get("X-Tenant") != "acme" ||
-		!strings.HasPrefix(got.header.Get("webhook-id"), "msg_") {
-		t.Fatalf("headers = %v", got.header)
+	if got.Header.Get("Content-Type") != "application/json" || got.Header.Get("X-Tenant") != "acme" ||
+		!strings.HasPrefix(got.Header.Get("webhook-id"), "msg_") {
+		t.Fatalf("headers = %v", got.Header)
 	}
 	var cb wire.WebhookCallback
-	if err := json.Unmarshal(got.body, &cb); err != nil {
+	if err := json.Unmarshal(got.Body, &cb); err != nil {
 		t.Fatal(err)
 	}
 	if cb.Reply != "echo: async hi" || cb.CorrelationID != acc.CorrelationID || string(cb.Metadata) != `{"thread":"t-9"}` {
-		t.Fatalf("callback = %s", got.body)
+		t.Fatalf("callback = %s", got.Body)
 	}
 }
 
 func TestAsyncCallbackRetriedThenDelivered(t *testing.T) {
 	t.Parallel()
 	ev := newEnv(t, opts{attempts: 5})
-	rcv := newCallbackReceiver(t, 503, 503, 200)
+	rcv := callbacktest.New(t, 503, 503, 200)
 	r := ev.post(`{"message":"retry me","callbackUrl":"` + rcv.URL + `"}`)
 	if r.status != 202 {
 		t.Fatalf("got %d %s", r.status, r.body)
 	}
-	<-rcv.ok
+	<-rcv.OK
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := ev.h.Shutdown(ctx); err != nil { // waits for the delivery to finish
@@ -551,10 +513,10 @@ func TestAsyncCallbackRetriedThenDelivered(t *testing.T) {
 	}
 	successes := 0
 	for _, g := range got {
-		if g.header.Get("webhook-id") != got[0].header.Get("webhook-id") {
-			t.Fatalf("webhook-id changed: %q vs %q", g.header.Get("webhook-id"), got[0].header.Get("webhook-id"))
+		if g.Header.Get("webhook-id") != got[0].Header.Get("webhook-id") {
+			t.Fatalf("webhook-id changed: %q vs %q", g.Header.Get("webhook-id"), got[0].Header.Get("webhook-id"))
 		}
-		if g.status == 200 {
+		if g.Status == 200 {
 			successes++
 		}
 	}
@@ -585,7 +547,7 @@ func TestAsyncCallbackGivesUpToOutbox(t *testing.T) {
 	}{{"5xx schedule exhausted", []int{500}, 3}, {"4xx stops", []int{410}, 1}} {
 		t.Run(tc.name, func(t *testing.T) {
 			ev := newEnv(t, opts{attempts: 3})
-			rcv := newCallbackReceiver(t, tc.statuses...)
+			rcv := callbacktest.New(t, tc.statuses...)
 			r := ev.post(`{"message":"nobody home","callbackUrl":"` + rcv.URL + `","metadata":{"m":1}}`)
 			var acc wire.WebhookAccepted
 			r.json(t, &acc)
@@ -606,7 +568,7 @@ func TestAsyncCallbackGivesUpToOutbox(t *testing.T) {
 func TestAsyncCallbackToRefusedHostGoesToOutbox(t *testing.T) {
 	t.Parallel()
 	ev := newEnv(t, opts{denyLoopback: true})
-	rcv := newCallbackReceiver(t, 200)
+	rcv := callbacktest.New(t, 200)
 	port := rcv.URL[strings.LastIndexByte(rcv.URL, ':')+1:]
 	// A literal loopback address is refused when the request arrives.
 	if r := ev.post(`{"message":"ssrf","callbackUrl":"` + rcv.URL + `"}`); r.status != 400 || r.code(t) != "callback_url_refused" {
