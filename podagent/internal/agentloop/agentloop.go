@@ -24,6 +24,7 @@ import (
 
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/settings"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // Defaults of Options.
@@ -350,12 +351,7 @@ func (a *Agent) complete(ctx context.Context, msgs []message) (*chatResponse, er
 		return nil, &Error{Code: "gateway_unreachable", Message: "reading the model gateway's answer failed", Cause: err}
 	}
 	if resp.StatusCode != http.StatusOK {
-		var env struct {
-			Error struct {
-				Message string `json:"message"`
-				Code    string `json:"code"`
-			} `json:"error"`
-		}
+		var env wire.ErrorBody
 		_ = json.Unmarshal(raw, &env)
 		e := &Error{Code: "gateway_error", Status: resp.StatusCode,
 			Message: fmt.Sprintf("the model gateway answered %d", resp.StatusCode)}

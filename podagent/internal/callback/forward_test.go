@@ -15,6 +15,7 @@ import (
 
 	"github.com/svc-dev/svc/podagent/internal/callback"
 	"github.com/svc-dev/svc/podagent/internal/callback/callbacktest"
+	"github.com/svc-dev/svc/shared/testenv/testhttp"
 )
 
 // forwarder is a host's forwarding endpoint guarded by allowed; outcomes
@@ -146,13 +147,8 @@ func TestForwarderRawRequests(t *testing.T) {
 	for _, c := range cases {
 		req, _ := http.NewRequest(c.method, fw.URL, strings.NewReader("{}"))
 		req.Header.Set(callback.HeaderForwardTarget, c.target)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
-		if res.StatusCode != c.status {
-			t.Errorf("%s %q: %d, want %d", c.method, c.target, res.StatusCode, c.status)
+		if st := testhttp.Status(t, req); st != c.status {
+			t.Errorf("%s %q: %d, want %d", c.method, c.target, st, c.status)
 		}
 	}
 }

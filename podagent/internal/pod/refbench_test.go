@@ -249,20 +249,17 @@ func BenchmarkColdStartReference(b *testing.B) {
 				// Alternate which one goes first, so a drift of the
 				// machine (or of the file system) weighs on both alike.
 				var d, f, dc, fc, ds, fs time.Duration
-				runPod := func() {
+				// measure runs one restore and takes its wall, CPU and
+				// system times.
+				measure := func(once func(*testing.B, objstore.Store, string, string) (time.Duration, string)) (wall, cpu, sys time.Duration) {
 					c0, s0 := cpuTime(), sysTime()
-					var dir string
-					d, dir = coldStartOnce(b, store, project, root.dir)
-					dc, ds = cpuTime()-c0, sysTime()-s0
+					wall, dir := once(b, store, project, root.dir)
+					cpu, sys = cpuTime()-c0, sysTime()-s0
 					keep(dir)
+					return wall, cpu, sys
 				}
-				runFloor := func() {
-					c0, s0 := cpuTime(), sysTime()
-					var dir string
-					f, dir = floorOnce(b, store, project, root.dir)
-					fc, fs = cpuTime()-c0, sysTime()-s0
-					keep(dir)
-				}
+				runPod := func() { d, dc, ds = measure(coldStartOnce) }
+				runFloor := func() { f, fc, fs = measure(floorOnce) }
 				if i%2 == 0 {
 					runPod()
 					runFloor()

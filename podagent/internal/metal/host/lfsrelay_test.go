@@ -16,6 +16,7 @@ import (
 
 	"github.com/svc-dev/svc/shared/objstore"
 	fsstore "github.com/svc-dev/svc/shared/objstore/fs"
+	"github.com/svc-dev/svc/shared/testenv/testhttp"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -90,13 +91,8 @@ func TestRelayMovesLargeFilesForTheGuest(t *testing.T) {
 		if c.auth != "" {
 			req.Header.Set("Authorization", c.auth)
 		}
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
-		if res.StatusCode != http.StatusUnauthorized {
-			t.Fatalf("%s %s with %q: %d", c.method, c.path, c.auth, res.StatusCode)
+		if st := testhttp.Status(t, req); st != http.StatusUnauthorized {
+			t.Fatalf("%s %s with %q: %d", c.method, c.path, c.auth, st)
 		}
 	}
 	outcomes = nil
