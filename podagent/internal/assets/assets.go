@@ -89,6 +89,17 @@ func skipDir(rel string) bool {
 	return rel == ".git" || rel == "node_modules" || rel == ".git.restoring" || strings.HasPrefix(rel, ".deps-restoring-")
 }
 
+// withScan runs f, under a.mu, on a fresh scan of the large files.
+func (a *Assets) withScan(f func(files map[string]fs.FileInfo) error) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	files, err := a.rescanLocked()
+	if err != nil {
+		return err
+	}
+	return f(files)
+}
+
 // rescanLocked scans the work tree and makes its large files the current
 // set.
 func (a *Assets) rescanLocked() (map[string]fs.FileInfo, error) {
@@ -148,76 +159,68 @@ func (a *Assets) IsOffloaded(rel string) bool {
 // with the files over the threshold, so git leaves them out of the commit.
 // (The name matches gitsync.LargeFiles.)
 func (a *Assets) TrackLarge(ctx context.Context) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	files, err := a.rescanLocked()
-	if err != nil {
-		return err
-	}
-	rels := make([]string, 0, len(files))
-	for rel := range files {
-		rels = append(rels, rel)
-	}
-	if err := a.writeExcludeLocked(); err != nil {
-		return err
-	}
-	if a.o.Untrack != nil && len(rels) > 0 {
-		sort.Strings(rels)
-		return a.o.Untrack(ctx, rels)
-	}
-	return nil
+	return a.withScan(func(files map[string]fs.FileInfo) error {
+		rels := make([]string, 0, len(files))
+		for rel := range files {
+			rels = append(rels, rel)
+		}
+		if err := a.writeExcludeLocked(); err != nil {
+			return err
+		}
+		if a.o.Untrack != nil && len(rels) > 0 {
+			sort.Strings(rels)
+			return a.o.Untrack(ctx, rels)
+		}
+		return nil
+	})
 }
 
 // Push uploads new and changed large files and deletes the keys of files
 // that are gone (the per-turn asset write; gitsync.LargeFiles).
 func (a *Assets) Push(ctx context.Context) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	files, err := a.rescanLocked()
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for rel, fi := range files {
-		st, ok := a.state[rel]
-		if ok && st.Size == fi.Size() && st.ModTime == fi.ModTime().UnixNano() {
-			continue
+	return a.withScan(func(files map[string]fs.FileInfo) error {
+		var errs []error
+		for rel, fi := range files {
+			st, ok := a.state[rel]
+			if ok && st.Size == fi.Size() && st.ModTime == fi.ModTime().UnixNano() {
+				continue
+			}
+			sum, err := a.upload(ctx, rel, fi.Size())
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			a.state[rel] = fileState{Size: fi.Size(), ModTime: fi.ModTime().UnixNano(), SHA256: sum}
+			a.log.Info("asset uploaded", zap.String("key", objstore.AssetKey(a.o.ProjectID, rel)), zap.Int64("bytes", fi.Size()))
 		}
-		sum, err := a.upload(ctx, rel, fi.Size())
+		// Prune: every stored key whose file is gone.
+		var stale []string
+		err := a.o.Store.List(ctx, a.prefix(), func(oi objstore.ObjectInfo) error {
+			rel := strings.TrimPrefix(oi.Key, a.prefix())
+			if !a.current[rel] {
+				stale = append(stale, rel)
+			}
+			return nil
+		})
 		if err != nil {
-			errs = append(errs, err)
-			continue
+			errs = append(errs, fmt.Errorf("assets: list: %w", err))
 		}
-		a.state[rel] = fileState{Size: fi.Size(), ModTime: fi.ModTime().UnixNano(), SHA256: sum}
-		a.log.Info("asset uploaded", zap.String("key", objstore.AssetKey(a.o.ProjectID, rel)), zap.Int64("bytes", fi.Size()))
-	}
-	// Prune: every stored key whose file is gone.
-	var stale []string
-	err = a.o.Store.List(ctx, a.prefix(), func(oi objstore.ObjectInfo) error {
-		rel := strings.TrimPrefix(oi.Key, a.prefix())
-		if !a.current[rel] {
-			stale = append(stale, rel)
-		}
-		return nil
-	})
-	if err != nil {
-		errs = append(errs, fmt.Errorf("assets: list: %w", err))
-	}
-	for _, rel := range stale {
-		if err := a.o.Store.Delete(ctx, objstore.AssetKey(a.o.ProjectID, rel)); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		delete(a.state, rel)
-		a.log.Info("asset pruned", zap.String("key", objstore.AssetKey(a.o.ProjectID, rel)))
-	}
-	for rel := range a.state {
-		if !a.current[rel] {
+		for _, rel := range stale {
+			if err := a.o.Store.Delete(ctx, objstore.AssetKey(a.o.ProjectID, rel)); err != nil {
+				errs = append(errs, err)
+				continue
+			}
 			delete(a.state, rel)
+			a.log.Info("asset pruned", zap.String("key", objstore.AssetKey(a.o.ProjectID, rel)))
 		}
-	}
-	errs = append(errs, a.saveLocked())
-	return errors.Join(errs...)
+		for rel := range a.state {
+			if !a.current[rel] {
+				delete(a.state, rel)
+			}
+		}
+		errs = append(errs, a.saveLocked())
+		return errors.Join(errs...)
+	})
 }
 
 func (a *Assets) upload(ctx context.Context, rel string, size int64) (string, error) {

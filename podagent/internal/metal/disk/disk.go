@@ -138,10 +138,6 @@ func copySparse(src, dst string) error {
 		return err
 	}
 	defer in.Close()
-	fi, err := in.Stat()
-	if err != nil {
-		return err
-	}
 	out, err := os.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
@@ -168,7 +164,8 @@ func copySparse(src, dst string) error {
 			return err
 		}
 	}
-	if err := out.Truncate(fi.Size()); err != nil {
+	// off is the size read: a trailing hole still counts.
+	if err := out.Truncate(off); err != nil {
 		out.Close()
 		return err
 	}
