@@ -44,7 +44,8 @@ type Server struct {
 
 // New starts a fake gateway for one project; it is closed with the test.
 func New(t testing.TB, projectID, token string) *Server {
-	s := &Server{ProjectID: projectID, Token: token, Upstream: fakeupstream.NewUpstream()}
+	s := &Server{ProjectID: projectID, Token: token, Upstream: fakeupstream.NewUpstream(),
+		records: map[string]wire.CheckpointRecord{}, outbox: map[string]wire.OutboxPut{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.handle))
 	t.Cleanup(func() {
 		s.Upstream.Release()
@@ -98,6 +99,29 @@ func (s *Server) ChannelHits() int {
 	return s.channelHits
 }
 
+// post decodes a posted T, which must have a key (else 400 with code), and
+// stores it in m under its key: the first one when keepFirst (an
+// idempotent put), else the latest. existed reports an earlier one.
+func post[T any](s *Server, w http.ResponseWriter, req *http.Request, m map[string]T, key func(T) string, keepFirst bool, code string) (v T, existed, ok bool) {
+	if err := json.NewDecoder(req.Body).Decode(&v); err != nil || key(v) == "" {
+		writeErr(w, 400, code)
+		return v, false, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, existed = m[key(v)]
+	if !existed || !keepFirst {
+		m[key(v)] = v
+	}
+	return v, existed, true
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
 func writeErr(w http.ResponseWriter, status int, code string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -125,45 +149,23 @@ func (s *Server) handle(w http.ResponseWriter, req *http.Request) {
 			writeErr(w, st, "channel_error")
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(c)
+		writeJSON(w, http.StatusOK, c)
 	case rest == "chat/completions" && req.Method == http.MethodPost:
 		s.Upstream.ServeCompletion(w, req)
 	case rest == "checkpoints/record" && req.Method == http.MethodPost:
-		var rec wire.CheckpointRecord
-		if err := json.NewDecoder(req.Body).Decode(&rec); err != nil || rec.CommitSHA == "" {
-			writeErr(w, 400, "bad_record")
-			return
+		rec, existed, ok := post(s, w, req, s.records, func(r wire.CheckpointRecord) string { return r.CommitSHA }, false, "bad_record")
+		if ok {
+			writeJSON(w, http.StatusOK, wire.CheckpointRecordResponse{ID: "ckpt_" + rec.CommitSHA[:min(8, len(rec.CommitSHA))], Created: !existed})
 		}
-		s.mu.Lock()
-		if s.records == nil {
-			s.records = map[string]wire.CheckpointRecord{}
-		}
-		_, existed := s.records[rec.CommitSHA]
-		s.records[rec.CommitSHA] = rec
-		s.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(wire.CheckpointRecordResponse{ID: "ckpt_" + rec.CommitSHA[:min(8, len(rec.CommitSHA))], Created: !existed})
 	case rest == "outbox" && req.Method == http.MethodPost:
-		var put wire.OutboxPut
-		if err := json.NewDecoder(req.Body).Decode(&put); err != nil || put.CorrelationID == "" {
-			writeErr(w, 400, "bad_outbox_message")
-			return
+		put, existed, ok := post(s, w, req, s.outbox, func(p wire.OutboxPut) string { return p.CorrelationID }, true, "bad_outbox_message")
+		if ok {
+			status := http.StatusCreated
+			if existed {
+				status = http.StatusOK
+			}
+			writeJSON(w, status, wire.OutboxPutResponse{ID: "obx_" + put.CorrelationID, Created: !existed})
 		}
-		s.mu.Lock()
-		if s.outbox == nil {
-			s.outbox = map[string]wire.OutboxPut{}
-		}
-		_, existed := s.outbox[put.CorrelationID]
-		if !existed {
-			s.outbox[put.CorrelationID] = put
-		}
-		s.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		if !existed {
-			w.WriteHeader(http.StatusCreated)
-		}
-		_ = json.NewEncoder(w).Encode(wire.OutboxPutResponse{ID: "obx_" + put.CorrelationID, Created: !existed})
 	default:
 		writeErr(w, 404, "not_found")
 	}
