@@ -111,23 +111,19 @@ func TestRetryAfterHonoured(t *testing.T) {
 
 func TestStopsOn4xxAndGivesUp(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name     string
-		statuses []int
-		attempts int
-	}{
-		{"400 stops", []int{400}, 1},
-		{"404 stops", []int{404}, 1},
-		{"redirect not followed", []int{302}, 1},
-		{"5xx gives up after schedule", []int{500}, 4},
+	for _, tc := range []callbacktest.Refusal{
+		{Name: "400 stops", Statuses: []int{400}, Requests: 1},
+		{Name: "404 stops", Statuses: []int{404}, Requests: 1},
+		{Name: "redirect not followed", Statuses: []int{302}, Requests: 1},
+		{Name: "5xx gives up after schedule", Statuses: []int{500}, Requests: 4},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
+		t.Run(tc.Name, func(t *testing.T) {
 			other := callbacktest.New(t, 200)
-			rcv := callbacktest.New(t, tc.statuses...)
+			rcv := callbacktest.New(t, tc.Statuses...)
 			rcv.Headers = map[string]string{"Location": other.URL}
 			d, _ := newDeliverer(t, loopback, 4)
 			res := d.Deliver(context.Background(), callback.Delivery{URL: rcv.URL, MsgID: "m", Secret: "s", Body: []byte(`{}`)})
-			if res.Delivered || res.Attempts != tc.attempts || len(rcv.Got()) != tc.attempts || res.Err == nil {
+			if res.Delivered || res.Attempts != tc.Requests || len(rcv.Got()) != tc.Requests || res.Err == nil {
 				t.Fatalf("result = %+v, %d requests", res, len(rcv.Got()))
 			}
 			if len(other.Got()) != 0 {

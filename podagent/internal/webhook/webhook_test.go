@@ -540,14 +540,13 @@ func TestAsyncCallbackRetriedThenDelivered(t *testing.T) {
 
 func TestAsyncCallbackGivesUpToOutbox(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name     string
-		statuses []int
-		requests int
-	}{{"5xx schedule exhausted", []int{500}, 3}, {"4xx stops", []int{410}, 1}} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, tc := range []callbacktest.Refusal{
+		{Name: "5xx schedule exhausted", Statuses: []int{500}, Requests: 3},
+		{Name: "4xx stops", Statuses: []int{410}, Requests: 1},
+	} {
+		t.Run(tc.Name, func(t *testing.T) {
 			ev := newEnv(t, opts{attempts: 3})
-			rcv := callbacktest.New(t, tc.statuses...)
+			rcv := callbacktest.New(t, tc.Statuses...)
 			r := ev.post(`{"message":"nobody home","callbackUrl":"` + rcv.URL + `","metadata":{"m":1}}`)
 			var acc wire.WebhookAccepted
 			r.json(t, &acc)
@@ -558,7 +557,7 @@ func TestAsyncCallbackGivesUpToOutbox(t *testing.T) {
 				string(ob.Messages[0].Metadata) != `{"m":1}` {
 				t.Fatalf("outbox = %s", pr.body)
 			}
-			if n := len(rcv.Got()); n != tc.requests {
+			if n := len(rcv.Got()); n != tc.Requests {
 				t.Fatalf("%d callback requests", n)
 			}
 		})

@@ -58,3 +58,11 @@ func (r *Receiver) Got() []Received {
 	defer r.mu.Unlock()
 	return append([]Received(nil), r.got...)
 }
+
+// Refusal is a case of a delivery that does not get through: the
+// receiver's statuses and the number of requests made before giving up.
+type Refusal struct {
+	Name     string
+	Statuses []int
+	Requests int
+}
