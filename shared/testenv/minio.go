@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -70,28 +69,13 @@ func StartMinIO(ctx context.Context) (*MinIOServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "svc-minio-*")
-	if err != nil {
-		return nil, fmt.Errorf("testenv: minio temp dir: %w", err)
-	}
-	s := &MinIOServer{AccessKey: "svc" + randomHex(8), SecretKey: randomHex(16), bin: bin, dir: dir}
-	var lastErr error
-	for range 3 { // the free port may be taken before MinIO binds it
-		port, err := FreePort()
-		if err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
-		s.Endpoint = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		if lastErr = s.Start(ctx); lastErr == nil {
-			return s, nil
-		}
-		if errors.Is(lastErr, errTimeout) {
-			break
-		}
-	}
-	os.RemoveAll(dir)
-	return nil, lastErr
+	return inTempDir("minio", func(dir string) (*MinIOServer, error) {
+		s := &MinIOServer{AccessKey: "svc" + randomHex(8), SecretKey: randomHex(16), bin: bin, dir: dir}
+		return s, onFreePort(func(port int) error {
+			s.Endpoint = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+			return s.Start(ctx)
+		})
+	})
 }
 
 // NewMinIOServer starts a dedicated MinIO for one test (closed at its end);

@@ -3,7 +3,6 @@ package testenv
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -39,22 +38,15 @@ func StartPostgres(ctx context.Context) (*PostgresServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "svc-pg-*")
-	if err != nil {
-		return nil, fmt.Errorf("testenv: postgres temp dir: %w", err)
-	}
-	if cred != nil {
-		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("testenv: chown %s to postgres: %w", dir, err)
+	return inTempDir("pg", func(dir string) (*PostgresServer, error) {
+		if cred != nil {
+			if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
+				return nil, fmt.Errorf("testenv: chown %s to postgres: %w", dir, err)
+			}
 		}
-	}
-	s := &PostgresServer{dir: dir}
-	if err := s.start(ctx, bin, cred); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	return s, nil
+		s := &PostgresServer{dir: dir}
+		return s, s.start(ctx, bin, cred)
+	})
 }
 
 func (s *PostgresServer) start(ctx context.Context, bin string, cred *syscall.Credential) error {
@@ -65,12 +57,7 @@ func (s *PostgresServer) start(ctx context.Context, bin string, cred *syscall.Cr
 	if out, err := initdb.CombinedOutput(); err != nil {
 		return fmt.Errorf("testenv: initdb: %w\n%s", err, out)
 	}
-	var lastErr error
-	for range 3 { // the free port may be taken before postgres binds it
-		port, err := FreePort()
-		if err != nil {
-			return err
-		}
+	return onFreePort(func(port int) error {
 		cmd := exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(port), "-k", s.dir,
 			"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
 			"-c", "full_page_writes=off", "-c", "autovacuum=off", "-c", "max_connections=300")
@@ -80,17 +67,13 @@ func (s *PostgresServer) start(ctx context.Context, bin string, cred *syscall.Cr
 		}
 		s.proc = proc
 		s.url = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
-		lastErr = pollUntil(ctx, 60*time.Second, proc.exited, func(ctx context.Context) error { return ping(ctx, s.url) })
-		if lastErr == nil {
+		err = pollUntil(ctx, 60*time.Second, proc.exited, func(ctx context.Context) error { return ping(ctx, s.url) })
+		if err == nil {
 			return nil
 		}
 		proc.stop(syscall.SIGQUIT, 5*time.Second)
-		lastErr = fmt.Errorf("testenv: postgres did not start: %w\n%s", lastErr, proc.logTail())
-		if errors.Is(lastErr, errTimeout) {
-			break
-		}
-	}
-	return lastErr
+		return fmt.Errorf("testenv: postgres did not start: %w\n%s", err, proc.logTail())
+	})
 }
 
 // URL is the admin URL (user postgres, database postgres).

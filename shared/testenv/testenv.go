@@ -88,6 +88,39 @@ func FreePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// inTempDir makes a temp dir named svc-<kind>-* and starts a server in it
+// with start; the dir is removed when start fails.
+func inTempDir[S any](kind string, start func(dir string) (S, error)) (S, error) {
+	var zero S
+	dir, err := os.MkdirTemp("", "svc-"+kind+"-*")
+	if err != nil {
+		return zero, fmt.Errorf("testenv: %s temp dir: %w", kind, err)
+	}
+	s, err := start(dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return zero, err
+	}
+	return s, nil
+}
+
+// onFreePort calls start with a free port, up to three times: the port may
+// be taken before the server binds it. A server that timed out is not
+// tried again.
+func onFreePort(start func(port int) error) error {
+	var err error
+	for range 3 {
+		port, perr := FreePort()
+		if perr != nil {
+			return perr
+		}
+		if err = start(port); err == nil || errors.Is(err, errTimeout) {
+			return err
+		}
+	}
+	return err
+}
+
 // RequireTool fails t when the command name is not on PATH (.ci/run
 // installs every tool the tests need).
 func RequireTool(t testing.TB, name string) {
