@@ -225,12 +225,9 @@ func (a *API) ReadCommit(ctx context.Context, projectID, sha string, h http.Head
 		return CommitResponse{}, err
 	}
 	defer r.Release()
-	full, err := resolve(ctx, r, sha)
-	if errors.Is(err, errNoCommit) {
-		return CommitResponse{}, apierr.NotFound("commit_not_found", fmt.Sprintf("No commit %s in the project's repository.", sha))
-	}
+	full, err := resolveNamed(ctx, r, sha, fmt.Sprintf("No commit %s in the project's repository.", sha))
 	if err != nil {
-		return CommitResponse{}, apierr.Internal(err)
+		return CommitResponse{}, err
 	}
 	out, err := r.Git("log", "-1", logFormat).AddDynamic(full).Output(ctx)
 	if err != nil {
@@ -308,21 +305,15 @@ func (a *API) ReadDiff(ctx context.Context, projectID, from, to string, h http.H
 		return DiffResponse{}, err
 	}
 	defer r.Release()
-	toSHA, err := resolve(ctx, r, to)
-	if errors.Is(err, errNoCommit) {
-		return DiffResponse{}, apierr.NotFound("commit_not_found", fmt.Sprintf("to=%s does not name a commit of the project's repository.", to))
-	}
+	toSHA, err := resolveNamed(ctx, r, to, fmt.Sprintf("to=%s does not name a commit of the project's repository.", to))
 	if err != nil {
-		return DiffResponse{}, apierr.Internal(err)
+		return DiffResponse{}, err
 	}
 	fromSHA := ""
 	if from != "" {
-		fromSHA, err = resolve(ctx, r, from)
-		if errors.Is(err, errNoCommit) {
-			return DiffResponse{}, apierr.NotFound("commit_not_found", fmt.Sprintf("from=%s does not name a commit of the project's repository.", from))
-		}
+		fromSHA, err = resolveNamed(ctx, r, from, fmt.Sprintf("from=%s does not name a commit of the project's repository.", from))
 		if err != nil {
-			return DiffResponse{}, apierr.Internal(err)
+			return DiffResponse{}, err
 		}
 	} else {
 		p, err := resolve(ctx, r, toSHA+"^")
