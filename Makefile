@@ -99,12 +99,12 @@ $(KUBE_TOOLS):
 	TOOLS_DIR=$(TOOLS_DIR) K8S_VERSION=$(K8S_VERSION) ETCD_VERSION=$(ETCD_VERSION) KWOK_VERSION=$(KWOK_VERSION) \
 		./scripts/kube-tools.sh
 
-# The apiserver and podagent images (apiserver/Dockerfile, podagent/Dockerfile;
-# same build flags as `make build`), tagged as the chart's defaults. Needs
-# docker and base images; it cannot run on the development machine.
+# The apiserver and podagent images (the root Dockerfile's two targets; same
+# build flags as `make build`), tagged as the chart's defaults. Needs docker
+# and base images; it cannot run on the development machine.
 images:
-	$(DOCKER) build -f apiserver/Dockerfile -t $(IMAGE_REPO)/svc-apiserver:$(IMAGE_TAG) .
-	$(DOCKER) build -f podagent/Dockerfile -t $(IMAGE_REPO)/svc-podagent:$(IMAGE_TAG) .
+	$(DOCKER) build --target apiserver -t $(IMAGE_REPO)/svc-apiserver:$(IMAGE_TAG) .
+	$(DOCKER) build --target podagent -t $(IMAGE_REPO)/svc-podagent:$(IMAGE_TAG) .
 
 $(MINIO_BIN):
 	@mkdir -p $(dir $@)

@@ -1,14 +1,16 @@
-// Package chans holds the two idioms of done channels (closed to signal,
+// Package chans holds the small idioms of done channels (closed to signal,
 // nothing ever sent) the binaries share: asking whether one is closed yet,
 // and a ticker loop that a done channel ends.
 package chans
 
 import "time"
 
-// Closed reports whether done is closed, without waiting.
-func Closed(done <-chan struct{}) bool {
+// Closed reports, without blocking, whether ch is closed (or holds a value):
+// the check of a done channel that a process, a VM or a connection closes
+// when it ends.
+func Closed[T any](ch <-chan T) bool {
 	select {
-	case <-done:
+	case <-ch:
 		return true
 	default:
 		return false

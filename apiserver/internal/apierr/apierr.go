@@ -1,8 +1,9 @@
 // Package apierr is the API server's side of the one error vocabulary
-// (shared/wire): its code → status table and the one place an error becomes
-// an HTTP response, the envelope of spec 2.3 ({"error": {message, type,
-// code}}) with status and type per spec 7 and docs/design.md §6. Handlers
-// return *Error (or any error, which becomes a logged 500 with no details).
+// (shared/wire, whose Statuses table maps codes to statuses): the one place
+// an error becomes an HTTP response, the envelope of spec 2.3 ({"error":
+// {message, type, code}}) with status and type per spec 7 and
+// docs/design.md §6. Handlers return *Error (or any error, which becomes a
+// logged 500 with no details).
 package apierr
 
 import (
@@ -29,45 +30,12 @@ const (
 )
 
 // Error is the coded error of shared/wire; a zero Status is taken from
-// Statuses by code.
+// wire.Statuses by code.
 type Error = wire.Error
 
-// Statuses is the API server's one table from error codes to HTTP statuses
-// (the codes of spec 7.1 and the server's own fixed codes). Business code
-// returns &Error{Code, Message}; Handler fills the status from here.
-var Statuses = map[string]int{
-	"invalid_api_key":       http.StatusUnauthorized,
-	"invalid_runtime_token": http.StatusUnauthorized,
-	"model_not_found":       http.StatusNotFound,
-	"model_tier_restricted": http.StatusForbidden,
-	"plan_not_found":        http.StatusForbidden,
-	"usage_limit_reached":   http.StatusPaymentRequired,
-	"rate_limited":          http.StatusTooManyRequests,
-	"request_too_large":     http.StatusRequestEntityTooLarge,
-	"not_found":             http.StatusNotFound,
-	"method_not_allowed":    http.StatusMethodNotAllowed,
-	"upstream_error":        http.StatusBadGateway,
-	"upstream_unavailable":  http.StatusBadGateway,
-	"upstream_timeout":      http.StatusGatewayTimeout,
-	"upstream_cooling_down": http.StatusServiceUnavailable, // every deployment's breaker open
-	"publish_failed":        http.StatusBadGateway,
-	"agent_unavailable":     http.StatusServiceUnavailable,
-	"service_unavailable":   http.StatusServiceUnavailable,
-	"database_unavailable":  http.StatusServiceUnavailable,
-	"internal_error":        http.StatusInternalServerError,
-	// The console's JSON key API.
-	"unauthenticated":     http.StatusUnauthorized,
-	"csrf_failed":         http.StatusForbidden,
-	"owner_required":      http.StatusForbidden,
-	"workspace_not_found": http.StatusNotFound,
-	"key_not_found":       http.StatusNotFound,
-	"invalid_body":        http.StatusBadRequest,
-	"invalid_name":        http.StatusBadRequest,
-}
-
-// Coded is an error whose status comes from Statuses.
+// Coded is an error whose status comes from wire.Statuses.
 func Coded(code, msg string) *Error {
-	return (&Error{Code: code, Message: msg}).Resolve(Statuses)
+	return (&Error{Code: code, Message: msg}).Resolve(wire.Statuses)
 }
 
 // New builds an error.
@@ -156,7 +124,7 @@ func Internal(cause error) *Error {
 func From(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) {
-		return e.Resolve(Statuses)
+		return e.Resolve(wire.Statuses)
 	}
 	var he *echo.HTTPError
 	if errors.As(err, &he) {

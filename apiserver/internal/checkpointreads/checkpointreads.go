@@ -88,6 +88,21 @@ func (a *API) acquire(ctx context.Context, projectID string, h http.Header) (*hy
 	return r, nil
 }
 
+// acquireAt is acquire and resolveNamed(rev, notFound) in the acquired
+// repository; the caller releases the repository when err is nil.
+func (a *API) acquireAt(ctx context.Context, projectID string, h http.Header, rev, notFound string) (*hydrate.Repo, string, error) {
+	r, err := a.acquire(ctx, projectID, h)
+	if err != nil {
+		return nil, "", err
+	}
+	sha, err := resolveNamed(ctx, r, rev, notFound)
+	if err != nil {
+		r.Release()
+		return nil, "", err
+	}
+	return r, sha, nil
+}
+
 // GraphResponse is the body of GET …/checkpoints/graph.
 type GraphResponse struct {
 	Head       string   `json:"head"`
@@ -220,18 +235,11 @@ func (a *API) ReadCommit(ctx context.Context, projectID, sha string, h http.Head
 	if !validSHA(sha) {
 		return CommitResponse{}, invalidSHA("sha", sha)
 	}
-	r, err := a.acquire(ctx, projectID, h)
+	r, full, err := a.acquireAt(ctx, projectID, h, sha, fmt.Sprintf("No commit %s in the project's repository.", sha))
 	if err != nil {
 		return CommitResponse{}, err
 	}
 	defer r.Release()
-	full, err := resolve(ctx, r, sha)
-	if errors.Is(err, errNoCommit) {
-		return CommitResponse{}, apierr.NotFound("commit_not_found", fmt.Sprintf("No commit %s in the project's repository.", sha))
-	}
-	if err != nil {
-		return CommitResponse{}, apierr.Internal(err)
-	}
 	out, err := r.Git("log", "-1", logFormat).AddDynamic(full).Output(ctx)
 	if err != nil {
 		return CommitResponse{}, apierr.Internal(err)
@@ -303,26 +311,16 @@ func (a *API) ReadDiff(ctx context.Context, projectID, from, to string, h http.H
 	if from != "" && !validRev(from) {
 		return DiffResponse{}, invalidRev("from")
 	}
-	r, err := a.acquire(ctx, projectID, h)
+	r, toSHA, err := a.acquireAt(ctx, projectID, h, to, fmt.Sprintf("to=%s does not name a commit of the project's repository.", to))
 	if err != nil {
 		return DiffResponse{}, err
 	}
 	defer r.Release()
-	toSHA, err := resolve(ctx, r, to)
-	if errors.Is(err, errNoCommit) {
-		return DiffResponse{}, apierr.NotFound("commit_not_found", fmt.Sprintf("to=%s does not name a commit of the project's repository.", to))
-	}
-	if err != nil {
-		return DiffResponse{}, apierr.Internal(err)
-	}
 	fromSHA := ""
 	if from != "" {
-		fromSHA, err = resolve(ctx, r, from)
-		if errors.Is(err, errNoCommit) {
-			return DiffResponse{}, apierr.NotFound("commit_not_found", fmt.Sprintf("from=%s does not name a commit of the project's repository.", from))
-		}
+		fromSHA, err = resolveNamed(ctx, r, from, fmt.Sprintf("from=%s does not name a commit of the project's repository.", from))
 		if err != nil {
-			return DiffResponse{}, apierr.Internal(err)
+			return DiffResponse{}, err
 		}
 	} else {
 		p, err := resolve(ctx, r, toSHA+"^")

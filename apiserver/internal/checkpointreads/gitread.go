@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/shared/gitrun"
 	"github.com/svc-dev/svc/shared/wire"
@@ -110,6 +111,20 @@ func resolve(ctx context.Context, r *hydrate.Repo, rev string) (string, error) {
 		return "", err
 	}
 	return out, nil
+}
+
+// resolveNamed is resolve for a revision the caller named: no such commit
+// is a 404 commit_not_found with notFound as its message, any other failure
+// a 500.
+func resolveNamed(ctx context.Context, r *hydrate.Repo, rev, notFound string) (string, error) {
+	sha, err := resolve(ctx, r, rev)
+	if errors.Is(err, errNoCommit) {
+		return "", apierr.NotFound("commit_not_found", notFound)
+	}
+	if err != nil {
+		return "", apierr.Internal(err)
+	}
+	return sha, nil
 }
 
 // headInfo returns HEAD's sha ("" when unborn) and branch ("" when

@@ -52,14 +52,7 @@ func (a *API) Restore(c echo.Context) error {
 	}
 	ep, err := a.Runtime.Ensure(ctx, proj)
 	if err != nil {
-		var se *runtime.StartError
-		if errors.As(err, &se) || errors.Is(err, runtime.ErrOffline) {
-			e := apierr.New(http.StatusServiceUnavailable, apierr.TypeServer, "agent_unavailable",
-				"The project's agent is not available; retry shortly.")
-			e.Headers, e.Cause = map[string]string{"Retry-After": "5"}, err
-			return e
-		}
-		return apierr.Internal(err)
+		return runtime.Unavailable(err)
 	}
 	pc := &internalapi.PodClient{BaseURL: ep.URL.String(), Token: ep.Token,
 		HTTP: &http.Client{Transport: ep.Transport}, Timeout: RestoreTimeout}

@@ -135,7 +135,7 @@ func (s *Server) durableReceive(c echo.Context, proj store.Project, body *limitR
 		return hydrate.APIError(err)
 	}
 
-	before, err := s.refsAt(ctx, gitDir)
+	before, err := s.runner().Refs(ctx, gitDir)
 	if err != nil {
 		return apierr.Internal(err)
 	}
@@ -150,7 +150,7 @@ func (s *Server) durableReceive(c echo.Context, proj store.Project, body *limitR
 		s.Hydrate.Invalidate(proj.ID)
 		return apierr.Internal(err)
 	}
-	after, err := s.refsAt(ctx, gitDir)
+	after, err := s.runner().Refs(ctx, gitDir)
 	if err != nil {
 		return apierr.Internal(err)
 	}
@@ -213,21 +213,6 @@ func (s *Server) persist(ctx context.Context, projectID, gitDir string, put objs
 	s.Log.Info("dual_shadow push made durable", zap.String("projectId", projectID), zap.String("key", info.Key),
 		zap.Int64("bytes", size), zap.String("etag", info.ETag))
 	return info, nil
-}
-
-// refsAt lists refname → object id of the repository at dir.
-func (s *Server) refsAt(ctx context.Context, dir string) (map[string]string, error) {
-	out, err := s.gitAt(dir, "for-each-ref", "--format=%(refname)%00%(objectname)").String(ctx)
-	if err != nil {
-		return nil, err
-	}
-	m := map[string]string{}
-	for _, line := range strings.Split(out, "\n") {
-		if name, sha, ok := strings.Cut(line, "\x00"); ok {
-			m[name] = sha
-		}
-	}
-	return m, nil
 }
 
 func sameRefs(a, b map[string]string) bool {

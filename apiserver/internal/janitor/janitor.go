@@ -13,6 +13,7 @@ import (
 
 	"github.com/svc-dev/svc/apiserver/internal/metering"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/periodic"
 )
 
 // Defaults.
@@ -62,16 +63,9 @@ func (j *Janitor) Sweep(ctx context.Context) error {
 
 // Run sweeps every interval until ctx ends.
 func (j *Janitor) Run(ctx context.Context, interval time.Duration) {
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
+	periodic.EveryFromNow(ctx, interval, func(ctx context.Context) {
 		if err := j.Sweep(ctx); err != nil && ctx.Err() == nil {
 			j.Log.Warn("janitor sweep failed", zap.Error(err))
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
+	})
 }

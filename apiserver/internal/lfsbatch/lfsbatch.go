@@ -64,22 +64,13 @@ const (
 	headConcurrency = 16
 )
 
-// Operations of a batch request.
-const (
-	OpUpload   = wire.LFSUpload
-	OpDownload = wire.LFSDownload
-)
-
-// The batch protocol's bodies (shared/wire: a metal host's relay answers
-// its guests with the same).
+// The batch protocol's bodies are shared/wire's LFS types (a metal host's
+// relay answers its guests with the same); the request, its objects'
+// pointers and the response are named here too, for the package's callers.
 type (
-	Request     = wire.LFSBatchRequest
-	Ref         = wire.LFSRef
-	Pointer     = wire.LFSPointer
-	Response    = wire.LFSBatchResponse
-	Object      = wire.LFSObject
-	Action      = wire.LFSAction
-	ObjectError = wire.LFSObjectError
+	Request  = wire.LFSBatchRequest
+	Pointer  = wire.LFSPointer
+	Response = wire.LFSBatchResponse
 )
 
 // API serves the batch and verify routes.
@@ -132,11 +123,11 @@ func (a *API) Batch(c echo.Context) error {
 		return err
 	}
 	verifyHref := internalapi.ProjectURL(requestBase(c), projectID, internalapi.PathLFSVerify)
-	out := make([]Object, len(req.Objects))
+	out := make([]wire.LFSObject, len(req.Objects))
 	g, ctx := errgroup.WithContext(c.Request().Context())
 	g.SetLimit(headConcurrency)
 	for i, p := range req.Objects {
-		out[i] = Object{OID: p.OID, Size: p.Size}
+		out[i] = wire.LFSObject{OID: p.OID, Size: p.Size}
 		if out[i].Error = p.Check(); out[i].Error != nil {
 			continue
 		}
@@ -151,7 +142,7 @@ func (a *API) Batch(c echo.Context) error {
 			o.Authenticated = true
 			secs := int(a.expiry() / time.Second)
 			switch req.Operation {
-			case OpUpload:
+			case wire.LFSUpload:
 				if exists && info.Size == p.Size {
 					return nil // already stored: no actions, git-lfs skips it
 				}
@@ -159,20 +150,20 @@ func (a *API) Batch(c echo.Context) error {
 				if err != nil {
 					return err
 				}
-				o.Actions = map[string]*Action{
+				o.Actions = map[string]*wire.LFSAction{
 					"upload": {Href: href, ExpiresIn: secs},
 					"verify": {Href: verifyHref, ExpiresIn: secs},
 				}
-			case OpDownload:
+			case wire.LFSDownload:
 				if !exists {
-					o.Error = &ObjectError{Code: http.StatusNotFound, Message: "Object does not exist"}
+					o.Error = &wire.LFSObjectError{Code: http.StatusNotFound, Message: "Object does not exist"}
 					return nil
 				}
 				href, err := a.Store.PresignGet(ctx, key, a.expiry())
 				if err != nil {
 					return err
 				}
-				o.Actions = map[string]*Action{"download": {Href: href, ExpiresIn: secs}}
+				o.Actions = map[string]*wire.LFSAction{"download": {Href: href, ExpiresIn: secs}}
 			}
 			return nil
 		})

@@ -28,6 +28,7 @@ import (
 	"github.com/svc-dev/svc/shared/archive"
 	"github.com/svc-dev/svc/shared/gitrun"
 	"github.com/svc-dev/svc/shared/objstore"
+	"github.com/svc-dev/svc/shared/periodic"
 )
 
 // Defaults.
@@ -272,22 +273,15 @@ func (g *GC) Job(ctx context.Context, projects func(ctx context.Context) ([]stri
 	if interval <= 0 {
 		interval = DefaultInterval
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	periodic.Every(ctx, interval, func(ctx context.Context) {
 		ids, err := projects(ctx)
 		if err != nil {
-			continue
+			return
 		}
 		for _, id := range ids {
 			if _, err := g.Project(ctx, id, false); err != nil && !errors.Is(err, ErrNoRepository) && g.Log != nil {
 				g.Log.Warn("lfs gc", zap.String("projectId", id), zap.Error(err))
 			}
 		}
-	}
+	})
 }

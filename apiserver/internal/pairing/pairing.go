@@ -44,6 +44,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/auth"
 	"github.com/svc-dev/svc/apiserver/internal/runtime"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/chans"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/runtimetoken"
 )
@@ -110,14 +111,7 @@ type tunnel struct {
 	done        chan struct{} // closed when the connection is gone
 }
 
-func (t *tunnel) gone() bool {
-	select {
-	case <-t.done:
-		return true
-	default:
-		return false
-	}
-}
+func (t *tunnel) gone() bool { return chans.Closed(t.done) }
 
 // NewHub returns a hub.
 func NewHub(o Options) *Hub {

@@ -16,6 +16,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/checkpointreads"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/shared/objstore"
+	"github.com/svc-dev/svc/shared/periodic"
 	"github.com/svc-dev/svc/shared/syncmode"
 )
 
@@ -229,19 +230,12 @@ func (g *Gauge) Set(r Report) {
 
 // Job runs the check periodically and sets the gauge.
 func (c *Checker) Job(ctx context.Context, g *Gauge, every, window time.Duration, onErr func(error)) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
+	periodic.EveryFromNow(ctx, every, func(ctx context.Context) {
 		rep, err := c.Run(ctx, "", window)
 		if err != nil && onErr != nil && ctx.Err() == nil {
 			onErr(err)
 		} else if err == nil {
 			g.Set(rep)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }

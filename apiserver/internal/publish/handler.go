@@ -45,14 +45,7 @@ func (a *API) Handle(c echo.Context) error {
 	p := httpmw.ProjectFrom(c)
 	ep, err := a.Runtime.Ensure(c.Request().Context(), p)
 	if err != nil {
-		var se *runtime.StartError
-		if errors.As(err, &se) || errors.Is(err, runtime.ErrOffline) {
-			e := apierr.New(http.StatusServiceUnavailable, apierr.TypeServer, "agent_unavailable",
-				"The project's agent is not available; retry shortly.")
-			e.Headers, e.Cause = map[string]string{"Retry-After": "5"}, err
-			return e
-		}
-		return apierr.Internal(err)
+		return runtime.Unavailable(err)
 	}
 	now := time.Now
 	if a.Now != nil {

@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 )
 
@@ -108,3 +109,18 @@ func (e *StartError) Error() string {
 }
 
 func (e *StartError) Unwrap() error { return e.Err }
+
+// Unavailable is the answer of a handler that needs the agent for one call
+// (publish, rollback) when Ensure failed with err: a failed cold start or an
+// offline paired machine is a 503 agent_unavailable to retry shortly; any
+// other error is a 500.
+func Unavailable(err error) *apierr.Error {
+	var se *StartError
+	if !errors.As(err, &se) && !errors.Is(err, ErrOffline) {
+		return apierr.Internal(err)
+	}
+	e := apierr.New(http.StatusServiceUnavailable, apierr.TypeServer, "agent_unavailable",
+		"The project's agent is not available; retry shortly.")
+	e.Headers, e.Cause = map[string]string{"Retry-After": "5"}, err
+	return e
+}

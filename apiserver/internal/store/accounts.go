@@ -15,16 +15,12 @@ func (s *Store) CreateWorkspace(ctx context.Context, name, plan string) (Workspa
 
 // GetWorkspace loads one workspace.
 func (s *Store) GetWorkspace(ctx context.Context, id string) (Workspace, error) {
-	var w Workspace
-	err := s.db.WithContext(ctx).First(&w, "id = ?", id).Error
-	return w, notFound(err)
+	return first[Workspace](ctx, s.db, "id = ?", id)
 }
 
 // FindWorkspaceByName returns the oldest workspace with name.
 func (s *Store) FindWorkspaceByName(ctx context.Context, name string) (Workspace, error) {
-	var w Workspace
-	err := s.db.WithContext(ctx).Order("created_at").First(&w, "name = ?", name).Error
-	return w, notFound(err)
+	return first[Workspace](ctx, s.db.Order("created_at"), "name = ?", name)
 }
 
 // UpdateWorkspace changes the plan and/or the usage-based pricing flag.
@@ -62,9 +58,7 @@ func (s *Store) CreateUser(ctx context.Context, email string) (User, error) {
 
 // FindUserByEmail loads a user by email.
 func (s *Store) FindUserByEmail(ctx context.Context, email string) (User, error) {
-	var u User
-	err := s.db.WithContext(ctx).First(&u, "email = ?", email).Error
-	return u, notFound(err)
+	return first[User](ctx, s.db, "email = ?", email)
 }
 
 // AddMember puts user in workspace; adding twice is a no-op.
@@ -132,9 +126,7 @@ func (s *Store) RevokeAPIKey(ctx context.Context, id string) (APIKey, error) {
 	if res.Error != nil {
 		return APIKey{}, res.Error
 	}
-	var k APIKey
-	err := s.db.WithContext(ctx).First(&k, "id = ?", id).Error
-	return k, notFound(err)
+	return first[APIKey](ctx, s.db, "id = ?", id)
 }
 
 // TouchAPIKey records when a key was last used.

@@ -10,9 +10,7 @@ import (
 
 // GetChannel loads the webhook channel of a project.
 func (s *Store) GetChannel(ctx context.Context, projectID string) (Channel, error) {
-	var c Channel
-	err := s.db.WithContext(ctx).First(&c, "project_id = ?", projectID).Error
-	return c, notFound(err)
+	return first[Channel](ctx, s.db, "project_id = ?", projectID)
 }
 
 // SetChannel creates or updates a project's channel; nil fields stay as they are.

@@ -47,9 +47,7 @@ var ErrTokenUsed = errors.New("store: sign-in link already used or expired")
 
 // GetUser loads one user.
 func (s *Store) GetUser(ctx context.Context, id string) (User, error) {
-	var u User
-	err := s.db.WithContext(ctx).First(&u, "id = ?", id).Error
-	return u, notFound(err)
+	return first[User](ctx, s.db, "id = ?", id)
 }
 
 // SetPasswordHash stores a user's console password hash.
@@ -83,9 +81,7 @@ func (s *Store) SetMember(ctx context.Context, workspaceID, userID, role string)
 
 // GetMembership loads user's membership of workspace.
 func (s *Store) GetMembership(ctx context.Context, workspaceID, userID string) (Membership, error) {
-	var m Membership
-	err := s.db.WithContext(ctx).First(&m, "workspace_id = ? AND user_id = ?", workspaceID, userID).Error
-	return m, notFound(err)
+	return first[Membership](ctx, s.db, "workspace_id = ? AND user_id = ?", workspaceID, userID)
 }
 
 // UserWorkspace is a workspace seen by one of its members.
@@ -113,9 +109,7 @@ func (s *Store) ListProjects(ctx context.Context, workspaceID string) ([]Project
 
 // GetAPIKey loads one key row (never its secret).
 func (s *Store) GetAPIKey(ctx context.Context, id string) (APIKey, error) {
-	var k APIKey
-	err := s.db.WithContext(ctx).First(&k, "id = ?", id).Error
-	return k, notFound(err)
+	return first[APIKey](ctx, s.db, "id = ?", id)
 }
 
 // CreateSession stores a console session.
@@ -126,9 +120,7 @@ func (s *Store) CreateSession(ctx context.Context, sess Session) error {
 // GetSession loads a session by the hash of its token; expiry is the
 // caller's to check.
 func (s *Store) GetSession(ctx context.Context, tokenHash string) (Session, error) {
-	var sess Session
-	err := s.db.WithContext(ctx).First(&sess, "token_hash = ?", tokenHash).Error
-	return sess, notFound(err)
+	return first[Session](ctx, s.db, "token_hash = ?", tokenHash)
 }
 
 // TouchSession moves a session's idle expiry forward.

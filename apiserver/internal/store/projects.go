@@ -21,9 +21,7 @@ func (s *Store) CreateProject(ctx context.Context, workspaceID, name string) (Pr
 
 // GetProject loads one project.
 func (s *Store) GetProject(ctx context.Context, id string) (Project, error) {
-	var p Project
-	err := s.db.WithContext(ctx).First(&p, "id = ?", id).Error
-	return p, notFound(err)
+	return first[Project](ctx, s.db, "id = ?", id)
 }
 
 // SetSyncMode changes a project's cloud sync mode (spec 3.1; takes effect on

@@ -50,9 +50,7 @@ type PairingToken struct {
 // GetRuntimeAssignment loads the runtime a project is pinned to; ErrNotFound
 // when it has none yet.
 func (s *Store) GetRuntimeAssignment(ctx context.Context, projectID string) (RuntimeAssignment, error) {
-	var a RuntimeAssignment
-	err := s.db.WithContext(ctx).First(&a, "project_id = ?", projectID).Error
-	return a, notFound(err)
+	return first[RuntimeAssignment](ctx, s.db, "project_id = ?", projectID)
 }
 
 // PinRuntime records a's driver, endpoint and instance as the project's one
@@ -118,9 +116,7 @@ func (s *Store) CreatePairingToken(ctx context.Context, t PairingToken) (Pairing
 
 // GetPairingToken loads a pairing token by id (revoked ones included).
 func (s *Store) GetPairingToken(ctx context.Context, id string) (PairingToken, error) {
-	var t PairingToken
-	err := s.db.WithContext(ctx).First(&t, "id = ?", id).Error
-	return t, notFound(err)
+	return first[PairingToken](ctx, s.db, "id = ?", id)
 }
 
 // ListPairingTokens lists a project's pairing tokens (never their secrets).

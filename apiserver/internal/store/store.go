@@ -116,6 +116,14 @@ func NewID(prefix string) string {
 	return prefix + "_" + string(b[:])
 }
 
+// first loads the first row of T that matches cond and its args (in db's
+// order, if any); ErrNotFound when none does.
+func first[T any](ctx context.Context, db *gorm.DB, cond string, args ...any) (T, error) {
+	var row T
+	err := db.WithContext(ctx).First(&row, append([]any{cond}, args...)...).Error
+	return row, notFound(err)
+}
+
 func notFound(err error) error {
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return ErrNotFound

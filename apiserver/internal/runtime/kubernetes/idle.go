@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/periodic"
 )
 
 // Idle stop: each replica remembers when it last served a pod and stamps it
@@ -66,16 +67,7 @@ func (d *Driver) lastUse(pod *corev1.Pod) time.Time {
 }
 
 func (d *Driver) reapLoop(ctx context.Context) {
-	t := time.NewTicker(d.o.ReapInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			d.reap(ctx, time.Now())
-		}
-	}
+	periodic.Every(ctx, d.o.ReapInterval, func(ctx context.Context) { d.reap(ctx, time.Now()) })
 }
 
 // reap stops idle pods and pods of replaced generations once.

@@ -26,6 +26,7 @@ import (
 
 	"github.com/svc-dev/svc/apiserver/internal/runtime"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/chans"
 	"github.com/svc-dev/svc/shared/datadir"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/localproc"
@@ -93,14 +94,7 @@ type proc struct {
 	exitErr   error         // set before done is closed
 }
 
-func (p *proc) alive() bool {
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
-}
+func (p *proc) alive() bool { return !chans.Closed(p.done) }
 
 // New returns a driver; nothing starts until the first Ensure.
 func New(o Options) *Driver {
