@@ -23,7 +23,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -421,11 +420,11 @@ func (p *Persister) localContains(ctx context.Context) (bool, string, error) {
 	if err != nil {
 		return false, "", fmt.Errorf("durable: extract %s: %w", p.key, err)
 	}
-	remote, err := listRefs(ctx, p.opts.Runner, tmp)
+	remote, err := p.opts.Runner.Refs(ctx, tmp)
 	if err != nil {
 		return false, "", err
 	}
-	local, err := listRefs(ctx, p.opts.Runner, p.gitDir)
+	local, err := p.opts.Runner.Refs(ctx, p.gitDir)
 	if err != nil {
 		return false, "", err
 	}
@@ -446,20 +445,6 @@ func (p *Persister) localContains(ctx context.Context) (bool, string, error) {
 		}
 	}
 	return true, "", nil
-}
-
-func listRefs(ctx context.Context, r *gitrun.Runner, gitDir string) (map[string]string, error) {
-	out, err := r.Command("for-each-ref", "--format=%(refname) %(objectname)").Env("GIT_DIR=" + gitDir).String(ctx)
-	if err != nil {
-		return nil, err
-	}
-	refs := map[string]string{}
-	for _, line := range strings.Split(out, "\n") {
-		if name, sha, ok := strings.Cut(line, " "); ok {
-			refs[name] = sha
-		}
-	}
-	return refs, nil
 }
 
 // Cleanup removes leftovers of a crash (staged snapshots).

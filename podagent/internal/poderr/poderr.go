@@ -1,6 +1,6 @@
 // Package poderr is the pod's side of the one error vocabulary
-// (shared/wire): its code → status table and the one function that writes
-// an error as the envelope of spec 2.3. The /agent/git-flush, probe and
+// (shared/wire and its one code → status table): the one function that
+// writes an error as the envelope of spec 2.3. The /agent/git-flush, probe and
 // webhook routes all answer through it, so a webhook caller sees the same
 // type words from the pod as from the API's agent-proxy.
 package poderr
@@ -19,37 +19,10 @@ import (
 // Error is the coded error of shared/wire.
 type Error = wire.Error
 
-// Statuses is the pod's one table from error codes to HTTP statuses.
-var Statuses = map[string]int{
-	// probes and git-flush
-	"not_ready":             http.StatusServiceUnavailable,
-	"invalid_runtime_token": http.StatusUnauthorized,
-	"invalid_body":          http.StatusBadRequest,
-	"invalid_tag":           http.StatusBadRequest,
-	"fenced":                http.StatusConflict,
-	"tag_exists":            http.StatusConflict,
-	"shutting_down":         http.StatusServiceUnavailable,
-	"not_persisted":         http.StatusServiceUnavailable,
-	"flush_timeout":         http.StatusServiceUnavailable,
-	// rollback (docs/sync-modes.md §6)
-	"invalid_sha":      http.StatusBadRequest,
-	"commit_not_found": http.StatusNotFound,
-	// webhook channel
-	"request_too_large":          http.StatusRequestEntityTooLarge,
-	"agent_not_ready":            http.StatusServiceUnavailable,
-	"reply_timeout":              http.StatusGatewayTimeout,
-	"channel_not_found":          http.StatusNotFound,
-	"channel_config_unavailable": http.StatusServiceUnavailable,
-	"channel_secret_not_set":     http.StatusUnauthorized,
-	"invalid_webhook_secret":     http.StatusUnauthorized,
-	"journal_unavailable":        http.StatusServiceUnavailable,
-	"internal_error":             http.StatusInternalServerError,
-}
-
-// New is a coded error whose status comes from Statuses.
+// New is a coded error whose status comes from wire.Statuses.
 func New(code, msg string) *Error { return &Error{Code: code, Message: msg} }
 
-// From converts any error: a coded error is resolved against Statuses,
+// From converts any error: a coded error is resolved against wire.Statuses,
 // echo's own errors keep their status, anything else is a 500 whose details
 // are logged and not sent.
 func From(err error) *Error {
@@ -57,16 +30,16 @@ func From(err error) *Error {
 	var he *echo.HTTPError
 	switch {
 	case errors.As(err, &e):
-		return e.Resolve(Statuses)
+		return e.Resolve(wire.Statuses)
 	case errors.As(err, &he):
 		msg := http.StatusText(he.Code)
 		if m, ok := he.Message.(string); ok {
 			msg = m
 		}
 		return (&Error{Status: he.Code, Code: strings.ToLower(strings.ReplaceAll(http.StatusText(he.Code), " ", "_")),
-			Message: msg}).Resolve(Statuses)
+			Message: msg}).Resolve(wire.Statuses)
 	}
-	return (&Error{Code: "internal_error", Message: "Internal error.", Cause: err}).Resolve(Statuses)
+	return (&Error{Code: "internal_error", Message: "Internal error.", Cause: err}).Resolve(wire.Statuses)
 }
 
 // Write answers err as the envelope (HEAD gets the status only) and logs
