@@ -82,6 +82,11 @@ func (c *Console) Home(ec echo.Context) error {
 	return ec.Redirect(http.StatusSeeOther, "/console/w/"+wss[0].ID+"/projects")
 }
 
+// WorkspaceHome is GET /console/w/:ws: the workspace's projects.
+func (c *Console) WorkspaceHome(ec echo.Context) error {
+	return ec.Redirect(http.StatusSeeOther, "/console/w/"+ec.Param("ws")+"/projects")
+}
+
 // ownerOnly answers 403 for a member who tries to change keys or channels.
 func (c *Console) ownerOnly(ec echo.Context, p page) error {
 	if isOwner(p) {

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"net/http"
-
 	"github.com/labstack/echo/v4"
 
 	"github.com/svc-dev/svc/apiserver/internal/checkpointreads"
@@ -34,18 +32,17 @@ func (s *Server) registerConsole(e *echo.Echo, o console.Options) {
 	e.POST("/console/link", c.UseLink)
 
 	g := e.Group("/console", c.RequireSession)
+	w := g.Group("/w/:ws", c.Workspace)
+	p := w.Group("/projects/:project", c.Project)
+	keys := e.Group("/api/workspaces/:ws/keys", c.KeysAPIAuth)
 	g.GET("", c.Home)
 	g.POST("/sign-out", c.SignOut)
-	w := g.Group("/w/:ws", c.Workspace)
-	w.GET("", func(ec echo.Context) error {
-		return ec.Redirect(http.StatusSeeOther, "/console/w/"+ec.Param("ws")+"/projects")
-	})
+	w.GET("", c.WorkspaceHome)
 	w.GET("/keys", c.KeysPage)
 	w.POST("/keys", c.CreateKey)
 	w.POST("/keys/:key/revoke", c.RevokeKey)
 	w.GET("/usage", c.UsagePage)
 	w.GET("/projects", c.ProjectsPage)
-	p := w.Group("/projects/:project", c.Project)
 	p.GET("", c.ProjectPage)
 	p.GET("/commits/:sha", c.CommitPage)
 	p.GET("/channel", c.ChannelPage)
@@ -53,8 +50,6 @@ func (s *Server) registerConsole(e *echo.Echo, o console.Options) {
 	p.POST("/channel/headers", c.SetHeaders)
 	p.GET("/channel/live", c.ActivityFragment)
 	p.POST("/channel/test", c.TestMessage)
-
-	keys := e.Group("/api/workspaces/:ws/keys", c.KeysAPIAuth)
 	keys.GET("", c.ListKeysJSON)
 	keys.POST("", c.CreateKeyJSON)
 	keys.DELETE("/:key", c.RevokeKeyJSON)
