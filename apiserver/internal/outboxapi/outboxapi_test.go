@@ -43,18 +43,18 @@ func newWorld(t *testing.T, s *store.Store) *world {
 	t.Helper()
 	ctx := context.Background()
 	ws, err := s.CreateWorkspace(ctx, "acme", "free")
-	must(t, err)
+	testenv.Must(t, err)
 	u, err := s.CreateUser(ctx, "dev@acme.test")
-	must(t, err)
+	testenv.Must(t, err)
 	_, err = s.AddMember(ctx, ws.ID, u.ID)
-	must(t, err)
+	testenv.Must(t, err)
 	w := &world{t: t, s: s, userID: u.ID}
 	sec := "sec"
 	for i, dst := range []*string{&w.project, &w.other} {
 		p, err := s.CreateProject(ctx, ws.ID, "p")
-		must(t, err)
+		testenv.Must(t, err)
 		ch, err := s.SetChannel(ctx, p.ID, &sec, nil)
-		must(t, err)
+		testenv.Must(t, err)
 		if i == 0 {
 			w.project, w.channel = p.ID, ch.ID
 		} else {
@@ -62,7 +62,7 @@ func newWorld(t *testing.T, s *store.Store) *world {
 		}
 	}
 	p, err := s.CreateProject(ctx, ws.ID, "bare")
-	must(t, err)
+	testenv.Must(t, err)
 	w.noChannel = p.ID
 	w.api, w.e = w.replica()
 	return w
@@ -92,13 +92,6 @@ func (w *world) replica() (*outboxapi.API, *echo.Echo) {
 	e.GET("/api/projects/:id/agent-proxy"+wire.WebhookPathPrefix+"/outbox/:channelId", api.Poll,
 		member, httpmw.ProjectMember(w.s, "id"))
 	return api, e
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 type answer struct {
@@ -267,7 +260,7 @@ func TestPollChecks(t *testing.T) {
 		w.put(w.e, w.project, w.project, w.msg("cor_1"))
 		empty := ""
 		_, err := s.SetChannel(context.Background(), w.noChannel, &empty, nil)
-		must(t, err)
+		testenv.Must(t, err)
 		cases := []struct {
 			name, project, channel, query, secret string
 			status                                int
