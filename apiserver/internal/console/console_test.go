@@ -26,6 +26,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
 	"github.com/svc-dev/svc/shared/testenv"
+	"github.com/svc-dev/svc/shared/testenv/testhttp"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -420,21 +421,13 @@ func TestKeysJSONAPI(t *testing.T) {
 			t.Helper()
 			b := w.browser(t)
 			req, _ := http.NewRequest(method, w.url+path, strings.NewReader(body))
-			if key != "" {
-				req.Header.Set("Authorization", "Bearer "+key)
-			}
 			if body != "" {
 				req.Header.Set("Content-Type", "application/json")
 			}
 			for k, v := range h {
 				req.Header[k] = v
 			}
-			res, err := b.c.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer res.Body.Close()
-			out, _ := io.ReadAll(res.Body)
+			res, out := testhttp.Do(t, b.c, req, key)
 			return response{status: res.StatusCode, header: res.Header, body: string(out)}
 		}
 		cases := []struct {

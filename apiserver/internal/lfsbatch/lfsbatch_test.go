@@ -21,6 +21,7 @@ import (
 	s3store "github.com/svc-dev/svc/shared/objstore/s3"
 	"github.com/svc-dev/svc/shared/runtimetoken"
 	"github.com/svc-dev/svc/shared/testenv"
+	"github.com/svc-dev/svc/shared/testenv/testhttp"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -71,15 +72,7 @@ func (w *world) post(t *testing.T, project, token, path string, body any) (int, 
 	req, _ := http.NewRequest(http.MethodPost, w.srv.URL+"/internal/projects/"+project+path, bytes.NewReader(b))
 	req.Header.Set("Content-Type", lfsbatch.MediaType)
 	req.Header.Set("Accept", lfsbatch.MediaType)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
+	resp, out := testhttp.Do(t, nil, req, token)
 	return resp.StatusCode, out, resp.Header.Get("Content-Type")
 }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -25,6 +24,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
 	"github.com/svc-dev/svc/shared/testenv"
 	"github.com/svc-dev/svc/shared/testenv/fakeupstream"
+	"github.com/svc-dev/svc/shared/testenv/testhttp"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -75,17 +75,11 @@ models:
 func (g *gateway) post(t *testing.T, body string, h http.Header) (*http.Response, string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, g.url+"/v1/chat/completions", strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+g.key)
 	req.Header.Set("Content-Type", "application/json")
 	for k, v := range h {
 		req.Header[k] = v
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	resp, b := testhttp.Do(t, nil, req, g.key)
 	return resp, string(b)
 }
 
