@@ -146,8 +146,7 @@ func (w *world) msg(corr string) wire.OutboxPut {
 
 func TestPutIsIdempotentAndPollAcknowledges(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		w := newWorld(t, s)
+	storetest.EachWith(t, newWorld, func(t *testing.T, w *world) {
 		if a := w.put(w.e, w.project, w.project, w.msg("cor_1")); a.status != http.StatusCreated {
 			t.Fatalf("first put: %d %s", a.status, a.body)
 		}
@@ -177,8 +176,7 @@ func TestPutIsIdempotentAndPollAcknowledges(t *testing.T) {
 
 func TestPutChecks(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		w := newWorld(t, s)
+	storetest.EachWith(t, newWorld, func(t *testing.T, w *world) {
 		bad := w.msg("cor_x")
 		bad.Metadata = json.RawMessage(`[1]`)
 		bad.CorrelationID = ""
@@ -203,7 +201,7 @@ func TestPutChecks(t *testing.T) {
 		if a := w.put(w.e, w.project, w.project, bad); !strings.Contains(string(a.body), "correlationId") || !strings.Contains(string(a.body), "metadata") {
 			t.Errorf("400 names the fields: %s", a.body)
 		}
-		if n, _ := s.CountOutbox(context.Background(), w.project, w.channel); n != 0 {
+		if n, _ := w.s.CountOutbox(context.Background(), w.project, w.channel); n != 0 {
 			t.Fatalf("refused puts stored %d rows", n)
 		}
 	})
@@ -213,8 +211,7 @@ func TestPutChecks(t *testing.T) {
 // poll would return, for the project's own runtime only.
 func TestPending(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		w := newWorld(t, s)
+	storetest.EachWith(t, newWorld, func(t *testing.T, w *world) {
 		pending := func(runtimeOf, project string) (answer, wire.OutboxPending) {
 			req := httptest.NewRequest(http.MethodGet, internalapi.ProjectPath(project, internalapi.PathOutboxPending), nil)
 			req.Header.Set("X-Test-Runtime", runtimeOf)
@@ -255,11 +252,10 @@ func TestPending(t *testing.T) {
 // tested end to end).
 func TestPollChecks(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		w := newWorld(t, s)
+	storetest.EachWith(t, newWorld, func(t *testing.T, w *world) {
 		w.put(w.e, w.project, w.project, w.msg("cor_1"))
 		empty := ""
-		_, err := s.SetChannel(context.Background(), w.noChannel, &empty, nil)
+		_, err := w.s.SetChannel(context.Background(), w.noChannel, &empty, nil)
 		testenv.Must(t, err)
 		cases := []struct {
 			name, project, channel, query, secret string
@@ -278,7 +274,7 @@ func TestPollChecks(t *testing.T) {
 				t.Errorf("%s: %d %s, want %d %s", c.name, a.status, a.body, c.status, c.code)
 			}
 		}
-		if n, _ := s.CountOutbox(context.Background(), w.project, w.channel); n != 1 {
+		if n, _ := w.s.CountOutbox(context.Background(), w.project, w.channel); n != 1 {
 			t.Fatalf("refused polls took messages: %d left", n)
 		}
 	})
@@ -289,8 +285,7 @@ func TestPollChecks(t *testing.T) {
 // replica is found by the database poll.
 func TestLongPollWakesOnPut(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		w := newWorld(t, s)
+	storetest.EachWith(t, newWorld, func(t *testing.T, w *world) {
 		w.api.PollInterval = time.Hour // only the in-process wakeup can end the wait early
 		polled := make(chan answer, 1)
 		start := time.Now()
