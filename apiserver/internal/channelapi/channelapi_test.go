@@ -19,12 +19,8 @@ func TestChannelConfigForTheProjectsRuntimeOnly(t *testing.T) {
 	ctx := context.Background()
 	st := storetest.SQLite(t)
 	secret := []byte("runtime-auth-secret")
-	ws, err := st.CreateWorkspace(ctx, "w", "free")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p1, _ := st.CreateProject(ctx, ws.ID, "one")
-	p2, _ := st.CreateProject(ctx, ws.ID, "two")
+	ps := storetest.Projects(t, st, "one", "two")
+	p1, p2 := ps[0], ps[1]
 
 	srv := servertest.New(t, server.Deps{Store: st, RuntimeSecret: secret})
 

@@ -485,10 +485,7 @@ func TestHydrateReconcilesMissingRows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := storetest.Postgres(t)
-	ws, err := db.CreateWorkspace(ctx, "acme", "free")
-	testenv.Must(t, err)
-	proj, err := db.CreateProject(ctx, ws.ID, "p")
-	testenv.Must(t, err)
+	proj := storetest.Projects(t, db, "p")[0]
 
 	st := hydratetest.MinIOStore(t)
 	w := hydratetest.NewWork(t)

@@ -44,18 +44,8 @@ func newWorld(t *testing.T) *world {
 	t.Helper()
 	ctx := context.Background()
 	st := storetest.SQLite(t)
-	ws, err := st.CreateWorkspace(ctx, "acme", "free")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p1, err := st.CreateProject(ctx, ws.ID, "one")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p2, err := st.CreateProject(ctx, ws.ID, "two")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ps := storetest.Projects(t, st, "one", "two")
+	p1, p2 := ps[0], ps[1]
 	env := testenv.MinIO(t)
 	objs, err := s3store.New(ctx, s3store.Config{Endpoint: env.Endpoint, Bucket: env.Bucket, AccessKey: env.AccessKey, SecretKey: env.SecretKey})
 	if err != nil {
