@@ -100,11 +100,7 @@ type answer struct {
 }
 
 func (a answer) code() string {
-	var env struct {
-		Error struct {
-			Code string `json:"code"`
-		} `json:"error"`
-	}
+	var env wire.ErrorBody
 	_ = json.Unmarshal(a.body, &env)
 	return env.Error.Code
 }
