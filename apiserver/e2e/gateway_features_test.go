@@ -211,17 +211,16 @@ func usageByDeployment(t *testing.T, e *env, workspace string) map[string]deploy
 func TestFallbackMatrix(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		name      string
-		first     fakeupstream.Reply
-		down      bool
+		name string
+		fakeupstream.Condition
 		wantFirst int // requests the first upstream sees for one plain and one streamed completion
 	}{
-		{name: "first down", down: true, wantFirst: 0},
-		{name: "first 500", first: fakeupstream.Reply{Status: 500}, wantFirst: 2},
+		{name: "first down", Condition: fakeupstream.Condition{Down: true}, wantFirst: 0},
+		{name: "first 500", Condition: fakeupstream.Condition{Reply: fakeupstream.Reply{Status: 500}}, wantFirst: 2},
 		// The 429's Retry-After cools the first's only key: the second
 		// request goes straight to the backup.
-		{name: "first 429 with Retry-After", first: fakeupstream.Reply{Status: 429, RetryAfter: "60"}, wantFirst: 1},
-		{name: "first stalls before headers", first: fakeupstream.Reply{Stall: true}, wantFirst: 2},
+		{name: "first 429 with Retry-After", Condition: fakeupstream.Condition{Reply: fakeupstream.Reply{Status: 429, RetryAfter: "60"}}, wantFirst: 1},
+		{name: "first stalls before headers", Condition: fakeupstream.Condition{Reply: fakeupstream.Reply{Stall: true}}, wantFirst: 2},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -229,11 +228,8 @@ func TestFallbackMatrix(t *testing.T) {
 			e := newEnv(t)
 			first, backup := fakeupstream.New(t), fakeupstream.New(t)
 			twoUpstreams(t, e, first, backup)
-			first.Sequence(tc.first)
 			backup.Sequence(fakeupstream.Reply{Text: "from the backup", PromptTokens: 40, CompletionTokens: 7, ReasoningTokens: 3})
-			if tc.down {
-				first.Close()
-			}
+			tc.Condition.Apply(first)
 			a := e.startAPI("SVC_UPSTREAM_TIMEOUT=1s")
 			acc := e.account("free")
 			c := client(a.URL+"/v1", acc.key)

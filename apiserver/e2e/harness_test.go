@@ -4,7 +4,6 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -117,16 +116,7 @@ func (e *env) baseEnv() []string {
 // admin runs `apiserver admin …` and decodes its JSON answer.
 func (e *env) admin(args ...string) map[string]any {
 	e.t.Helper()
-	cmd := exec.Command(apiserverBin, append([]string{"admin"}, args...)...)
-	cmd.Env = e.baseEnv()
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		e.t.Fatalf("admin %v: %v\n%s", args, err, errb.String())
-	}
-	var m map[string]any
-	must(e.t, json.Unmarshal(out.Bytes(), &m))
-	return m
+	return testenv.Admin(e.t, apiserverBin, e.baseEnv(), args...)
 }
 
 // account is a workspace with a member and a key.

@@ -15,6 +15,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/svc-dev/svc/shared/testenv/fakeupstream"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // agentScript answers the pod's tool loop through the real gateway: the
@@ -209,12 +210,7 @@ func TestWebhookSyncTimeoutGoesToOutbox(t *testing.T) {
 
 	res, body := w.do(t, http.MethodPost, "/agent/channels/webhook/incoming",
 		[]byte(`{"message":"slow job","metadata":{"k":"v"}}`), hookHeaders())
-	var env struct {
-		Error struct {
-			Code          string `json:"code"`
-			CorrelationID string `json:"correlationId"`
-		} `json:"error"`
-	}
+	var env wire.ErrorBody
 	_ = json.Unmarshal(body, &env)
 	if res.StatusCode != http.StatusGatewayTimeout || env.Error.Code != "reply_timeout" || env.Error.CorrelationID == "" {
 		t.Fatalf("want 504 reply_timeout with a correlationId, got %d %s", res.StatusCode, body)

@@ -2,10 +2,11 @@ package e2e
 
 import (
 	"bytes"
-	"io"
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/svc-dev/svc/shared/testenv/testhttp"
 )
 
 // BenchmarkWebhookProxyOverhead measures what the agent-proxy adds to a
@@ -27,17 +28,11 @@ func BenchmarkWebhookProxyOverhead(b *testing.B) {
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("X-Webhook-Secret", "bench-secret")
 		req.Header.Set("Authorization", "Bearer "+auth)
-		t0 := time.Now()
-		res, err := hc.Do(req)
+		d, err := testhttp.Timed(hc, req)
 		if err != nil {
 			b.Fatal(err)
 		}
-		_, _ = io.Copy(io.Discard, res.Body)
-		res.Body.Close()
-		if res.StatusCode != 200 {
-			b.Fatalf("status %d", res.StatusCode)
-		}
-		return time.Since(t0)
+		return d
 	}
 	proxied := a.URL + "/api/projects/" + project + "/agent-proxy/agent/channels/webhook/incoming"
 	send(proxied, acc.key) // cold start

@@ -259,10 +259,8 @@ func TestWebhookProxyLocalDriverLifecycle(t *testing.T) {
 	p2 := w.e.admin("project", "create", "--workspace", w.acc.workspace, "--name", "two")["id"].(string)
 	var wg sync.WaitGroup
 	pids := make(chan int, 4)
-	for i := 0; i < 4; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for range 4 {
+		wg.Go(func() {
 			res, body, err := tryDo(http.MethodGet, w.api.URL+"/api/projects/"+p2+"/agent-proxy/agent/channels/test/env",
 				w.acc.key, nil, nil)
 			if err != nil {
@@ -275,7 +273,7 @@ func TestWebhookProxyLocalDriverLifecycle(t *testing.T) {
 			} else {
 				t.Errorf("concurrent start: %d %s", res.StatusCode, body)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(pids)

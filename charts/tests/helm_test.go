@@ -150,6 +150,17 @@ func find(objs []object, kind string) []object {
 	return r
 }
 
+// named returns the element of xs whose name (as nameOf reads it) is name.
+func named[T any](xs []T, name string, nameOf func(T) string) (T, bool) {
+	for _, x := range xs {
+		if nameOf(x) == name {
+			return x, true
+		}
+	}
+	var zero T
+	return zero, false
+}
+
 func findOne(t testing.TB, objs []object, kind string) object {
 	t.Helper()
 	got := find(objs, kind)
@@ -212,12 +223,7 @@ type container struct {
 }
 
 func (c container) mount(name string) (volumeMount, bool) {
-	for _, m := range c.VolumeMounts {
-		if m.Name == name {
-			return m, true
-		}
-	}
-	return volumeMount{}, false
+	return named(c.VolumeMounts, name, func(m volumeMount) string { return m.Name })
 }
 
 type volume struct {
@@ -249,12 +255,7 @@ type podSpec struct {
 }
 
 func (p podSpec) volume(name string) (volume, bool) {
-	for _, v := range p.Volumes {
-		if v.Name == name {
-			return v, true
-		}
-	}
-	return volume{}, false
+	return named(p.Volumes, name, func(v volume) string { return v.Name })
 }
 
 func (p podSpec) allContainers() []container {

@@ -3,8 +3,6 @@ package channelapi_test
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
 	"testing"
 
 	"github.com/svc-dev/svc/apiserver/internal/channelapi"
@@ -12,6 +10,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/server/servertest"
 	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
 	"github.com/svc-dev/svc/shared/runtimetoken"
+	"github.com/svc-dev/svc/shared/testenv/testhttp"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -20,26 +19,13 @@ func TestChannelConfigForTheProjectsRuntimeOnly(t *testing.T) {
 	ctx := context.Background()
 	st := storetest.SQLite(t)
 	secret := []byte("runtime-auth-secret")
-	ws, err := st.CreateWorkspace(ctx, "w", "free")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p1, _ := st.CreateProject(ctx, ws.ID, "one")
-	p2, _ := st.CreateProject(ctx, ws.ID, "two")
+	ps := storetest.Projects(t, st, "one", "two")
+	p1, p2 := ps[0], ps[1]
 
 	srv := servertest.New(t, server.Deps{Store: st, RuntimeSecret: secret})
 
 	get := func(project, token string) (int, wire.ChannelConfig, string) {
-		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/internal/projects/"+project+"/channel", nil)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
+		res, b := testhttp.Get(t, srv.URL+"/internal/projects/"+project+"/channel", token)
 		var cfg wire.ChannelConfig
 		_ = json.Unmarshal(b, &cfg)
 		return res.StatusCode, cfg, string(b)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"sort"
@@ -16,6 +15,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate/hydratetest"
 	"github.com/svc-dev/svc/shared/testenv"
+	"github.com/svc-dev/svc/shared/testenv/testhttp"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -33,16 +33,7 @@ func getOK(t testing.TB, rawURL, key string, out any) *http.Response {
 // get sends a GET with a bearer key ("" for none) and decodes the body.
 func get(t testing.TB, rawURL, key string, out any) (*http.Response, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, rawURL, nil)
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	resp, b := testhttp.Get(t, rawURL, key)
 	var m map[string]any
 	_ = json.Unmarshal(b, &m)
 	if out != nil && resp.StatusCode == http.StatusOK {
@@ -372,17 +363,11 @@ func BenchmarkGraphUnchangedETag(b *testing.B) {
 	var durs []time.Duration
 	b.ResetTimer()
 	for b.Loop() {
-		start := time.Now()
-		resp, err := http.DefaultClient.Do(req)
+		d, err := testhttp.Timed(http.DefaultClient, req)
 		if err != nil {
 			b.Fatal(err)
 		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			b.Fatalf("status %d", resp.StatusCode)
-		}
-		durs = append(durs, time.Since(start))
+		durs = append(durs, d)
 	}
 	b.StopTimer()
 	sort.Slice(durs, func(i, j int) bool { return durs[i] < durs[j] })

@@ -26,6 +26,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
 	"github.com/svc-dev/svc/shared/testenv"
+	"github.com/svc-dev/svc/shared/testenv/testhttp"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -172,8 +173,7 @@ func (b *browser) signIn(u store.User) {
 
 func TestSignInWithPassword(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
-		w := newWorld(t, st)
+	storetest.EachWith(t, newWorld, func(t *testing.T, w *world) {
 		b := w.browser(t)
 		if r := b.get("/console/w/" + w.wsA.ID + "/keys"); r.status != http.StatusSeeOther ||
 			!strings.HasPrefix(r.header.Get("Location"), "/console/sign-in?next=") {
@@ -229,8 +229,7 @@ func TestSignInWithPassword(t *testing.T) {
 
 func TestSessionExpiry(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
-		w := newWorld(t, st)
+	storetest.EachWith(t, newWorld, func(t *testing.T, w *world) {
 		page := "/console/w/" + w.wsA.ID + "/usage"
 		cases := []struct {
 			name  string
@@ -267,10 +266,9 @@ func repeat(d time.Duration, n int) []time.Duration {
 
 func TestLoginLinkIsOneTime(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
-		w := newWorld(t, st)
+	storetest.EachWith(t, newWorld, func(t *testing.T, w *world) {
 		ctx := context.Background()
-		link, _, err := login.CreateLoginLink(ctx, st, w.member.ID, w.url, w.clock.now())
+		link, _, err := login.CreateLoginLink(ctx, w.st, w.member.ID, w.url, w.clock.now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -291,7 +289,7 @@ func TestLoginLinkIsOneTime(t *testing.T) {
 			t.Fatalf("second use: %d", r.status)
 		}
 		// An expired link is refused too.
-		link2, _, err := login.CreateLoginLink(ctx, st, w.member.ID, w.url, w.clock.now())
+		link2, _, err := login.CreateLoginLink(ctx, w.st, w.member.ID, w.url, w.clock.now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -305,8 +303,7 @@ func TestLoginLinkIsOneTime(t *testing.T) {
 
 func TestSignInIsRateLimited(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
-		w := newWorld(t, st)
+	storetest.EachWith(t, newWorld, func(t *testing.T, w *world) {
 		b := w.browser(t)
 		tok := b.csrf("/console/sign-in")
 		var last response
@@ -327,8 +324,7 @@ func TestSignInIsRateLimited(t *testing.T) {
 
 func TestCSRFIsRequired(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
-		w := newWorld(t, st)
+	storetest.EachWith(t, newWorld, func(t *testing.T, w *world) {
 		b := w.browser(t)
 		b.signIn(w.owner)
 		keys := "/console/w/" + w.wsA.ID + "/keys"
@@ -349,7 +345,7 @@ func TestCSRFIsRequired(t *testing.T) {
 				t.Fatalf("%s: %d, want %d", c.name, r.status, c.want)
 			}
 		}
-		ks, err := st.ListAPIKeys(context.Background(), w.wsA.ID)
+		ks, err := w.st.ListAPIKeys(context.Background(), w.wsA.ID)
 		if err != nil || len(ks) != 1 || ks[0].Name != "ok" {
 			t.Fatalf("keys after the refused posts: %+v %v", ks, err)
 		}
@@ -358,8 +354,7 @@ func TestCSRFIsRequired(t *testing.T) {
 
 func TestWorkspaceIsolationAndRoles(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
-		w := newWorld(t, st)
+	storetest.EachWith(t, newWorld, func(t *testing.T, w *world) {
 		owner, member := w.browser(t), w.browser(t)
 		owner.signIn(w.owner)
 		member.signIn(w.member)
@@ -406,35 +401,26 @@ func TestWorkspaceIsolationAndRoles(t *testing.T) {
 // key, another workspace's key and a session without the CSRF header do not.
 func TestKeysJSONAPI(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
-		w := newWorld(t, st)
+	storetest.EachWith(t, newWorld, func(t *testing.T, w *world) {
 		ctx := context.Background()
-		ownerKey, err := admin.CreateKey(ctx, st, w.wsA.ID, w.owner.ID, "owner")
+		ownerKey, err := admin.CreateKey(ctx, w.st, w.wsA.ID, w.owner.ID, "owner")
 		if err != nil {
 			t.Fatal(err)
 		}
-		memberKey, _ := admin.CreateKey(ctx, st, w.wsA.ID, w.member.ID, "member")
-		otherKey, _ := admin.CreateKey(ctx, st, w.wsB.ID, w.other.ID, "other")
+		memberKey, _ := admin.CreateKey(ctx, w.st, w.wsA.ID, w.member.ID, "member")
+		otherKey, _ := admin.CreateKey(ctx, w.st, w.wsB.ID, w.other.ID, "other")
 		api := "/api/workspaces/" + w.wsA.ID + "/keys"
 		call := func(method, path, key, body string, h http.Header) response {
 			t.Helper()
 			b := w.browser(t)
 			req, _ := http.NewRequest(method, w.url+path, strings.NewReader(body))
-			if key != "" {
-				req.Header.Set("Authorization", "Bearer "+key)
-			}
 			if body != "" {
 				req.Header.Set("Content-Type", "application/json")
 			}
 			for k, v := range h {
 				req.Header[k] = v
 			}
-			res, err := b.c.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer res.Body.Close()
-			out, _ := io.ReadAll(res.Body)
+			res, out := testhttp.Do(t, b.c, req, key)
 			return response{status: res.StatusCode, header: res.Header, body: string(out)}
 		}
 		cases := []struct {
@@ -502,8 +488,7 @@ func TestKeysJSONAPI(t *testing.T) {
 
 func TestChannelEditor(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
-		w := newWorld(t, st)
+	storetest.EachWith(t, newWorld, func(t *testing.T, w *world) {
 		b := w.browser(t)
 		b.signIn(w.owner)
 		ch := "/console/w/" + w.wsA.ID + "/projects/" + w.projA.ID + "/channel"
@@ -533,7 +518,7 @@ func TestChannelEditor(t *testing.T) {
 			if r.status != c.want || !strings.Contains(r.body, c.wantShown) {
 				t.Fatalf("%s: %d, want %d and %q in %.2000s", c.name, r.status, c.want, c.wantShown, r.body)
 			}
-			got, err := st.GetChannel(context.Background(), w.projA.ID)
+			got, err := w.st.GetChannel(context.Background(), w.projA.ID)
 			if c.wantInDB != "" && (err != nil || !strings.Contains(got.Secret+got.CallbackHeaders, c.wantInDB)) {
 				t.Fatalf("%s: stored %+v %v", c.name, got, err)
 			}
@@ -550,13 +535,12 @@ func TestChannelEditor(t *testing.T) {
 
 func TestUsagePage(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, st *store.Store) {
-		w := newWorld(t, st)
+	storetest.EachWith(t, newWorld, func(t *testing.T, w *world) {
 		ctx := context.Background()
 		now := time.Now().UTC()
 		wins := []store.WindowSpec{{Name: "5h", Duration: 5 * time.Hour}}
 		for i, m := range []string{"svc-2-0", "svc-2-0", "svc-1-0"} {
-			err := st.RecordUsage(ctx, store.UsageRecord{RequestID: store.NewID("r"), WorkspaceID: w.wsA.ID, Model: m,
+			err := w.st.RecordUsage(ctx, store.UsageRecord{RequestID: store.NewID("r"), WorkspaceID: w.wsA.ID, Model: m,
 				PromptTokens: 100, CompletionTokens: 20, CreditsMicro: 250_000, CreatedAt: now.Add(-time.Duration(i) * 24 * time.Hour)}, wins, now)
 			if err != nil {
 				t.Fatal(err)

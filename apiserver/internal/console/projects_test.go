@@ -29,11 +29,7 @@ func TestProjectPages(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hyd, err := hydrate.New(hydrate.Options{Store: objs, Dir: filepath.Join(t.TempDir(), "hydrated"), Checkpoints: st})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(hyd.Wait)
+		hyd := hydratetest.NewManager(t, hydrate.Options{Store: objs, Dir: filepath.Join(t.TempDir(), "hydrated"), Checkpoints: st}, nil)
 		w := newWorldTB(t, st, hyd)
 		b := w.browser(t)
 		b.signIn(w.member)

@@ -172,7 +172,7 @@ func TestPushBackRefused(t *testing.T) {
 			f := setup(t)
 			ctx := context.Background()
 			_, err := f.Store.SetSyncMode(ctx, f.Project.ID, syncmode.Mode(tc.mode))
-			must(t, err)
+			testenv.Must(t, err)
 			cred := f.Key
 			if tc.cred == "token" {
 				cred = f.RuntimeToken
@@ -181,9 +181,9 @@ func TestPushBackRefused(t *testing.T) {
 			dst := filepath.Join(t.TempDir(), "clone")
 			c.must("", "clone", f.remote(cred), dst)
 			before, err := f.Objects.Head(ctx, objstore.RepoKey(f.Project.ID))
-			must(t, err)
+			testenv.Must(t, err)
 			rows := countRows(t, f, "")
-			must(t, os.WriteFile(filepath.Join(dst, "laptop.txt"), []byte("one\n"), 0o644))
+			testenv.Must(t, os.WriteFile(filepath.Join(dst, "laptop.txt"), []byte("one\n"), 0o644))
 			c.must(dst, "add", "-A")
 			c.must(dst, "commit", "-q", "-m", "from laptop")
 			out, err := c.run(dst, "push", "origin", "main")
@@ -191,7 +191,7 @@ func TestPushBackRefused(t *testing.T) {
 				t.Fatalf("push: %v\n%s\nwant a refusal containing %q", err, out, tc.want)
 			}
 			after, err := f.Objects.Head(ctx, objstore.RepoKey(f.Project.ID))
-			must(t, err)
+			testenv.Must(t, err)
 			if after.ETag != before.ETag || countRows(t, f, "") != rows {
 				t.Fatal("a refused push wrote the durable object or a row")
 			}
@@ -208,23 +208,23 @@ func TestDualShadowPushIsDurable(t *testing.T) {
 		f := setup(t)
 		ctx := context.Background()
 		_, err := f.Store.SetSyncMode(ctx, f.Project.ID, syncmode.DualShadow)
-		must(t, err)
+		testenv.Must(t, err)
 		c := newClient(t)
 		dst := filepath.Join(t.TempDir(), "clone")
 		c.must("", "clone", f.remote(f.RuntimeToken), dst)
 		before, err := f.Objects.Head(ctx, objstore.RepoKey(f.Project.ID))
-		must(t, err)
+		testenv.Must(t, err)
 		rows := countRows(t, f, "")
 		var shas []string
 		for i := 1; i <= 2; i++ {
-			must(t, os.WriteFile(filepath.Join(dst, "turn.txt"), []byte(strings.Repeat("x\n", i)), 0o644))
+			testenv.Must(t, os.WriteFile(filepath.Join(dst, "turn.txt"), []byte(strings.Repeat("x\n", i)), 0o644))
 			c.must(dst, "add", "-A")
 			c.must(dst, "commit", "-q", "-m", fmt.Sprintf("turn %d", i))
 			shas = append(shas, c.must(dst, "rev-parse", "HEAD"))
 		}
 		c.must(dst, "push", "origin", "main")
 		after, err := f.Objects.Head(ctx, objstore.RepoKey(f.Project.ID))
-		must(t, err)
+		testenv.Must(t, err)
 		if after.ETag == before.ETag {
 			t.Fatal("the push did not write the durable object")
 		}
@@ -235,7 +235,7 @@ func TestDualShadowPushIsDurable(t *testing.T) {
 			t.Fatalf("%d receive-pack rows (%d in all, %d before), want one per pushed commit", got, countRows(t, f, ""), rows)
 		}
 		cps, err := f.Store.ListCheckpoints(ctx, f.Project.ID, 100)
-		must(t, err)
+		testenv.Must(t, err)
 		turns := map[string]int64{}
 		for _, cp := range cps {
 			if cp.Turn != nil {
@@ -249,7 +249,7 @@ func TestDualShadowPushIsDurable(t *testing.T) {
 		// A push that changes nothing writes nothing.
 		c.must(dst, "push", "origin", "main")
 		again, err := f.Objects.Head(ctx, objstore.RepoKey(f.Project.ID))
-		must(t, err)
+		testenv.Must(t, err)
 		if again.ETag != after.ETag || countRows(t, f, "") != rows+2 {
 			t.Fatal("an empty push wrote the object or rows")
 		}
@@ -258,11 +258,11 @@ func TestDualShadowPushIsDurable(t *testing.T) {
 		f := &fx{Fixture: hydratetest.NewFixture(t, nil)}
 		ctx := context.Background()
 		_, err := f.Store.SetSyncMode(ctx, f.Project.ID, syncmode.DualShadow)
-		must(t, err)
+		testenv.Must(t, err)
 		c := newClient(t)
 		dst := filepath.Join(t.TempDir(), "seed")
 		c.must("", "clone", f.remote(f.RuntimeToken), dst) // an empty repository
-		must(t, os.WriteFile(filepath.Join(dst, "index.html"), []byte("hi\n"), 0o644))
+		testenv.Must(t, os.WriteFile(filepath.Join(dst, "index.html"), []byte("hi\n"), 0o644))
 		c.must(dst, "add", "-A")
 		c.must(dst, "commit", "-q", "-m", "initial commit")
 		c.must(dst, "push", "origin", "HEAD:refs/heads/main")
@@ -271,7 +271,7 @@ func TestDualShadowPushIsDurable(t *testing.T) {
 			t.Fatalf("durable main %s, want %s", got, head)
 		}
 		cps, err := f.Store.ListCheckpoints(ctx, f.Project.ID, 10)
-		must(t, err)
+		testenv.Must(t, err)
 		if len(cps) != 1 || cps[0].CommitSHA != head || cps[0].Turn == nil || *cps[0].Turn != 0 {
 			t.Fatalf("rows %+v", cps)
 		}
@@ -282,20 +282,20 @@ func TestDualShadowPushIsDurable(t *testing.T) {
 func durableHead(t *testing.T, f *fx) string {
 	t.Helper()
 	rc, _, err := f.Objects.Get(context.Background(), objstore.RepoKey(f.Project.ID))
-	must(t, err)
+	testenv.Must(t, err)
 	defer rc.Close()
 	dir := t.TempDir()
 	_, err = archive.ExtractTarGz(rc, dir, archive.ExtractOptions{})
-	must(t, err)
+	testenv.Must(t, err)
 	out, err := exec.Command("git", "--git-dir", dir, "rev-parse", "refs/heads/main").Output()
-	must(t, err)
+	testenv.Must(t, err)
 	return strings.TrimSpace(string(out))
 }
 
 func countRows(t *testing.T, f *fx, source string) int {
 	t.Helper()
 	cps, err := f.Store.ListCheckpoints(context.Background(), f.Project.ID, 1000)
-	must(t, err)
+	testenv.Must(t, err)
 	n := 0
 	for _, cp := range cps {
 		if source == "" || cp.Source == source {
@@ -303,13 +303,6 @@ func countRows(t *testing.T, f *fx, source string) int {
 		}
 	}
 	return n
-}
-
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 func TestAuthMatrix(t *testing.T) {
@@ -343,7 +336,7 @@ func TestAuthMatrix(t *testing.T) {
 			req.Header.Set("Authorization", tc.auth)
 		}
 		resp, err := http.DefaultClient.Do(req)
-		must(t, err)
+		testenv.Must(t, err)
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != tc.status {
@@ -378,7 +371,7 @@ func TestHostileAndGzipRequests(t *testing.T) {
 			req.Header.Set(k, v)
 		}
 		resp, err := http.DefaultClient.Do(req)
-		must(t, err)
+		testenv.Must(t, err)
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, b

@@ -24,38 +24,26 @@ import (
 	"github.com/svc-dev/svc/shared/archive"
 	"github.com/svc-dev/svc/shared/gitrun"
 	"github.com/svc-dev/svc/shared/objstore"
-	"github.com/svc-dev/svc/shared/objstore/s3"
 	"github.com/svc-dev/svc/shared/testenv"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// minioStore is a fresh bucket on the real MinIO, wrapped to count calls.
-func minioStore(t testing.TB) *hydratetest.CountingStore {
-	t.Helper()
-	env := testenv.MinIO(t)
-	st, err := s3.New(context.Background(), s3.Config{Endpoint: env.Endpoint, Bucket: env.Bucket,
-		AccessKey: env.AccessKey, SecretKey: env.SecretKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &hydratetest.CountingStore{Store: st}
-}
-
 func newManager(t testing.TB, st objstore.Store, mod func(*hydrate.Options)) (*hydrate.Manager, string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "hydrated")
-	opts := hydrate.Options{Store: st, Dir: dir, Log: zaptest.NewLogger(t)}
-	if mod != nil {
-		mod(&opts)
-	}
-	m, err := hydrate.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(m.Wait)
-	return m, dir
+	return hydratetest.NewManager(t, hydrate.Options{Store: st, Dir: dir, Log: zaptest.NewLogger(t)}, mod), dir
+}
+
+// persistOne puts a one-commit repository (a.txt) of project in st and
+// returns its work tree and the commit.
+func persistOne(t *testing.T, st objstore.Store, project string) (*hydratetest.Work, string) {
+	t.Helper()
+	w := hydratetest.NewWork(t)
+	head := w.Commit("first", map[string]string{"a.txt": "a\n"})
+	w.Persist(st, project)
+	return w, head
 }
 
 func revParse(t *testing.T, r *hydrate.Repo, rev string) string {
@@ -69,10 +57,8 @@ func revParse(t *testing.T, r *hydrate.Repo, rev string) string {
 
 func TestETagCacheDownloadsOnlyOnChange(t *testing.T) {
 	t.Parallel()
-	st := minioStore(t)
-	w := hydratetest.NewWork(t)
-	first := w.Commit("first", map[string]string{"a.txt": "a\n"})
-	w.Persist(st, "prj_cache")
+	st := hydratetest.MinIOStore(t)
+	w, first := persistOne(t, st, "prj_cache")
 	m, _ := newManager(t, st, nil)
 
 	const n = 10
@@ -110,10 +96,8 @@ func TestETagCacheDownloadsOnlyOnChange(t *testing.T) {
 
 func TestConcurrentFirstReadsShareOneDownload(t *testing.T) {
 	t.Parallel()
-	st := minioStore(t)
-	w := hydratetest.NewWork(t)
-	w.Commit("first", map[string]string{"a.txt": "a\n"})
-	w.Persist(st, "prj_sf")
+	st := hydratetest.MinIOStore(t)
+	persistOne(t, st, "prj_sf")
 	release := make(chan struct{})
 	st.BeforeGet = func() { <-release }
 	m, _ := newManager(t, st, nil)
@@ -153,7 +137,7 @@ func TestConcurrentFirstReadsShareOneDownload(t *testing.T) {
 // stays usable until released, then is removed.
 func TestReadersDuringSwapSeeWholeRepos(t *testing.T) {
 	t.Parallel()
-	st := minioStore(t)
+	st := hydratetest.MinIOStore(t)
 	w := hydratetest.NewWork(t)
 	w.Generate(20, 200, false)
 	counts := sync.Map{} // head sha → commit count
@@ -170,10 +154,8 @@ func TestReadersDuringSwapSeeWholeRepos(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	errc := make(chan error, 16)
-	for i := 0; i < 4; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for range 4 {
+		wg.Go(func() {
 			for ctx.Err() == nil {
 				r, err := m.Acquire(context.Background(), "prj_swap")
 				if err != nil {
@@ -193,7 +175,7 @@ func TestReadersDuringSwapSeeWholeRepos(t *testing.T) {
 					return
 				}
 			}
-		}()
+		})
 	}
 	total := 20
 	for v := 0; v < 5; v++ {
@@ -235,7 +217,7 @@ func TestReadersDuringSwapSeeWholeRepos(t *testing.T) {
 
 func TestMissingObjectIsNotFound(t *testing.T) {
 	t.Parallel()
-	st := minioStore(t)
+	st := hydratetest.MinIOStore(t)
 	m, _ := newManager(t, st, nil)
 	_, err := m.Acquire(context.Background(), "prj_missing")
 	if !errors.Is(err, hydrate.ErrNotFound) {
@@ -252,10 +234,8 @@ func TestMissingObjectIsNotFound(t *testing.T) {
 
 func TestCorruptObjectKeepsLastGoodCopy(t *testing.T) {
 	t.Parallel()
-	st := minioStore(t)
-	w := hydratetest.NewWork(t)
-	good := w.Commit("good", map[string]string{"a.txt": "a\n"})
-	w.Persist(st, "prj_corrupt")
+	st := hydratetest.MinIOStore(t)
+	w, good := persistOne(t, st, "prj_corrupt")
 	m, _ := newManager(t, st, nil)
 	r, err := m.Acquire(context.Background(), "prj_corrupt")
 	if err != nil {
@@ -325,10 +305,8 @@ func (f *failingStore) Head(ctx context.Context, key string) (objstore.ObjectInf
 
 func TestStorageDownServesStaleCopy(t *testing.T) {
 	t.Parallel()
-	st := &failingStore{Store: minioStore(t)}
-	w := hydratetest.NewWork(t)
-	w.Commit("one", map[string]string{"a.txt": "a\n"})
-	w.Persist(st, "prj_down")
+	st := &failingStore{Store: hydratetest.MinIOStore(t)}
+	persistOne(t, st, "prj_down")
 	m, _ := newManager(t, st, nil)
 
 	st.setDown(true)
@@ -389,7 +367,7 @@ func tarGz(t *testing.T, entries []tar.Header, content map[string]string) []byte
 
 func TestHostileArchiveRefused(t *testing.T) {
 	t.Parallel()
-	st := minioStore(t)
+	st := hydratetest.MinIOStore(t)
 	m, dir := newManager(t, st, nil)
 	outside := filepath.Dir(dir)
 	cases := map[string][]tar.Header{
@@ -433,14 +411,14 @@ func TestHostileArchiveRefused(t *testing.T) {
 // driver, hook path or alternates that the API would act on.
 func TestArchiveConfigIsNotTrusted(t *testing.T) {
 	t.Parallel()
-	st := minioStore(t)
+	st := hydratetest.MinIOStore(t)
 	w := hydratetest.NewWork(t)
 	w.Commit("one", map[string]string{"a.txt": "a\n"})
 	marker := filepath.Join(t.TempDir(), "pwned")
 	w.Git("config", "--local", "diff.external", "sh -c 'touch "+marker+"'")
 	w.Git("config", "--local", "core.hooksPath", "/tmp")
-	must(t, os.WriteFile(filepath.Join(w.GitDir(), "objects", "info", "alternates"), []byte("/nonexistent/objects\n"), 0o644))
-	must(t, os.MkdirAll(filepath.Join(w.GitDir(), "hooks"), 0o755))
+	testenv.Must(t, os.WriteFile(filepath.Join(w.GitDir(), "objects", "info", "alternates"), []byte("/nonexistent/objects\n"), 0o644))
+	testenv.Must(t, os.MkdirAll(filepath.Join(w.GitDir(), "hooks"), 0o755))
 	w.Persist(st, "prj_cfg")
 	m, _ := newManager(t, st, nil)
 	r, err := m.Acquire(context.Background(), "prj_cfg")
@@ -465,16 +443,9 @@ func TestArchiveConfigIsNotTrusted(t *testing.T) {
 	}
 }
 
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestDiskBudgetEvictsLeastRecentlyUsed(t *testing.T) {
 	t.Parallel()
-	st := minioStore(t)
+	st := hydratetest.MinIOStore(t)
 	for _, pid := range []string{"prj_a", "prj_b", "prj_c"} {
 		w := hydratetest.NewWork(t)
 		w.Generate(5, 20_000, true)
@@ -483,14 +454,14 @@ func TestDiskBudgetEvictsLeastRecentlyUsed(t *testing.T) {
 	// Budget for about two copies.
 	probe, _ := newManager(t, st, nil)
 	r, err := probe.Acquire(context.Background(), "prj_a")
-	must(t, err)
+	testenv.Must(t, err)
 	r.Release()
 	one := probe.DiskUsage()
 
 	m, dir := newManager(t, st, func(o *hydrate.Options) { o.DiskBudget = 2*one + one/2 })
 	for _, pid := range []string{"prj_a", "prj_b", "prj_a", "prj_c"} {
 		r, err := m.Acquire(context.Background(), pid)
-		must(t, err)
+		testenv.Must(t, err)
 		r.Release()
 	}
 	m.Wait()
@@ -514,12 +485,9 @@ func TestHydrateReconcilesMissingRows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := storetest.Postgres(t)
-	ws, err := db.CreateWorkspace(ctx, "acme", "free")
-	must(t, err)
-	proj, err := db.CreateProject(ctx, ws.ID, "p")
-	must(t, err)
+	proj := storetest.Projects(t, db, "p")[0]
 
-	st := minioStore(t)
+	st := hydratetest.MinIOStore(t)
 	w := hydratetest.NewWork(t)
 	c1 := w.Commit("one", map[string]string{"a.txt": "1\n2\n"})
 	c2 := w.Commit("two", map[string]string{"a.txt": "1\n", "b.txt": "b\n"})
@@ -528,20 +496,20 @@ func TestHydrateReconcilesMissingRows(t *testing.T) {
 	w.Persist(st, proj.ID)
 	// The pod recorded c1 and c3; the POST for c2 was lost.
 	rec, err := hydrateRecord(t, w, c1)
-	must(t, err)
+	testenv.Must(t, err)
 	_, _, err = db.RecordCheckpoint(ctx, proj.ID, rec, store.SourcePod)
-	must(t, err)
+	testenv.Must(t, err)
 	rec, err = hydrateRecord(t, w, c3)
-	must(t, err)
+	testenv.Must(t, err)
 	_, _, err = db.RecordCheckpoint(ctx, proj.ID, rec, store.SourcePod)
-	must(t, err)
+	testenv.Must(t, err)
 
 	m, _ := newManager(t, st, func(o *hydrate.Options) { o.Checkpoints = db })
 	r, err := m.Acquire(ctx, proj.ID)
-	must(t, err)
+	testenv.Must(t, err)
 	r.Release()
 	cps, err := db.ListCheckpoints(ctx, proj.ID, 10)
-	must(t, err)
+	testenv.Must(t, err)
 	if len(cps) != 3 {
 		t.Fatalf("%d rows, want 3", len(cps))
 	}
@@ -560,7 +528,7 @@ func TestHydrateReconcilesMissingRows(t *testing.T) {
 	}
 	// A second read (unchanged ETag) writes nothing.
 	r, err = m.Acquire(ctx, proj.ID)
-	must(t, err)
+	testenv.Must(t, err)
 	r.Release()
 	if n, _ := db.ListCheckpoints(ctx, proj.ID, 10); len(n) != 3 || m.Stats().Reconciled != 1 {
 		t.Fatalf("second read changed rows")
@@ -585,7 +553,7 @@ func hydrateRecord(t *testing.T, w *hydratetest.Work, sha string) (wire.Checkpoi
 // sanitising and the commit-graph, then the swap. (Uploading the new
 // object is outside the timer; reconcile is off: it is a database cost.)
 func BenchmarkRehydrate20MB(b *testing.B) {
-	st := minioStore(b)
+	st := hydratetest.MinIOStore(b)
 	w := hydratetest.NewWork(b)
 	w.Generate(100, 200_000, true)
 	a1 := w.Archive()
@@ -615,7 +583,7 @@ func BenchmarkRehydrate20MB(b *testing.B) {
 // BenchmarkAcquireUnchanged is the cost a read pays for freshness when the
 // object did not change: one HEAD probe to MinIO.
 func BenchmarkAcquireUnchanged(b *testing.B) {
-	st := minioStore(b)
+	st := hydratetest.MinIOStore(b)
 	w := hydratetest.NewWork(b)
 	w.Generate(1000, 200, false)
 	w.Persist(st, "prj_bench")

@@ -28,8 +28,7 @@ func TestSweep(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		ws, _ := s.CreateWorkspace(ctx, "w", "free")
-		p, _ := s.CreateProject(ctx, ws.ID, "p")
+		p := storetest.Projects(t, s, "p")[0]
 		ch, err := s.SetChannel(ctx, p.ID, nil, nil)
 		if err != nil {
 			t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	s3store "github.com/svc-dev/svc/shared/objstore/s3"
 	"github.com/svc-dev/svc/shared/runtimetoken"
 	"github.com/svc-dev/svc/shared/testenv"
+	"github.com/svc-dev/svc/shared/testenv/testhttp"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -43,18 +44,8 @@ func newWorld(t *testing.T) *world {
 	t.Helper()
 	ctx := context.Background()
 	st := storetest.SQLite(t)
-	ws, err := st.CreateWorkspace(ctx, "acme", "free")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p1, err := st.CreateProject(ctx, ws.ID, "one")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p2, err := st.CreateProject(ctx, ws.ID, "two")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ps := storetest.Projects(t, st, "one", "two")
+	p1, p2 := ps[0], ps[1]
 	env := testenv.MinIO(t)
 	objs, err := s3store.New(ctx, s3store.Config{Endpoint: env.Endpoint, Bucket: env.Bucket, AccessKey: env.AccessKey, SecretKey: env.SecretKey})
 	if err != nil {
@@ -71,15 +62,7 @@ func (w *world) post(t *testing.T, project, token, path string, body any) (int, 
 	req, _ := http.NewRequest(http.MethodPost, w.srv.URL+"/internal/projects/"+project+path, bytes.NewReader(b))
 	req.Header.Set("Content-Type", lfsbatch.MediaType)
 	req.Header.Set("Accept", lfsbatch.MediaType)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
+	resp, out := testhttp.Do(t, nil, req, token)
 	return resp.StatusCode, out, resp.Header.Get("Content-Type")
 }
 

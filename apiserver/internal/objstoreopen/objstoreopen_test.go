@@ -3,7 +3,6 @@ package objstoreopen_test
 import (
 	"bytes"
 	"context"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/objstoreopen"
 	"github.com/svc-dev/svc/shared/objstore"
 	"github.com/svc-dev/svc/shared/testenv"
+	"github.com/svc-dev/svc/shared/testenv/testhttp"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -51,12 +51,7 @@ func TestFSUnderDataDirWithPresignedURLs(t *testing.T) {
 	if err != nil || !strings.HasPrefix(u, srv.URL+"/objects/") {
 		t.Fatalf("presigned %q %v", u, err)
 	}
-	resp, err := http.Get(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	resp, b := testhttp.Get(t, u, "")
 	if resp.StatusCode != 200 || !bytes.Equal(b, []byte("x")) {
 		t.Fatalf("presigned GET: %d %q", resp.StatusCode, b)
 	}

@@ -43,18 +43,18 @@ func newWorld(t *testing.T, s *store.Store) *world {
 	t.Helper()
 	ctx := context.Background()
 	ws, err := s.CreateWorkspace(ctx, "acme", "free")
-	must(t, err)
+	testenv.Must(t, err)
 	u, err := s.CreateUser(ctx, "dev@acme.test")
-	must(t, err)
+	testenv.Must(t, err)
 	_, err = s.AddMember(ctx, ws.ID, u.ID)
-	must(t, err)
+	testenv.Must(t, err)
 	w := &world{t: t, s: s, userID: u.ID}
 	sec := "sec"
 	for i, dst := range []*string{&w.project, &w.other} {
 		p, err := s.CreateProject(ctx, ws.ID, "p")
-		must(t, err)
+		testenv.Must(t, err)
 		ch, err := s.SetChannel(ctx, p.ID, &sec, nil)
-		must(t, err)
+		testenv.Must(t, err)
 		if i == 0 {
 			w.project, w.channel = p.ID, ch.ID
 		} else {
@@ -62,7 +62,7 @@ func newWorld(t *testing.T, s *store.Store) *world {
 		}
 	}
 	p, err := s.CreateProject(ctx, ws.ID, "bare")
-	must(t, err)
+	testenv.Must(t, err)
 	w.noChannel = p.ID
 	w.api, w.e = w.replica()
 	return w
@@ -94,24 +94,13 @@ func (w *world) replica() (*outboxapi.API, *echo.Echo) {
 	return api, e
 }
 
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 type answer struct {
 	status int
 	body   []byte
 }
 
 func (a answer) code() string {
-	var env struct {
-		Error struct {
-			Code string `json:"code"`
-		} `json:"error"`
-	}
+	var env wire.ErrorBody
 	_ = json.Unmarshal(a.body, &env)
 	return env.Error.Code
 }
@@ -153,8 +142,7 @@ func (w *world) msg(corr string) wire.OutboxPut {
 
 func TestPutIsIdempotentAndPollAcknowledges(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		w := newWorld(t, s)
+	storetest.EachWith(t, newWorld, func(t *testing.T, w *world) {
 		if a := w.put(w.e, w.project, w.project, w.msg("cor_1")); a.status != http.StatusCreated {
 			t.Fatalf("first put: %d %s", a.status, a.body)
 		}
@@ -184,8 +172,7 @@ func TestPutIsIdempotentAndPollAcknowledges(t *testing.T) {
 
 func TestPutChecks(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		w := newWorld(t, s)
+	storetest.EachWith(t, newWorld, func(t *testing.T, w *world) {
 		bad := w.msg("cor_x")
 		bad.Metadata = json.RawMessage(`[1]`)
 		bad.CorrelationID = ""
@@ -210,7 +197,7 @@ func TestPutChecks(t *testing.T) {
 		if a := w.put(w.e, w.project, w.project, bad); !strings.Contains(string(a.body), "correlationId") || !strings.Contains(string(a.body), "metadata") {
 			t.Errorf("400 names the fields: %s", a.body)
 		}
-		if n, _ := s.CountOutbox(context.Background(), w.project, w.channel); n != 0 {
+		if n, _ := w.s.CountOutbox(context.Background(), w.project, w.channel); n != 0 {
 			t.Fatalf("refused puts stored %d rows", n)
 		}
 	})
@@ -220,8 +207,7 @@ func TestPutChecks(t *testing.T) {
 // poll would return, for the project's own runtime only.
 func TestPending(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		w := newWorld(t, s)
+	storetest.EachWith(t, newWorld, func(t *testing.T, w *world) {
 		pending := func(runtimeOf, project string) (answer, wire.OutboxPending) {
 			req := httptest.NewRequest(http.MethodGet, internalapi.ProjectPath(project, internalapi.PathOutboxPending), nil)
 			req.Header.Set("X-Test-Runtime", runtimeOf)
@@ -262,12 +248,11 @@ func TestPending(t *testing.T) {
 // tested end to end).
 func TestPollChecks(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		w := newWorld(t, s)
+	storetest.EachWith(t, newWorld, func(t *testing.T, w *world) {
 		w.put(w.e, w.project, w.project, w.msg("cor_1"))
 		empty := ""
-		_, err := s.SetChannel(context.Background(), w.noChannel, &empty, nil)
-		must(t, err)
+		_, err := w.s.SetChannel(context.Background(), w.noChannel, &empty, nil)
+		testenv.Must(t, err)
 		cases := []struct {
 			name, project, channel, query, secret string
 			status                                int
@@ -285,7 +270,7 @@ func TestPollChecks(t *testing.T) {
 				t.Errorf("%s: %d %s, want %d %s", c.name, a.status, a.body, c.status, c.code)
 			}
 		}
-		if n, _ := s.CountOutbox(context.Background(), w.project, w.channel); n != 1 {
+		if n, _ := w.s.CountOutbox(context.Background(), w.project, w.channel); n != 1 {
 			t.Fatalf("refused polls took messages: %d left", n)
 		}
 	})
@@ -296,8 +281,7 @@ func TestPollChecks(t *testing.T) {
 // replica is found by the database poll.
 func TestLongPollWakesOnPut(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		w := newWorld(t, s)
+	storetest.EachWith(t, newWorld, func(t *testing.T, w *world) {
 		w.api.PollInterval = time.Hour // only the in-process wakeup can end the wait early
 		polled := make(chan answer, 1)
 		start := time.Now()

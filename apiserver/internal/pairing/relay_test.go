@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strconv"
 	"testing"
 
 	"go.uber.org/zap/zaptest"
@@ -12,6 +13,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/runtime"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/shared/runtimetoken"
+	"github.com/svc-dev/svc/shared/testenv"
 )
 
 func TestEnsurePinnedRelaysToTheHolder(t *testing.T) {
@@ -56,12 +58,9 @@ func TestEnsurePinnedRelaysToTheHolder(t *testing.T) {
 
 func TestRelayTransportDialFailureIsOffline(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens there now: a replica that is gone
+	port, err := testenv.FreePort() // nothing listens there: a replica that is gone
+	testenv.Must(t, err)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/internal/projects/prj_1/relay/healthz", nil)
 	_, err = relayTransport{&http.Transport{}}.RoundTrip(req)
 	if !errors.Is(err, runtime.ErrOffline) {

@@ -45,14 +45,7 @@ func TestParityFindsMissingAndDuplicateTurns(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			st := storetest.Postgres(t)
-			ws, err := st.CreateWorkspace(ctx, "w", "free")
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := st.CreateProject(ctx, ws.ID, "p")
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := storetest.Projects(t, st, "p")[0]
 			if _, err := st.SetSyncMode(ctx, p.ID, tc.mode); err != nil {
 				t.Fatal(err)
 			}
@@ -62,7 +55,7 @@ func TestParityFindsMissingAndDuplicateTurns(t *testing.T) {
 				}
 			}
 			var out bytes.Buffer
-			err = admin.Run(ctx, &admin.Env{Store: st, Out: &out}, []string{"parity-check", "--project", p.ID})
+			err := admin.Run(ctx, &admin.Env{Store: st, Out: &out}, []string{"parity-check", "--project", p.ID})
 			if (err != nil) != (tc.status == parity.StatusMismatch) || (err != nil && !errors.Is(err, parity.ErrMismatch)) {
 				t.Fatalf("exit error %v for status %s", err, tc.status)
 			}

@@ -131,15 +131,14 @@ func TestStreamRelayLongEvents(t *testing.T) {
 func TestLineReader(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name string
 		in   string
 		want []string
 	}{
-		{name: "empty", in: "", want: nil},
-		{name: "lines", in: "a\n\nbc\n", want: []string{"a", "", "bc"}},
-		{name: "crlf", in: "a\r\n\r\nb\r\n", want: []string{"a", "", "b"}},
-		{name: "last line without newline", in: "a\nb", want: []string{"a", "b"}},
-		{name: "long", in: strings.Repeat("x", 5000) + "\ny\n", want: []string{strings.Repeat("x", 5000), "y"}},
+		{in: "", want: nil},
+		{in: "a\n\nbc\n", want: []string{"a", "", "bc"}},
+		{in: "a\r\n\r\nb\r\n", want: []string{"a", "", "b"}},
+		{in: "a\nb", want: []string{"a", "b"}}, // the last line without a newline
+		{in: strings.Repeat("x", 5000) + "\ny\n", want: []string{strings.Repeat("x", 5000), "y"}},
 	}
 	for _, tt := range tests {
 		for _, wrap := range []func(io.Reader) io.Reader{func(r io.Reader) io.Reader { return r }, iotest.OneByteReader, iotest.HalfReader, iotest.DataErrReader} {
@@ -151,24 +150,32 @@ func TestLineReader(t *testing.T) {
 				}
 				return src.Read(p)
 			})
-			var got []string
-			for {
-				line, err := lr.next()
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
-					t.Fatalf("%s: %v", tt.name, err)
-				}
-				got = append(got, string(line))
+			got, err := readLines(&lr)
+			if err != nil {
+				t.Fatalf("%.20q: %v", tt.in, err)
 			}
 			if held {
-				t.Fatalf("%s: read with a buffer held and nothing pending", tt.name)
+				t.Fatalf("%.20q: read with a buffer held and nothing pending", tt.in)
 			}
 			if strings.Join(got, "|") != strings.Join(tt.want, "|") || len(got) != len(tt.want) {
-				t.Fatalf("%s: lines %q, want %q", tt.name, got, tt.want)
+				t.Fatalf("%.20q: lines %q, want %q", tt.in, got, tt.want)
 			}
 		}
+	}
+}
+
+// readLines reads lr to its end.
+func readLines(lr *lineReader) ([]string, error) {
+	var lines []string
+	for {
+		line, err := lr.next()
+		if err == io.EOF {
+			return lines, nil
+		}
+		if err != nil {
+			return lines, err
+		}
+		lines = append(lines, string(line))
 	}
 }
 

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -9,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/svc-dev/svc/apiserver/internal/tracing"
+	"github.com/svc-dev/svc/shared/testenv/testhttp"
 )
 
 // BenchmarkCompletionInProcess is one plain completion through the whole
@@ -25,15 +25,8 @@ func BenchmarkCompletionInProcess(b *testing.B) {
 			req, _ := http.NewRequest(http.MethodPost, g.url+"/v1/chat/completions", strings.NewReader(body))
 			req.Header.Set("Authorization", "Bearer "+g.key)
 			req.Header.Set("Content-Type", "application/json")
-			resp, err := hc.Do(req)
-			if err != nil {
+			if _, err := testhttp.Timed(hc, req); err != nil {
 				b.Error(err)
-				return
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != 200 {
-				b.Errorf("status %d", resp.StatusCode)
 				return
 			}
 		}

@@ -23,11 +23,18 @@ func outboxFixture(t *testing.T, s *store.Store) (projectID, channelID string) {
 	return p.ID, ch.ID
 }
 
+// eachChannel runs test on both dialects, each with the webhook channel of
+// a new project.
+func eachChannel(t *testing.T, test func(ctx context.Context, t *testing.T, s *store.Store, projectID, channelID string)) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		pid, chID := outboxFixture(t, s)
+		test(context.Background(), t, s, pid, chID)
+	})
+}
+
 func TestOutboxPutIsIdempotentAndTakeAcknowledges(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		ctx := context.Background()
-		pid, chID := outboxFixture(t, s)
+	eachChannel(t, func(ctx context.Context, t *testing.T, s *store.Store, pid, chID string) {
 		t0 := time.Date(2025, 1, 2, 3, 4, 5, 123456000, time.UTC)
 		put := func(corr string, at time.Time, reply string) (store.OutboxMessage, bool) {
 			t.Helper()
@@ -96,9 +103,7 @@ func TestOutboxPutIsIdempotentAndTakeAcknowledges(t *testing.T) {
 // SKIP LOCKED; SQLite: one connection) and together return every one.
 func TestOutboxConcurrentTakersNeverShare(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		ctx := context.Background()
-		pid, chID := outboxFixture(t, s)
+	eachChannel(t, func(ctx context.Context, t *testing.T, s *store.Store, pid, chID string) {
 		const total = 200
 		for i := range total {
 			if _, _, err := s.PutOutbox(ctx, store.OutboxMessage{ProjectID: pid, ChannelID: chID,
@@ -153,9 +158,7 @@ func TestOutboxConcurrentTakersNeverShare(t *testing.T) {
 // deadline, and a reply arriving later is served again, replied.
 func TestOutboxAcceptedMessagesNeverVanish(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		ctx := context.Background()
-		pid, chID := outboxFixture(t, s)
+	eachChannel(t, func(ctx context.Context, t *testing.T, s *store.Store, pid, chID string) {
 		now := time.Now()
 		for corr, deadline := range map[string]time.Time{"cor_future": now.Add(time.Hour), "cor_lost": now.Add(-time.Second),
 			"cor_delivered": now.Add(-time.Second), "cor_replied": now.Add(time.Hour)} {

@@ -7,14 +7,11 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/apiserver/internal/store"
-	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
 )
 
 func TestRuntimeAssignments(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		ctx := context.Background()
-		p := newProject(t, s, "p")
+	eachProject(t, "p", func(ctx context.Context, t *testing.T, s *store.Store, p store.Project) {
 		if _, err := s.GetRuntimeAssignment(ctx, p.ID); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("fresh project: %v", err)
 		}
@@ -45,9 +42,7 @@ func TestRuntimeAssignments(t *testing.T) {
 
 func TestPairingTokensPinAndUnpin(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		ctx := context.Background()
-		p := newProject(t, s, "p")
+	eachProject(t, "p", func(ctx context.Context, t *testing.T, s *store.Store, p store.Project) {
 		if _, err := s.CreatePairingToken(ctx, store.PairingToken{ID: "pair_x", ProjectID: "prj_missing", Prefix: "svc_pt_x", TokenHash: "h"}); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("token for a missing project: %v", err)
 		}

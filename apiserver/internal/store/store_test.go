@@ -44,6 +44,14 @@ func newProject(t *testing.T, s *store.Store, name string) store.Project {
 	return p
 }
 
+// eachProject runs test on both dialects, each with a new project (named
+// name) of a new workspace.
+func eachProject(t *testing.T, name string, test func(ctx context.Context, t *testing.T, s *store.Store, p store.Project)) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		test(context.Background(), t, s, newProject(t, s, name))
+	})
+}
+
 func TestAccountsAndKeys(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
@@ -93,9 +101,7 @@ func TestAccountsAndKeys(t *testing.T) {
 
 func TestProjectsDefaultToGitOnly(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		ctx := context.Background()
-		p := newProject(t, s, "site")
+	eachProject(t, "site", func(ctx context.Context, t *testing.T, s *store.Store, p store.Project) {
 		if p.CloudSyncMode != syncmode.GitOnly {
 			t.Fatalf("new project mode = %q, want git_only (spec 9)", p.CloudSyncMode)
 		}
@@ -113,9 +119,7 @@ func TestProjectsDefaultToGitOnly(t *testing.T) {
 
 func TestRecordCheckpointIsIdempotent(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		ctx := context.Background()
-		p := newProject(t, s, "site")
+	eachProject(t, "site", func(ctx context.Context, t *testing.T, s *store.Store, p store.Project) {
 		rec := wire.CheckpointRecord{CommitSHA: "0123456789abcdef0123456789abcdef01234567", Message: "turn 1",
 			Author: "agent", Branch: "main", FilesChanged: 2, Additions: 10, CreatedAt: time.Now()}
 		id1, created, err := s.RecordCheckpoint(ctx, p.ID, rec, store.SourcePod)
@@ -139,9 +143,7 @@ func TestRecordCheckpointIsIdempotent(t *testing.T) {
 
 func TestChannels(t *testing.T) {
 	t.Parallel()
-	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		ctx := context.Background()
-		p := newProject(t, s, "site")
+	eachProject(t, "site", func(ctx context.Context, t *testing.T, s *store.Store, p store.Project) {
 		secret, headers := "s3cret", `{"X-Team":"a"}`
 		c, err := s.SetChannel(ctx, p.ID, &secret, nil)
 		if err != nil || c.Secret != "s3cret" || c.CallbackHeaders != "{}" {

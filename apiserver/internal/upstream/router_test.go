@@ -92,30 +92,26 @@ func (f *fixture) send(t *testing.T) (Answer, string, error) {
 func TestRouterFallbacks(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		name      string
-		first     fakeupstream.Reply
-		down      bool
+		name string
+		fakeupstream.Condition
 		wantDep   string
 		wantA     int // requests the first upstream saw
 		wantCode  int
 		keyCooled bool
 	}{
-		{name: "ok", first: fakeupstream.Reply{Text: "x"}, wantDep: "a/up-a", wantA: 1, wantCode: 200},
-		{name: "down", down: true, wantDep: "b/up-b", wantA: 0, wantCode: 200},
-		{name: "500", first: fakeupstream.Reply{Status: 500}, wantDep: "b/up-b", wantA: 1, wantCode: 200},
-		{name: "429 cools the key", first: fakeupstream.Reply{Status: 429, RetryAfter: "30"}, wantDep: "b/up-b", wantA: 2, wantCode: 200, keyCooled: true},
-		{name: "401 cools the key", first: fakeupstream.Reply{Status: 401}, wantDep: "b/up-b", wantA: 2, wantCode: 200, keyCooled: true},
-		{name: "stall before headers", first: fakeupstream.Reply{Stall: true}, wantDep: "b/up-b", wantA: 1, wantCode: 200},
-		{name: "400 is not retried", first: fakeupstream.Reply{Status: 400}, wantDep: "a/up-a", wantA: 1, wantCode: 400},
+		{name: "ok", Condition: fakeupstream.Condition{Reply: fakeupstream.Reply{Text: "x"}}, wantDep: "a/up-a", wantA: 1, wantCode: 200},
+		{name: "down", Condition: fakeupstream.Condition{Down: true}, wantDep: "b/up-b", wantA: 0, wantCode: 200},
+		{name: "500", Condition: fakeupstream.Condition{Reply: fakeupstream.Reply{Status: 500}}, wantDep: "b/up-b", wantA: 1, wantCode: 200},
+		{name: "429 cools the key", Condition: fakeupstream.Condition{Reply: fakeupstream.Reply{Status: 429, RetryAfter: "30"}}, wantDep: "b/up-b", wantA: 2, wantCode: 200, keyCooled: true},
+		{name: "401 cools the key", Condition: fakeupstream.Condition{Reply: fakeupstream.Reply{Status: 401}}, wantDep: "b/up-b", wantA: 2, wantCode: 200, keyCooled: true},
+		{name: "stall before headers", Condition: fakeupstream.Condition{Reply: fakeupstream.Reply{Stall: true}}, wantDep: "b/up-b", wantA: 1, wantCode: 200},
+		{name: "400 is not retried", Condition: fakeupstream.Condition{Reply: fakeupstream.Reply{Status: 400}}, wantDep: "a/up-a", wantA: 1, wantCode: 400},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, RouterOptions{})
-			f.a.Sequence(tc.first)
-			if tc.down {
-				f.a.Close()
-			}
+			tc.Condition.Apply(f.a)
 			a, _, err := f.send(t)
 			if err != nil {
 				t.Fatal(err)

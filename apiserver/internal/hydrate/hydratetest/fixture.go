@@ -13,9 +13,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/server/servertest"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
-	"github.com/svc-dev/svc/shared/objstore/s3"
 	"github.com/svc-dev/svc/shared/runtimetoken"
-	"github.com/svc-dev/svc/shared/testenv"
 )
 
 // RuntimeSecret of fixtures.
@@ -42,27 +40,13 @@ type Fixture struct {
 // NewFixture starts the server; mod may adjust hydrate options.
 func NewFixture(t testing.TB, mod func(*hydrate.Options)) *Fixture {
 	t.Helper()
-	ctx := context.Background()
 	db := storetest.Postgres(t)
-	env := testenv.MinIO(t)
-	s3s, err := s3.New(ctx, s3.Config{Endpoint: env.Endpoint, Bucket: env.Bucket, AccessKey: env.AccessKey, SecretKey: env.SecretKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs := &CountingStore{Store: s3s}
+	objs := MinIOStore(t)
 	log := zap.NewNop()
 	if tt, ok := t.(*testing.T); ok {
 		log = zaptest.NewLogger(tt)
 	}
-	opts := hydrate.Options{Store: objs, Dir: filepath.Join(t.TempDir(), "hydrated"), Checkpoints: db, Log: log}
-	if mod != nil {
-		mod(&opts)
-	}
-	hyd, err := hydrate.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(hyd.Wait)
+	hyd := NewManager(t, hydrate.Options{Store: objs, Dir: filepath.Join(t.TempDir(), "hydrated"), Checkpoints: db, Log: log}, mod)
 	srv := servertest.New(t, server.Deps{Store: db, Log: log, RuntimeSecret: []byte(RuntimeSecret), Hydrate: hyd, Objects: objs})
 
 	f := &Fixture{URL: srv.URL, Store: db, Objects: objs, Hydrate: hyd}

@@ -56,3 +56,26 @@ func Each(t *testing.T, fn func(t *testing.T, s *store.Store)) {
 	t.Run("sqlite", func(t *testing.T) { fn(t, SQLite(t)) })
 	t.Run("postgres", func(t *testing.T) { fn(t, Postgres(t)) })
 }
+
+// EachWith is Each with a fixture: setup builds it on each dialect's store,
+// and test receives it.
+func EachWith[F any](t *testing.T, setup func(*testing.T, *store.Store) F, test func(t *testing.T, f F)) {
+	Each(t, func(t *testing.T, s *store.Store) { test(t, setup(t, s)) })
+}
+
+// Projects creates a free workspace with one project per name, in order.
+func Projects(t testing.TB, s *store.Store, names ...string) []store.Project {
+	t.Helper()
+	ctx := context.Background()
+	ws, err := s.CreateWorkspace(ctx, "w", "free")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := make([]store.Project, len(names))
+	for i, name := range names {
+		if ps[i], err = s.CreateProject(ctx, ws.ID, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ps
+}

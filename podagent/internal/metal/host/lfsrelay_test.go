@@ -91,8 +91,8 @@ func TestRelayMovesLargeFilesForTheGuest(t *testing.T) {
 		if c.auth != "" {
 			req.Header.Set("Authorization", c.auth)
 		}
-		if st := testhttp.Status(t, req); st != http.StatusUnauthorized {
-			t.Fatalf("%s %s with %q: %d", c.method, c.path, c.auth, st)
+		if res, _ := testhttp.Do(t, nil, req, ""); res.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("%s %s with %q: %d", c.method, c.path, c.auth, res.StatusCode)
 		}
 	}
 	outcomes = nil
