@@ -283,26 +283,7 @@ func (a *Assets) download(ctx context.Context, root *os.Root, key, rel string) e
 		return fmt.Errorf("assets: get %s: %w", key, err)
 	}
 	defer rc.Close()
-	name := filepath.FromSlash(rel)
-	if dir := filepath.Dir(name); dir != "." {
-		if err := root.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-	}
-	tmp := name + ".svc-download"
-	f, err := root.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(f, rc)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = root.Rename(tmp, name)
-	}
-	if err != nil {
-		_ = root.Remove(tmp)
+	if err := atomicfile.WriteIn(root, filepath.FromSlash(rel), rc, 0o644); err != nil {
 		return fmt.Errorf("assets: write %s: %w", rel, err)
 	}
 	return nil
