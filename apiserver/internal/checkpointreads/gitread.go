@@ -200,17 +200,16 @@ func changedFiles(ctx context.Context, r *hydrate.Repo, sha, parent string, maxF
 	return files, truncated, nil
 }
 
+// statusNames names the status letters of git's raw diff output; any other
+// letter (M) is "modified".
+var statusNames = map[byte]string{'A': "added", 'D': "deleted", 'T': "typechange"}
+
+// statusName names a raw status field (never empty: strings.Fields).
 func statusName(s string) string {
-	switch {
-	case strings.HasPrefix(s, "A"):
-		return "added"
-	case strings.HasPrefix(s, "D"):
-		return "deleted"
-	case strings.HasPrefix(s, "T"):
-		return "typechange"
-	default:
-		return "modified"
+	if n, ok := statusNames[s[0]]; ok {
+		return n
 	}
+	return "modified"
 }
 
 // capWriter keeps at most max bytes and then reports errCapped, which stops

@@ -368,11 +368,7 @@ func (d *Driver) Close(ctx context.Context) error {
 	d.mu.Unlock()
 	var wg sync.WaitGroup
 	for id, pr := range procs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = d.stop(ctx, id, pr)
-		}()
+		wg.Go(func() { _ = d.stop(ctx, id, pr) })
 	}
 	wg.Wait()
 	return nil
