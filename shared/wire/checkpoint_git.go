@@ -16,7 +16,8 @@ const CommitFormat = "%H%x00%P%x00%an <%ae>%x00%cI%x00%B"
 // CommitFormat and the commit's `--numstat` lines (binary files count as
 // changed with no additions or deletions). Branch is left to the caller.
 func CheckpointFromGit(fields [5]string, numstat string) CheckpointRecord {
-	rec := CheckpointRecord{CommitSHA: fields[0], Author: fields[2], Message: strings.TrimRight(fields[4], "\n")}
+	rec := CheckpointRecord{CommitSHA: fields[0],
+		CommitSummary: CommitSummary{Author: fields[2], Message: strings.TrimRight(fields[4], "\n")}}
 	if parents := strings.Fields(fields[1]); len(parents) > 0 {
 		rec.ParentSHA = parents[0]
 	}

@@ -7,19 +7,26 @@ import "time"
 // CheckpointRecord is the body of POST /internal/projects/{id}/checkpoints/record
 // (spec 4.3; field list fixed in docs/design.md §6). Idempotent on (projectId, commitSha).
 type CheckpointRecord struct {
-	CommitSHA    string    `json:"commitSha"`
-	ParentSHA    string    `json:"parentSha,omitempty"`
-	Message      string    `json:"message"`
-	Author       string    `json:"author"`
-	Branch       string    `json:"branch"`
-	FilesChanged int       `json:"filesChanged"`
-	Additions    int       `json:"additions"`
-	Deletions    int       `json:"deletions"`
-	CreatedAt    time.Time `json:"createdAt"`
+	CommitSHA string `json:"commitSha"`
+	ParentSHA string `json:"parentSha,omitempty"`
+	CommitSummary
+	CreatedAt time.Time `json:"createdAt"`
 	// Turn is the commit's turn number, its first-parent depth (the seed
 	// commit is 0): the pod's turn counter that parity checks rows against
 	// (docs/sync-modes.md §1).
 	Turn int64 `json:"turn"`
+}
+
+// CommitSummary is what a checkpoint says of its commit besides its ids:
+// the message, author and branch, and the diff's size. The record body and
+// the API's checkpoint row embed it, so their JSON fields are the same.
+type CommitSummary struct {
+	Message      string `json:"message"`
+	Author       string `json:"author"`
+	Branch       string `json:"branch"`
+	FilesChanged int    `json:"filesChanged"`
+	Additions    int    `json:"additions"`
+	Deletions    int    `json:"deletions"`
 }
 
 // CheckpointRecordResponse answers a record call.

@@ -22,8 +22,7 @@ const (
 func (s *Store) RecordCheckpoint(ctx context.Context, projectID string, rec wire.CheckpointRecord, source string) (string, bool, error) {
 	cp := Checkpoint{
 		ID: NewID("cp"), ProjectID: projectID, CommitSHA: rec.CommitSHA, ParentSHA: rec.ParentSHA,
-		Message: rec.Message, Author: rec.Author, Branch: rec.Branch, FilesChanged: rec.FilesChanged,
-		Additions: rec.Additions, Deletions: rec.Deletions, Source: source,
+		CommitSummary: rec.CommitSummary, Source: source,
 		Reconciled: source == SourceReconcile, CreatedAt: time.Now().UTC(),
 	}
 	if rec.Turn >= 0 {

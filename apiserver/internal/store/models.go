@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/shared/syncmode"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // Workspace owns API keys, projects and usage (spec 1, 5.1.3).
@@ -90,20 +91,15 @@ type Project struct {
 
 // Checkpoint is a ProjectCheckpoint row: one per chat turn that writes files.
 type Checkpoint struct {
-	ID           string     `gorm:"primaryKey" json:"id"`
-	ProjectID    string     `json:"projectId"`
-	CommitSHA    string     `gorm:"column:commit_sha" json:"commitSha"`
-	ParentSHA    string     `gorm:"column:parent_sha" json:"parentSha,omitempty"`
-	Message      string     `json:"message"`
-	Author       string     `json:"author"`
-	Branch       string     `json:"branch"`
-	FilesChanged int        `json:"filesChanged"`
-	Additions    int        `json:"additions"`
-	Deletions    int        `json:"deletions"`
-	Source       string     `json:"source"`
-	Reconciled   bool       `json:"reconciled"`
-	CommittedAt  *time.Time `json:"committedAt,omitempty"`
-	CreatedAt    time.Time  `json:"createdAt"`
+	ID        string `gorm:"primaryKey" json:"id"`
+	ProjectID string `json:"projectId"`
+	CommitSHA string `gorm:"column:commit_sha" json:"commitSha"`
+	ParentSHA string `gorm:"column:parent_sha" json:"parentSha,omitempty"`
+	wire.CommitSummary
+	Source      string     `json:"source"`
+	Reconciled  bool       `json:"reconciled"`
+	CommittedAt *time.Time `json:"committedAt,omitempty"`
+	CreatedAt   time.Time  `json:"createdAt"`
 	// Turn is the commit's turn number (docs/sync-modes.md §1).
 	Turn *int64 `json:"turn,omitempty"`
 }

@@ -120,8 +120,9 @@ func TestProjectsDefaultToGitOnly(t *testing.T) {
 func TestRecordCheckpointIsIdempotent(t *testing.T) {
 	t.Parallel()
 	eachProject(t, "site", func(ctx context.Context, t *testing.T, s *store.Store, p store.Project) {
-		rec := wire.CheckpointRecord{CommitSHA: "0123456789abcdef0123456789abcdef01234567", Message: "turn 1",
-			Author: "agent", Branch: "main", FilesChanged: 2, Additions: 10, CreatedAt: time.Now()}
+		rec := wire.CheckpointRecord{CommitSHA: "0123456789abcdef0123456789abcdef01234567",
+			CommitSummary: wire.CommitSummary{Message: "turn 1", Author: "agent", Branch: "main", FilesChanged: 2, Additions: 10},
+			CreatedAt:     time.Now()}
 		id1, created, err := s.RecordCheckpoint(ctx, p.ID, rec, store.SourcePod)
 		if err != nil || !created {
 			t.Fatalf("first record: %v created=%v", err, created)

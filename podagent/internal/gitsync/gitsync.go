@@ -223,7 +223,8 @@ func (g *GitWorkspaceSync) commitLocked(ctx context.Context, message string) (st
 		rec, err := g.o.Repo.Checkpoint(ctx, sha)
 		if err != nil {
 			g.log.Warn("reading commit metadata", zap.String("sha", sha), zap.Error(err))
-			rec = wire.CheckpointRecord{CommitSHA: sha, Message: message, Branch: Branch, CreatedAt: time.Now().UTC()}
+			rec = wire.CheckpointRecord{CommitSHA: sha, CommitSummary: wire.CommitSummary{Message: message, Branch: Branch},
+				CreatedAt: time.Now().UTC()}
 		}
 		rec.Turn = turn
 		if err := g.o.Recorder.Remember(rec); err != nil {
