@@ -123,6 +123,18 @@ func parse(fs *flag.FlagSet, args []string, required ...string) error {
 	return nil
 }
 
+// registerOne registers a command whose only flag is one required string
+// flag, --<name>; run gets its value.
+func registerOne(name, usage, flagName string, run func(ctx context.Context, env *Env, value string) (any, error)) {
+	register(name, usage, func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
+		v := fs.String(flagName, "", "")
+		if err := parse(fs, args, flagName); err != nil {
+			return nil, err
+		}
+		return run(ctx, env, *v)
+	})
+}
+
 func init() {
 	register("workspace create", "--name N [--plan P]", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
 		name, plan := fs.String("name", "", ""), fs.String("plan", "free", "")
@@ -157,12 +169,8 @@ func init() {
 		}
 		return env.Store.UpdateWorkspace(ctx, *id, planP, ubpP)
 	})
-	register("user create", "--email E", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
-		email := fs.String("email", "", "")
-		if err := parse(fs, args, "email"); err != nil {
-			return nil, err
-		}
-		return env.Store.CreateUser(ctx, *email)
+	registerOne("user create", "--email E", "email", func(ctx context.Context, env *Env, email string) (any, error) {
+		return env.Store.CreateUser(ctx, email)
 	})
 	register("member add", "--workspace W --user U [--role owner|member]", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
 		ws, user, role := fs.String("workspace", "", ""), fs.String("user", "", ""), fs.String("role", "", "")
@@ -184,12 +192,8 @@ func init() {
 		}
 		return CreateKey(ctx, env.Store, *ws, *user, *name)
 	})
-	register("key revoke", "--id K", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
-		id := fs.String("id", "", "")
-		if err := parse(fs, args, "id"); err != nil {
-			return nil, err
-		}
-		return env.Store.RevokeAPIKey(ctx, *id)
+	registerOne("key revoke", "--id K", "id", func(ctx context.Context, env *Env, id string) (any, error) {
+		return env.Store.RevokeAPIKey(ctx, id)
 	})
 	register("project create", "--workspace W --name N", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
 		ws, name := fs.String("workspace", "", ""), fs.String("name", "", "")
@@ -198,12 +202,8 @@ func init() {
 		}
 		return env.Store.CreateProject(ctx, *ws, *name)
 	})
-	register("project show", "--id P", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
-		id := fs.String("id", "", "")
-		if err := parse(fs, args, "id"); err != nil {
-			return nil, err
-		}
-		p, err := env.Store.GetProject(ctx, *id)
+	registerOne("project show", "--id P", "id", func(ctx context.Context, env *Env, id string) (any, error) {
+		p, err := env.Store.GetProject(ctx, id)
 		if err != nil {
 			return nil, err
 		}
@@ -212,7 +212,7 @@ func init() {
 			store.Project
 			ChannelID string `json:"channelId"`
 		}{Project: p}
-		if ch, err := env.Store.GetChannel(ctx, *id); err == nil {
+		if ch, err := env.Store.GetChannel(ctx, id); err == nil {
 			out.ChannelID = ch.ID
 		}
 		return out, nil
@@ -238,39 +238,31 @@ func init() {
 		}
 		return p, nil
 	})
-	register("project restart", "--id P", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
-		id := fs.String("id", "", "")
-		if err := parse(fs, args, "id"); err != nil {
-			return nil, err
-		}
-		if _, err := env.Store.GetProject(ctx, *id); err != nil {
+	registerOne("project restart", "--id P", "id", func(ctx context.Context, env *Env, id string) (any, error) {
+		if _, err := env.Store.GetProject(ctx, id); err != nil {
 			return nil, err
 		}
 		// The next request replaces the runtime (kubernetes: the next pod
 		// generation, with the project's current sync mode); the replaced
 		// pod stops gracefully first.
-		a, err := env.Store.RestartRuntime(ctx, *id)
+		a, err := env.Store.RestartRuntime(ctx, id)
 		if errors.Is(err, store.ErrNotFound) {
-			return map[string]any{"projectId": *id, "restarted": false, "reason": "the project has no runtime yet"}, nil
+			return map[string]any{"projectId": id, "restarted": false, "reason": "the project has no runtime yet"}, nil
 		}
 		if err != nil {
 			return nil, err
 		}
-		return map[string]any{"projectId": *id, "restarted": a.Driver != store.DriverPaired, "driver": a.Driver,
+		return map[string]any{"projectId": id, "restarted": a.Driver != store.DriverPaired, "driver": a.Driver,
 			"generation": a.Generation}, nil
 	})
-	register("project runtime-token", "--id P", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
-		id := fs.String("id", "", "")
-		if err := parse(fs, args, "id"); err != nil {
-			return nil, err
-		}
+	registerOne("project runtime-token", "--id P", "id", func(ctx context.Context, env *Env, id string) (any, error) {
 		if len(env.RuntimeSecret) == 0 {
 			return nil, errors.New("SVC_RUNTIME_AUTH_SECRET is not set")
 		}
-		if _, err := env.Store.GetProject(ctx, *id); err != nil {
+		if _, err := env.Store.GetProject(ctx, id); err != nil {
 			return nil, err
 		}
-		return map[string]string{"token": runtimetoken.Mint(env.RuntimeSecret, *id)}, nil
+		return map[string]string{"token": runtimetoken.Mint(env.RuntimeSecret, id)}, nil
 	})
 	register("project publish", "--id P --subdomain S [--pod-url U]", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
 		id, sub, podURL := fs.String("id", "", ""), fs.String("subdomain", "", ""), fs.String("pod-url", "", "")
@@ -358,12 +350,8 @@ func init() {
 		}
 		return out, nil
 	})
-	register("usage show", "--workspace W", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
-		ws := fs.String("workspace", "", "")
-		if err := parse(fs, args, "workspace"); err != nil {
-			return nil, err
-		}
-		return ShowUsage(ctx, env, *ws)
+	registerOne("usage show", "--workspace W", "workspace", func(ctx context.Context, env *Env, ws string) (any, error) {
+		return ShowUsage(ctx, env, ws)
 	})
 	register("lfs gc", "--project P [--dry-run] [--grace 168h]  (delete large-file objects no ref or tag reaches, spec 10.3)", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
 		id, dry, grace := fs.String("project", "", ""), fs.Bool("dry-run", false, ""), fs.Duration("grace", lfsgc.DefaultGrace, "")
@@ -445,16 +433,10 @@ func ShowUsage(ctx context.Context, env *Env, workspaceID string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	totals, err := env.Store.SumUsage(ctx, workspaceID)
-	if err != nil {
-		return nil, err
-	}
-	byDeployment, err := env.Store.SumUsageByDeployment(ctx, workspaceID)
-	if err != nil {
-		return nil, err
-	}
-	counters, err := env.Store.UsageWindows(ctx, workspaceID)
-	if err != nil {
+	totals, errTotals := env.Store.SumUsage(ctx, workspaceID)
+	byDeployment, errByDeployment := env.Store.SumUsageByDeployment(ctx, workspaceID)
+	counters, errCounters := env.Store.UsageWindows(ctx, workspaceID)
+	if err := errors.Join(errTotals, errByDeployment, errCounters); err != nil {
 		return nil, err
 	}
 	plan, _ := env.Catalog.Plan(w.Plan)

@@ -46,35 +46,23 @@ func init() {
 		}
 		return CreatePairing(ctx, env.Store, *project, *name)
 	})
-	register("pairing revoke", "--id I  (unpins the project from that machine)", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
-		id := fs.String("id", "", "")
-		if err := parse(fs, args, "id"); err != nil {
-			return nil, err
-		}
-		return env.Store.RevokePairingToken(ctx, *id)
+	registerOne("pairing revoke", "--id I  (unpins the project from that machine)", "id", func(ctx context.Context, env *Env, id string) (any, error) {
+		return env.Store.RevokePairingToken(ctx, id)
 	})
-	register("pairing list", "--project P", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
-		project := fs.String("project", "", "")
-		if err := parse(fs, args, "project"); err != nil {
-			return nil, err
-		}
-		ts, err := env.Store.ListPairingTokens(ctx, *project)
+	registerOne("pairing list", "--project P", "project", func(ctx context.Context, env *Env, project string) (any, error) {
+		ts, err := env.Store.ListPairingTokens(ctx, project)
 		if err != nil {
 			return nil, err
 		}
 		if ts == nil {
 			ts = []store.PairingToken{}
 		}
-		return map[string]any{"projectId": *project, "pairingTokens": ts}, nil
+		return map[string]any{"projectId": project, "pairingTokens": ts}, nil
 	})
-	register("runtime show", "--project P  (the runtime the project is pinned to)", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
-		project := fs.String("project", "", "")
-		if err := parse(fs, args, "project"); err != nil {
-			return nil, err
-		}
-		a, err := env.Store.GetRuntimeAssignment(ctx, *project)
+	registerOne("runtime show", "--project P  (the runtime the project is pinned to)", "project", func(ctx context.Context, env *Env, project string) (any, error) {
+		a, err := env.Store.GetRuntimeAssignment(ctx, project)
 		if errors.Is(err, store.ErrNotFound) {
-			return map[string]any{"projectId": *project, "driver": ""}, nil
+			return map[string]any{"projectId": project, "driver": ""}, nil
 		}
 		return a, err
 	})
