@@ -441,7 +441,10 @@ func TestKubernetesDriverNeverReady(t *testing.T) {
 func TestKubernetesDriverIdleStop(t *testing.T) {
 	t.Parallel()
 	w := newKubeWorld(t, kubeOpts{})
-	a := w.startReplica(t, "SVC_RUNTIME_IDLE_TIMEOUT=2s")
+	// The driver stamps a pod's use when a request starts, so the idle time
+	// must outlast one turn on a loaded machine, or the pod is gone before
+	// onePod looks (seen with 2s under a full make test).
+	a := w.startReplica(t, "SVC_RUNTIME_IDLE_TIMEOUT=6s")
 	w.e.upstream.Script(agentScript("notes/idle.txt", "idle", "wrote idle", nil))
 	if res, body := w.message(t, a, "write idle"); res.StatusCode != 200 {
 		t.Fatalf("message: %d %s", res.StatusCode, body)
