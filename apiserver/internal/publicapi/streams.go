@@ -28,9 +28,12 @@ type held struct {
 	cancel context.CancelFunc
 }
 
+// cutOff closes the connection before it cancels the upstream exchange: the
+// relay then ends on a failed write and never writes the last chunk, so the
+// client sees a cut answer rather than a clean end.
 func (h *held) cutOff() {
-	h.cancel()
 	h.conn.Close()
+	h.cancel()
 }
 
 // add records an open stream; one that opens after the shutdown deadline is
