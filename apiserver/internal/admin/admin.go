@@ -420,8 +420,8 @@ func CreateKey(ctx context.Context, st *store.Store, workspaceID, userID, name s
 		return KeyCreated{}, fmt.Errorf("user %s is not a member of workspace %s", userID, workspaceID)
 	}
 	k := apikey.New()
-	if _, err := st.CreateAPIKey(ctx, store.APIKey{ID: k.ID, WorkspaceID: workspaceID, UserID: userID,
-		Name: name, Prefix: k.Display, KeyHash: k.Hash}); err != nil {
+	if _, err := st.CreateAPIKey(ctx, store.APIKey{WorkspaceID: workspaceID, UserID: userID,
+		Credential: store.Credential{ID: k.ID, Name: name, Prefix: k.Display}, KeyHash: k.Hash}); err != nil {
 		return KeyCreated{}, err
 	}
 	return KeyCreated{ID: k.ID, Key: k.Plain, Prefix: k.Display}, nil

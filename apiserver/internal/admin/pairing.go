@@ -26,8 +26,8 @@ type PairingCreated struct {
 // requests for the project are 503 instance_offline.
 func CreatePairing(ctx context.Context, st *store.Store, projectID, name string) (PairingCreated, error) {
 	tok := pairing.NewToken()
-	row, err := st.CreatePairingToken(ctx, store.PairingToken{ID: tok.ID, ProjectID: projectID, Name: name,
-		Prefix: tok.Display, TokenHash: tok.Hash})
+	row, err := st.CreatePairingToken(ctx, store.PairingToken{ProjectID: projectID,
+		Credential: store.Credential{ID: tok.ID, Name: name, Prefix: tok.Display}, TokenHash: tok.Hash})
 	if errors.Is(err, store.ErrNotFound) {
 		return PairingCreated{}, fmt.Errorf("project %s not found", projectID)
 	}

@@ -24,12 +24,11 @@ import (
 
 // Principal is who is calling, put in the request context by middleware.
 type Principal struct {
-	KeyID             string // set for API keys
-	UserID            string // set for API keys
-	WorkspaceID       string
-	ProjectID         string // set for runtime tokens
-	Plan              string
-	UsageBasedPricing bool
+	KeyID       string // set for API keys
+	UserID      string // set for API keys
+	WorkspaceID string
+	ProjectID   string // set for runtime tokens
+	store.Billing
 }
 
 // Runtime reports whether the caller is a pod (runtime token).
@@ -90,7 +89,7 @@ func (a *Authenticator) APIKey(ctx context.Context, token string) (Principal, er
 	}
 	a.touch(id)
 	return Principal{KeyID: row.KeyID, UserID: row.UserID, WorkspaceID: row.WorkspaceID,
-		Plan: row.Plan, UsageBasedPricing: row.UsageBasedPricing}, nil
+		Billing: row.Billing}, nil
 }
 
 // Runtime authenticates a pod's runtime token; it must belong to projectID.
@@ -111,7 +110,7 @@ func (a *Authenticator) Runtime(ctx context.Context, token, projectID string) (P
 	if err != nil {
 		return Principal{}, apierr.Internal(err)
 	}
-	return Principal{ProjectID: p.ID, WorkspaceID: w.ID, Plan: w.Plan, UsageBasedPricing: w.UsageBasedPricing}, nil
+	return Principal{ProjectID: p.ID, WorkspaceID: w.ID, Billing: w.Billing}, nil
 }
 
 func (a *Authenticator) lookup(ctx context.Context, id string) (store.KeyAuth, error) {

@@ -59,7 +59,7 @@ func TestAdmitAcrossReplicas(t *testing.T) {
 		}
 		fixed = fixed.Add(time.Minute) // a fresh window per case
 		plan := catalog.Plan{Name: "p", RPM: tc.limit}
-		p := auth.Principal{KeyID: "key_" + w.ID, WorkspaceID: w.ID, UsageBasedPricing: true}
+		p := auth.Principal{KeyID: "key_" + w.ID, WorkspaceID: w.ID, Billing: store.Billing{UsageBasedPricing: true}}
 		var admitted, limited atomic.Int64
 		var wg sync.WaitGroup
 		for i := int64(0); i < tc.attempts; i++ {
@@ -143,7 +143,7 @@ func TestRejectionsLeaseNothing(t *testing.T) {
 	m := New(st, nil)
 	m.Now = func() time.Time { return fixed }
 	plan := catalog.Plan{Name: "p", RPM: 100, WorkspaceRPM: 3}
-	p := auth.Principal{KeyID: "key_" + w.ID, WorkspaceID: w.ID, UsageBasedPricing: true}
+	p := auth.Principal{KeyID: "key_" + w.ID, WorkspaceID: w.ID, Billing: store.Billing{UsageBasedPricing: true}}
 	admitted := 0
 	for range 50 {
 		_, err := m.Admit(ctx, p, plan)
@@ -169,7 +169,7 @@ func TestRejectionsLeaseNothing(t *testing.T) {
 	}
 	// The key permit the refused request took was given back: the next
 	// request without a workspace limit uses it without a write.
-	p2 := auth.Principal{KeyID: p.KeyID, WorkspaceID: w.ID, UsageBasedPricing: true}
+	p2 := auth.Principal{KeyID: p.KeyID, WorkspaceID: w.ID, Billing: store.Billing{UsageBasedPricing: true}}
 	if _, err := m.Admit(ctx, p2, catalog.Plan{Name: "k", RPM: 100}); err != nil {
 		t.Fatalf("key bucket after the refusals: %v", err)
 	}

@@ -8,6 +8,15 @@ import (
 	"gorm.io/gorm/clause"
 )
 
+// Channel is a project's webhook channel configuration (spec 2.5).
+type Channel struct {
+	ID              string    `gorm:"primaryKey" json:"channelId"`
+	ProjectID       string    `json:"projectId"`
+	Secret          string    `json:"-"`
+	CallbackHeaders string    `json:"callbackHeaders"`
+	UpdatedAt       time.Time `json:"updatedAt"`
+}
+
 // GetChannel loads the webhook channel of a project.
 func (s *Store) GetChannel(ctx context.Context, projectID string) (Channel, error) {
 	return first[Channel](ctx, s.db, "project_id = ?", projectID)

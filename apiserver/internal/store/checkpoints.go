@@ -4,10 +4,27 @@ import (
 	"context"
 	"time"
 
-	"gorm.io/gorm/clause"
-
 	"github.com/svc-dev/svc/shared/wire"
+	"gorm.io/gorm/clause"
 )
+
+// Checkpoint is a ProjectCheckpoint row: one per chat turn that writes files.
+type Checkpoint struct {
+	ID        string `gorm:"primaryKey" json:"id"`
+	ProjectID string `json:"projectId"`
+	CommitSHA string `gorm:"column:commit_sha" json:"commitSha"`
+	ParentSHA string `gorm:"column:parent_sha" json:"parentSha,omitempty"`
+	wire.CommitSummary
+	Source      string     `json:"source"`
+	Reconciled  bool       `json:"reconciled"`
+	CommittedAt *time.Time `json:"committedAt,omitempty"`
+	CreatedAt   time.Time  `json:"createdAt"`
+	// Turn is the commit's turn number (docs/sync-modes.md §1).
+	Turn *int64 `json:"turn,omitempty"`
+}
+
+// TableName maps Checkpoint to project_checkpoints.
+func (Checkpoint) TableName() string { return "project_checkpoints" }
 
 // Checkpoint sources.
 const (
@@ -48,10 +65,7 @@ func (s *Store) RecordCheckpoint(ctx context.Context, projectID string, rec wire
 
 // ListCheckpoints returns a project's rows, newest first, at most limit.
 func (s *Store) ListCheckpoints(ctx context.Context, projectID string, limit int) ([]Checkpoint, error) {
-	var cps []Checkpoint
-	err := s.db.WithContext(ctx).Where("project_id = ?", projectID).
-		Order("created_at DESC, id DESC").Limit(limit).Find(&cps).Error
-	return cps, err
+	return all[Checkpoint](ctx, s.db.Order("created_at DESC, id DESC").Limit(limit), "project_id = ?", projectID)
 }
 
 // CheckpointSHAs returns the set of commit shas that have a row.
@@ -69,10 +83,8 @@ func (s *Store) CheckpointSHAs(ctx context.Context, projectID string) (map[strin
 // CheckpointsSince returns a project's rows created at or after since,
 // oldest first (the parity check of spec 10.6.4).
 func (s *Store) CheckpointsSince(ctx context.Context, projectID string, since time.Time) ([]Checkpoint, error) {
-	var cps []Checkpoint
-	err := s.db.WithContext(ctx).Where("project_id = ? AND created_at >= ?", projectID, since.UTC()).
-		Order("created_at ASC, id ASC").Find(&cps).Error
-	return cps, err
+	return all[Checkpoint](ctx, s.db.Order("created_at ASC, id ASC"), "project_id = ? AND created_at >= ?",
+		projectID, since.UTC())
 }
 
 // CountCheckpointsSince counts rows created after since (the parity check of

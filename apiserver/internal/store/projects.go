@@ -8,6 +8,20 @@ import (
 	"github.com/svc-dev/svc/shared/syncmode"
 )
 
+// Project is one agent workspace (spec 2.6).
+type Project struct {
+	ID                 string        `gorm:"primaryKey" json:"id"`
+	WorkspaceID        string        `json:"workspaceId"`
+	Name               string        `json:"name"`
+	CloudSyncMode      syncmode.Mode `json:"cloudSyncMode"`
+	PublishedCommitSHA string        `gorm:"column:published_commit_sha" json:"publishedCommitSha"`
+	PublishedTag       string        `json:"publishedTag"`
+	CreatedAt          time.Time     `json:"createdAt"`
+	// SyncModeChangedAt is when set-sync-mode last changed the mode (nil:
+	// never since migration 00008).
+	SyncModeChangedAt *time.Time `json:"syncModeChangedAt,omitempty"`
+}
+
 // CreateProject adds a project; its sync mode is the column default
 // (git_only since the migration of spec 9).
 func (s *Store) CreateProject(ctx context.Context, workspaceID, name string) (Project, error) {
@@ -22,6 +36,11 @@ func (s *Store) CreateProject(ctx context.Context, workspaceID, name string) (Pr
 // GetProject loads one project.
 func (s *Store) GetProject(ctx context.Context, id string) (Project, error) {
 	return first[Project](ctx, s.db, "id = ?", id)
+}
+
+// ListProjects lists a workspace's projects by name.
+func (s *Store) ListProjects(ctx context.Context, workspaceID string) ([]Project, error) {
+	return all[Project](ctx, s.db.Order("name, id"), "workspace_id = ?", workspaceID)
 }
 
 // SetSyncMode changes a project's cloud sync mode (spec 3.1; takes effect on

@@ -43,13 +43,13 @@ func TestRuntimeAssignments(t *testing.T) {
 func TestPairingTokensPinAndUnpin(t *testing.T) {
 	t.Parallel()
 	eachProject(t, "p", func(ctx context.Context, t *testing.T, s *store.Store, p store.Project) {
-		if _, err := s.CreatePairingToken(ctx, store.PairingToken{ID: "pair_x", ProjectID: "prj_missing", Prefix: "svc_pt_x", TokenHash: "h"}); !errors.Is(err, store.ErrNotFound) {
+		if _, err := s.CreatePairingToken(ctx, store.PairingToken{Credential: store.Credential{ID: "pair_x", Prefix: "svc_pt_x"}, ProjectID: "prj_missing", TokenHash: "h"}); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("token for a missing project: %v", err)
 		}
 		if _, err := s.PinRuntime(ctx, store.RuntimeAssignment{ProjectID: p.ID, Driver: "local", Endpoint: "http://x", Instance: "api_a"}); err != nil {
 			t.Fatal(err)
 		}
-		tok, err := s.CreatePairingToken(ctx, store.PairingToken{ID: "pair_a", ProjectID: p.ID, Name: "laptop", Prefix: "svc_pt_a", TokenHash: "hash-a"})
+		tok, err := s.CreatePairingToken(ctx, store.PairingToken{Credential: store.Credential{ID: "pair_a", Name: "laptop", Prefix: "svc_pt_a"}, ProjectID: p.ID, TokenHash: "hash-a"})
 		if err != nil || tok.CreatedAt.IsZero() {
 			t.Fatalf("create: %+v %v", tok, err)
 		}

@@ -124,6 +124,14 @@ func first[T any](ctx context.Context, db *gorm.DB, cond string, args ...any) (T
 	return row, notFound(err)
 }
 
+// all loads every row of T that matches cond and its args, in db's order
+// (and within its limit, if any).
+func all[T any](ctx context.Context, db *gorm.DB, cond string, args ...any) ([]T, error) {
+	var rows []T
+	err := db.WithContext(ctx).Where(cond, args...).Find(&rows).Error
+	return rows, err
+}
+
 func notFound(err error) error {
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return ErrNotFound
@@ -141,4 +149,9 @@ func isUnique(err error) bool {
 	}
 	msg := err.Error()
 	return strings.Contains(msg, "SQLSTATE 23505") || strings.Contains(msg, "UNIQUE constraint failed")
+}
+
+// tx runs fn in a transaction.
+func (s *Store) tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	return s.db.WithContext(ctx).Transaction(fn)
 }

@@ -69,7 +69,7 @@ func TestAccountsAndKeys(t *testing.T) {
 		if ok, _ := s.IsMember(ctx, w.ID, "usr_other"); ok {
 			t.Fatal("a stranger is not a member")
 		}
-		k, err := s.CreateAPIKey(ctx, store.APIKey{ID: "key_abc", WorkspaceID: w.ID, UserID: u.ID, Prefix: "svc_sk_abc", KeyHash: "h"})
+		k, err := s.CreateAPIKey(ctx, store.APIKey{Credential: store.Credential{ID: "key_abc", Prefix: "svc_sk_abc"}, WorkspaceID: w.ID, UserID: u.ID, KeyHash: "h"})
 		if err != nil {
 			t.Fatal(err)
 		}

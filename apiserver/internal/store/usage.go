@@ -9,6 +9,33 @@ import (
 	"github.com/svc-dev/svc/migrations"
 )
 
+// UsageRecord is the metered usage of one completion request.
+type UsageRecord struct {
+	ID               int64     `gorm:"primaryKey;autoIncrement" json:"id"`
+	RequestID        string    `json:"requestId"`
+	WorkspaceID      string    `json:"workspaceId"`
+	APIKeyID         *string   `json:"apiKeyId,omitempty"`
+	ProjectID        *string   `json:"projectId,omitempty"`
+	Model            string    `json:"model"`
+	Deployment       string    `json:"deployment"` // provider/upstream_model that answered
+	PromptTokens     int64     `json:"promptTokens"`
+	CompletionTokens int64     `json:"completionTokens"`
+	ReasoningTokens  int64     `json:"reasoningTokens"`
+	CreditsMicro     int64     `json:"creditsMicro"`
+	Streamed         bool      `json:"streamed"`
+	CreatedAt        time.Time `json:"createdAt"`
+}
+
+// UsageWindow is the running credit counter of one plan window; times are
+// unix milliseconds so one SQL statement can roll it on both dialects.
+type UsageWindow struct {
+	WorkspaceID  string `gorm:"primaryKey" json:"workspaceId"`
+	WindowName   string `gorm:"primaryKey" json:"window"`
+	StartedAt    int64  `json:"startedAtMs"`
+	ResetsAt     int64  `json:"resetsAtMs"`
+	CreditsMicro int64  `json:"creditsMicro"`
+}
+
 // WindowSpec is one plan window (docs/design.md §5, plans file): a rolling window of
 // Duration that opens at the first request after the previous one closed.
 type WindowSpec struct {
@@ -30,9 +57,7 @@ ON CONFLICT (workspace_id, window_name) DO UPDATE SET
 
 // UsageWindows returns a workspace's window counters.
 func (s *Store) UsageWindows(ctx context.Context, workspaceID string) ([]UsageWindow, error) {
-	var ws []UsageWindow
-	err := s.db.WithContext(ctx).Where("workspace_id = ?", workspaceID).Order("window_name").Find(&ws).Error
-	return ws, err
+	return all[UsageWindow](ctx, s.db.Order("window_name"), "workspace_id = ?", workspaceID)
 }
 
 // RecordUsage inserts the usage record and adds its credits to every window
