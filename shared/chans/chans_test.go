@@ -1,6 +1,9 @@
 package chans_test
 
 import (
+	"context"
+	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,4 +33,23 @@ func TestEvery(t *testing.T) {
 	done := make(chan struct{})
 	close(done)
 	chans.Every(done, time.Hour, func() bool { t.Error("ticked after done"); return true })
+}
+
+// Wait returns nil once the group is done, and ctx's error when ctx ends
+// first.
+func TestWait(t *testing.T) {
+	t.Parallel()
+	var wg sync.WaitGroup
+	release := make(chan struct{})
+	wg.Go(func() { <-release })
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := chans.Wait(ctx, &wg); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait on a running group with an ended context = %v, want context.Canceled", err)
+	}
+	close(release)
+	if err := chans.Wait(context.Background(), &wg); err != nil {
+		t.Fatalf("Wait on a finished group = %v, want nil", err)
+	}
 }

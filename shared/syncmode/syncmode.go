@@ -30,5 +30,11 @@ func Parse(s string) (Mode, error) {
 	return "", fmt.Errorf("unknown cloud sync mode %q (want s3, dual_shadow or git_only)", s)
 }
 
+// KeepsSourceArchive reports whether a pod in mode m writes the project's
+// files to object storage each turn (project-src.tar.gz and the assets) and
+// a cold start restores them from there: s3 and dual_shadow. In git_only the
+// durable .git alone holds them.
+func (m Mode) KeepsSourceArchive() bool { return m == S3 || m == DualShadow }
+
 // Valid reports whether m is one of the three modes.
 func (m Mode) Valid() bool { return m == S3 || m == DualShadow || m == GitOnly }

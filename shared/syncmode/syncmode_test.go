@@ -16,3 +16,14 @@ func TestParse(t *testing.T) {
 		"s3":          syncmode.S3,
 	}, "S3", "gitonly")
 }
+
+// Only the modes whose pods write project-src.tar.gz keep a source archive:
+// reads and cold starts go to object storage for exactly these.
+func TestKeepsSourceArchive(t *testing.T) {
+	t.Parallel()
+	for m, want := range map[syncmode.Mode]bool{syncmode.S3: true, syncmode.DualShadow: true, syncmode.GitOnly: false} {
+		if got := m.KeepsSourceArchive(); got != want {
+			t.Errorf("%s.KeepsSourceArchive() = %v, want %v", m, got, want)
+		}
+	}
+}

@@ -280,7 +280,7 @@ func (h *Hub) release(t *tunnel) {
 func (h *Hub) get(projectID string) *tunnel {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if t := h.tunnels[projectID]; t != nil && !t.gone() && usable(t.cc) {
+	if t := h.tunnels[projectID]; t != nil && !h.closed && !t.gone() && usable(t.cc) {
 		return t
 	}
 	return nil
@@ -393,24 +393,16 @@ func (h *Hub) Status(_ context.Context, projectID string) (runtime.Status, error
 		StartedAt: t.connectedAt}, nil
 }
 
-// Close drops every tunnel and waits for their handlers to end.
+// Close refuses new tunnels, ends every tunnel (each handler detaches its
+// own as it returns) and waits for their handlers until ctx ends.
 func (h *Hub) Close(ctx context.Context) error {
 	h.mu.Lock()
 	h.closed = true
-	ts := h.tunnels
-	h.tunnels = map[string]*tunnel{}
+	for _, t := range h.tunnels {
+		t.cancel() // does not block: the handler's own goroutine ends the tunnel
+	}
 	h.mu.Unlock()
-	for _, t := range ts {
-		t.cancel()
-	}
-	done := make(chan struct{})
-	go func() { h.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return chans.Wait(ctx, &h.wg)
 }
 
 // tunnelTransport sends a request over one tunnel; a tunnel that is gone is

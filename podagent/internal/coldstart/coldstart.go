@@ -99,7 +99,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	defer widenProcs()()
 	o.Durable.Cleanup()
-	if o.Mode == syncmode.S3 || o.Mode == syncmode.DualShadow {
+	if o.Mode.KeepsSourceArchive() {
 		err := runS3Modes(ctx, o, &res, log)
 		res.Took = time.Since(start)
 		if err == nil {

@@ -40,6 +40,7 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/inbox"
 	"github.com/svc-dev/svc/podagent/internal/outbox"
 	"github.com/svc-dev/svc/podagent/internal/poderr"
+	"github.com/svc-dev/svc/shared/chans"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/settings"
 	"github.com/svc-dev/svc/shared/wire"
@@ -183,16 +184,9 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 	h.mu.Lock()
 	h.closing.Store(true)
 	h.mu.Unlock()
-	done := make(chan struct{})
-	go func() { h.wg.Wait(); close(done) }()
-	var err error
-	select {
-	case <-done:
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
+	err := chans.Wait(ctx, &h.wg)
 	h.cancel()
-	<-done
+	h.wg.Wait()
 	h.closeOnce.Do(func() {
 		if h.d.Closer != nil {
 			_ = h.d.Closer.Close()

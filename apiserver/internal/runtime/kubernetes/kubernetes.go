@@ -56,13 +56,6 @@ const Name = "kubernetes"
 // apply identical objects, so they never conflict with each other.
 const FieldManager = "svc-apiserver"
 
-// Defaults of Options.
-const (
-	DefaultStartTimeout = 2 * time.Minute
-	DefaultIdleTimeout  = 30 * time.Minute
-	DefaultRetryAfter   = 10 * time.Second
-)
-
 // Store is what the driver needs of the database.
 type Store interface {
 	GetRuntimeAssignment(ctx context.Context, projectID string) (store.RuntimeAssignment, error)
@@ -87,15 +80,17 @@ type Options struct {
 	// template's own entries.
 	Env []string
 	// StartTimeout bounds a cold start: pod creation to Ready and a 200 on
-	// the podagent's /readyz.
+	// the podagent's /readyz (default 2 min).
 	StartTimeout time.Duration
-	// IdleTimeout stops pods no request used for that long; negative: never.
+	// IdleTimeout stops pods no request used for that long (default 30
+	// min; negative: never).
 	IdleTimeout time.Duration
 	// ReapInterval is how often idle and replaced pods are looked for
 	// (default: a quarter of IdleTimeout, at most a minute).
 	ReapInterval time.Duration
-	RetryAfter   time.Duration
-	Log          *zap.Logger
+	// RetryAfter is told to clients after a failed cold start (default 10 s).
+	RetryAfter time.Duration
+	Log        *zap.Logger
 }
 
 // Driver is the kubernetes runtime driver.
@@ -125,12 +120,12 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 	if len(o.RuntimeSecret) == 0 {
 		return nil, errors.New("kubernetes runtime: SVC_RUNTIME_AUTH_SECRET is not set: no runtime token can be minted")
 	}
-	o.StartTimeout = settings.PositiveOr(o.StartTimeout, DefaultStartTimeout)
+	o.StartTimeout = settings.PositiveOr(o.StartTimeout, 2*time.Minute)
 	if o.IdleTimeout == 0 {
-		o.IdleTimeout = DefaultIdleTimeout
+		o.IdleTimeout = 30 * time.Minute
 	}
 	o.ReapInterval = settings.PositiveOr(o.ReapInterval, min(max(o.IdleTimeout/4, time.Second), time.Minute))
-	o.RetryAfter = settings.PositiveOr(o.RetryAfter, DefaultRetryAfter)
+	o.RetryAfter = settings.PositiveOr(o.RetryAfter, 10*time.Second)
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}

@@ -38,14 +38,6 @@ import (
 // Name is the driver name recorded in runtime assignments.
 const Name = "local"
 
-// Defaults of Options.
-const (
-	DefaultStartTimeout = 60 * time.Second
-	DefaultStopGrace    = 25 * time.Second
-	// DefaultRetryAfter is the Retry-After of a failed cold start.
-	DefaultRetryAfter = 5 * time.Second
-)
-
 // Options configure the driver.
 type Options struct {
 	// Binary is the podagent executable (SVC_PODAGENT_BIN; a bare name is
@@ -63,11 +55,13 @@ type Options struct {
 	// Env is added to every pod's environment (storage settings,
 	// SVC_CALLBACK_ALLOWED_NETS, …; see PodEnv).
 	Env []string
-	// StartTimeout bounds a cold start, from exec to a 200 on /readyz.
+	// StartTimeout bounds a cold start, from exec to a 200 on /readyz
+	// (default 60 s).
 	StartTimeout time.Duration
-	// StopGrace is how long a pod may take after SIGTERM before SIGKILL.
+	// StopGrace is how long a pod may take after SIGTERM before SIGKILL
+	// (default 25 s).
 	StopGrace time.Duration
-	// RetryAfter is told to clients after a failed cold start.
+	// RetryAfter is told to clients after a failed cold start (default 5 s).
 	RetryAfter time.Duration
 	Log        *zap.Logger
 }
@@ -98,9 +92,9 @@ func (p *proc) alive() bool { return !chans.Closed(p.done) }
 
 // New returns a driver; nothing starts until the first Ensure.
 func New(o Options) *Driver {
-	o.StartTimeout = settings.PositiveOr(o.StartTimeout, DefaultStartTimeout)
-	o.StopGrace = settings.PositiveOr(o.StopGrace, DefaultStopGrace)
-	o.RetryAfter = settings.PositiveOr(o.RetryAfter, DefaultRetryAfter)
+	o.StartTimeout = settings.PositiveOr(o.StartTimeout, 60*time.Second)
+	o.StopGrace = settings.PositiveOr(o.StopGrace, 25*time.Second)
+	o.RetryAfter = settings.PositiveOr(o.RetryAfter, 5*time.Second)
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}

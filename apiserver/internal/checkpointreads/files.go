@@ -3,6 +3,7 @@ package checkpointreads
 import (
 	"archive/tar"
 	"bufio"
+	"compress/gzip"
 	"context"
 	"errors"
 	"io"
@@ -11,65 +12,12 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/klauspost/compress/gzip"
-	"github.com/labstack/echo/v4"
-
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
-	"github.com/svc-dev/svc/apiserver/internal/httpmw"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/shared/objstore"
-	"github.com/svc-dev/svc/shared/syncmode"
 	"github.com/svc-dev/svc/shared/wire"
 )
-
-// Read sources (docs/sync-modes.md §5): S3 (project-src.tar.gz and the
-// assets) is authoritative in s3 and dual_shadow, the durable .git in
-// git_only. The project row decides at every request, so a mode change
-// moves reads at once.
-const (
-	ReadSourceS3  = "s3"
-	ReadSourceGit = "git"
-	// ReadSourceHeader names the source of an answer.
-	ReadSourceHeader = "X-Svc-Read-Source"
-)
-
-// ReadSource is the authoritative source of a project's current files.
-func ReadSource(p store.Project) string {
-	if p.CloudSyncMode == syncmode.S3 || p.CloudSyncMode == syncmode.DualShadow {
-		return ReadSourceS3
-	}
-	return ReadSourceGit
-}
-
-// SourceStatus describes <projectId>/project-src.tar.gz.
-type SourceStatus struct {
-	Exists bool   `json:"exists"`
-	ETag   string `json:"etag,omitempty"`
-	Size   int64  `json:"size,omitempty"`
-	// Head is the commit the archive was taken at ("" if not recorded).
-	Head string `json:"head,omitempty"`
-}
-
-// SourceHead reads the head recorded in project-src.tar.gz (its gzip
-// comment) from the first bytes of the object.
-func SourceHead(ctx context.Context, objs objstore.Store, projectID string) (SourceStatus, error) {
-	rc, info, err := objs.Get(ctx, objstore.SourceKey(projectID))
-	if errors.Is(err, objstore.ErrNotExist) {
-		return SourceStatus{}, nil
-	}
-	if err != nil {
-		return SourceStatus{}, err
-	}
-	defer rc.Close()
-	st := SourceStatus{Exists: true, ETag: info.ETag, Size: info.Size}
-	zr, err := gzip.NewReader(bufio.NewReaderSize(rc, 4096))
-	if err != nil {
-		return st, nil // not ours to judge here; the head stays unknown
-	}
-	st.Head = wire.SourceHead(zr.Header.Comment)
-	return st, nil
-}
 
 // FileEntry is one current file of the project.
 type FileEntry struct {
@@ -87,38 +35,40 @@ type FilesResponse struct {
 	Truncated  bool        `json:"truncated,omitempty"`
 }
 
-// Files lists the project's current files from the mode's read source.
-func (a *API) Files(c echo.Context) error {
-	proj := httpmw.ProjectFrom(c)
-	ctx := c.Request().Context()
+// ReadFiles lists the project's current files (at most MaxFiles) from the
+// mode's read source, which it names in h. A project with nothing in its
+// read source yet has no files, not an error.
+func (a *API) ReadFiles(ctx context.Context, proj store.Project, h http.Header) (FilesResponse, error) {
 	src := ReadSource(proj)
-	c.Response().Header().Set(ReadSourceHeader, src)
+	if h != nil {
+		h.Set(ReadSourceHeader, src)
+	}
 	resp := FilesResponse{ReadSource: src, Files: []FileEntry{}}
 	if src == ReadSourceS3 {
 		if a.Objects == nil {
-			return apierr.Internal(errors.New("checkpointreads: no object store"))
+			return resp, apierr.Internal(errors.New("checkpointreads: no object store"))
 		}
 		if err := a.s3Files(ctx, proj.ID, &resp); err != nil {
-			return apierr.Unavailable(err)
+			return resp, apierr.Unavailable(err)
 		}
-		return c.JSON(http.StatusOK, resp)
+		return resp, nil
 	}
-	r, err := a.acquire(c.Request().Context(), httpmw.ProjectFrom(c).ID, c.Response().Header())
+	r, err := a.acquire(ctx, proj.ID, h)
 	if errors.Is(errors.Unwrap(err), hydrate.ErrNotFound) || isNotFound(err) {
-		return c.JSON(http.StatusOK, resp)
+		return resp, nil
 	}
 	if err != nil {
-		return err
+		return resp, err
 	}
 	defer r.Release()
 	head, _, err := headInfo(ctx, r)
 	if err != nil || head == "" {
-		return c.JSON(http.StatusOK, resp)
+		return resp, nil
 	}
 	resp.Head = head
 	out, err := r.Git("ls-tree", "-r", "-l", "-z", "--full-tree").AddDynamic(head).Output(ctx)
 	if err != nil {
-		return apierr.Internal(err)
+		return resp, apierr.Internal(err)
 	}
 	for _, rec := range strings.Split(string(out), "\x00") {
 		meta, name, ok := strings.Cut(rec, "\t")
@@ -133,12 +83,26 @@ func (a *API) Files(c echo.Context) error {
 			break
 		}
 	}
-	return c.JSON(http.StatusOK, resp)
+	return resp, nil
 }
 
-func isNotFound(err error) bool {
-	var ae *apierr.Error
-	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
+// Read sources (docs/sync-modes.md §5): S3 (project-src.tar.gz and the
+// assets) is authoritative in s3 and dual_shadow, the durable .git in
+// git_only. The project row decides at every request, so a mode change
+// moves reads at once.
+const (
+	ReadSourceS3  = "s3"
+	ReadSourceGit = "git"
+	// ReadSourceHeader names the source of an answer.
+	ReadSourceHeader = "X-Svc-Read-Source"
+)
+
+// ReadSource is the authoritative source of a project's current files.
+func ReadSource(p store.Project) string {
+	if p.CloudSyncMode.KeepsSourceArchive() {
+		return ReadSourceS3
+	}
+	return ReadSourceGit
 }
 
 // s3Files lists project-src.tar.gz's regular files and the assets.
@@ -181,4 +145,9 @@ func (a *API) s3Files(ctx context.Context, projectID string, resp *FilesResponse
 	})
 	sort.Slice(resp.Files, func(i, j int) bool { return resp.Files[i].Path < resp.Files[j].Path })
 	return err
+}
+
+func isNotFound(err error) bool {
+	var ae *apierr.Error
+	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
 }

@@ -1,0 +1,135 @@
+package checkpointreads
+
+import (
+	"bufio"
+	"compress/gzip"
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/svc-dev/svc/apiserver/internal/apierr"
+	"github.com/svc-dev/svc/apiserver/internal/hydrate"
+	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/objstore"
+	"github.com/svc-dev/svc/shared/wire"
+)
+
+// StatusResponse is the body of GET …/checkpoints/status.
+type StatusResponse struct {
+	ProjectID string `json:"projectId"`
+	Head      string `json:"head"`
+	Branch    string `json:"branch"`
+	SyncMode  string `json:"syncMode"`
+	// ReadSource is where the project's current files are read from: s3
+	// in s3 and dual_shadow, git in git_only (docs/sync-modes.md §5).
+	ReadSource     string            `json:"readSource"`
+	Source         *SourceStatus     `json:"source,omitempty"`
+	LastCheckpoint *store.Checkpoint `json:"lastCheckpoint"`
+	Durable        DurableStatus     `json:"durable"`
+	Published      *PublishedStatus  `json:"published"`
+}
+
+// DurableStatus describes <projectId>/repo.git.tar.gz and this replica's copy.
+type DurableStatus struct {
+	Exists       bool       `json:"exists"`
+	ETag         string     `json:"etag,omitempty"`
+	Size         int64      `json:"size,omitempty"`
+	LastModified *time.Time `json:"lastModified,omitempty"`
+	AgeSeconds   *float64   `json:"ageSeconds,omitempty"`
+	HydratedAt   *time.Time `json:"hydratedAt,omitempty"`
+	Stale        bool       `json:"stale"`
+	Error        string     `json:"error,omitempty"`
+}
+
+// PublishedStatus is the latest publish (spec 10.4.3).
+type PublishedStatus struct {
+	SHA string `json:"sha"`
+	Tag string `json:"tag"`
+}
+
+// SourceStatus describes <projectId>/project-src.tar.gz.
+type SourceStatus struct {
+	Exists bool   `json:"exists"`
+	ETag   string `json:"etag,omitempty"`
+	Size   int64  `json:"size,omitempty"`
+	// Head is the commit the archive was taken at ("" if not recorded).
+	Head string `json:"head,omitempty"`
+}
+
+// ReadStatus reports the project's sync state. A project without a durable
+// object yet answers with durable.exists false (that is a state worth
+// reporting, not an error); other hydrate failures are errors as for every
+// read, unless a stale copy can be reported.
+func (a *API) ReadStatus(ctx context.Context, proj store.Project, h http.Header) (StatusResponse, error) {
+	a.defaults()
+	resp := StatusResponse{ProjectID: proj.ID, SyncMode: string(proj.CloudSyncMode), ReadSource: ReadSource(proj)}
+	if h != nil {
+		h.Set(ReadSourceHeader, resp.ReadSource)
+	}
+	if a.Objects != nil {
+		src, err := SourceHead(ctx, a.Objects, proj.ID)
+		if err != nil {
+			return StatusResponse{}, apierr.Unavailable(err)
+		}
+		resp.Source = &src
+	}
+	if proj.PublishedCommitSHA != "" || proj.PublishedTag != "" {
+		resp.Published = &PublishedStatus{SHA: proj.PublishedCommitSHA, Tag: proj.PublishedTag}
+	}
+	cps, err := a.Store.ListCheckpoints(ctx, proj.ID, 1)
+	if err != nil {
+		return StatusResponse{}, apierr.Internal(err)
+	}
+	if len(cps) == 1 {
+		resp.LastCheckpoint = &cps[0]
+	}
+	r, err := a.Hydrate.Acquire(ctx, proj.ID)
+	if errors.Is(err, hydrate.ErrNotFound) {
+		return resp, nil
+	}
+	if err != nil {
+		return StatusResponse{}, hydrate.APIError(err)
+	}
+	defer r.Release()
+	if h != nil {
+		hydrate.SetHeaders(h, r)
+	}
+	resp.Head, resp.Branch, err = headInfo(ctx, r)
+	if err != nil {
+		return StatusResponse{}, apierr.Internal(err)
+	}
+	d := &resp.Durable
+	d.Exists, d.ETag, d.Size, d.Stale = true, r.Object.ETag, r.Object.Size, r.Stale
+	if r.Stale {
+		d.Error = hydrate.ErrorCode(r.StaleErr)
+	}
+	if !r.Object.LastModified.IsZero() {
+		lm := r.Object.LastModified.UTC()
+		age := a.Now().Sub(lm).Seconds()
+		d.LastModified, d.AgeSeconds = &lm, &age
+	}
+	ha := r.HydratedAt.UTC()
+	d.HydratedAt = &ha
+	return resp, nil
+}
+
+// SourceHead reads the head recorded in project-src.tar.gz (its gzip
+// comment) from the first bytes of the object.
+func SourceHead(ctx context.Context, objs objstore.Store, projectID string) (SourceStatus, error) {
+	rc, info, err := objs.Get(ctx, objstore.SourceKey(projectID))
+	if errors.Is(err, objstore.ErrNotExist) {
+		return SourceStatus{}, nil
+	}
+	if err != nil {
+		return SourceStatus{}, err
+	}
+	defer rc.Close()
+	st := SourceStatus{Exists: true, ETag: info.ETag, Size: info.Size}
+	zr, err := gzip.NewReader(bufio.NewReaderSize(rc, 4096))
+	if err != nil {
+		return st, nil // not ours to judge here; the head stays unknown
+	}
+	st.Head = wire.SourceHead(zr.Header.Comment)
+	return st, nil
+}
