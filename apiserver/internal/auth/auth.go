@@ -19,6 +19,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/apikey"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/chans"
 	"github.com/svc-dev/svc/shared/runtimetoken"
 )
 
@@ -48,6 +49,7 @@ type Authenticator struct {
 	mu      sync.Mutex
 	cache   map[string]cached
 	touched map[string]time.Time
+	touches sync.WaitGroup // last-use writes in flight
 }
 
 type cached struct {
@@ -147,11 +149,16 @@ func (a *Authenticator) touch(id string) {
 	if !stale {
 		return
 	}
-	go func() {
+	a.touches.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := a.store.TouchAPIKey(ctx, id, now); err != nil {
 			a.log.Warn("recording key use failed", zap.String("key_id", id), zap.Error(err))
 		}
-	}()
+	})
 }
+
+// Close waits, until ctx ends, for the last-use writes still in flight; call
+// it after the HTTP server has stopped taking requests and before the
+// database closes.
+func (a *Authenticator) Close(ctx context.Context) error { return chans.Wait(ctx, &a.touches) }

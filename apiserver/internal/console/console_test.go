@@ -71,7 +71,10 @@ func newWorldTB(t testing.TB, st *store.Store, hyd *hydrate.Manager) *world {
 	srv := server.New(server.Deps{Store: st, Catalog: cat, Log: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), Hydrate: hyd,
 		Console: &console.Options{Now: w.clock.now, IdleTimeout: time.Hour, AbsoluteTimeout: 24 * time.Hour}})
 	hs := httptest.NewServer(srv.Echo)
-	t.Cleanup(hs.Close)
+	t.Cleanup(func() {
+		hs.Close()
+		_ = srv.Close(context.Background())
+	})
 	w.url = hs.URL
 	must := func(err error) {
 		t.Helper()

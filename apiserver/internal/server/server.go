@@ -6,6 +6,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -130,9 +131,11 @@ func New(d Deps) *Server {
 	return s
 }
 
-// Close writes the usage records still queued; call it after the HTTP server
-// has stopped taking requests.
-func (s *Server) Close(ctx context.Context) error { return s.Usage.Close(ctx) }
+// Close writes the usage records still queued and waits for the keys'
+// last-use writes; call it after the HTTP server has stopped taking requests.
+func (s *Server) Close(ctx context.Context) error {
+	return errors.Join(s.Usage.Close(ctx), s.Auth.Close(ctx))
+}
 
 func (s *Server) ready(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2e9)
