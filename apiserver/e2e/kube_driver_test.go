@@ -466,6 +466,66 @@ func TestKubernetesDriverIdleStop(t *testing.T) {
 	}
 }
 
+// A request longer than the idle time keeps its pod: the replica proxying
+// it keeps stamping the pod's use while the request is in flight, so no
+// reaper stops the pod under it; once the request has ended, the pod is
+// idle-stopped as usual.
+func TestKubernetesDriverKeepsABusyPod(t *testing.T) {
+	t.Parallel()
+	const idle = 3 * time.Second
+	w := newKubeWorld(t, kubeOpts{})
+	a := w.startReplica(t, fmt.Sprintf("SVC_RUNTIME_IDLE_TIMEOUT=%s", idle))
+	gate := make(chan struct{})
+	w.e.upstream.Script(agentScript("notes/busy.txt", "busy", "wrote busy", gate))
+	type answer struct {
+		status int
+		body   []byte
+		err    error
+	}
+	answered := make(chan answer, 1)
+	began := time.Now()
+	go func() {
+		body, _ := json.Marshal(map[string]string{"message": "write busy", "senderId": "kube-e2e"})
+		res, b, err := tryDo(http.MethodPost, a.URL+"/api/projects/"+w.project+"/agent-proxy/agent/channels/webhook/incoming",
+			w.acc.key, body, hookHeaders())
+		if err != nil {
+			answered <- answer{err: err}
+			return
+		}
+		answered <- answer{status: res.StatusCode, body: b}
+	}()
+
+	// The turn waits at its final answer. Wait until the pod's use is
+	// stamped more than the idle time after the request began: a reaper
+	// pass found the pod past its idle time, in use, and kept it.
+	deadline := time.Now().Add(90 * time.Second)
+	var pod corev1.Pod
+	for {
+		pods := w.pods(t)
+		if len(pods) > 1 || (pod.Name != "" && (len(pods) == 0 || pods[0].Name != pod.Name)) {
+			close(gate)
+			t.Fatalf("the busy pod %q was replaced or stopped mid-request: %d pods now", pod.Name, len(pods))
+		}
+		if len(pods) == 1 {
+			pod = pods[0]
+			if at, err := time.Parse(time.RFC3339Nano, pod.Annotations["svc.dev/last-used"]); err == nil && at.Sub(began) > idle {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			close(gate)
+			t.Fatalf("the busy pod's use was never stamped past the idle time (pod %q, annotations %v)", pod.Name, pod.Annotations)
+		}
+		time.Sleep(50 * time.Millisecond) // poll with a deadline
+	}
+	close(gate)
+	ans := <-answered
+	if ans.err != nil || ans.status != http.StatusOK || !strings.Contains(string(ans.body), "wrote busy") {
+		t.Fatalf("the long request: %d %s (%v)", ans.status, ans.body, ans.err)
+	}
+	w.waitEvent(t, "stop "+pod.Name)
+}
+
 func kubePodagentBin(t testing.TB) string {
 	t.Helper()
 	p, err := podagentBinary()

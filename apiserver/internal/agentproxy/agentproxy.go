@@ -135,6 +135,9 @@ func (p *Proxy) serve(c echo.Context, proj store.Project) error {
 	if err != nil {
 		return p.runtimeError(req.Context(), log, err)
 	}
+	if ep.Hold != nil {
+		defer ep.Hold()()
+	}
 
 	timeout := p.Timeout
 	if timeout <= 0 {

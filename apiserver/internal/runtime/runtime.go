@@ -27,6 +27,11 @@ type Endpoint struct {
 	URL       *url.URL
 	Token     string
 	Transport http.RoundTripper
+	// Hold, when set, is called as a request to the agent starts, and the
+	// function it returns once that request has ended. A driver that stops
+	// idle runtimes (kubernetes) counts the requests in flight with it, so a
+	// request longer than the idle time keeps its runtime.
+	Hold func() (release func())
 }
 
 // State is what a driver knows about a project's runtime.

@@ -2,7 +2,10 @@
 // production and SQLite for the embedded default (docs/design.md §4). It holds the
 // rows of spec section 2: workspaces and their API keys (5.1), usage windows
 // (8), projects with their sync fields (2.6), checkpoints and channels (2.5).
-// Both dialects pass one test suite.
+// Each row type sits in one file with every query on it (workspaces.go,
+// users.go, keys.go, sessions.go, projects.go, checkpoints.go, channels.go,
+// usage.go, outbox.go, runtime.go, pairing.go); first and all are the
+// generic one-row and list reads. Both dialects pass one test suite.
 package store
 
 import (

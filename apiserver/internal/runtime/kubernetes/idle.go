@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -19,6 +20,9 @@ import (
 // Idle stop: each replica remembers when it last served a pod and stamps it
 // on the pod (annotation svc.dev/last-used, at most every tenth of the idle
 // time), so every replica's informer sees the latest use of any replica. A
+// request counts as a use when it starts and again when it ends, and a pod
+// with requests in flight on a replica is not idle: that replica's reaper
+// keeps stamping it instead, so no replica stops it under a long request. A
 // reaper on every replica stops pods unused for IdleTimeout, and pods a
 // newer generation replaced; deleting a pod runs the podagent's graceful
 // shutdown (spec 10.2) within the pod's terminationGracePeriodSeconds.
@@ -38,6 +42,28 @@ func (d *Driver) touch(pod *corev1.Pod) {
 	if stamp {
 		go d.stampLastUsed(pod.Name, pod.UID, now)
 	}
+}
+
+// hold counts one request to pod in flight until the returned function is
+// called (once; later calls do nothing); the request's end is a use.
+func (d *Driver) hold(pod *corev1.Pod) func() {
+	d.mu.Lock()
+	d.inFlight[pod.Name]++
+	d.mu.Unlock()
+	return sync.OnceFunc(func() {
+		d.mu.Lock()
+		if d.inFlight[pod.Name]--; d.inFlight[pod.Name] <= 0 {
+			delete(d.inFlight, pod.Name)
+		}
+		d.mu.Unlock()
+		d.touch(pod)
+	})
+}
+
+func (d *Driver) busy(podName string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.inFlight[podName] > 0
 }
 
 func (d *Driver) stampLastUsed(name string, uid types.UID, at time.Time) {
@@ -90,6 +116,8 @@ func (d *Driver) reap(ctx context.Context, now time.Time) {
 			d.deletePod(ctx, pod.Name, pod.UID)
 		case err != nil:
 			d.log.Warn("reading a runtime assignment failed", zap.String("projectId", projectID), zap.Error(err))
+		case d.busy(pod.Name):
+			d.touch(pod) // in use: the other replicas' reapers see it too
 		case d.o.IdleTimeout > 0 && now.Sub(d.lastUse(pod)) > d.o.IdleTimeout:
 			if _, err := d.o.Store.AdvanceRuntime(ctx, projectID, Name, gen); err != nil {
 				d.log.Warn("advancing the runtime generation failed", zap.String("projectId", projectID), zap.Error(err))

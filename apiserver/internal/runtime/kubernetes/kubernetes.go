@@ -106,6 +106,7 @@ type Driver struct {
 	mu       sync.Mutex
 	changed  chan struct{} // closed and replaced on every pod event
 	lastUsed map[string]time.Time
+	inFlight map[string]int // requests to each pod now proxied by this replica
 	marked   map[string]time.Time
 	lastErr  map[string]string
 }
@@ -131,7 +132,7 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 	}
 	d := &Driver{o: o, log: o.Log.Named("runtime.kubernetes"), changed: make(chan struct{}),
 		client:   &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}},
-		lastUsed: map[string]time.Time{}, marked: map[string]time.Time{}, lastErr: map[string]string{},
+		lastUsed: map[string]time.Time{}, inFlight: map[string]int{}, marked: map[string]time.Time{}, lastErr: map[string]string{},
 		done: make(chan struct{})}
 	factory := informers.NewSharedInformerFactoryWithOptions(o.Client, 0, informers.WithNamespace(o.Namespace),
 		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
@@ -475,7 +476,8 @@ func (d *Driver) endpoint(projectID string, pod *corev1.Pod) (runtime.Endpoint, 
 		return runtime.Endpoint{}, "", err
 	}
 	u := &url.URL{Scheme: "http", Host: net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(c.Ports[0].ContainerPort)))}
-	return runtime.Endpoint{URL: u, Token: runtimetoken.Mint(d.o.RuntimeSecret, projectID)}, u.String(), nil
+	return runtime.Endpoint{URL: u, Token: runtimetoken.Mint(d.o.RuntimeSecret, projectID),
+		Hold: func() func() { return d.hold(pod) }}, u.String(), nil
 }
 
 // retireOlder deletes the project's pods of generations before gen and
