@@ -3,7 +3,6 @@ package checkpointreads
 import (
 	"archive/tar"
 	"bufio"
-	"compress/gzip"
 	"context"
 	"errors"
 	"io"
@@ -11,6 +10,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/klauspost/compress/gzip"
 
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"

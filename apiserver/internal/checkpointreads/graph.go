@@ -8,8 +8,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/svc-dev/svc/apiserver/internal/apierr"
 )
 
 // GraphResponse is the body of GET …/checkpoints/graph.

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
+
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
 )
 

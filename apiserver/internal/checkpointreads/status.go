@@ -2,11 +2,12 @@ package checkpointreads
 
 import (
 	"bufio"
-	"compress/gzip"
 	"context"
 	"errors"
 	"net/http"
 	"time"
+
+	"github.com/klauspost/compress/gzip"
 
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"

@@ -4,8 +4,9 @@ import (
 	"context"
 	"time"
 
-	"github.com/svc-dev/svc/shared/wire"
 	"gorm.io/gorm/clause"
+
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // Checkpoint is a ProjectCheckpoint row: one per chat turn that writes files.
