@@ -78,8 +78,10 @@ bench-gateway: build
 	cd apiserver && GOWORK=off SVC_BIN_DIR=$(BIN) $(GO) test -run '^$$' -bench 'BenchmarkGatewayAddedLatency' \
 		-benchmem -count=$(BENCH_COUNT) -timeout 30m ./e2e/
 
-# make lint: gofmt, go vet and the pinned staticcheck, per module with GOWORK=off.
+# make lint: no tracked build output (scripts/check-tracked-files.sh), gofmt, go vet and the
+# pinned staticcheck, per module with GOWORK=off.
 lint: $(STATICCHECK_BIN)
+	@./scripts/check-tracked-files.sh
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi
 	@set -e; for m in $(MODULES); do echo "== vet + staticcheck $$m"; \
 		(cd $$m && GOWORK=off $(GO) vet ./... && GOWORK=off $(STATICCHECK_BIN) ./...); done
