@@ -32,18 +32,25 @@ const maxUpstreamBody = 32 << 20
 
 func principal(c echo.Context) auth.Principal { return httpmw.PrincipalFrom(c) }
 
-// ChatCompletions answers POST /chat/completions: auth (middleware) → model →
-// tier → rate limit → usage windows → upstream (issue order; spec 7.1).
+// ChatCompletions answers POST /chat/completions in the OpenAI
+// chat-completions wire format (chatCodec); see complete.
+func (a *API) ChatCompletions(c echo.Context) error { return a.complete(c, chatCodec{}) }
+
+// complete is the one completion pipeline behind every wire format: auth
+// (middleware) → decode (the codec) → model → tier → rate limit → usage
+// windows → upstream (fallbacks, key pools) → answer or stream (the codec)
+// → meter (issue order; spec 7.1). The codec only translates between its
+// wire format and the internal chat-completions form.
 //
 // Each phase is its own function and the handler's own frame is small, so a
 // long stream is relayed from a shallower stack (the runtime shrinks a
 // goroutine's stack only while less than a quarter of it is in use; see
 // docs/performance.md).
-func (a *API) ChatCompletions(c echo.Context) error {
+func (a *API) complete(c echo.Context, cd codec) error {
 	// The upstream exchange outlives a client that hangs up: its usage is
 	// still reported at the end and must be metered.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), upstreamDeadline)
-	x, err := a.admit(c)
+	x, err := a.admit(c, cd)
 	if err != nil {
 		cancel()
 		return err
@@ -61,7 +68,7 @@ func (a *API) ChatCompletions(c echo.Context) error {
 	defer resp.Body.Close()
 	if x.req.Stream {
 		_, span := a.Tracer.Start(ctx, "stream")
-		u := a.stream(c, resp.Body, x.model.ID, x.req.IncludeUsage, func() { x.observe(a) })
+		u := a.streamWith(c, resp.Body, cd.stream(x), func() { x.observe(a) })
 		span.End()
 		a.meter(x, u, true)
 		return nil
@@ -73,6 +80,7 @@ func (a *API) ChatCompletions(c echo.Context) error {
 type exchange struct {
 	t          *timing
 	p          auth.Principal
+	codec      codec
 	req        *chatRequest
 	model      catalog.Model
 	plan       catalog.Plan
@@ -93,14 +101,14 @@ func (x *exchange) observe(a *API) {
 // admit authenticates (the middleware's principal), parses the request,
 // resolves its model and plan, and applies the rate limits and usage
 // windows.
-func (a *API) admit(c echo.Context) (*exchange, error) {
-	x := &exchange{t: timingOf(c), p: principal(c)}
+func (a *API) admit(c echo.Context, cd codec) (*exchange, error) {
+	x := &exchange{t: timingOf(c), p: principal(c), codec: cd}
 	x.t.authDone()
 	maxBody := a.MaxBody
 	if maxBody <= 0 {
 		maxBody = DefaultMaxBody
 	}
-	req, err := parseChatRequest(c.Request(), maxBody)
+	req, err := cd.decode(c.Request(), maxBody)
 	if err != nil {
 		return nil, err
 	}
@@ -222,6 +230,9 @@ func (a *API) plain(c echo.Context, resp *http.Response, x *exchange) error {
 		return apierr.Internal(err)
 	}
 	u := usageOf(gjson.GetBytes(out, "usage"))
+	if out, err = x.codec.answer(x, out); err != nil {
+		return err
+	}
 	x.observe(a)
 	c.Response().Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
 	c.Response().Header().Set(echo.HeaderContentLength, strconv.Itoa(len(out)))

@@ -145,17 +145,18 @@ func dropCR(b []byte) []byte {
 
 // eventWriter sends one server-sent event to the client, framed and
 // flushed: through echo's response (responseEvents) or on a connection
-// taken over from net/http (connEvents).
+// taken over from net/http (connEvents). name is the event's "event:"
+// field (empty for the chat-completions stream, which has none).
 type eventWriter interface {
-	event(payload []byte) error
+	event(name string, payload []byte) error
 }
 
 // responseEvents writes events through the handler's response.
 type responseEvents struct{ w *echo.Response }
 
-func (r responseEvents) event(payload []byte) error {
+func (r responseEvents) event(name string, payload []byte) error {
 	out := outBufs.Get().(*[]byte)
-	*out = appendSSE((*out)[:0], payload)
+	*out = appendSSE((*out)[:0], name, payload)
 	_, err := r.w.Write(*out)
 	if err == nil {
 		r.w.Flush()
@@ -180,34 +181,64 @@ func setSSEHeaders(h http.Header, connection string) {
 	h.Set("X-Accel-Buffering", "no")
 }
 
-// stream answers with the relayed events through the handler's response
-// (the path of clients that are not taken over: HTTP/2, HTTP/1.0); see
-// relayEvents.
+// stream answers with the relayed chat-completion chunks through the
+// handler's response (the path of clients that are not taken over: HTTP/2,
+// HTTP/1.0); see relayEvents.
 func (a *API) stream(c echo.Context, body io.Reader, modelID string, clientWantsUsage bool, done func()) *metering.Usage {
+	return a.streamWith(c, body, newChatStream(modelID, clientWantsUsage), done)
+}
+
+// streamWith answers with the upstream's stream encoded by enc through the
+// handler's response; see relayWith.
+func (a *API) streamWith(c echo.Context, body io.Reader, enc streamEncoder, done func()) *metering.Usage {
 	w := c.Response()
 	setSSEHeaders(w.Header(), "keep-alive")
 	w.WriteHeader(http.StatusOK)
 	w.Flush()
-	return relayEvents(responseEvents{w}, body, modelID, clientWantsUsage, done)
+	return relayWith(responseEvents{w}, body, enc, done)
 }
 
-// relayEvents relays the upstream's server-sent events chunk by chunk, flushing
-// each as it arrives. It rewrites model to the public id modelID, removes
-// the usage chunk (and the usage:null fields) when the client did not ask
-// for usage, and ends a broken upstream stream with one error event. When
-// the client goes away (a write fails) it keeps reading (without writing)
-// so the final usage chunk is still seen; the usage found is returned for
-// metering. done is called when the upstream's stream has ended, before
-// the last event is flushed.
-func relayEvents(w eventWriter, body io.Reader, modelID string, clientWantsUsage bool, done func()) *metering.Usage {
-	modelJSON, _ := json.Marshal(modelID)
-	clientGone := false
-	emit := func(payload []byte) {
-		if !clientGone && w.event(payload) != nil {
-			clientGone = true
-		}
-	}
+// sink is the client's side of a relay: once a write fails the client is
+// gone and nothing more is written (the relay still reads the upstream to
+// its end, for the usage).
+type sink struct {
+	w    eventWriter
+	gone bool
+}
 
+func (s *sink) emit(name string, payload []byte) {
+	if !s.gone && s.w.event(name, payload) != nil {
+		s.gone = true
+	}
+}
+
+// streamEncoder is a codec's side of a stream: it turns the upstream's
+// chat-completion chunks into the client's events.
+type streamEncoder interface {
+	// chunk encodes one upstream chunk (valid JSON) and returns the usage
+	// it reports, if any.
+	chunk(s *sink, payload []byte) *metering.Usage
+	// done ends a complete stream (the upstream sent [DONE]).
+	done(s *sink)
+	// fail ends a broken stream with one error event saying msg.
+	fail(s *sink, msg string)
+}
+
+// relayEvents relays an upstream chat-completions stream to a
+// chat-completions client (chatStream); see relayWith.
+func relayEvents(w eventWriter, body io.Reader, modelID string, clientWantsUsage bool, done func()) *metering.Usage {
+	return relayWith(w, body, newChatStream(modelID, clientWantsUsage), done)
+}
+
+// relayWith reads the upstream's server-sent events and hands each chunk to
+// enc, which writes the client's events; each is flushed as it is written.
+// A broken upstream stream ends with enc's error event. When the client
+// goes away (a write fails) it keeps reading (without writing) so the final
+// usage chunk is still seen; the usage found is returned for metering. done
+// is called when the upstream's stream has ended, before the last event is
+// flushed.
+func relayWith(w eventWriter, body io.Reader, enc streamEncoder, done func()) *metering.Usage {
+	s := sink{w: w}
 	var usage *metering.Usage
 	sawDone, ended := false, false
 	end := func() {
@@ -230,33 +261,15 @@ func relayEvents(w eventWriter, body io.Reader, modelID string, clientWantsUsage
 		if bytes.Equal(payload, doneMarker) {
 			sawDone = true
 			end()
-			emit(doneMarker)
+			enc.done(&s)
 			continue
 		}
 		if !gjson.ValidBytes(payload) {
 			continue
 		}
-		fields := gjson.GetManyBytes(payload, "error", "usage", "choices", "model")
-		if fields[0].Exists() {
-			emit(payload)
-			continue
-		}
-		out := payload
-		if u := usageOf(fields[1]); u != nil {
+		if u := enc.chunk(&s, payload); u != nil {
 			usage = u
-			if !clientWantsUsage {
-				if c := fields[2]; !c.Exists() || c.Type == gjson.Null || (c.IsArray() && len(c.Array()) == 0) {
-					continue // the usage-only chunk the client did not ask for
-				}
-			}
 		}
-		if !clientWantsUsage && fields[1].Exists() {
-			out, _ = sjson.DeleteBytes(out, "usage")
-		}
-		if fields[3].Exists() {
-			out, _ = sjson.SetRawBytes(out, "model", modelJSON)
-		}
-		emit(out)
 	}
 	if err == io.EOF {
 		err = nil
@@ -267,15 +280,63 @@ func relayEvents(w eventWriter, body io.Reader, modelID string, clientWantsUsage
 		if errors.Is(err, errTooLong) {
 			msg = "The model provider sent an event larger than this server accepts."
 		}
-		ev, _ := json.Marshal(map[string]any{"error": map[string]string{
-			"message": msg, "type": "server_error", "code": "upstream_stream_error"}})
-		emit(ev)
+		enc.fail(&s, msg)
 	}
 	return usage
 }
 
-// appendSSE appends payload framed as one server-sent event.
-func appendSSE(b, payload []byte) []byte {
+// chatStream encodes for chat-completions clients: the upstream's chunks
+// as they are, with model rewritten to the public id, the usage chunk (and
+// the usage:null fields) removed when the client did not ask for usage.
+type chatStream struct {
+	modelJSON  []byte
+	wantsUsage bool
+}
+
+func newChatStream(modelID string, clientWantsUsage bool) *chatStream {
+	m, _ := json.Marshal(modelID)
+	return &chatStream{modelJSON: m, wantsUsage: clientWantsUsage}
+}
+
+func (c *chatStream) chunk(s *sink, payload []byte) *metering.Usage {
+	fields := gjson.GetManyBytes(payload, "error", "usage", "choices", "model")
+	if fields[0].Exists() {
+		s.emit("", payload)
+		return nil
+	}
+	out := payload
+	u := usageOf(fields[1])
+	if u != nil && !c.wantsUsage {
+		if ch := fields[2]; !ch.Exists() || ch.Type == gjson.Null || (ch.IsArray() && len(ch.Array()) == 0) {
+			return u // the usage-only chunk the client did not ask for
+		}
+	}
+	if !c.wantsUsage && fields[1].Exists() {
+		out, _ = sjson.DeleteBytes(out, "usage")
+	}
+	if fields[3].Exists() {
+		out, _ = sjson.SetRawBytes(out, "model", c.modelJSON)
+	}
+	s.emit("", out)
+	return u
+}
+
+func (c *chatStream) done(s *sink) { s.emit("", doneMarker) }
+
+func (c *chatStream) fail(s *sink, msg string) {
+	ev, _ := json.Marshal(map[string]any{"error": map[string]string{
+		"message": msg, "type": "server_error", "code": "upstream_stream_error"}})
+	s.emit("", ev)
+}
+
+// appendSSE appends payload framed as one server-sent event, named when
+// name is not empty.
+func appendSSE(b []byte, name string, payload []byte) []byte {
+	if name != "" {
+		b = append(b, "event: "...)
+		b = append(b, name...)
+		b = append(b, '\n')
+	}
 	b = append(b, "data: "...)
 	b = append(b, payload...)
 	return append(b, '\n', '\n')

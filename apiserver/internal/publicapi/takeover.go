@@ -77,7 +77,7 @@ func (a *API) detach(c echo.Context, x *exchange, resp *http.Response, cancel co
 func (a *API) relayDetached(d *detached) {
 	x := d.x
 	_, span := a.Tracer.Start(x.ctx, "stream")
-	u := relayEvents(d.w, d.body, x.model.ID, x.req.IncludeUsage, func() { x.observe(a) })
+	u := relayWith(d.w, d.body, x.codec.stream(x), func() { x.observe(a) })
 	span.End()
 	d.body.Close()
 	a.meter(x, u, true)
@@ -105,14 +105,18 @@ func (w *connEvents) head(h http.Header) {
 	w.write(b.Bytes())
 }
 
-func (w *connEvents) event(payload []byte) error {
+func (w *connEvents) event(name string, payload []byte) error {
 	if w.err != nil {
 		return w.err
 	}
 	out := outBufs.Get().(*[]byte)
-	b := strconv.AppendInt((*out)[:0], int64(len("data: ")+len(payload)+2), 16)
+	n := len("data: ") + len(payload) + 2
+	if name != "" {
+		n += len("event: ") + len(name) + 1
+	}
+	b := strconv.AppendInt((*out)[:0], int64(n), 16)
 	b = append(b, '\r', '\n')
-	b = appendSSE(b, payload)
+	b = appendSSE(b, name, payload)
 	*out = append(b, '\r', '\n')
 	w.write(*out)
 	putOut(out)
