@@ -35,6 +35,26 @@ func APIKey(a *auth.Authenticator) echo.MiddlewareFunc {
 	}
 }
 
+// AnthropicKey requires a service API key as Anthropic's clients send one:
+// in x-api-key, or as a bearer token (the Messages routes).
+func AnthropicKey(a *auth.Authenticator) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			h := c.Request().Header
+			token := h.Get("X-Api-Key")
+			if token == "" {
+				token = auth.Bearer(h.Get("Authorization"))
+			}
+			p, err := a.APIKey(c.Request().Context(), token)
+			if err != nil {
+				return err
+			}
+			SetPrincipal(c, p)
+			return next(c)
+		}
+	}
+}
+
 // Runtime requires the runtime token of the project named by the route
 // parameter param.
 func Runtime(a *auth.Authenticator, param string) echo.MiddlewareFunc {

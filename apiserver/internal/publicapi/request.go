@@ -22,12 +22,26 @@ type chatRequest struct {
 	Model        string
 	Stream       bool
 	IncludeUsage bool // the client asked for the usage chunk
+	// The client's request in its own wire format, for a translating
+	// codec's answer (nil for chat completions).
+	responses *responsesRequest
+	messages  *messagesRequest
 }
 
 // parseChatRequest reads and validates the body (spec 2.2): one JSON object,
 // model a non-empty string, messages a non-empty array of objects with a
 // string role.
 func parseChatRequest(r *http.Request, maxBody int64) (*chatRequest, error) {
+	body, err := readJSONBody(r, maxBody)
+	if err != nil {
+		return nil, err
+	}
+	return parseChat(&chatRequest{body: body})
+}
+
+// readJSONBody reads a request body of at most maxBody bytes that must be
+// one JSON object without duplicate keys (every codec's first check).
+func readJSONBody(r *http.Request, maxBody int64) ([]byte, error) {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || mt != "application/json" {
@@ -60,7 +74,12 @@ func parseChatRequest(r *http.Request, maxBody int64) (*chatRequest, error) {
 	if dup != "" {
 		return nil, apierr.BadRequest("invalid_json", "Request body has the key '"+dup+"' more than once.")
 	}
-	req := &chatRequest{body: body}
+	return body, nil
+}
+
+// parseChat validates a chat-completions body already read (readJSONBody).
+func parseChat(req *chatRequest) (*chatRequest, error) {
+	body := req.body
 	fields := gjson.GetManyBytes(body, "model", "messages", "stream", "stream_options")
 	if m := fields[0]; m.Type != gjson.String || m.Str == "" {
 		return nil, apierr.BadRequest("invalid_model", "'model' is required and must be a non-empty string.")

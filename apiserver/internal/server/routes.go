@@ -48,6 +48,10 @@ func (s *Server) routes(e *echo.Echo) {
 		g.GET("/models", api.ListModels)
 		g.GET("/models/:id", api.RetrieveModel)
 		g.POST("/chat/completions", api.ChatCompletions)
+		g.POST("/responses", api.Responses)
+		// Anthropic's wire format, errors included, from the first
+		// middleware after timing (docs/gateway.md).
+		e.POST(prefix+"/messages", api.Messages, api.Observe, api.AnthropicErrors, httpmw.AnthropicKey(s.Auth))
 	}
 
 	// Internal routes pods call with their project's runtime token (spec
