@@ -91,7 +91,8 @@ func (e *env) writeModels() {
   - {name: main, type: openai, base_url: %q, api_key_env: FAKE_UPSTREAM_KEY}
 models:
   - {id: svc-2-0, display_name: "SVC 2.0", aliases: [svc-2.0], tier: standard, provider: main, created: 2025-09-01,
-     upstream_model: up-2, reasoning_effort: medium, price: {input_per_mtok: 3, output_per_mtok: 15}}
+     upstream_model: up-2, reasoning_effort: medium,
+     price: {input_per_mtok: 3, output_per_mtok: 15, cached_input_per_mtok: 0.3, cache_write_per_mtok: 3.75}}
   - {id: svc-1-0, display_name: "SVC 1.0", legacy: true, tier: standard, provider: main, upstream_model: up-1,
      price: {input_per_mtok: 1, output_per_mtok: 4}}
   - {id: svc-premium, display_name: "SVC Premium", tier: premium, provider: main, upstream_model: up-p}

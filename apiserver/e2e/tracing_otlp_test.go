@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,8 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/svc-dev/svc/shared/testenv/fakeupstream"
 )
 
 // otlpReceiver is a minimal OTLP/HTTP trace receiver built on the official
@@ -24,6 +27,7 @@ type otlpReceiver struct {
 
 type receivedSpan struct {
 	name, traceID, service string
+	attrs                  map[string]string // values as text (ints in decimal)
 }
 
 func newOTLPReceiver(t testing.TB) *otlpReceiver {
@@ -45,8 +49,16 @@ func newOTLPReceiver(t testing.TB) *otlpReceiver {
 			}
 			for _, ss := range rs.ScopeSpans {
 				for _, s := range ss.Spans {
+					attrs := map[string]string{}
+					for _, a := range s.Attributes {
+						if v := a.GetValue(); v.GetStringValue() != "" {
+							attrs[a.Key] = v.GetStringValue()
+						} else {
+							attrs[a.Key] = strconv.FormatInt(v.GetIntValue(), 10)
+						}
+					}
 					select {
-					case r.spans <- receivedSpan{name: s.Name, traceID: hex.EncodeToString(s.TraceId), service: service}:
+					case r.spans <- receivedSpan{name: s.Name, traceID: hex.EncodeToString(s.TraceId), service: service, attrs: attrs}:
 					default:
 					}
 				}
@@ -69,6 +81,7 @@ func TestTracingExportsOverOTLP(t *testing.T) {
 	rcv := newOTLPReceiver(t)
 	a := e.startAPI("SVC_OTEL_EXPORTER_OTLP_ENDPOINT="+rcv.URL, "OTEL_BSP_SCHEDULE_DELAY=50")
 	acc := e.account("free")
+	e.upstream.Sequence(fakeupstream.Reply{Text: "ok", PromptTokens: 120, CompletionTokens: 8, CachedTokens: 100})
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 	_, err := client(a.URL+"/v1", acc.key).Chat.Completions.New(context.Background(), userMsg("traced"),
 		option.WithHeader("traceparent", "00-"+traceID+"-00f067aa0ba902b7-01"))
@@ -84,6 +97,16 @@ func TestTracingExportsOverOTLP(t *testing.T) {
 			}
 			if s.service != "svc-apiserver" {
 				t.Fatalf("span %s from service %q", s.name, s.service)
+			}
+			if s.name == "POST /v1/chat/completions" {
+				// The OpenTelemetry GenAI conventions on the server span.
+				for k, v := range map[string]string{"gen_ai.operation.name": "chat", "gen_ai.request.model": "svc-2-0",
+					"gen_ai.response.model": "up-2", "gen_ai.usage.input_tokens": "120", "gen_ai.usage.output_tokens": "8",
+					"gen_ai.usage.cache_read.input_tokens": "100"} {
+					if s.attrs[k] != v {
+						t.Errorf("server span attribute %s = %q, want %q", k, s.attrs[k], v)
+					}
+				}
 			}
 			if seen, ok := want[s.name]; ok && !seen {
 				want[s.name] = true

@@ -73,6 +73,11 @@ func (d Deployment) Name() string { return d.Provider + "/" + d.UpstreamModel }
 type Price struct {
 	InputPerMTok  float64 `yaml:"input_per_mtok"`
 	OutputPerMTok float64 `yaml:"output_per_mtok"`
+	// CachedInputPerMTok prices prompt tokens read from the provider's
+	// cache and CacheWritePerMTok those written to it; unset, they cost
+	// InputPerMTok (issue 23; docs/gateway.md).
+	CachedInputPerMTok *float64 `yaml:"cached_input_per_mtok"`
+	CacheWritePerMTok  *float64 `yaml:"cache_write_per_mtok"`
 }
 
 // Model is one public model.
@@ -120,7 +125,26 @@ func (c *Created) UnmarshalYAML(n *yaml.Node) error {
 
 // CreditsMicro is the cost of a request in millionths of a credit.
 func (m Model) CreditsMicro(promptTokens, completionTokens int64) int64 {
-	return int64(math.Round(float64(promptTokens)*m.Price.InputPerMTok + float64(completionTokens)*m.Price.OutputPerMTok))
+	return m.CreditsMicroCached(promptTokens, 0, 0, completionTokens)
+}
+
+// CreditsMicroCached is the cost of a request whose prompt tokens include
+// cached tokens read from the provider's cache and written ones written to
+// it, each at its own price (the input price when the models file sets
+// none).
+func (m Model) CreditsMicroCached(promptTokens, cached, written, completionTokens int64) int64 {
+	p := m.Price
+	cachedPrice, writePrice := p.InputPerMTok, p.InputPerMTok
+	if p.CachedInputPerMTok != nil {
+		cachedPrice = *p.CachedInputPerMTok
+	}
+	if p.CacheWritePerMTok != nil {
+		writePrice = *p.CacheWritePerMTok
+	}
+	cached, written = max(cached, 0), max(written, 0)
+	fresh := max(promptTokens-cached-written, 0)
+	return int64(math.Round(float64(fresh)*p.InputPerMTok + float64(cached)*cachedPrice +
+		float64(written)*writePrice + float64(completionTokens)*p.OutputPerMTok))
 }
 
 // Window is a plan's usage window.

@@ -166,3 +166,30 @@ func TestBadDeploymentsAndKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestCreditsMicroCached: cached and cache-write tokens are part of the
+// prompt tokens and priced at their own rates, or at the input rate when
+// the models file sets none.
+func TestCreditsMicroCached(t *testing.T) {
+	t.Parallel()
+	cachedPrice, writePrice := 0.3, 3.75
+	priced := Model{Price: Price{InputPerMTok: 3, OutputPerMTok: 15, CachedInputPerMTok: &cachedPrice, CacheWritePerMTok: &writePrice}}
+	plain := Model{Price: Price{InputPerMTok: 3, OutputPerMTok: 15}}
+	for _, tc := range []struct {
+		name                               string
+		m                                  Model
+		prompt, cached, written, out, want int64
+	}{
+		{"no cache", priced, 1000, 0, 0, 10, 3150},
+		{"cached and written", priced, 1000, 800, 100, 10, 100*3 + 240 + 375 + 150},
+		{"no cache prices: input price", plain, 1000, 800, 100, 10, 3150},
+		{"inconsistent counts never go negative", priced, 10, 800, 0, 0, 240},
+	} {
+		if got := tc.m.CreditsMicroCached(tc.prompt, tc.cached, tc.written, tc.out); got != tc.want {
+			t.Errorf("%s: %d micro-credits, want %d", tc.name, got, tc.want)
+		}
+	}
+	if plain.CreditsMicro(1000, 10) != 3150 {
+		t.Error("CreditsMicro changed")
+	}
+}

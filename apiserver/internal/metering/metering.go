@@ -213,6 +213,10 @@ type Usage struct {
 	PromptTokens     int64
 	CompletionTokens int64
 	ReasoningTokens  int64
+	// CachedTokens were read from the provider's prompt cache and
+	// CacheWriteTokens written to it; both are part of PromptTokens.
+	CachedTokens     int64
+	CacheWriteTokens int64
 	Deployment       string // the deployment that answered (provider/upstream_model)
 }
 
@@ -223,7 +227,9 @@ func (m *Meter) Record(ctx context.Context, p auth.Principal, plan catalog.Plan,
 	rec := store.UsageRecord{
 		RequestID: requestID, WorkspaceID: p.WorkspaceID, Model: model.ID, Deployment: u.Deployment,
 		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, ReasoningTokens: u.ReasoningTokens,
-		CreditsMicro: model.CreditsMicro(u.PromptTokens, u.CompletionTokens), Streamed: streamed,
+		CachedTokens: u.CachedTokens, CacheWriteTokens: u.CacheWriteTokens,
+		CreditsMicro: model.CreditsMicroCached(u.PromptTokens, u.CachedTokens, u.CacheWriteTokens, u.CompletionTokens),
+		Streamed:     streamed,
 	}
 	if p.KeyID != "" {
 		rec.APIKeyID = &p.KeyID

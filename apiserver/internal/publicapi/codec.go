@@ -18,6 +18,8 @@ type codec interface {
 	answer(x *exchange, completion []byte) ([]byte, error)
 	// stream returns the encoder of one streamed answer.
 	stream(x *exchange) streamEncoder
+	// name names the wire format in traces.
+	name() string
 }
 
 // chatCodec is the OpenAI chat-completions wire format, the internal form
@@ -34,3 +36,5 @@ func (chatCodec) answer(_ *exchange, completion []byte) ([]byte, error) { return
 func (chatCodec) stream(x *exchange) streamEncoder {
 	return newChatStream(x.model.ID, x.req.IncludeUsage)
 }
+
+func (chatCodec) name() string { return "chat.completions" }

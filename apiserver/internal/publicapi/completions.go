@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -87,9 +88,12 @@ type exchange struct {
 	ctx        context.Context // the upstream exchange's (outlives the client)
 	started    time.Time
 	deployment string // the deployment that answered
-	upstream0  string // the first deployment's upstream model
-	body0      []byte // the upstream body for upstream0
-	requestID  string
+	// responseModel is the upstream model that answered (the
+	// deployment's, for the gen_ai.response.model attribute).
+	responseModel string
+	upstream0     string // the first deployment's upstream model
+	body0         []byte // the upstream body for upstream0
+	requestID     string
 }
 
 // observe records the request's duration, before the last byte reaches the
@@ -172,6 +176,7 @@ func (a *API) send(c echo.Context, x *exchange) (*http.Response, error) {
 		c.Response().Header().Set("X-Svc-Upstream", v)
 	}
 	x.deployment = ans.Name
+	x.responseModel = ans.Name[strings.IndexByte(ans.Name, '/')+1:]
 	x.requestID = c.Response().Header().Get(echo.HeaderXRequestID)
 	// The request bodies are not needed past here (a stream may be open
 	// for minutes).
@@ -197,6 +202,9 @@ func sendError(err error) error {
 
 // meter records the request's usage, to the deployment that answered.
 func (a *API) meter(x *exchange, u *metering.Usage, streamed bool) {
+	if a.Tracer.On() {
+		genAI(x, u)
+	}
 	if u == nil {
 		return
 	}
@@ -284,5 +292,7 @@ func usageOf(u gjson.Result) *metering.Usage {
 		return nil
 	}
 	return &metering.Usage{PromptTokens: u.Get("prompt_tokens").Int(), CompletionTokens: u.Get("completion_tokens").Int(),
-		ReasoningTokens: u.Get("completion_tokens_details.reasoning_tokens").Int()}
+		ReasoningTokens:  u.Get("completion_tokens_details.reasoning_tokens").Int(),
+		CachedTokens:     u.Get("prompt_tokens_details.cached_tokens").Int(),
+		CacheWriteTokens: u.Get("prompt_tokens_details.cache_write_tokens").Int()}
 }

@@ -284,3 +284,5 @@ func anthResultText(bl anthBlock) (string, error) {
 	}
 	return b.String(), nil
 }
+
+func (messagesCodec) name() string { return "anthropic.messages" }

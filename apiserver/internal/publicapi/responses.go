@@ -375,3 +375,5 @@ func responsesFormat(raw json.RawMessage) (any, error) {
 	}
 	return nil, invalid("invalid_text", "'text.format.type' must be text, json_object or json_schema.")
 }
+
+func (responsesCodec) name() string { return "responses" }

@@ -11,16 +11,20 @@ import (
 
 // UsageRecord is the metered usage of one completion request.
 type UsageRecord struct {
-	ID               int64     `gorm:"primaryKey;autoIncrement" json:"id"`
-	RequestID        string    `json:"requestId"`
-	WorkspaceID      string    `json:"workspaceId"`
-	APIKeyID         *string   `json:"apiKeyId,omitempty"`
-	ProjectID        *string   `json:"projectId,omitempty"`
-	Model            string    `json:"model"`
-	Deployment       string    `json:"deployment"` // provider/upstream_model that answered
-	PromptTokens     int64     `json:"promptTokens"`
-	CompletionTokens int64     `json:"completionTokens"`
-	ReasoningTokens  int64     `json:"reasoningTokens"`
+	ID               int64   `gorm:"primaryKey;autoIncrement" json:"id"`
+	RequestID        string  `json:"requestId"`
+	WorkspaceID      string  `json:"workspaceId"`
+	APIKeyID         *string `json:"apiKeyId,omitempty"`
+	ProjectID        *string `json:"projectId,omitempty"`
+	Model            string  `json:"model"`
+	Deployment       string  `json:"deployment"` // provider/upstream_model that answered
+	PromptTokens     int64   `json:"promptTokens"`
+	CompletionTokens int64   `json:"completionTokens"`
+	ReasoningTokens  int64   `json:"reasoningTokens"`
+	// CachedTokens were read from the provider's prompt cache and
+	// CacheWriteTokens written to it; both are part of PromptTokens.
+	CachedTokens     int64     `json:"cachedTokens"`
+	CacheWriteTokens int64     `json:"cacheWriteTokens"`
 	CreditsMicro     int64     `json:"creditsMicro"`
 	Streamed         bool      `json:"streamed"`
 	CreatedAt        time.Time `json:"createdAt"`
@@ -127,6 +131,8 @@ type UsageTotals struct {
 	PromptTokens     int64 `json:"promptTokens"`
 	CompletionTokens int64 `json:"completionTokens"`
 	ReasoningTokens  int64 `json:"reasoningTokens"`
+	CachedTokens     int64 `json:"cachedTokens"`
+	CacheWriteTokens int64 `json:"cacheWriteTokens"`
 	CreditsMicro     int64 `json:"creditsMicro"`
 }
 
@@ -140,6 +146,7 @@ func (s *Store) SumUsageByDeployment(ctx context.Context, workspaceID string) (m
 	err := s.db.WithContext(ctx).Model(&UsageRecord{}).Where("workspace_id = ?", workspaceID).
 		Select(`deployment, COUNT(*) AS requests, COALESCE(SUM(prompt_tokens),0) AS prompt_tokens,
 COALESCE(SUM(completion_tokens),0) AS completion_tokens, COALESCE(SUM(reasoning_tokens),0) AS reasoning_tokens,
+COALESCE(SUM(cached_tokens),0) AS cached_tokens, COALESCE(SUM(cache_write_tokens),0) AS cache_write_tokens,
 COALESCE(SUM(credits_micro),0) AS credits_micro`).Group("deployment").Scan(&rows).Error
 	out := make(map[string]UsageTotals, len(rows))
 	for _, r := range rows {
@@ -154,6 +161,7 @@ func (s *Store) SumUsage(ctx context.Context, workspaceID string) (UsageTotals, 
 	err := s.db.WithContext(ctx).Model(&UsageRecord{}).Where("workspace_id = ?", workspaceID).
 		Select(`COUNT(*) AS requests, COALESCE(SUM(prompt_tokens),0) AS prompt_tokens,
 COALESCE(SUM(completion_tokens),0) AS completion_tokens, COALESCE(SUM(reasoning_tokens),0) AS reasoning_tokens,
+COALESCE(SUM(cached_tokens),0) AS cached_tokens, COALESCE(SUM(cache_write_tokens),0) AS cache_write_tokens,
 COALESCE(SUM(credits_micro),0) AS credits_micro`).Scan(&t).Error
 	return t, err
 }

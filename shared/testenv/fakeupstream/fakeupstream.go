@@ -36,6 +36,11 @@ type Reply struct {
 	PromptTokens     int64
 	CompletionTokens int64
 	ReasoningTokens  int64
+	// CachedTokens (read from the prompt cache) and CacheWriteTokens
+	// (written to it) are reported in prompt_tokens_details; both are part
+	// of PromptTokens.
+	CachedTokens     int64
+	CacheWriteTokens int64
 	// Stall blocks before any header until the request is cancelled or the
 	// server closes.
 	Stall bool
@@ -83,7 +88,7 @@ type Upstream struct {
 }
 
 // Usage totals.
-type Usage struct{ Prompt, Completion, Reasoning, Answers int64 }
+type Usage struct{ Prompt, Completion, Reasoning, Cached, CacheWrite, Answers int64 }
 
 // NewUpstream returns an Upstream that echoes the last user message.
 func NewUpstream() *Upstream {
@@ -254,6 +259,10 @@ func (s *Upstream) ServeCompletion(w http.ResponseWriter, req *http.Request) {
 	usage := map[string]any{"prompt_tokens": rep.PromptTokens, "completion_tokens": rep.CompletionTokens,
 		"total_tokens":              rep.PromptTokens + rep.CompletionTokens,
 		"completion_tokens_details": map[string]any{"reasoning_tokens": rep.ReasoningTokens}}
+	if rep.CachedTokens != 0 || rep.CacheWriteTokens != 0 {
+		usage["prompt_tokens_details"] = map[string]any{"cached_tokens": rep.CachedTokens,
+			"cache_write_tokens": rep.CacheWriteTokens}
+	}
 	msg := map[string]any{"role": "assistant", "content": rep.Text}
 	finish := "stop"
 	if len(rep.ToolCalls) > 0 {
@@ -338,6 +347,8 @@ func (s *Upstream) addReported(r Reply) {
 	s.reported.Prompt += r.PromptTokens
 	s.reported.Completion += r.CompletionTokens
 	s.reported.Reasoning += r.ReasoningTokens
+	s.reported.Cached += r.CachedTokens
+	s.reported.CacheWrite += r.CacheWriteTokens
 	s.reported.Answers++
 	s.mu.Unlock()
 }
