@@ -173,11 +173,11 @@ func TestBadDeploymentsAndKeys(t *testing.T) {
 func TestCreditsMicroCached(t *testing.T) {
 	t.Parallel()
 	cachedPrice, writePrice := 0.3, 3.75
-	priced := Model{Price: Price{InputPerMTok: 3, OutputPerMTok: 15, CachedInputPerMTok: &cachedPrice, CacheWritePerMTok: &writePrice}}
-	plain := Model{Price: Price{InputPerMTok: 3, OutputPerMTok: 15}}
+	priced := catalog.Model{Price: catalog.Price{InputPerMTok: 3, OutputPerMTok: 15, CachedInputPerMTok: &cachedPrice, CacheWritePerMTok: &writePrice}}
+	plain := catalog.Model{Price: catalog.Price{InputPerMTok: 3, OutputPerMTok: 15}}
 	for _, tc := range []struct {
 		name                               string
-		m                                  Model
+		m                                  catalog.Model
 		prompt, cached, written, out, want int64
 	}{
 		{"no cache", priced, 1000, 0, 0, 10, 3150},
