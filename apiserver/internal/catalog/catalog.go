@@ -34,6 +34,11 @@ type Provider struct {
 	APIKeyEnv string   `yaml:"api_key_env"`
 	APIKey    string   `yaml:"-"` // resolved from APIKeyEnv at load
 	APIKeys   []APIKey `yaml:"api_keys"`
+	// ResponsesNative: the provider serves the OpenAI Responses API at
+	// <base_url>/responses; Responses requests for a model whose every
+	// deployment is on such a provider are passed through untouched
+	// instead of translated to chat completions (issue 23).
+	ResponsesNative bool `yaml:"responses_native"`
 }
 
 // APIKey is one key of a provider's pool. Its value comes from the
@@ -349,6 +354,17 @@ func loadKeys(p *Provider) error {
 		}
 	}
 	return nil
+}
+
+// ResponsesNative reports whether every deployment of m is on a provider
+// declared Responses-native.
+func (c *Catalog) ResponsesNative(m *Model) bool {
+	for _, d := range m.Deployments {
+		if !c.Providers[d.Provider].ResponsesNative {
+			return false
+		}
+	}
+	return len(m.Deployments) > 0
 }
 
 // Resolve finds a model by id or alias.

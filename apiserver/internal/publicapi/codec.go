@@ -2,6 +2,10 @@ package publicapi
 
 import (
 	"net/http"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/svc-dev/svc/apiserver/internal/metering"
 )
 
 // codec is one wire format of the completion pipeline (complete): it
@@ -20,6 +24,8 @@ type codec interface {
 	stream(x *exchange) streamEncoder
 	// name names the wire format in traces.
 	name() string
+	// usage reads the usage of a non-streamed answer (nil: none).
+	usage(completion []byte) *metering.Usage
 }
 
 // chatCodec is the OpenAI chat-completions wire format, the internal form
@@ -38,3 +44,17 @@ func (chatCodec) stream(x *exchange) streamEncoder {
 }
 
 func (chatCodec) name() string { return "chat.completions" }
+
+// usage of a chat completion: every translating codec's upstream answers
+// in the chat form.
+func (chatCodec) usage(completion []byte) *metering.Usage {
+	return usageOf(gjson.GetBytes(completion, "usage"))
+}
+
+func (responsesCodec) usage(completion []byte) *metering.Usage {
+	return chatCodec{}.usage(completion)
+}
+
+func (messagesCodec) usage(completion []byte) *metering.Usage {
+	return chatCodec{}.usage(completion)
+}

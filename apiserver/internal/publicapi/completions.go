@@ -56,6 +56,9 @@ func (a *API) complete(c echo.Context, cd codec) error {
 		cancel()
 		return err
 	}
+	if x.req.passthrough {
+		ctx = upstream.WithEndpoint(ctx, "/responses")
+	}
 	x.ctx = ctx
 	resp, err := a.send(c, x)
 	if err != nil {
@@ -69,7 +72,7 @@ func (a *API) complete(c echo.Context, cd codec) error {
 	defer resp.Body.Close()
 	if x.req.Stream {
 		_, span := a.Tracer.Start(ctx, "stream")
-		u := a.streamWith(c, resp.Body, cd.stream(x), func() { x.observe(a) })
+		u := a.streamWith(c, resp.Body, x.codec.stream(x), func() { x.observe(a) })
 		span.End()
 		a.meter(x, u, true)
 		return nil
@@ -129,6 +132,10 @@ func (a *API) admit(c echo.Context, cd codec) (*exchange, error) {
 		return nil, apierr.ModelTierRestricted(model.ID, model.Tier)
 	}
 	x.model, x.plan = model, plan
+	if req.responses != nil && a.Catalog.ResponsesNative(&model) {
+		// A Responses-native provider gets the client's request as it is.
+		x.codec, req.body, req.passthrough = responsesNativeCodec{}, req.clientBody, true
+	}
 	// The first deployment's upstream body, built here rather than inside
 	// the router's call chain (whose deepest point then stays shallower).
 	if len(model.Deployments) > 0 {
@@ -237,7 +244,7 @@ func (a *API) plain(c echo.Context, resp *http.Response, x *exchange) error {
 	if err != nil {
 		return apierr.Internal(err)
 	}
-	u := usageOf(gjson.GetBytes(out, "usage"))
+	u := x.codec.usage(out)
 	if out, err = x.codec.answer(x, out); err != nil {
 		return err
 	}

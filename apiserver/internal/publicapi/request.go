@@ -26,6 +26,10 @@ type chatRequest struct {
 	// codec's answer (nil for chat completions).
 	responses *responsesRequest
 	messages  *messagesRequest
+	// clientBody is a Responses request as the client sent it; passthrough
+	// sends it (model edited) to a Responses-native provider.
+	clientBody  []byte
+	passthrough bool
 }
 
 // parseChatRequest reads and validates the body (spec 2.2): one JSON object,
@@ -122,8 +126,8 @@ func (r *chatRequest) upstreamBody(m catalog.Model, model string) ([]byte, error
 		model = m.ID
 	}
 	out, err := sjson.SetBytes(append([]byte(nil), r.body...), "model", model)
-	if err != nil {
-		return nil, err
+	if err != nil || r.passthrough {
+		return out, err
 	}
 	if m.ReasoningEffort != "" && !gjson.GetBytes(out, "reasoning_effort").Exists() {
 		if out, err = sjson.SetBytes(out, "reasoning_effort", m.ReasoningEffort); err != nil {

@@ -159,7 +159,7 @@ func (responsesCodec) decode(r *http.Request, maxBody int64) (*chatRequest, erro
 	if err != nil {
 		return nil, err
 	}
-	req.responses = &in
+	req.responses, req.clientBody = &in, body
 	return req, nil
 }
 

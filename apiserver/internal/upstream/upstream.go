@@ -85,9 +85,22 @@ func (c *Client) Send(ctx context.Context, p catalog.Provider, body []byte) (*ht
 	return c.send(ctx, p, p.APIKey, body)
 }
 
+// endpointKey is the context key of WithEndpoint.
+type endpointKey struct{}
+
+// WithEndpoint makes the requests sent with ctx go to the provider's path
+// (e.g. "/responses") instead of /chat/completions.
+func WithEndpoint(ctx context.Context, path string) context.Context {
+	return context.WithValue(ctx, endpointKey{}, path)
+}
+
 // send is Send with the API key chosen by the caller (a key pool's).
 func (c *Client) send(ctx context.Context, p catalog.Provider, key string, body []byte) (*http.Response, error) {
-	url := strings.TrimRight(p.BaseURL, "/") + "/chat/completions"
+	path := "/chat/completions"
+	if v, ok := ctx.Value(endpointKey{}).(string); ok {
+		path = v
+	}
+	url := strings.TrimRight(p.BaseURL, "/") + path
 	if p.Type == "dev" {
 		url = "http://dev.upstream.invalid/v1/chat/completions"
 	}
