@@ -63,7 +63,6 @@ type SourceStatus struct {
 // reporting, not an error); other hydrate failures are errors as for every
 // read, unless a stale copy can be reported.
 func (a *API) ReadStatus(ctx context.Context, proj store.Project, h http.Header) (StatusResponse, error) {
-	a.defaults()
 	resp := StatusResponse{ProjectID: proj.ID, SyncMode: string(proj.CloudSyncMode), ReadSource: ReadSource(proj)}
 	if h != nil {
 		h.Set(ReadSourceHeader, resp.ReadSource)
