@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/svc-dev/svc/apiserver/internal/admin"
+	"github.com/svc-dev/svc/apiserver/internal/apikey"
 	"github.com/svc-dev/svc/apiserver/internal/console/login"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/shared/datadir"
@@ -44,7 +44,7 @@ func bootstrapDemo(ctx context.Context, a *app, addr string) error {
 	b, err := os.ReadFile(keyPath)
 	key := strings.TrimSpace(string(b))
 	if err != nil || key == "" {
-		k, err := admin.CreateKey(ctx, a.store, ws.ID, u.ID, "demo")
+		k, err := apikey.Issue(ctx, a.store, ws.ID, u.ID, "demo")
 		if err != nil {
 			return err
 		}

@@ -190,7 +190,7 @@ func init() {
 		if err := parse(fs, args, "workspace", "user"); err != nil {
 			return nil, err
 		}
-		return CreateKey(ctx, env.Store, *ws, *user, *name)
+		return apikey.Issue(ctx, env.Store, *ws, *user, *name)
 	})
 	registerOne("key revoke", "--id K", "id", func(ctx context.Context, env *Env, id string) (any, error) {
 		return env.Store.RevokeAPIKey(ctx, id)
@@ -401,30 +401,6 @@ func GenerateChannelSecret() (string, error) {
 		return "", err
 	}
 	return "whsec_" + base64.StdEncoding.EncodeToString(b[:]), nil
-}
-
-// KeyCreated is the answer of key create: the plain key appears only here.
-type KeyCreated struct {
-	ID     string `json:"id"`
-	Key    string `json:"key"`
-	Prefix string `json:"prefix"`
-}
-
-// CreateKey mints and stores a key for a member of the workspace.
-func CreateKey(ctx context.Context, st *store.Store, workspaceID, userID, name string) (KeyCreated, error) {
-	ok, err := st.IsMember(ctx, workspaceID, userID)
-	if err != nil {
-		return KeyCreated{}, err
-	}
-	if !ok {
-		return KeyCreated{}, fmt.Errorf("user %s is not a member of workspace %s", userID, workspaceID)
-	}
-	k := apikey.New()
-	if _, err := st.CreateAPIKey(ctx, store.APIKey{WorkspaceID: workspaceID, UserID: userID,
-		Credential: store.Credential{ID: k.ID, Name: name, Prefix: k.Display}, KeyHash: k.Hash}); err != nil {
-		return KeyCreated{}, err
-	}
-	return KeyCreated{ID: k.ID, Key: k.Plain, Prefix: k.Display}, nil
 }
 
 // ShowUsage reports a workspace's totals and its windows against the plan.

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/svc-dev/svc/apiserver/internal/admin"
+	"github.com/svc-dev/svc/apiserver/internal/apikey"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate/hydratetest"
 	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
@@ -27,7 +27,7 @@ func TestConsoleAndAPIReadsConcurrently(t *testing.T) {
 	}
 	hyd := hydratetest.NewManager(t, hydrate.Options{Store: objs, Dir: filepath.Join(t.TempDir(), "hydrated"), Checkpoints: st}, nil)
 	w := newWorldTB(t, st, hyd)
-	key, err := admin.CreateKey(context.Background(), st, w.wsA.ID, w.member.ID, "reader")
+	key, err := apikey.Issue(context.Background(), st, w.wsA.ID, w.member.ID, "reader")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,24 @@
+package apiserver_test
+
+import (
+	"testing"
+
+	"github.com/svc-dev/svc/shared/testenv/layers"
+)
+
+// The API server's packages form floors (issue 22 point 6, docs/design.md
+// §2): the binary, then the route table (server) and the admin CLI, then
+// the handler packages, then the domain packages, then the store. No
+// import runs back up, and no folder imports another that imports it back.
+func TestLayers(t *testing.T) {
+	t.Parallel()
+	layers.Check(t, ".", layers.Rules{Forbidden: []layers.Edge{
+		{From: "", To: "cmd", Except: []string{"cmd"}, Why: "nothing imports the binary"},
+		{From: "internal", To: "internal/server", Except: []string{"internal/server"},
+			Why: "the route table is the top floor; only its own test helper (servertest) imports it"},
+		{From: "internal", To: "internal/admin", Except: []string{"internal/admin"},
+			Why: "the admin CLI is a top floor; what the console shares with it lives below (apikey.Issue)"},
+		{From: "internal/store", To: "internal", Except: []string{"internal/store"}, Why: "the store is the bottom floor"},
+		{From: "internal/hydrate", To: "internal/checkpointreads", Why: "reads sit above the hydrated copies"},
+	}})
+}
