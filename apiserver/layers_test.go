@@ -12,13 +12,29 @@ import (
 // import runs back up, and no folder imports another that imports it back.
 func TestLayers(t *testing.T) {
 	t.Parallel()
-	layers.Check(t, ".", layers.Rules{Forbidden: []layers.Edge{
+	layers.Check(t, ".", layers.Rules{Forbidden: append([]layers.Edge{
 		{From: "", To: "cmd", Except: []string{"cmd"}, Why: "nothing imports the binary"},
 		{From: "internal", To: "internal/server", Except: []string{"internal/server"},
 			Why: "the route table is the top floor; only its own test helper (servertest) imports it"},
 		{From: "internal", To: "internal/admin", Except: []string{"internal/admin"},
 			Why: "the admin CLI is a top floor; what the console shares with it lives below (apikey.Issue)"},
 		{From: "internal/store", To: "internal", Except: []string{"internal/store"}, Why: "the store is the bottom floor"},
-		{From: "internal/hydrate", To: "internal/checkpointreads", Why: "reads sit above the hydrated copies"},
-	}})
+	}, domainBelowHandlers()...)})
+}
+
+// domainBelowHandlers forbids every domain package to import a handler
+// package (parity -> checkpointreads is the one such edge left, issue 22).
+func domainBelowHandlers() []layers.Edge {
+	handlers := []string{"agentproxy", "channelapi", "checkpointreads", "checkpointrecord", "console", "gitserver",
+		"lfsbatch", "openapi", "outboxapi", "pairing", "publicapi", "publish"}
+	domain := []string{"apikey", "catalog", "hydrate", "janitor", "lfsgc", "metering", "objstoreopen", "runtime",
+		"tracing", "upstream"}
+	var out []layers.Edge
+	for _, d := range domain {
+		for _, h := range handlers {
+			out = append(out, layers.Edge{From: "internal/" + d, To: "internal/" + h,
+				Why: "domain packages sit below the HTTP handlers that use them"})
+		}
+	}
+	return out
 }
