@@ -16,7 +16,10 @@ require (
 	go.uber.org/zap v1.28.0
 )
 
-require github.com/kylelemons/godebug v1.1.0 // indirect
+require (
+	github.com/agnivade/levenshtein v1.2.2 // indirect
+	github.com/kylelemons/godebug v1.1.0 // indirect
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect

@@ -19,6 +19,8 @@ func TestServeRefusesUnknownSettings(t *testing.T) {
 		{"SVC_RUNTIME_DRIVER=metal", "SVC_RUNTIME_DRIVER=metal: runtime driver metal needs SVC_METAL_HOST_URL and SVC_METAL_HOST_TOKEN"},
 		{"SVC_RUNTIME_DRIVER=kubernetes", "SVC_RUNTIME_DRIVER=kubernetes needs SVC_RUNTIME_POD_TEMPLATE_FILE"},
 		{"SVC_LOG_FORMAT=xml", `SVC_LOG_FORMAT: log format "xml": choose json or console`},
+		// A mistyped variable refuses rather than falling back to a default.
+		{"SVC_RUNTIME_DRIVR=local", "SVC_RUNTIME_DRIVR (did you mean SVC_RUNTIME_DRIVER?)"},
 	} {
 		t.Run(tc.env, func(t *testing.T) {
 			t.Parallel()

@@ -1,4 +1,4 @@
-// Package gitrun is the one runner for the real git binary (STYLE.md, after
+// Package gitrun is the one runner for the real git binary (docs/design.md §4, after
 // Gitea's modules/git/gitcmd). Every git call of podagent and apiserver goes
 // through it:
 //

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/svc-dev/svc/apiserver/internal/admin"
+	"github.com/svc-dev/svc/apiserver/internal/apikey"
 	"github.com/svc-dev/svc/apiserver/internal/console/login"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/shared/datadir"
@@ -44,7 +44,7 @@ func bootstrapDemo(ctx context.Context, a *app, addr string) error {
 	b, err := os.ReadFile(keyPath)
 	key := strings.TrimSpace(string(b))
 	if err != nil || key == "" {
-		k, err := admin.CreateKey(ctx, a.store, ws.ID, u.ID, "demo")
+		k, err := apikey.Issue(ctx, a.store, ws.ID, u.ID, "demo")
 		if err != nil {
 			return err
 		}
@@ -67,28 +67,28 @@ func bootstrapDemo(ctx context.Context, a *app, addr string) error {
   %s
 
   Demo workspace %s, API key (also in %s):
-    export SVC_KEY=%s
+    export API_KEY=%s
 
   Try:
-    curl -s %s/api/v1/models -H "Authorization: Bearer $SVC_KEY"
-    curl -s %s/api/v1/chat/completions -H "Authorization: Bearer $SVC_KEY" \
+    curl -s %s/api/v1/models -H "Authorization: Bearer $API_KEY"
+    curl -s %s/api/v1/chat/completions -H "Authorization: Bearer $API_KEY" \
       -H 'Content-Type: application/json' \
       -d '{"model":"svc-2-0","messages":[{"role":"user","content":"hello"}]}'
-    curl -sN %s/v1/chat/completions -H "Authorization: Bearer $SVC_KEY" \
+    curl -sN %s/v1/chat/completions -H "Authorization: Bearer $API_KEY" \
       -H 'Content-Type: application/json' \
       -d '{"model":"svc-2.0","stream":true,"messages":[{"role":"user","content":"hello"}]}'
 
   Webhook channel of the demo project %s (its agent starts on the first request):
     curl -s %s/api/projects/%s/agent-proxy/agent/channels/webhook/incoming \
-      -H "Authorization: Bearer $SVC_KEY" -H "X-Webhook-Secret: %s" \
+      -H "Authorization: Bearer $API_KEY" -H "X-Webhook-Secret: %s" \
       -H 'Content-Type: application/json' -d '{"message":"hello agent"}'
     # the dev upstream's one script: "write <path>: <text>" makes the agent call write_file (a commit)
     curl -s %s/api/projects/%s/agent-proxy/agent/channels/webhook/incoming \
-      -H "Authorization: Bearer $SVC_KEY" -H "X-Webhook-Secret: %s" \
+      -H "Authorization: Bearer $API_KEY" -H "X-Webhook-Secret: %s" \
       -H 'Content-Type: application/json' -d '{"message":"write hello.txt: hello from the webhook"}'
-    git clone http://demo:$SVC_KEY@%s/api/projects/%s/git demo && cat demo/hello.txt
-    curl -s "%s/api/projects/%s/checkpoints/diff" -H "Authorization: Bearer $SVC_KEY"
-    curl -s %s/api/projects/%s/checkpoints/graph -H "Authorization: Bearer $SVC_KEY"
+    git clone http://demo:$API_KEY@%s/api/projects/%s/git demo && cat demo/hello.txt
+    curl -s "%s/api/projects/%s/checkpoints/diff" -H "Authorization: Bearer $API_KEY"
+    curl -s %s/api/projects/%s/checkpoints/graph -H "Authorization: Bearer $API_KEY"
 
   Web console: sign in as %s (owner of the demo workspace) with this one-time link (15 min):
     %s

@@ -3,9 +3,10 @@ package admin
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/svc-dev/svc/apiserver/internal/pairing"
 	"github.com/svc-dev/svc/apiserver/internal/store"
@@ -38,19 +39,20 @@ func CreatePairing(ctx context.Context, st *store.Store, projectID, name string)
 		Prefix: row.Prefix, CreatedAt: row.CreatedAt}, nil
 }
 
-func init() {
-	register("pairing create", "--project P [--name N]  (prints the pairing token once; pins P to the paired machine)", func(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) (any, error) {
-		project, name := fs.String("project", "", ""), fs.String("name", "", "")
-		if err := parse(fs, args, "project"); err != nil {
-			return nil, err
-		}
-		return CreatePairing(ctx, env.Store, *project, *name)
+func (a *cli) pairingCommands() []*cobra.Command {
+	var project, name, id string
+	create := a.verb("create", "--project P [--name N]  (prints the pairing token once; pins P to the paired machine)", []string{"project"},
+		func(ctx context.Context, _ *cobra.Command) (any, error) {
+			return CreatePairing(ctx, a.env.Store, project, name)
+		})
+	create.Flags().StringVar(&project, "project", "", "project id")
+	create.Flags().StringVar(&name, "name", "", "name of the paired machine")
+	revoke := a.verb("revoke", "--id I  (unpins the project from that machine)", []string{"id"}, func(ctx context.Context, _ *cobra.Command) (any, error) {
+		return a.env.Store.RevokePairingToken(ctx, id)
 	})
-	registerOne("pairing revoke", "--id I  (unpins the project from that machine)", "id", func(ctx context.Context, env *Env, id string) (any, error) {
-		return env.Store.RevokePairingToken(ctx, id)
-	})
-	registerOne("pairing list", "--project P", "project", func(ctx context.Context, env *Env, project string) (any, error) {
-		ts, err := env.Store.ListPairingTokens(ctx, project)
+	revoke.Flags().StringVar(&id, "id", "", "pairing token id")
+	list := a.verb("list", "--project P", []string{"project"}, func(ctx context.Context, _ *cobra.Command) (any, error) {
+		ts, err := a.env.Store.ListPairingTokens(ctx, project)
 		if err != nil {
 			return nil, err
 		}
@@ -59,11 +61,19 @@ func init() {
 		}
 		return map[string]any{"projectId": project, "pairingTokens": ts}, nil
 	})
-	registerOne("runtime show", "--project P  (the runtime the project is pinned to)", "project", func(ctx context.Context, env *Env, project string) (any, error) {
-		a, err := env.Store.GetRuntimeAssignment(ctx, project)
+	list.Flags().StringVar(&project, "project", "", "project id")
+	return []*cobra.Command{noun("pairing", create, revoke, list)}
+}
+
+func (a *cli) runtimeCommands() []*cobra.Command {
+	var project string
+	show := a.verb("show", "--project P  (the runtime the project is pinned to)", []string{"project"}, func(ctx context.Context, _ *cobra.Command) (any, error) {
+		r, err := a.env.Store.GetRuntimeAssignment(ctx, project)
 		if errors.Is(err, store.ErrNotFound) {
 			return map[string]any{"projectId": project, "driver": ""}, nil
 		}
-		return a, err
+		return r, err
 	})
+	show.Flags().StringVar(&project, "project", "", "project id")
+	return []*cobra.Command{noun("runtime", show)}
 }

@@ -38,7 +38,9 @@ const (
 	MaxFiles            = 5000
 )
 
-// API holds the handlers' dependencies.
+// API holds the handlers' dependencies. Build it with New: the value is
+// complete from then on and never written again, so the route table and the
+// console share one (reads run concurrently on it).
 type API struct {
 	Hydrate *hydrate.Manager
 	Store   *store.Store
@@ -52,15 +54,11 @@ type API struct {
 	Now          func() time.Time
 }
 
-// WithDefaults fills the zero options and returns a; the server's route
-// table mounts Graph, Commit, Diff and Status behind APIKey and
-// ProjectMember on the "id" parameter.
-func (a *API) WithDefaults() *API {
-	a.defaults()
-	return a
-}
-
-func (a *API) defaults() {
+// New returns the reads over a with its zero options filled in. The server
+// builds one in server.New; its route table mounts Graph, Commit, Diff,
+// Status, Files and Restore behind APIKey and ProjectMember on the "id"
+// parameter, and the console calls the Read functions of the same value.
+func New(a API) *API {
 	if a.Log == nil {
 		a.Log = zap.NewNop()
 	}
@@ -68,6 +66,7 @@ func (a *API) defaults() {
 		a.Now = time.Now
 	}
 	a.MaxDiffBytes = settings.PositiveOr(a.MaxDiffBytes, DefaultMaxDiffBytes)
+	return &a
 }
 
 // acquire refreshes and opens the project's copy, setting the hydrate

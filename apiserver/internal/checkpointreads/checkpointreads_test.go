@@ -14,6 +14,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/checkpointreads"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate/hydratetest"
+	"github.com/svc-dev/svc/apiserver/internal/server/servertest"
 	"github.com/svc-dev/svc/shared/testenv"
 	"github.com/svc-dev/svc/shared/testenv/testhttp"
 )
@@ -70,10 +71,10 @@ func newHistory(t *testing.T) *history {
 
 func (f *fx) url(path string) string { return f.URL + "/api/projects/" + f.Project.ID + path }
 
-type fx struct{ *hydratetest.Fixture }
+type fx struct{ *servertest.Hydrated }
 
 func setup(t *testing.T) (*fx, *history) {
-	f := &fx{hydratetest.NewFixture(t, nil)}
+	f := &fx{servertest.NewHydrated(t, nil)}
 	h := newHistory(t)
 	h.w.Persist(f.Objects, f.Project.ID)
 	return f, h
@@ -246,7 +247,7 @@ func TestStatus(t *testing.T) {
 
 func TestMissingAndCorruptObject(t *testing.T) {
 	t.Parallel()
-	f := &fx{hydratetest.NewFixture(t, nil)}
+	f := &fx{servertest.NewHydrated(t, nil)}
 	resp, m := get(t, f.url("/checkpoints/graph"), f.Key, nil)
 	if resp.StatusCode != 404 || errCode(m) != hydrate.CodeNotFound {
 		t.Fatalf("missing: %d %v", resp.StatusCode, m)
@@ -347,7 +348,7 @@ func TestAuthMatrix(t *testing.T) {
 // repository whose object did not change: auth, membership, one HEAD
 // probe to MinIO, git log. Reports the median as p50-ms.
 func BenchmarkGraphUnchangedETag(b *testing.B) {
-	f := &fx{hydratetest.NewFixture(b, nil)}
+	f := &fx{servertest.NewHydrated(b, nil)}
 	w := hydratetest.NewWork(b)
 	w.Generate(1000, 200, false)
 	w.Tag("publish/bench/1700000000", "publish")
@@ -380,7 +381,7 @@ func BenchmarkGraphUnchangedETag(b *testing.B) {
 
 func TestEmptyRepository(t *testing.T) {
 	t.Parallel()
-	f := &fx{hydratetest.NewFixture(t, nil)}
+	f := &fx{servertest.NewHydrated(t, nil)}
 	w := hydratetest.NewWork(t) // git init only: unborn main
 	w.Persist(f.Objects, f.Project.ID)
 	var g checkpointreads.GraphResponse

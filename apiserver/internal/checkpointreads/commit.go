@@ -27,7 +27,6 @@ type CommitStats struct {
 // ReadCommit returns one commit with the files it changed against its first
 // parent; binary files are marked binary and carry no line counts.
 func (a *API) ReadCommit(ctx context.Context, projectID, sha string, h http.Header) (CommitResponse, error) {
-	a.defaults()
 	sha = strings.ToLower(sha)
 	if !validSHA(sha) {
 		return CommitResponse{}, invalidSHA("sha", sha)

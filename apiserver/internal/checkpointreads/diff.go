@@ -25,7 +25,6 @@ const TruncationMarker = "\n[svc: diff truncated at %d bytes; request a narrower
 // ReadDiff returns the unified diff from..to. to defaults to HEAD; from
 // defaults to to's first parent (the empty tree for a root commit).
 func (a *API) ReadDiff(ctx context.Context, projectID, from, to string, h http.Header) (DiffResponse, error) {
-	a.defaults()
 	if to == "" {
 		to = "HEAD"
 	}

@@ -28,7 +28,6 @@ type GraphResponse struct {
 // after the last commit shown, so commits added in between do not shift it.
 // The hydrate headers go to h when it is not nil (as for every read).
 func (a *API) ReadGraph(ctx context.Context, projectID, limitParam, cursor string, h http.Header) (GraphResponse, error) {
-	a.defaults()
 	limit := DefaultLimit
 	if v := limitParam; v != "" {
 		n, err := strconv.Atoi(v)

@@ -1,19 +1,14 @@
 package checkpointreads
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"net/http"
 	"time"
 
-	"github.com/klauspost/compress/gzip"
-
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/store"
-	"github.com/svc-dev/svc/shared/objstore"
-	"github.com/svc-dev/svc/shared/wire"
 )
 
 // StatusResponse is the body of GET …/checkpoints/status.
@@ -24,11 +19,11 @@ type StatusResponse struct {
 	SyncMode  string `json:"syncMode"`
 	// ReadSource is where the project's current files are read from: s3
 	// in s3 and dual_shadow, git in git_only (docs/sync-modes.md §5).
-	ReadSource     string            `json:"readSource"`
-	Source         *SourceStatus     `json:"source,omitempty"`
-	LastCheckpoint *store.Checkpoint `json:"lastCheckpoint"`
-	Durable        DurableStatus     `json:"durable"`
-	Published      *PublishedStatus  `json:"published"`
+	ReadSource     string                `json:"readSource"`
+	Source         *hydrate.SourceStatus `json:"source,omitempty"`
+	LastCheckpoint *store.Checkpoint     `json:"lastCheckpoint"`
+	Durable        DurableStatus         `json:"durable"`
+	Published      *PublishedStatus      `json:"published"`
 }
 
 // DurableStatus describes <projectId>/repo.git.tar.gz and this replica's copy.
@@ -49,27 +44,17 @@ type PublishedStatus struct {
 	Tag string `json:"tag"`
 }
 
-// SourceStatus describes <projectId>/project-src.tar.gz.
-type SourceStatus struct {
-	Exists bool   `json:"exists"`
-	ETag   string `json:"etag,omitempty"`
-	Size   int64  `json:"size,omitempty"`
-	// Head is the commit the archive was taken at ("" if not recorded).
-	Head string `json:"head,omitempty"`
-}
-
 // ReadStatus reports the project's sync state. A project without a durable
 // object yet answers with durable.exists false (that is a state worth
 // reporting, not an error); other hydrate failures are errors as for every
 // read, unless a stale copy can be reported.
 func (a *API) ReadStatus(ctx context.Context, proj store.Project, h http.Header) (StatusResponse, error) {
-	a.defaults()
 	resp := StatusResponse{ProjectID: proj.ID, SyncMode: string(proj.CloudSyncMode), ReadSource: ReadSource(proj)}
 	if h != nil {
 		h.Set(ReadSourceHeader, resp.ReadSource)
 	}
 	if a.Objects != nil {
-		src, err := SourceHead(ctx, a.Objects, proj.ID)
+		src, err := hydrate.SourceHead(ctx, a.Objects, proj.ID)
 		if err != nil {
 			return StatusResponse{}, apierr.Unavailable(err)
 		}
@@ -113,24 +98,4 @@ func (a *API) ReadStatus(ctx context.Context, proj store.Project, h http.Header)
 	ha := r.HydratedAt.UTC()
 	d.HydratedAt = &ha
 	return resp, nil
-}
-
-// SourceHead reads the head recorded in project-src.tar.gz (its gzip
-// comment) from the first bytes of the object.
-func SourceHead(ctx context.Context, objs objstore.Store, projectID string) (SourceStatus, error) {
-	rc, info, err := objs.Get(ctx, objstore.SourceKey(projectID))
-	if errors.Is(err, objstore.ErrNotExist) {
-		return SourceStatus{}, nil
-	}
-	if err != nil {
-		return SourceStatus{}, err
-	}
-	defer rc.Close()
-	st := SourceStatus{Exists: true, ETag: info.ETag, Size: info.Size}
-	zr, err := gzip.NewReader(bufio.NewReaderSize(rc, 4096))
-	if err != nil {
-		return st, nil // not ours to judge here; the head stays unknown
-	}
-	st.Head = wire.SourceHead(zr.Header.Comment)
-	return st, nil
 }

@@ -106,7 +106,11 @@ var options = slices.Concat([]settings.Option[Config]{
 
 // Parse reads flags from args, then fills everything not given on the
 // command line from the environment (or <VAR>_FILE for secrets), then defaults.
+// An SVC_ variable that is no setting refuses the start (settings.CheckEnviron).
 func Parse(name string, args []string) (*Config, *flag.FlagSet, error) {
+	if err := settings.CheckEnviron(os.Environ(), settings.EnvNames(options)); err != nil {
+		return nil, nil, err
+	}
 	c := &Config{}
 	fs, err := settings.Parse(c, name, args, os.Getenv, options)
 	if err != nil {

@@ -17,7 +17,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/svc-dev/svc/apiserver/internal/admin"
+	"github.com/svc-dev/svc/apiserver/internal/apikey"
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
 	"github.com/svc-dev/svc/apiserver/internal/console"
 	"github.com/svc-dev/svc/apiserver/internal/console/login"
@@ -406,12 +406,12 @@ func TestKeysJSONAPI(t *testing.T) {
 	t.Parallel()
 	storetest.EachWith(t, newWorld, func(t *testing.T, w *world) {
 		ctx := context.Background()
-		ownerKey, err := admin.CreateKey(ctx, w.st, w.wsA.ID, w.owner.ID, "owner")
+		ownerKey, err := apikey.Issue(ctx, w.st, w.wsA.ID, w.owner.ID, "owner")
 		if err != nil {
 			t.Fatal(err)
 		}
-		memberKey, _ := admin.CreateKey(ctx, w.st, w.wsA.ID, w.member.ID, "member")
-		otherKey, _ := admin.CreateKey(ctx, w.st, w.wsB.ID, w.other.ID, "other")
+		memberKey, _ := apikey.Issue(ctx, w.st, w.wsA.ID, w.member.ID, "member")
+		otherKey, _ := apikey.Issue(ctx, w.st, w.wsB.ID, w.other.ID, "other")
 		api := "/api/workspaces/" + w.wsA.ID + "/keys"
 		call := func(method, path, key, body string, h http.Header) response {
 			t.Helper()

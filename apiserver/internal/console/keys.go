@@ -7,8 +7,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/svc-dev/svc/apiserver/internal/admin"
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
+	"github.com/svc-dev/svc/apiserver/internal/apikey"
 	"github.com/svc-dev/svc/apiserver/internal/auth"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 )
@@ -18,7 +18,7 @@ const MaxKeyNameLen = 100
 
 type keysData struct {
 	Keys    []store.APIKey
-	Created *admin.KeyCreated
+	Created *apikey.Issued
 	Owner   bool
 	Base    string
 }
@@ -28,7 +28,7 @@ func (c *Console) KeysPage(ec echo.Context) error {
 	return c.keysPage(ec, http.StatusOK, nil, "", "")
 }
 
-func (c *Console) keysPage(ec echo.Context, status int, created *admin.KeyCreated, flash, errMsg string) error {
+func (c *Console) keysPage(ec echo.Context, status int, created *apikey.Issued, flash, errMsg string) error {
 	p := newPage(ec, "API keys", "keys")
 	keys, err := c.o.Store.ListAPIKeys(ec.Request().Context(), p.WS.ID)
 	if err != nil {
@@ -54,7 +54,7 @@ func (c *Console) CreateKey(ec echo.Context) error {
 	if len(name) > MaxKeyNameLen {
 		return c.keysPage(ec, http.StatusBadRequest, nil, "", "The name is too long (at most 100 characters).")
 	}
-	k, err := admin.CreateKey(ec.Request().Context(), c.o.Store, p.WS.ID, p.User.ID, name)
+	k, err := apikey.Issue(ec.Request().Context(), c.o.Store, p.WS.ID, p.User.ID, name)
 	if err != nil {
 		return err
 	}
@@ -170,7 +170,7 @@ func (c *Console) CreateKeyJSON(ec echo.Context) error {
 	if len(body.Name) > MaxKeyNameLen {
 		return apierr.Coded("invalid_name", "name must have at most 100 characters.")
 	}
-	k, err := admin.CreateKey(ec.Request().Context(), c.o.Store, ec.Param("ws"), ec.Get(keysCallerKey).(string), body.Name)
+	k, err := apikey.Issue(ec.Request().Context(), c.o.Store, ec.Param("ws"), ec.Get(keysCallerKey).(string), body.Name)
 	if err != nil {
 		return apierr.Internal(err)
 	}

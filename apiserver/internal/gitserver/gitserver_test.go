@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/svc-dev/svc/apiserver/internal/hydrate/hydratetest"
+	"github.com/svc-dev/svc/apiserver/internal/server/servertest"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/shared/archive"
 	"github.com/svc-dev/svc/shared/objstore"
@@ -56,12 +57,12 @@ func (c *client) must(dir string, args ...string) string {
 }
 
 type fx struct {
-	*hydratetest.Fixture
+	*servertest.Hydrated
 	w *hydratetest.Work
 }
 
 func setup(t *testing.T) *fx {
-	f := &fx{Fixture: hydratetest.NewFixture(t, nil), w: hydratetest.NewWork(t)}
+	f := &fx{Hydrated: servertest.NewHydrated(t, nil), w: hydratetest.NewWork(t)}
 	f.w.Commit("init", map[string]string{"README.md": "# app\n", "app.js": "a\n"})
 	f.w.Commit("two", map[string]string{"app.js": "a\nb\n"})
 	f.w.Tag("publish/site/1700000100", "publish")
@@ -255,7 +256,7 @@ func TestDualShadowPushIsDurable(t *testing.T) {
 		}
 	})
 	t.Run("no durable object yet", func(t *testing.T) {
-		f := &fx{Fixture: hydratetest.NewFixture(t, nil)}
+		f := &fx{Hydrated: servertest.NewHydrated(t, nil)}
 		ctx := context.Background()
 		_, err := f.Store.SetSyncMode(ctx, f.Project.ID, syncmode.DualShadow)
 		testenv.Must(t, err)
@@ -323,7 +324,7 @@ func TestAuthMatrix(t *testing.T) {
 		{"bearer bad key", "Bearer svc_sk_bogus", 401},
 		{"basic runtime token of the project (its pod)", basic(f.RuntimeToken), 200},
 		{"bearer runtime token of the project (its pod)", "Bearer " + f.RuntimeToken, 200},
-		{"runtime token of another project", "Bearer " + runtimetoken.Mint([]byte(hydratetest.RuntimeSecret), "prj_other"), 401},
+		{"runtime token of another project", "Bearer " + runtimetoken.Mint([]byte(servertest.RuntimeSecret), "prj_other"), 401},
 		{"forged runtime token", "Bearer " + runtimetoken.Mint([]byte("wrong"), f.Project.ID), 401},
 		{"basic other workspace", basic(f.OtherKey), 403},
 		{"bearer other workspace", "Bearer " + f.OtherKey, 403},

@@ -13,7 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/svc-dev/svc/apiserver/internal/checkpointreads"
+	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/shared/objstore"
 	"github.com/svc-dev/svc/shared/periodic"
@@ -158,7 +158,7 @@ func (c *Checker) project(ctx context.Context, p store.Project, since time.Time)
 	}
 	sort.Slice(turns, func(i, j int) bool { return turns[i] < turns[j] })
 	if c.Objects != nil {
-		src, err := checkpointreads.SourceHead(ctx, c.Objects, p.ID)
+		src, err := hydrate.SourceHead(ctx, c.Objects, p.ID)
 		if err != nil {
 			return res, err
 		}

@@ -3,28 +3,11 @@ package server
 import (
 	"github.com/labstack/echo/v4"
 
-	"github.com/svc-dev/svc/apiserver/internal/checkpointreads"
 	"github.com/svc-dev/svc/apiserver/internal/console"
 )
 
-// registerConsole mounts the web console and its JSON key API.
-// o is completed from the server's own parts: the store, catalog and
-// authenticator, the checkpoint reads and the runtime router.
-func (s *Server) registerConsole(e *echo.Echo, o console.Options) {
-	d := s.deps
-	o.Store, o.Catalog, o.Auth, o.Log = d.Store, d.Catalog, s.Auth, d.Log.Named("console")
-	if d.Hydrate != nil {
-		o.Checkpoints = &checkpointreads.API{Hydrate: d.Hydrate, Store: d.Store, Log: d.Log.Named("checkpoints")}
-	}
-	if d.AgentProxy != nil {
-		o.Runtime, o.Transport = d.AgentProxy.Runtime, d.AgentProxy.Transport
-	}
-	c, err := console.New(o)
-	if err != nil {
-		panic(err) // the templates are embedded: only a broken build fails here
-	}
-	s.Console = c
-
+// mountConsole mounts the web console and its JSON key API.
+func mountConsole(e *echo.Echo, c *console.Console) {
 	e.GET("/console/static/*", c.Static())
 	e.GET("/console/sign-in", c.SignInPage)
 	e.POST("/console/sign-in", c.SignIn)

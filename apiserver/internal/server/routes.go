@@ -6,26 +6,19 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/svc-dev/svc/apiserver/internal/channelapi"
-	"github.com/svc-dev/svc/apiserver/internal/checkpointreads"
-	"github.com/svc-dev/svc/apiserver/internal/checkpointrecord"
 	"github.com/svc-dev/svc/apiserver/internal/gitserver"
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
-	"github.com/svc-dev/svc/apiserver/internal/lfsbatch"
-	"github.com/svc-dev/svc/apiserver/internal/metering"
 	"github.com/svc-dev/svc/apiserver/internal/objstoreopen"
 	"github.com/svc-dev/svc/apiserver/internal/openapi"
-	"github.com/svc-dev/svc/apiserver/internal/publicapi"
-	"github.com/svc-dev/svc/apiserver/internal/publish"
-	"github.com/svc-dev/svc/apiserver/internal/upstream"
 	"github.com/svc-dev/svc/shared/internalapi"
 )
 
 // routes is the API server's whole route table (docs/design.md §5, HTTP
-// surfaces). Handler packages export handlers; every path and the
-// middleware in front of it is declared here and nowhere else.
+// surfaces). It only mounts: the handlers are built once in New
+// (handlers.go); every path and the middleware in front of it is declared
+// here and nowhere else.
 func (s *Server) routes(e *echo.Echo) {
-	d := s.deps
+	d, h := s.deps, s.h
 	apiKey := httpmw.APIKey(s.Auth)
 	member := httpmw.ProjectMember(d.Store, "id")
 
@@ -35,12 +28,7 @@ func (s *Server) routes(e *echo.Echo) {
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{})))
 
 	// Public API (spec 4.1) under /api/v1 and, identically, /v1.
-	routing := d.Routing
-	routing.Registerer, routing.Tracer, routing.Log = s.Registry, d.Tracer, d.Log.Named("upstream")
-	api := &publicapi.API{Catalog: d.Catalog, Meter: metering.New(d.Store, s.Usage),
-		Router: upstream.NewRouter(d.Upstream, d.Catalog, routing), Tracer: d.Tracer,
-		Log: d.Log.Named("publicapi"), MaxBody: d.MaxBodyBytes, Metrics: publicapi.NewMetrics(s.Registry),
-		Streams: s.Streams}
+	api := h.api
 	for _, prefix := range []string{"/api/v1", "/v1"} {
 		// The OpenAPI document is public (no key), like the SDKs' own specs.
 		e.GET(prefix+"/openapi.json", openapi.Handler)
@@ -58,22 +46,20 @@ func (s *Server) routes(e *echo.Echo) {
 	// 4.3, 5.3, 10.3); the paths are shared/internalapi's.
 	internal := e.Group(internalapi.ProjectGroup, httpmw.Runtime(s.Auth, "id"))
 	internal.POST(internalapi.PathChatCompletions, api.ChatCompletions, api.Observe)
-	internal.POST(internalapi.PathCheckpointRecord, checkpointrecord.Handler(d.Store))
-	internal.GET(internalapi.PathChannel, channelapi.Handler(d.Store))
+	internal.POST(internalapi.PathCheckpointRecord, h.checkpointRecord)
+	internal.GET(internalapi.PathChannel, h.channel)
 	internal.POST(internalapi.PathOutbox, s.Outbox.Put) // durable webhook outbox
 	internal.GET(internalapi.PathOutboxPending, s.Outbox.Pending)
-	if d.Objects != nil {
-		lfs := lfsbatch.New(d.Objects, d.Log)
-		internal.POST(internalapi.PathLFSBatch, lfs.Batch)
-		internal.POST(internalapi.PathLFSVerify, lfs.Verify)
+	if h.lfs != nil {
+		internal.POST(internalapi.PathLFSBatch, h.lfs.Batch)
+		internal.POST(internalapi.PathLFSVerify, h.lfs.Verify)
 	}
 	if d.Relay != nil {
 		internal.Any(internalapi.PathRelay+"/*", d.Relay.Handle)
 	}
 
 	// Hydrate-only reads and smart-HTTP git (spec 4.2, 10.2).
-	if d.Hydrate != nil {
-		reads := (&checkpointreads.API{Hydrate: d.Hydrate, Store: d.Store, Objects: d.Objects, Log: d.Log.Named("checkpoints")}).WithDefaults()
+	if reads := h.reads; reads != nil {
 		// Route-level middleware (not a group): an unknown path under these
 		// prefixes stays a 404, not an authentication challenge.
 		const cp = "/api/projects/:id/checkpoints"
@@ -84,13 +70,12 @@ func (s *Server) routes(e *echo.Echo) {
 		// Reads follow the sync mode; rollback through the pod (docs/sync-modes.md §5, §6).
 		e.GET(cp+"/files", reads.Files, apiKey, member)
 		if d.AgentProxy != nil {
-			reads.Runtime = d.AgentProxy.Runtime
 			e.POST(cp+"/:sha/restore", reads.Restore, apiKey, member)
 		}
-
+	}
+	if git := h.git; git != nil {
 		// The project's pod (runtime token) is let in too: the dual_shadow
 		// origin (docs/sync-modes.md §2).
-		git := (&gitserver.Server{Hydrate: d.Hydrate, Objects: d.Objects, Store: d.Store, Auth: s.Auth, Log: d.Log}).WithDefaults()
 		memberOrPod := gitserver.MemberOrPod(member)
 		const gp = "/api/projects/:id/git"
 		e.GET(gp+"/info/refs", git.InfoRefs, git.Authenticate, memberOrPod)
@@ -105,8 +90,9 @@ func (s *Server) routes(e *echo.Echo) {
 	proxy.GET(internalapi.PodWebhook+"/outbox/:channelId", s.Outbox.Poll)
 	if d.AgentProxy != nil {
 		proxy.Any("/*", d.AgentProxy.Handle)
-		e.POST("/api/projects/:id/publish", (&publish.API{Runtime: d.AgentProxy.Runtime, Store: d.Store}).Handle,
-			apiKey, member)
+	}
+	if h.publish != nil {
+		e.POST("/api/projects/:id/publish", h.publish.Handle, apiKey, member)
 	}
 
 	// Paired machines (the tunnel runtime).
@@ -122,7 +108,7 @@ func (s *Server) routes(e *echo.Echo) {
 	}
 
 	// The web console and its JSON key API (console.go).
-	if d.Console != nil {
-		s.registerConsole(e, *d.Console)
+	if h.console != nil {
+		mountConsole(e, h.console)
 	}
 }

@@ -92,9 +92,10 @@ type Server struct {
 	// for them, Streams.Shutdown does.
 	Streams *publicapi.Streams
 	deps    Deps
+	h       handlers
 }
 
-// New wires every route.
+// New builds every handler once (handlers.go) and mounts them (routes.go).
 func New(d Deps) *Server {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -127,6 +128,11 @@ func New(d Deps) *Server {
 	}
 
 	s.Usage = metering.NewRecorder(d.Store, d.Log.Named("metering"))
+	h, err := s.buildHandlers(d)
+	if err != nil {
+		panic(err) // the console's templates are embedded: only a broken build fails here
+	}
+	s.h, s.Console = h, h.console
 	s.routes(e)
 	return s
 }

@@ -180,6 +180,9 @@ var options = slices.Concat([]settings.Option[config]{
 
 func parse(args []string, getenv func(string) string) (*config, error) {
 	c := &config{GuestEnv: map[string]string{}}
+	if err := settings.CheckEnviron(os.Environ(), settings.EnvNames(options)); err != nil {
+		return nil, err
+	}
 	if _, err := settings.Parse(c, "metalhost serve", args, getenv, options); err != nil {
 		return nil, err
 	}

@@ -47,3 +47,20 @@ func TestParse(t *testing.T) {
 		})
 	}
 }
+
+// A mistyped SVC_ variable refuses the start with the setting meant; an
+// SVC_GUEST_ variable (passed to the guests) does not. Not parallel: the
+// check reads the process environment.
+func TestUnknownVariableRefusesStart(t *testing.T) {
+	env := func(k string) string {
+		return map[string]string{"SVC_METAL_HOST_TOKEN": "tok", "SVC_API_URL": "http://127.0.0.1:1"}[k]
+	}
+	t.Setenv("SVC_GUEST_LOG_LEVEL", "debug")
+	if _, err := parse(nil, env); err != nil {
+		t.Fatalf("refused SVC_GUEST_LOG_LEVEL: %v", err)
+	}
+	t.Setenv("SVC_METAL_ACEL", "kvm")
+	if _, err := parse(nil, env); err == nil || !strings.Contains(err.Error(), "SVC_METAL_ACEL (did you mean SVC_METAL_ACCEL?)") {
+		t.Fatalf("parse = %v, want the unknown SVC_METAL_ACEL refused", err)
+	}
+}

@@ -56,7 +56,15 @@ func guestMain(args []string) int {
 		return end(2)
 	}
 	env := gc.PodEnv(root)
-	cfg, err := config.Parse("podagent guest", nil, func(k string) string { return env[k] })
+	environ := make([]string, 0, len(env))
+	for k, v := range env {
+		environ = append(environ, k+"="+v)
+	}
+	err = config.CheckEnviron(environ)
+	var cfg *config.Config
+	if err == nil {
+		cfg, err = config.Parse("podagent guest", nil, func(k string) string { return env[k] })
+	}
 	if err != nil {
 		logf("%v", err)
 		return end(2)

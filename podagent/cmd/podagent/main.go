@@ -47,7 +47,12 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "usage: podagent serve [flags]   (podagent serve -h lists the settings)")
 		return 2
 	}
-	return cli.Serve("podagent", func() (*config.Config, error) { return config.Parse("podagent serve", args[1:], os.Getenv) },
+	return cli.Serve("podagent", func() (*config.Config, error) {
+		if err := config.CheckEnviron(os.Environ()); err != nil {
+			return nil, err
+		}
+		return config.Parse("podagent serve", args[1:], os.Getenv)
+	},
 		func(c *config.Config) logging.Options { return c.Log },
 		func(c *config.Config, log *zap.Logger) error { return serve(c, log, nil) })
 }

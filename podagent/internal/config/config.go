@@ -92,6 +92,13 @@ func Parse(name string, args []string, getenv func(string) string) (*Config, err
 	return c, c.validate()
 }
 
+// CheckEnviron refuses the SVC_ variables of environ that are no setting of
+// the pod (settings.CheckEnviron); extra are the caller's own settings
+// (paired mode's).
+func CheckEnviron(environ []string, extra ...string) error {
+	return settings.CheckEnviron(environ, append(settings.EnvNames(options), extra...))
+}
+
 func (c *Config) validate() error {
 	var errs []error
 	if c.ProjectID == "" {

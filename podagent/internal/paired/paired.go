@@ -271,6 +271,9 @@ type Serve func(cfg *config.Config, log *zap.Logger, ln net.Listener) error
 func Main(args []string, serve Serve) int {
 	var rest []string
 	c, log, ok := cli.Start("podagent paired", func() (c pairedConfig, err error) {
+		if err := config.CheckEnviron(os.Environ(), settings.EnvNames(pairedOptions())...); err != nil {
+			return c, err
+		}
 		c, rest, err = parseArgs(args, os.Getenv)
 		return c, err
 	}, func(c pairedConfig) logging.Options { return c.Log })

@@ -35,7 +35,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/shared/objstore"
-	"github.com/svc-dev/svc/shared/settings"
 )
 
 const (
@@ -96,7 +95,9 @@ func New(dir string, opts Options) (*Store, error) {
 	if opts.BaseURL != "" && len(opts.SigningKey) == 0 {
 		return nil, errors.New("objstore/fs: Options.BaseURL needs Options.SigningKey")
 	}
-	opts.MaxPutBytes = settings.PositiveOr(opts.MaxPutBytes, 5<<30)
+	if opts.MaxPutBytes <= 0 {
+		opts.MaxPutBytes = 5 << 30 // no settings.PositiveOr: settings sits above objstore
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}

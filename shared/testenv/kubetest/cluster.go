@@ -1,4 +1,4 @@
-// Package kubetest is the Kubernetes part of the test harness (DESIGN.md §7):
+// Package kubetest is the Kubernetes part of the test harness (docs/design.md §7):
 // a real control plane — etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler — started by kwokctl with
 // `--runtime binary` on 127.0.0.1, plus one kwok fake node whose podCIDR

@@ -1,5 +1,5 @@
-// Package kubernetes is the runtime driver of the Helm install (DESIGN.md §4
-// and §7, spec 10.1.1: a project is pinned to one runtime pod at a time): one
+// Package kubernetes is the runtime driver of the Helm install (docs/design.md
+// §7, spec 10.1.1: a project is pinned to one runtime pod at a time): one
 // pod per project, rendered from the chart's runtime pod template, with the
 // podagent as a native sidecar and the project's runtime token in a Secret the
 // pod owns.

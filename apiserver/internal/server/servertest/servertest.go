@@ -12,7 +12,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/svc-dev/svc/apiserver/internal/admin"
+	"github.com/svc-dev/svc/apiserver/internal/apikey"
 	"github.com/svc-dev/svc/apiserver/internal/server"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 )
@@ -78,7 +78,7 @@ func NewAccount(t testing.TB, db *store.Store) Account {
 	if _, err := db.AddMember(ctx, ws.ID, u.ID); err != nil {
 		t.Fatal(err)
 	}
-	k, err := admin.CreateKey(ctx, db, ws.ID, u.ID, "test")
+	k, err := apikey.Issue(ctx, db, ws.ID, u.ID, "test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package hydratetest
+package servertest
 
 import (
 	"context"
@@ -9,24 +9,21 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
+	"github.com/svc-dev/svc/apiserver/internal/hydrate/hydratetest"
 	"github.com/svc-dev/svc/apiserver/internal/server"
-	"github.com/svc-dev/svc/apiserver/internal/server/servertest"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
 	"github.com/svc-dev/svc/shared/runtimetoken"
 )
 
-// RuntimeSecret of fixtures.
-const RuntimeSecret = "hydratetest-runtime-secret"
-
-// Fixture is the whole API server in process (servertest.New, the real
+// Hydrated is the whole API server in process (New, the real
 // wiring) on a real Postgres and a real MinIO bucket, with one project whose
 // workspace has a member key, a key of another workspace's user, and the
 // project's runtime token.
-type Fixture struct {
+type Hydrated struct {
 	URL     string
 	Store   *store.Store
-	Objects *CountingStore
+	Objects *hydratetest.CountingStore
 	Hydrate *hydrate.Manager
 	Project store.Project
 	// Key is a key of a member of the project's workspace.
@@ -37,19 +34,21 @@ type Fixture struct {
 	RuntimeToken string
 }
 
-// NewFixture starts the server; mod may adjust hydrate options.
-func NewFixture(t testing.TB, mod func(*hydrate.Options)) *Fixture {
+// NewHydrated starts the server with checkpoint reads and smart-HTTP git
+// (hydratetest builds the repositories it reads); mod may adjust hydrate
+// options.
+func NewHydrated(t testing.TB, mod func(*hydrate.Options)) *Hydrated {
 	t.Helper()
 	db := storetest.Postgres(t)
-	objs := MinIOStore(t)
+	objs := hydratetest.MinIOStore(t)
 	log := zap.NewNop()
 	if tt, ok := t.(*testing.T); ok {
 		log = zaptest.NewLogger(tt)
 	}
-	hyd := NewManager(t, hydrate.Options{Store: objs, Dir: filepath.Join(t.TempDir(), "hydrated"), Checkpoints: db, Log: log}, mod)
-	srv := servertest.New(t, server.Deps{Store: db, Log: log, RuntimeSecret: []byte(RuntimeSecret), Hydrate: hyd, Objects: objs})
+	hyd := hydratetest.NewManager(t, hydrate.Options{Store: objs, Dir: filepath.Join(t.TempDir(), "hydrated"), Checkpoints: db, Log: log}, mod)
+	srv := New(t, server.Deps{Store: db, Log: log, RuntimeSecret: []byte(RuntimeSecret), Hydrate: hyd, Objects: objs})
 
-	f := &Fixture{URL: srv.URL, Store: db, Objects: objs, Hydrate: hyd}
+	f := &Hydrated{URL: srv.URL, Store: db, Objects: objs, Hydrate: hyd}
 	f.Project, f.Key = account(t, db, true)
 	_, f.OtherKey = account(t, db, false)
 	f.RuntimeToken = runtimetoken.Mint([]byte(RuntimeSecret), f.Project.ID)
@@ -60,7 +59,7 @@ func NewFixture(t testing.TB, mod func(*hydrate.Options)) *Fixture {
 // withProject.
 func account(t testing.TB, db *store.Store, withProject bool) (store.Project, string) {
 	t.Helper()
-	acc := servertest.NewAccount(t, db)
+	acc := NewAccount(t, db)
 	var p store.Project
 	if withProject {
 		var err error

@@ -1,0 +1,42 @@
+package config_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/svc-dev/svc/apiserver/internal/config"
+)
+
+// A mistyped SVC_ variable refuses the start and names the setting meant;
+// afterwards nothing was configured from the environment. Not parallel:
+// the check reads the process environment (t.Setenv).
+func TestUnknownVariableRefusesStart(t *testing.T) {
+	for _, tc := range []struct {
+		name, env, want string
+	}{
+		{name: "typo", env: "SVC_HTTP_ADR", want: "SVC_HTTP_ADR (did you mean SVC_HTTP_ADDR?)"},
+		{name: "secret file typo", env: "SVC_DATABASE_URL_FLE", want: "did you mean SVC_DATABASE_URL_FILE?"},
+		{name: "a pod's setting", env: "SVC_WORKSPACE_DIR", want: "SVC_WORKSPACE_DIR"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(tc.env, "x")
+			c, _, err := config.Parse("apiserver serve", nil)
+			if err == nil || c != nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Parse = %v, %v; want an error with %q", c, err, tc.want)
+			}
+		})
+	}
+}
+
+// Settings, the reserved prefixes (SVC_POD_ for pods, SVC_TEST_ for the
+// harness) and the tools' variables start the server.
+func TestKnownVariablesStart(t *testing.T) {
+	for _, kv := range [][2]string{{"SVC_HTTP_ADDR", "127.0.0.1:0"}, {"SVC_POD_WEBHOOK_SYNC_TIMEOUT", "1s"},
+		{"SVC_TEST_DATABASE_URL", "postgres://x"}, {"SVC_BIN_DIR", "/bin"}, {"SVC_RUNTIME_AUTH_SECRET_FILE", ""}} {
+		t.Setenv(kv[0], kv[1])
+	}
+	c, _, err := config.Parse("apiserver serve", nil)
+	if err != nil || c.HTTPAddr != "127.0.0.1:0" {
+		t.Fatalf("Parse = %+v, %v", c, err)
+	}
+}

@@ -1,0 +1,75 @@
+package server
+
+import (
+	"github.com/labstack/echo/v4"
+
+	"github.com/svc-dev/svc/apiserver/internal/channelapi"
+	"github.com/svc-dev/svc/apiserver/internal/checkpointreads"
+	"github.com/svc-dev/svc/apiserver/internal/checkpointrecord"
+	"github.com/svc-dev/svc/apiserver/internal/console"
+	"github.com/svc-dev/svc/apiserver/internal/gitserver"
+	"github.com/svc-dev/svc/apiserver/internal/lfsbatch"
+	"github.com/svc-dev/svc/apiserver/internal/metering"
+	"github.com/svc-dev/svc/apiserver/internal/publicapi"
+	"github.com/svc-dev/svc/apiserver/internal/publish"
+	"github.com/svc-dev/svc/apiserver/internal/upstream"
+)
+
+// handlers are every handler value of the server, built once in New from
+// Deps; routes only mounts them. A nil field is a surface whose Deps are
+// absent, and routes leaves its paths unmounted.
+type handlers struct {
+	api              *publicapi.API
+	checkpointRecord echo.HandlerFunc
+	channel          echo.HandlerFunc
+	lfs              *lfsbatch.API
+	// reads is the one checkpoint-reads value: the API's routes and the
+	// console's project pages both read through it.
+	reads   *checkpointreads.API
+	git     *gitserver.Server
+	publish *publish.API
+	console *console.Console
+}
+
+// buildHandlers builds the handlers of d for s (whose Auth, Registry,
+// Usage, Outbox and Streams are set).
+func (s *Server) buildHandlers(d Deps) (handlers, error) {
+	routing := d.Routing
+	routing.Registerer, routing.Tracer, routing.Log = s.Registry, d.Tracer, d.Log.Named("upstream")
+	h := handlers{
+		api: &publicapi.API{Catalog: d.Catalog, Meter: metering.New(d.Store, s.Usage),
+			Router: upstream.NewRouter(d.Upstream, d.Catalog, routing), Tracer: d.Tracer,
+			Log: d.Log.Named("publicapi"), MaxBody: d.MaxBodyBytes, Metrics: publicapi.NewMetrics(s.Registry),
+			Streams: s.Streams},
+		checkpointRecord: checkpointrecord.Handler(d.Store),
+		channel:          channelapi.Handler(d.Store),
+	}
+	if d.Objects != nil {
+		h.lfs = lfsbatch.New(d.Objects, d.Log)
+	}
+	if d.Hydrate != nil {
+		r := checkpointreads.API{Hydrate: d.Hydrate, Store: d.Store, Objects: d.Objects, Log: d.Log.Named("checkpoints")}
+		if d.AgentProxy != nil {
+			r.Runtime = d.AgentProxy.Runtime
+		}
+		h.reads = checkpointreads.New(r)
+		h.git = (&gitserver.Server{Hydrate: d.Hydrate, Objects: d.Objects, Store: d.Store, Auth: s.Auth, Log: d.Log}).WithDefaults()
+	}
+	if d.AgentProxy != nil {
+		h.publish = &publish.API{Runtime: d.AgentProxy.Runtime, Store: d.Store}
+	}
+	if d.Console != nil {
+		o := *d.Console
+		o.Store, o.Catalog, o.Auth, o.Log = d.Store, d.Catalog, s.Auth, d.Log.Named("console")
+		o.Checkpoints = h.reads
+		if d.AgentProxy != nil {
+			o.Runtime, o.Transport = d.AgentProxy.Runtime, d.AgentProxy.Transport
+		}
+		c, err := console.New(o)
+		if err != nil {
+			return h, err
+		}
+		h.console = c
+	}
+	return h, nil
+}

@@ -1,0 +1,18 @@
+package shared_test
+
+import (
+	"testing"
+
+	"github.com/svc-dev/svc/shared/testenv/layers"
+)
+
+// The shared module's packages form layers (issue 22 point 6): no folder
+// imports another that imports it back, settings sits above objstore, and
+// no production package imports the test harness.
+func TestLayers(t *testing.T) {
+	t.Parallel()
+	layers.Check(t, ".", layers.Rules{Forbidden: []layers.Edge{
+		{From: "objstore", To: "settings", Why: "settings declares the storage options over objstore, so objstore sits below it"},
+		{From: "", To: "testenv", Except: []string{"testenv", "cmd/svc-testenv"}, Why: "production packages never import the test harness"},
+	}})
+}

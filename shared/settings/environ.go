@@ -1,0 +1,93 @@
+package settings
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/agnivade/levenshtein"
+)
+
+// Prefix is what every setting's environment variable starts with.
+const Prefix = "SVC_"
+
+// ReservedPrefixes are SVC_ prefixes that are no binary's settings and are
+// never refused (docs/design.md §5, "Environment"):
+//
+//   - SVC_TEST_ and SVC_BENCH_: the test harness, test hooks and benchmarks;
+//   - SVC_POD_: the API server passes SVC_POD_<NAME> to runtime pods as
+//     SVC_<NAME> (local and kubernetes drivers);
+//   - SVC_GUEST_: the metal host passes SVC_GUEST_<NAME> to its guests'
+//     pods as SVC_<NAME>.
+var ReservedPrefixes = []string{"SVC_TEST_", "SVC_BENCH_", "SVC_POD_", "SVC_GUEST_"}
+
+// Tools are SVC_ variables the build and the tests use to find their
+// tools; a binary started from a test inherits them, so they are never
+// refused either.
+var Tools = []string{"SVC_BIN_DIR", "SVC_MINIO_BIN", "SVC_HELM_BIN", "SVC_PG_BIN_DIR", "SVC_TOOLS_DIR",
+	"SVC_CHROMIUM", "SVC_CONSOLE_SCREENSHOTS", "SVC_FS_RACE_DIR", "SVC_FS_RACE_ETAG", "SVC_FS_RACE_ID"}
+
+// EnvNames are the environment variables of opts: each Env that starts
+// with Prefix and, for a secret, its <VAR>_FILE.
+func EnvNames[C any](opts []Option[C]) []string {
+	var names []string
+	for _, o := range opts {
+		if !strings.HasPrefix(o.Env, Prefix) {
+			continue
+		}
+		names = append(names, o.Env)
+		if o.Secret {
+			names = append(names, o.Env+"_FILE")
+		}
+	}
+	return names
+}
+
+// CheckEnviron refuses the SVC_ variables of environ (os.Environ's
+// KEY=value form) that are not in known, not under a ReservedPrefixes prefix
+// and not one of Tools, naming for each the nearest known name (as Gitea
+// refuses unknown settings): a typo must not fall back to the default
+// silently.
+func CheckEnviron(environ, known []string) error {
+	var bad []string
+	for _, kv := range environ {
+		k, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(k, Prefix) || slices.Contains(known, k) || slices.Contains(Tools, k) || reserved(k) {
+			continue
+		}
+		msg := k
+		if n := Nearest(k, known); n != "" {
+			msg += fmt.Sprintf(" (did you mean %s?)", n)
+		}
+		bad = append(bad, msg)
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	sort.Strings(bad)
+	return fmt.Errorf("config: unknown environment variable %s; unset it or fix its name (the settings are listed by -h)",
+		strings.Join(bad, ", "))
+}
+
+func reserved(k string) bool {
+	for _, p := range ReservedPrefixes {
+		if strings.HasPrefix(k, p) && len(k) > len(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// Nearest is the name of known at the smallest edit distance from name,
+// the first such in known on a tie; "" when none is within a third of
+// name's length (then no name is a plausible intent).
+func Nearest(name string, known []string) string {
+	best, bestD := "", len(name)/3+1
+	for _, k := range known {
+		if d := levenshtein.ComputeDistance(name, k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
