@@ -18,6 +18,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/publicapi"
 	"github.com/svc-dev/svc/apiserver/internal/publish"
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
+	"github.com/svc-dev/svc/apiserver/internal/webhooklog"
 	"github.com/svc-dev/svc/shared/internalapi"
 )
 
@@ -58,6 +59,11 @@ func (s *Server) routes(e *echo.Echo) {
 	internal.GET(internalapi.PathChannel, channelapi.Handler(d.Store))
 	internal.POST(internalapi.PathOutbox, s.Outbox.Put) // durable webhook outbox
 	internal.GET(internalapi.PathOutboxPending, s.Outbox.Pending)
+	wh := &webhooklog.Handlers{Log: s.Webhooks}
+	if d.AgentProxy != nil {
+		wh.Pod = webhooklog.PodFromRuntime(d.AgentProxy.Runtime, d.AgentProxy.Transport)
+	}
+	internal.POST(internalapi.PathWebhookAttempts, wh.Put) // the callback attempt log (issue 24)
 	if d.Objects != nil {
 		lfs := lfsbatch.New(d.Objects, d.Log)
 		internal.POST(internalapi.PathLFSBatch, lfs.Batch)
@@ -99,6 +105,12 @@ func (s *Server) routes(e *echo.Echo) {
 	// works while the agent is down.
 	proxy := e.Group("/api/projects/:id/agent-proxy", apiKey, member)
 	proxy.GET(internalapi.PodWebhook+"/outbox/:channelId", s.Outbox.Poll)
+	// The attempt log, endpoint health, replay and test messages (issue
+	// 24), from the database; replay and test send through the pod.
+	proxy.GET(internalapi.PodWebhook+"/attempts", wh.List)
+	proxy.GET(internalapi.PodWebhook+"/endpoints", wh.Endpoints)
+	proxy.POST(internalapi.PodWebhook+"/endpoints/test", wh.Test)
+	proxy.POST(internalapi.PodWebhook+"/replay/:correlationId", wh.Replay)
 	if d.AgentProxy != nil {
 		proxy.Any("/*", d.AgentProxy.Handle)
 		e.POST("/api/projects/:id/publish", (&publish.API{Runtime: d.AgentProxy.Runtime, Store: d.Store}).Handle,
