@@ -156,8 +156,8 @@ func TestRotationSignsWithBothSecrets(t *testing.T) {
 		t.Fatalf("webhook-signature %q, want two space-separated entries", h.Get(callback.HeaderSignature))
 	}
 	for _, tc := range []struct {
-		name    string
-		secret  string
+		name     string
+		secret   string
 		verifies bool
 	}{{"knows only the old secret", oldSecret, true}, {"knows only the new secret", newSecret, true},
 		{"knows neither", stranger, false}} {
@@ -179,4 +179,3 @@ func TestRotationSignsWithBothSecrets(t *testing.T) {
 		t.Fatalf("after the overlap the old secret still verifies: %q", h.Get(callback.HeaderSignature))
 	}
 }
-
