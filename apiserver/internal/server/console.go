@@ -13,6 +13,7 @@ import (
 func (s *Server) registerConsole(e *echo.Echo, o console.Options) {
 	d := s.deps
 	o.Store, o.Catalog, o.Auth, o.Log = d.Store, d.Catalog, s.Auth, d.Log.Named("console")
+	o.Webhooks = s.Webhooks
 	if d.Hydrate != nil {
 		o.Checkpoints = &checkpointreads.API{Hydrate: d.Hydrate, Store: d.Store, Log: d.Log.Named("checkpoints")}
 	}
@@ -50,6 +51,8 @@ func (s *Server) registerConsole(e *echo.Echo, o console.Options) {
 	p.POST("/channel/headers", c.SetHeaders)
 	p.GET("/channel/live", c.ActivityFragment)
 	p.POST("/channel/test", c.TestMessage)
+	p.POST("/channel/replay/:correlationId", c.ReplayMessage)
+	p.POST("/channel/endpoint-test", c.TestEndpoint)
 	keys.GET("", c.ListKeysJSON)
 	keys.POST("", c.CreateKeyJSON)
 	keys.DELETE("/:key", c.RevokeKeyJSON)

@@ -177,11 +177,7 @@ func (h *Handlers) Replay(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	pod, err := h.pod(c, proj)
-	if err != nil {
-		return err
-	}
-	a, err := h.Log.Replay(c.Request().Context(), pod, proj.ID, ch, c.Param("correlationId"))
+	a, err := h.Log.Replay(c.Request().Context(), h.getPod(proj), proj.ID, ch, c.Param("correlationId"))
 	if err != nil {
 		return podError(err)
 	}
@@ -199,30 +195,28 @@ func (h *Handlers) Test(c echo.Context) error {
 	if err := json.NewDecoder(io.LimitReader(c.Request().Body, 64<<10)).Decode(&in); err != nil || in.CallbackURL == "" {
 		return apierr.BadRequest("invalid_body", "The body must be {\"callbackUrl\": \"https://…\"}.")
 	}
-	pod, err := h.pod(c, proj)
-	if err != nil {
-		return err
-	}
-	a, err := h.Log.Test(c.Request().Context(), pod, proj.ID, ch, in.CallbackURL)
+	a, err := h.Log.Test(c.Request().Context(), h.getPod(proj), proj.ID, ch, in.CallbackURL)
 	if err != nil {
 		return podError(err)
 	}
 	return c.JSON(http.StatusOK, a)
 }
 
-func (h *Handlers) pod(c echo.Context, proj store.Project) (*internalapi.PodClient, error) {
-	if h.Pod == nil {
-		return nil, apierr.New(http.StatusServiceUnavailable, apierr.TypeServer, "agent_unavailable",
-			"No runtime is configured on this server, so nothing can be sent.")
+func (h *Handlers) getPod(proj store.Project) GetPod {
+	return func(ctx context.Context) (*internalapi.PodClient, error) {
+		if h.Pod == nil {
+			return nil, apierr.New(http.StatusServiceUnavailable, apierr.TypeServer, "agent_unavailable",
+				"No runtime is configured on this server, so nothing can be sent.")
+		}
+		pod, err := h.Pod(ctx, proj)
+		if err != nil {
+			e := apierr.New(http.StatusServiceUnavailable, apierr.TypeServer, "agent_unavailable",
+				"The project's agent is not reachable; retry shortly.")
+			e.Cause = err
+			return nil, e
+		}
+		return pod, nil
 	}
-	pod, err := h.Pod(c.Request().Context(), proj)
-	if err != nil {
-		e := apierr.New(http.StatusServiceUnavailable, apierr.TypeServer, "agent_unavailable",
-			"The project's agent is not reachable; retry shortly.")
-		e.Cause = err
-		return nil, e
-	}
-	return pod, nil
 }
 
 // podError passes the pod's coded error on (a 400 for a refused URL, say)

@@ -21,10 +21,14 @@ var (
 		Message: "The attempt log knows no callback URL for this message (a sync reply, or its attempts are past the retention)."}
 )
 
+// GetPod returns the project's pod client when a send needs it (after the
+// request was checked).
+type GetPod func(ctx context.Context) (*internalapi.PodClient, error)
+
 // Replay re-sends a delivered or outboxed reply to its callback URL through
 // the project's pod (one attempt: the same webhook-id, a new timestamp and
 // signature) and records the attempt before it returns.
-func (l *Log) Replay(ctx context.Context, pod *internalapi.PodClient, projectID string, ch store.Channel, correlationID string) (wire.WebhookAttempt, error) {
+func (l *Log) Replay(ctx context.Context, pod GetPod, projectID string, ch store.Channel, correlationID string) (wire.WebhookAttempt, error) {
 	m, err := l.Store.GetOutboxMessage(ctx, projectID, correlationID)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && m.ChannelID != ch.ID) {
 		return wire.WebhookAttempt{}, errMessageNotFound
@@ -46,7 +50,11 @@ func (l *Log) Replay(ctx context.Context, pod *internalapi.PodClient, projectID 
 	if !json.Valid(meta) {
 		meta = json.RawMessage("{}")
 	}
-	a, err := pod.WebhookReplay(ctx, ch.Secret, wire.WebhookReplay{CorrelationID: correlationID, CallbackURL: rows[0].URL,
+	pc, err := pod(ctx)
+	if err != nil {
+		return wire.WebhookAttempt{}, err
+	}
+	a, err := pc.WebhookReplay(ctx, ch.Secret, wire.WebhookReplay{CorrelationID: correlationID, CallbackURL: rows[0].URL,
 		Reply: m.Reply, Metadata: meta})
 	if err != nil {
 		return a, err
@@ -56,8 +64,12 @@ func (l *Log) Replay(ctx context.Context, pod *internalapi.PodClient, projectID 
 
 // Test sends a test message to a callback URL through the project's pod
 // and records the attempt: a 2xx re-enables a failing endpoint.
-func (l *Log) Test(ctx context.Context, pod *internalapi.PodClient, projectID string, ch store.Channel, callbackURL string) (wire.WebhookAttempt, error) {
-	a, err := pod.WebhookTestCallback(ctx, ch.Secret, wire.WebhookTestCallback{CallbackURL: callbackURL})
+func (l *Log) Test(ctx context.Context, pod GetPod, projectID string, ch store.Channel, callbackURL string) (wire.WebhookAttempt, error) {
+	pc, err := pod(ctx)
+	if err != nil {
+		return wire.WebhookAttempt{}, err
+	}
+	a, err := pc.WebhookTestCallback(ctx, ch.Secret, wire.WebhookTestCallback{CallbackURL: callbackURL})
 	if err != nil {
 		return a, err
 	}
