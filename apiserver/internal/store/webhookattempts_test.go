@@ -2,10 +2,12 @@ package store_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -116,4 +118,47 @@ func TestChannelSecretRotation(t *testing.T) {
 			t.Fatalf("drop: %+v %v", ch, err)
 		}
 	})
+}
+
+// BenchmarkRecordWebhookAttempts is the attempt log's database write cost
+// per attempt (insert and endpoint health update), in batches of 20 as the
+// pod hands them over:
+//
+//	go run ./cmd/svc-testenv -- bash -c 'cd ../apiserver && GOWORK=off go test -run "^$" -bench RecordWebhookAttempts ./internal/store/'
+func BenchmarkRecordWebhookAttempts(b *testing.B) {
+	for _, dc := range []struct {
+		name string
+		open func(testing.TB) *store.Store
+	}{{"sqlite", storetest.SQLite}, {"postgres", storetest.Postgres}} {
+		b.Run(dc.name, func(b *testing.B) {
+			s := dc.open(b)
+			ctx := context.Background()
+			ws, err := s.CreateWorkspace(ctx, "bench", "free")
+			if err != nil {
+				b.Fatal(err)
+			}
+			p, err := s.CreateProject(ctx, ws.ID, "bench")
+			if err != nil {
+				b.Fatal(err)
+			}
+			sec := "s"
+			ch, err := s.SetChannel(ctx, p.ID, &sec, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			const batch = 20
+			t0 := time.Now()
+			b.ResetTimer()
+			for i := 0; i < b.N; i += batch {
+				rows := make([]store.WebhookAttempt, 0, batch)
+				for j := i; j < min(i+batch, b.N); j++ {
+					rows = append(rows, attempt(p.ID, ch.ID, store.NewID("att"), "cor_"+strconv.Itoa(j/3), "https://hooks.example/cb",
+						wire.AttemptRetrying, t0.Add(time.Duration(j)*time.Millisecond)))
+				}
+				if _, _, err := s.RecordWebhookAttempts(ctx, rows, time.Hour, t0); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
