@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"sort"
 	"strconv"
 	"time"
 
@@ -70,13 +71,17 @@ type EndpointChange struct {
 // re-sending a batch stores nothing twice) and updates the health of their
 // endpoints in attempt order: a 2xx resets the streak (re-enabling a
 // failing endpoint), a failure extends it, and a streak that has lasted
-// failingAfter marks the endpoint failing. It returns how many attempts
-// were new and the transitions.
+// failingAfter marks the endpoint failing. Each endpoint's row is read
+// (locked) and written once per call. It returns how many attempts were
+// new and the endpoints whose failing state changed.
 func (s *Store) RecordWebhookAttempts(ctx context.Context, attempts []WebhookAttempt, failingAfter time.Duration, now time.Time) (int, []EndpointChange, error) {
 	stored := 0
 	var changes []EndpointChange
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		stored, changes = 0, nil
+		type key struct{ project, endpoint string }
+		var order []key
+		fresh := map[key][]WebhookAttempt{}
 		for i := range attempts {
 			a := attempts[i]
 			a.AttemptedAt = a.AttemptedAt.UTC()
@@ -88,7 +93,14 @@ func (s *Store) RecordWebhookAttempts(ctx context.Context, attempts []WebhookAtt
 				continue
 			}
 			stored++
-			ch, changed, err := s.updateEndpoint(tx, a, failingAfter, now.UTC())
+			k := key{a.ProjectID, a.Endpoint}
+			if _, ok := fresh[k]; !ok {
+				order = append(order, k)
+			}
+			fresh[k] = append(fresh[k], a)
+		}
+		for _, k := range order {
+			ch, changed, err := s.updateEndpoint(tx, k.project, k.endpoint, fresh[k], failingAfter, now.UTC())
 			if err != nil {
 				return err
 			}
@@ -101,8 +113,10 @@ func (s *Store) RecordWebhookAttempts(ctx context.Context, attempts []WebhookAtt
 	return stored, changes, err
 }
 
-func (s *Store) updateEndpoint(tx *gorm.DB, a WebhookAttempt, failingAfter time.Duration, now time.Time) (EndpointChange, bool, error) {
-	seed := WebhookEndpoint{ProjectID: a.ProjectID, Endpoint: a.Endpoint, LastAttemptAt: a.AttemptedAt}
+// updateEndpoint applies new attempts of one endpoint, oldest first.
+func (s *Store) updateEndpoint(tx *gorm.DB, projectID, endpoint string, as []WebhookAttempt, failingAfter time.Duration, now time.Time) (EndpointChange, bool, error) {
+	sort.SliceStable(as, func(i, j int) bool { return as[i].AttemptedAt.Before(as[j].AttemptedAt) })
+	seed := WebhookEndpoint{ProjectID: projectID, Endpoint: endpoint, LastAttemptAt: as[0].AttemptedAt}
 	if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&seed).Error; err != nil {
 		return EndpointChange{}, false, err
 	}
@@ -111,16 +125,18 @@ func (s *Store) updateEndpoint(tx *gorm.DB, a WebhookAttempt, failingAfter time.
 		q = q.Clauses(clause.Locking{Strength: "UPDATE"})
 	}
 	var e WebhookEndpoint
-	if err := q.First(&e, "project_id = ? AND endpoint = ?", a.ProjectID, a.Endpoint).Error; err != nil {
+	if err := q.First(&e, "project_id = ? AND endpoint = ?", projectID, endpoint).Error; err != nil {
 		return EndpointChange{}, false, err
 	}
 	wasFailing := e.DisabledAt != nil
-	if a.AttemptedAt.After(e.LastAttemptAt) {
-		e.LastAttemptAt = a.AttemptedAt
-	}
-	if a.Outcome == wire.AttemptDelivered {
-		e.ConsecutiveFailures, e.FailingSince, e.DisabledAt, e.LastError = 0, nil, nil, ""
-	} else {
+	for _, a := range as {
+		if a.AttemptedAt.After(e.LastAttemptAt) {
+			e.LastAttemptAt = a.AttemptedAt
+		}
+		if a.Outcome == wire.AttemptDelivered {
+			e.ConsecutiveFailures, e.FailingSince, e.DisabledAt, e.LastError = 0, nil, nil, ""
+			continue
+		}
 		e.ConsecutiveFailures++
 		if e.FailingSince == nil || a.AttemptedAt.Before(*e.FailingSince) {
 			t := a.AttemptedAt
@@ -131,7 +147,7 @@ func (s *Store) updateEndpoint(tx *gorm.DB, a WebhookAttempt, failingAfter time.
 			e.DisabledAt = &now
 		}
 	}
-	err := tx.Model(&WebhookEndpoint{}).Where("project_id = ? AND endpoint = ?", e.ProjectID, e.Endpoint).
+	err := tx.Model(&WebhookEndpoint{}).Where("project_id = ? AND endpoint = ?", projectID, endpoint).
 		Updates(map[string]any{"consecutive_failures": e.ConsecutiveFailures, "failing_since": e.FailingSince,
 			"disabled_at": e.DisabledAt, "last_error": e.LastError, "last_attempt_at": e.LastAttemptAt}).Error
 	isFailing := e.DisabledAt != nil
