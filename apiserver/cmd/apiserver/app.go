@@ -36,6 +36,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/tracing"
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
+	"github.com/svc-dev/svc/apiserver/internal/webhooklog"
 	"github.com/svc-dev/svc/shared/datadir"
 	"github.com/svc-dev/svc/shared/logging"
 	"github.com/svc-dev/svc/shared/objstore"
@@ -220,6 +221,8 @@ func serve(ctx context.Context, args []string, dev bool) error {
 		go servePprof(a.cfg.PprofAddr, a.log)
 	}
 	go (&janitor.Janitor{Store: a.store, Log: a.log.Named("janitor"), AttemptRetention: a.cfg.WebhookAttemptRetention}).Run(ctx, janitor.Interval)
+	// svc_webhook_endpoints_failing (issue 24).
+	go srv.Webhooks.Job(ctx, a.store, webhooklog.GaugeInterval)
 	// Large-file retention (spec 10.3): unreachable objects past the grace period.
 	lgc := &lfsgc.GC{Objects: objs.Store, Log: a.log, Metrics: lfsgc.NewMetrics(srv.Registry)}
 	go lgc.Job(ctx, func(ctx context.Context) ([]string, error) {

@@ -246,6 +246,13 @@ func (s *Store) ListWebhookEndpoints(ctx context.Context, projectID string, fail
 	return out, err
 }
 
+// CountFailingEndpoints is the number of endpoints marked failing, all projects.
+func (s *Store) CountFailingEndpoints(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.db.WithContext(ctx).Model(&WebhookEndpoint{}).Where("disabled_at IS NOT NULL").Count(&n).Error
+	return n, err
+}
+
 // PruneWebhookAttempts deletes attempts made before cutoff, and the health
 // rows of endpoints neither failing nor tried since, and returns how many
 // attempts went.

@@ -23,7 +23,8 @@
 // consecutive failures; a streak that lasts FailingAfter (Svix's five days
 // by default) marks it failing (a log line, svc_webhook_endpoint_failing_total,
 // and the pod, which reads the failing endpoints with its channel config,
-// puts replies for it straight into the outbox); any 2xx, such as a test
+// puts replies for it straight into the outbox; svc_webhook_endpoints_failing
+// is the number failing now); any 2xx, such as a test
 // message, re-enables it.
 package webhooklog
 
@@ -36,6 +37,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/periodic"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -62,6 +64,36 @@ type Log struct {
 	Now          func() time.Time
 
 	failing, reenabled prometheus.Counter
+	failingNow         prometheus.Gauge
+}
+
+// Counter is the part of the store the failing gauge reads (store.Store).
+type Counter interface {
+	CountFailingEndpoints(ctx context.Context) (int64, error)
+}
+
+// GaugeInterval is how often Job refreshes svc_webhook_endpoints_failing.
+const GaugeInterval = time.Minute
+
+// Job refreshes svc_webhook_endpoints_failing from the database every
+// interval until ctx ends (every replica runs it; the gauge is the same on
+// all of them).
+func (l *Log) Job(ctx context.Context, c Counter, interval time.Duration) {
+	periodic.EveryFromNow(ctx, interval, func(ctx context.Context) {
+		if err := l.RefreshGauge(ctx, c); err != nil && ctx.Err() == nil {
+			l.Log.Warn("counting failing webhook endpoints failed", zap.Error(err))
+		}
+	})
+}
+
+// RefreshGauge sets svc_webhook_endpoints_failing once.
+func (l *Log) RefreshGauge(ctx context.Context, c Counter) error {
+	n, err := c.CountFailingEndpoints(ctx)
+	if err != nil {
+		return err
+	}
+	l.failingNow.Set(float64(n))
+	return nil
 }
 
 // New returns a log whose metrics are registered on reg (nil: none).
@@ -74,9 +106,11 @@ func New(s Store, log *zap.Logger, reg prometheus.Registerer) *Log {
 			Help: "Callback endpoints marked failing (every attempt failed for the failing period); replies for them go to the outbox"}),
 		reenabled: prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_webhook_endpoint_reenabled_total",
 			Help: "Failing callback endpoints re-enabled by a successful attempt (a test message or a replay)"}),
+		failingNow: prometheus.NewGauge(prometheus.GaugeOpts{Name: "svc_webhook_endpoints_failing",
+			Help: "Callback endpoints marked failing now, all projects (refreshed every minute)"}),
 	}
 	if reg != nil {
-		reg.MustRegister(l.failing, l.reenabled)
+		reg.MustRegister(l.failing, l.reenabled, l.failingNow)
 	}
 	return l
 }

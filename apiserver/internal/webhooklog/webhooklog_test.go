@@ -183,8 +183,12 @@ func TestAttemptLogRoutes(t *testing.T) {
 			eps.Endpoints[0].ConsecutiveFailures != 3 || !strings.Contains(eps.Endpoints[0].LastError, "refused") {
 			t.Fatalf("endpoints: %d %s", rec.Code, rec.Body)
 		}
-		if n := failingTotal(t, w.reg); n != 1 {
+		if n := metric(t, w.reg, "svc_webhook_endpoint_failing_total"); n != 1 {
 			t.Fatalf("svc_webhook_endpoint_failing_total = %v", n)
+		}
+		testenv.Must(t, w.log.RefreshGauge(ctx, s))
+		if n := metric(t, w.reg, "svc_webhook_endpoints_failing"); n != 1 {
+			t.Fatalf("svc_webhook_endpoints_failing = %v, want 1", n)
 		}
 		ok := w.attempt("att_4", "cor_test_1", wire.AttemptDelivered, 200, time.Now().UTC())
 		ok.Kind = wire.AttemptTest
@@ -195,15 +199,23 @@ func TestAttemptLogRoutes(t *testing.T) {
 		if f, _ := s.ListWebhookEndpoints(ctx, w.project, true); len(f) != 0 {
 			t.Fatalf("still failing after a successful test message: %+v", f)
 		}
+		testenv.Must(t, w.log.RefreshGauge(ctx, s))
+		if n := metric(t, w.reg, "svc_webhook_endpoints_failing"); n != 0 || metric(t, w.reg, "svc_webhook_endpoint_reenabled_total") != 1 {
+			t.Fatalf("after the re-enable: failing %v", n)
+		}
 	})
 }
 
-func failingTotal(t *testing.T, reg *prometheus.Registry) float64 {
+func metric(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	mfs, err := reg.Gather()
 	testenv.Must(t, err)
 	for _, mf := range mfs {
-		if mf.GetName() == "svc_webhook_endpoint_failing_total" {
-			return mf.GetMetric()[0].GetCounter().GetValue()
+		if mf.GetName() == name {
+			m := mf.GetMetric()[0]
+			if g := m.GetGauge(); g != nil {
+				return g.GetValue()
+			}
+			return m.GetCounter().GetValue()
 		}
 	}
 	return -1
