@@ -70,8 +70,19 @@ func (c *Console) ReplayMessage(ec echo.Context) error {
 func (c *Console) TestEndpoint(ec echo.Context) error {
 	return c.sendOnce(ec, func(ctx context.Context, proj store.Project, ch store.Channel) (wire.WebhookAttempt, error) {
 		url := strings.TrimSpace(ec.FormValue("url"))
-		if url == "" {
-			return wire.WebhookAttempt{}, errors.New("no endpoint URL given")
+		// Only an endpoint the log knows with failures: the console does
+		// not sign test messages to arbitrary URLs for members.
+		known, err := c.o.Webhooks.Store.ListWebhookEndpoints(ctx, proj.ID, false)
+		if err != nil {
+			return wire.WebhookAttempt{}, err
+		}
+		found := false
+		for _, e := range known {
+			found = found || e.Endpoint == url
+		}
+		if !found {
+			return wire.WebhookAttempt{}, &wire.Error{Status: http.StatusBadRequest, Type: wire.TypeInvalidRequest,
+				Code: "unknown_endpoint", Message: "The test message goes only to an endpoint with failures in the log."}
 		}
 		return c.o.Webhooks.Test(ctx, c.podFor(proj), proj.ID, ch, url)
 	})

@@ -57,6 +57,16 @@ func TestChannelPageDeliveryLog(t *testing.T) {
 			t.Fatalf("member re-send: %d %.500s", rr.status, rr.body)
 		}
 
+		// The banner's test message goes only to an endpoint the log knows.
+		tr := m.do(http.MethodPost, page+"/endpoint-test", url.Values{"csrf": {tok}, "url": {"https://elsewhere.example/"}}, nil)
+		if tr.status != http.StatusBadRequest || !strings.Contains(tr.body, "only to an endpoint") {
+			t.Fatalf("test message to an unknown URL: %d %.300s", tr.status, tr.body)
+		}
+		tr = m.do(http.MethodPost, page+"/endpoint-test", url.Values{"csrf": {tok}, "url": {"https://hooks.example/cb"}}, nil)
+		if tr.status == http.StatusBadRequest || !strings.Contains(tr.body, "Not sent") {
+			t.Fatalf("test message to the failing endpoint (no runtime here): %d %.300s", tr.status, tr.body)
+		}
+
 		o := w.browser(t)
 		o.signIn(w.owner)
 		tok = o.csrf(page)
