@@ -200,7 +200,7 @@ func TestWebhookDeliveryLogReplayRotationAndHealth(t *testing.T) {
 	await(t, got, "the test message never came")
 	res, body = w.do(t, http.MethodGet, "/agent/channels/webhook/endpoints", nil, newH)
 	eps.Endpoints = nil
-	if json.Unmarshal(body, &eps) != nil || len(eps.Endpoints) != 0 {
-		t.Fatalf("endpoints after the test message: %s", body)
+	if res.StatusCode != 200 || json.Unmarshal(body, &eps) != nil || len(eps.Endpoints) != 0 {
+		t.Fatalf("endpoints after the test message: %d %s", res.StatusCode, body)
 	}
 }
