@@ -57,6 +57,25 @@ func attemptsOf(t *testing.T, w *proxyWorld, h http.Header, corr string, want in
 	}
 }
 
+// eventually polls cond (with a deadline) until it holds.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal(what)
+		}
+		time.Sleep(50 * time.Millisecond) // poll with a deadline
+	}
+}
+
+// activityStatus is the pod's answer to the activity route with h's secret:
+// it shows which secrets the pod's cached channel config accepts.
+func activityStatus(t *testing.T, w *proxyWorld, h http.Header) int {
+	res, _ := w.do(t, http.MethodGet, "/agent/channels/webhook/activity", nil, h)
+	return res.StatusCode
+}
+
 func sendAsync(t *testing.T, w *proxyWorld, h http.Header, msg, url string) string {
 	t.Helper()
 	res, body := w.do(t, http.MethodPost, "/agent/channels/webhook/incoming",
@@ -121,7 +140,7 @@ func TestWebhookDeliveryLogReplayRotationAndHealth(t *testing.T) {
 	rot := w.e.admin("channel", "rotate-secret", "--project", w.project, "--overlap", "1h")
 	newSecret, _ := rot["secret"].(string)
 	newH := http.Header{"X-Webhook-Secret": {newSecret}, "Content-Type": {"application/json"}}
-	time.Sleep(1100 * time.Millisecond) // the pod caches its channel config for 1 s
+	eventually(t, "the pod never took the new secret", func() bool { return activityStatus(t, w, newH) == 200 })
 	sendAsync(t, w, h, "old secret still accepted", recv.URL+"/cb")
 	cb := await(t, got, "no callback during the overlap")
 	sendAsync(t, w, newH, "new secret accepted", recv.URL+"/cb")
@@ -139,7 +158,7 @@ func TestWebhookDeliveryLogReplayRotationAndHealth(t *testing.T) {
 		t.Fatalf("a receiver knowing only the new secret: %v", err)
 	}
 	w.e.admin("channel", "drop-old-secret", "--project", w.project)
-	time.Sleep(1100 * time.Millisecond)
+	eventually(t, "the pod still accepts the dropped secret", func() bool { return activityStatus(t, w, h) == 401 })
 	if res, _ := w.do(t, http.MethodPost, "/agent/channels/webhook/incoming", []byte(`{"message":"x"}`), h); res.StatusCode != 401 {
 		t.Fatalf("old secret after the drop: %d", res.StatusCode)
 	}
@@ -166,7 +185,16 @@ func TestWebhookDeliveryLogReplayRotationAndHealth(t *testing.T) {
 	if !strings.Contains(string(metrics), "svc_webhook_endpoint_failing_total 1") {
 		t.Fatal("svc_webhook_endpoint_failing_total is not 1")
 	}
-	time.Sleep(1100 * time.Millisecond) // the pod's config cache
+	// A probe: once a test message to another (healthy) endpoint carries a
+	// header set after the endpoint failed, the pod's config knows it failed.
+	w.e.admin("channel", "set", "--project", w.project, "--callback-headers", `{"X-Team":"after-failing"}`)
+	var probeStatus atomic.Int32
+	probeStatus.Store(200)
+	probe, probed := steerReceiver(t, &probeStatus)
+	eventually(t, "the pod's config never showed the failing endpoint", func() bool {
+		res, _ := w.do(t, http.MethodPost, "/agent/channels/webhook/endpoints/test", []byte(`{"callbackUrl":"`+probe.URL+`/probe"}`), newH)
+		return res.StatusCode == 200 && (<-probed).header.Get("X-Team") == "after-failing"
+	})
 	skipped := sendAsync(t, w, newH, "straight to the outbox", recv.URL+"/cb")
 	res, body = w.do(t, http.MethodGet, "/agent/channels/webhook/outbox/"+channelID+"?wait=20&limit=10", nil, newH)
 	var ob wire.OutboxResponse
