@@ -13,12 +13,14 @@ require (
 	github.com/sethvargo/go-retry v0.5.0
 	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1
 	github.com/svc-dev/svc/shared v0.0.0-00010101000000-000000000000
+	github.com/svix/svix-webhooks v1.44.0
 	go.uber.org/zap v1.28.0
 )
 
 require (
 	github.com/agnivade/levenshtein v1.2.2 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
+	gopkg.in/validator.v2 v2.0.1 // indirect
 )
 
 require (

@@ -82,6 +82,12 @@ func (c *Client) OutboxPending(ctx context.Context, timeout time.Duration) (wire
 	return doJSON[wire.OutboxPending](ctx, c, timeout, "outbox pending", http.MethodGet, PathOutboxPending, nil)
 }
 
+// PutWebhookAttempts hands callback attempt records to the API's log
+// (idempotent on the attempt ids).
+func (c *Client) PutWebhookAttempts(ctx context.Context, in wire.WebhookAttemptsPut) (wire.WebhookAttemptsPutResponse, error) {
+	return doJSON[wire.WebhookAttemptsPutResponse](ctx, c, c.Timeout, "webhook attempts", http.MethodPost, PathWebhookAttempts, in)
+}
+
 // doJSON is one call whose 2xx answer is a T.
 func doJSON[T any](ctx context.Context, c *Client, timeout time.Duration, op, method, path string, in any) (T, error) {
 	var out T

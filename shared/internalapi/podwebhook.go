@@ -28,4 +28,16 @@ func (p *PodClient) WebhookSend(ctx context.Context, secret string, msg wire.Web
 		secretHeader(secret), msg)
 }
 
+// WebhookReplay has the pod send a reply once more (the same webhook-id,
+// a new timestamp and signature) and returns the attempt.
+func (p *PodClient) WebhookReplay(ctx context.Context, secret string, r wire.WebhookReplay) (wire.WebhookAttempt, error) {
+	return podJSON[wire.WebhookAttempt](ctx, p, "webhook replay", http.MethodPost, PodWebhookReplay, secretHeader(secret), r)
+}
+
+// WebhookTestCallback has the pod send a test message to a callback URL
+// and returns the attempt.
+func (p *PodClient) WebhookTestCallback(ctx context.Context, secret string, r wire.WebhookTestCallback) (wire.WebhookAttempt, error) {
+	return podJSON[wire.WebhookAttempt](ctx, p, "webhook test callback", http.MethodPost, PodWebhookTest, secretHeader(secret), r)
+}
+
 func secretHeader(secret string) http.Header { return http.Header{wire.HeaderWebhookSecret: {secret}} }

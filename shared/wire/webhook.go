@@ -29,6 +29,13 @@ type ChannelConfig struct {
 	// (decoded from the JSON object stored with the channel; non-string
 	// values are sent as their JSON text).
 	CallbackHeaders map[string]string `json:"callbackHeaders"`
+	// PreviousSecrets are secrets replaced by a rotation whose overlap has
+	// not ended: X-Webhook-Secret may still carry one, and every callback is
+	// signed with them too (one webhook-signature entry per secret).
+	PreviousSecrets []string `json:"previousSecrets,omitempty"`
+	// FailingEndpoints are the callback endpoints (WebhookEndpoint) marked
+	// failing: replies for them go straight to the outbox.
+	FailingEndpoints []string `json:"failingEndpoints,omitempty"`
 }
 
 // WebhookIncoming is the documented body of POST .../incoming (spec 2.4).

@@ -36,6 +36,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/tracing"
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
+	"github.com/svc-dev/svc/apiserver/internal/webhooklog"
 	"github.com/svc-dev/svc/shared/datadir"
 	"github.com/svc-dev/svc/shared/logging"
 	"github.com/svc-dev/svc/shared/objstore"
@@ -196,7 +197,8 @@ func serve(ctx context.Context, args []string, dev bool) error {
 		RuntimeSecret: []byte(a.cfg.RuntimeAuthSecret), MaxBodyBytes: a.cfg.MaxBodyBytes,
 		Hydrate: hyd, ObjectsHandler: objs.Handler, Objects: objs.Store,
 		AgentProxy: proxy, Pairing: hub, Relay: relay, AnswerDeadline: a.cfg.WebhookAnswerDeadline,
-		StorageErr: objs.Health.Err,
+		WebhookFailingAfter: a.cfg.WebhookFailingAfter,
+		StorageErr:          objs.Health.Err,
 		Console: &console.Options{PublicURL: objstoreopen.PublicURL(a.cfg),
 			SecureCookies: strings.HasPrefix(objstoreopen.PublicURL(a.cfg), "https://")},
 	})
@@ -218,7 +220,9 @@ func serve(ctx context.Context, args []string, dev bool) error {
 	if a.cfg.PprofAddr != "" {
 		go servePprof(a.cfg.PprofAddr, a.log)
 	}
-	go (&janitor.Janitor{Store: a.store, Log: a.log.Named("janitor")}).Run(ctx, janitor.Interval)
+	go (&janitor.Janitor{Store: a.store, Log: a.log.Named("janitor"), AttemptRetention: a.cfg.WebhookAttemptRetention}).Run(ctx, janitor.Interval)
+	// svc_webhook_endpoints_failing (issue 24).
+	go srv.Webhooks.Job(ctx, a.store, webhooklog.GaugeInterval)
 	// Large-file retention (spec 10.3): unreachable objects past the grace period.
 	lgc := &lfsgc.GC{Objects: objs.Store, Log: a.log, Metrics: lfsgc.NewMetrics(srv.Registry)}
 	go lgc.Job(ctx, func(ctx context.Context) ([]string, error) {

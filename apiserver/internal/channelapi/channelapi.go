@@ -1,7 +1,7 @@
 // Package channelapi serves the webhook channel's configuration to the
 // project's pod: GET /internal/projects/{id}/channel (runtime token of that
 // project) answers wire.ChannelConfig {configured, channelId, secret,
-// callbackHeaders}. The pod caches it for about a second, so
+// callbackHeaders, previousSecrets, failingEndpoints}. The pod caches it for about a second, so
 // `apiserver admin channel set` reaches a running agent without a restart.
 package channelapi
 
@@ -11,6 +11,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -23,6 +24,7 @@ import (
 // Store is what the handler reads (store.Store).
 type Store interface {
 	GetChannel(ctx context.Context, projectID string) (store.Channel, error)
+	ListWebhookEndpoints(ctx context.Context, projectID string, failingOnly bool) ([]store.WebhookEndpoint, error)
 }
 
 // Handler returns GET /channel for a group at /internal/projects/:id that is
@@ -48,7 +50,16 @@ func Handler(s Store) echo.HandlerFunc {
 			e.Cause = err
 			return e
 		}
-		return c.JSON(http.StatusOK, wire.ChannelConfig{Configured: true, ChannelID: ch.ID, Secret: ch.Secret, CallbackHeaders: headers})
+		failing, err := s.ListWebhookEndpoints(c.Request().Context(), id, true)
+		if err != nil {
+			return apierr.Internal(err)
+		}
+		cfg := wire.ChannelConfig{Configured: true, ChannelID: ch.ID, Secret: ch.Secret, CallbackHeaders: headers,
+			PreviousSecrets: ch.PreviousSecrets(time.Now())}
+		for _, e := range failing {
+			cfg.FailingEndpoints = append(cfg.FailingEndpoints, e.Endpoint)
+		}
+		return c.JSON(http.StatusOK, cfg)
 	}
 }
 

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/svc-dev/svc/apiserver/internal/channelapi"
 	"github.com/svc-dev/svc/apiserver/internal/server"
 	"github.com/svc-dev/svc/apiserver/internal/server/servertest"
+	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
 	"github.com/svc-dev/svc/shared/runtimetoken"
 	"github.com/svc-dev/svc/shared/testenv/testhttp"
@@ -52,6 +54,30 @@ func TestChannelConfigForTheProjectsRuntimeOnly(t *testing.T) {
 		if cfg.CallbackHeaders[k] != v {
 			t.Fatalf("headers = %v", cfg.CallbackHeaders)
 		}
+	}
+
+	if len(cfg.PreviousSecrets) != 0 || len(cfg.FailingEndpoints) != 0 {
+		t.Fatalf("a fresh channel has no previous secret or failing endpoint: %s", body)
+	}
+
+	// A rotation's overlap and a failing endpoint reach the pod (issue 24).
+	if _, err := st.RotateChannelSecret(ctx, p1.ID, "n3w-secret", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now().Add(-2 * time.Hour)
+	var fails []store.WebhookAttempt
+	for i := range 2 {
+		fails = append(fails, store.WebhookAttempt{ID: store.NewID("att"), ProjectID: p1.ID, ChannelID: ch.ID, CorrelationID: "c",
+			WebhookID: "msg_c", Kind: wire.AttemptDelivery, Attempt: i + 1, URL: "https://h.example/cb", Endpoint: "https://h.example/cb",
+			AttemptedAt: t0.Add(time.Duration(i) * time.Hour), StatusCode: 500, Outcome: wire.AttemptFailed})
+	}
+	if _, _, err := st.RecordWebhookAttempts(ctx, fails, time.Hour, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	status, cfg, body = get(p1.ID, runtimetoken.Mint(secret, p1.ID))
+	if status != 200 || cfg.Secret != "n3w-secret" || len(cfg.PreviousSecrets) != 1 || cfg.PreviousSecrets[0] != "s3cret" ||
+		len(cfg.FailingEndpoints) != 1 || cfg.FailingEndpoints[0] != "https://h.example/cb" {
+		t.Fatalf("after a rotation and a failing endpoint: %d %s", status, body)
 	}
 
 	// Another project's token, no token, a bad token: refused.

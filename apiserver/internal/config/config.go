@@ -51,6 +51,11 @@ type Config struct {
 	// WebhookAnswerDeadline: accepted async messages not answered by then
 	// show up in the outbox as unanswered.
 	WebhookAnswerDeadline time.Duration
+	// WebhookAttemptRetention bounds the callback attempt log (issue 24).
+	WebhookAttemptRetention time.Duration
+	// WebhookFailingAfter: a callback endpoint every attempt to which
+	// failed for this long is marked failing (issue 24; Svix: 5 days).
+	WebhookFailingAfter time.Duration
 	// Metal runtime driver: the metal host's API.
 	MetalHostURL   string
 	MetalHostToken string
@@ -94,6 +99,8 @@ var options = slices.Concat([]settings.Option[Config]{
 	{Flag: "upstream-backoff-max", Env: "SVC_UPSTREAM_BACKOFF_MAX", Def: "2s", Usage: "longest wait between attempts; a longer Retry-After ends the retries", Set: settings.Duration(func(c *Config) *time.Duration { return &c.UpstreamBackoffMax })},
 	{Flag: "otel-exporter-otlp-endpoint", Env: "SVC_OTEL_EXPORTER_OTLP_ENDPOINT", Usage: "OTLP/HTTP base URL for traces (else OTEL_EXPORTER_OTLP_ENDPOINT); empty: tracing off", Set: settings.String(func(c *Config) *string { return &c.OTLPEndpoint })},
 	{Flag: "webhook-answer-deadline", Env: "SVC_WEBHOOK_ANSWER_DEADLINE", Def: "30m", Usage: "an accepted async webhook message neither answered nor delivered by then shows up in the outbox as unanswered", Set: settings.PositiveDuration(func(c *Config) *time.Duration { return &c.WebhookAnswerDeadline })},
+	{Flag: "webhook-attempt-retention", Env: "SVC_WEBHOOK_ATTEMPT_RETENTION", Def: "168h", Usage: "how long the callback attempt log is kept", Set: settings.PositiveDuration(func(c *Config) *time.Duration { return &c.WebhookAttemptRetention })},
+	{Flag: "webhook-failing-after", Env: "SVC_WEBHOOK_FAILING_AFTER", Def: "120h", Usage: "a callback endpoint failing every attempt for this long is marked failing (replies go to the outbox until a test message succeeds)", Set: settings.PositiveDuration(func(c *Config) *time.Duration { return &c.WebhookFailingAfter })},
 	{Flag: "kubeconfig", Env: "SVC_KUBECONFIG", Usage: "kubernetes driver: kubeconfig file (else $KUBECONFIG, else the in-cluster config)", Set: settings.String(func(c *Config) *string { return &c.Kubeconfig })},
 	{Flag: "runtime-namespace", Env: "SVC_RUNTIME_NAMESPACE", Usage: "kubernetes driver: namespace of runtime pods (default: the namespace of this pod)", Set: settings.String(func(c *Config) *string { return &c.RuntimeNamespace })},
 	{Flag: "runtime-pod-template-file", Env: "SVC_RUNTIME_POD_TEMPLATE_FILE", Usage: "kubernetes driver: the runtime pod template (the chart's ConfigMap)", Set: settings.String(func(c *Config) *string { return &c.RuntimePodTemplate })},

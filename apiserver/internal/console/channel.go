@@ -15,6 +15,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/channelapi"
 	"github.com/svc-dev/svc/apiserver/internal/runtime"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/apiserver/internal/webhooklog"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/wire"
 )
@@ -38,6 +39,13 @@ type channelData struct {
 	Curl        string
 	Owner       bool
 	Live        liveData
+	// The delivery log (issue 24): the latest attempts by message, the
+	// endpoints marked failing, and the replaced secret's overlap.
+	Deliveries    []webhooklog.Message
+	OlderCursor   string
+	Failing       []wire.WebhookEndpointHealth
+	PreviousUntil *time.Time
+	LastAttempt   *wire.WebhookAttempt // of a replay or test just sent
 }
 
 // liveData is the health and activity fragment.
@@ -93,6 +101,12 @@ func (c *Console) channelData(ec echo.Context, p page, newSecret string) (channe
 	}
 	d.Curl = fmt.Sprintf("curl -s %s \\\n  -H \"Authorization: Bearer <API_KEY>\" \\\n  -H \"X-Webhook-Secret: %s\" \\\n  -H 'Content-Type: application/json' \\\n  -d '{\"message\":\"hello agent\",\"senderId\":\"me\"}'", d.IncomingURL, secret)
 	d.Live = c.live(ctx, proj, p.WS.ID, ch.Secret)
+	if ch.PreviousSecretExpiresAt != nil && len(ch.PreviousSecrets(c.o.Now())) > 0 {
+		d.PreviousUntil = ch.PreviousSecretExpiresAt
+	}
+	if err := c.deliveries(ctx, ec, proj.ID, &d); err != nil {
+		return channelData{}, err
+	}
 	return d, nil
 }
 
@@ -130,8 +144,27 @@ func (c *Console) SetSecret(ec echo.Context) error {
 		}
 		shown, flash = secret, "Secret set. Requests must now send it in X-Webhook-Secret."
 	case "rotate":
+		overlap, err := parseOverlap(ec.FormValue("overlap"))
+		if err != nil {
+			return c.channelPage(ec, http.StatusBadRequest, "", "", err.Error())
+		}
 		secret = channelapi.NewSecret()
-		shown, flash = secret, "New secret generated; the old one stops working within a second. Copy it now: it is shown once."
+		if _, err := c.o.Store.RotateChannelSecret(ec.Request().Context(), proj.ID, secret, overlap); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		} else if err == nil {
+			flash = "New secret generated; the old one stops working within a second. Copy it now: it is shown once."
+			if overlap > 0 {
+				flash = "New secret generated. The old one stays valid for " + overlap.String() +
+					" (both accepted, callbacks carry both signatures). Copy the new one now: it is shown once."
+			}
+			return c.channelPage(ec, http.StatusOK, secret, flash, "")
+		}
+		shown, flash = secret, "New secret generated. Copy it now: it is shown once."
+	case "drop-old":
+		if _, err := c.o.Store.DropPreviousSecret(ec.Request().Context(), proj.ID); err != nil {
+			return err
+		}
+		return c.channelPage(ec, http.StatusOK, "", "The previous secret was dropped: only the current one is accepted and signed with.", "")
 	case "clear":
 		flash = "Secret cleared: every external request to this channel is now rejected (401)."
 	default:

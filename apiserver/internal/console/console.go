@@ -35,6 +35,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/console/login"
 	"github.com/svc-dev/svc/apiserver/internal/runtime"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/apiserver/internal/webhooklog"
 	"github.com/svc-dev/svc/shared/settings"
 )
 
@@ -67,7 +68,10 @@ type Options struct {
 	Runtime runtime.Driver
 	// Transport carries requests to agents whose endpoint has none.
 	Transport http.RoundTripper
-	Log       *zap.Logger
+	// Webhooks is the webhook attempt log, replay and endpoint health
+	// shown on the channel page (nil: not shown).
+	Webhooks *webhooklog.Log
+	Log      *zap.Logger
 	// PublicURL is the base of the incoming URL shown in the channel editor
 	// ("" : the scheme and host of the request).
 	PublicURL string

@@ -1,8 +1,9 @@
 // Package janitor keeps the API server's bookkeeping tables bounded: rate
 // counters of minutes that are over (spec 8 rate limits), outbox messages
-// delivered long ago (spec 4.2 outbox), and expired console sessions and
-// sign-in links. Every replica runs it; the deletes
-// are idempotent, so replicas sweeping together do no harm.
+// delivered long ago (spec 4.2 outbox), expired console sessions and
+// sign-in links, webhook attempts past their retention and channel secrets
+// whose rotation overlap ended (issue 24). Every replica runs it; the
+// deletes are idempotent, so replicas sweeping together do no harm.
 package janitor
 
 import (
@@ -23,6 +24,9 @@ const (
 	// re-sending one (after a lost answer) is recognised and not delivered
 	// twice.
 	OutboxRetention = 7 * 24 * time.Hour
+	// DefaultAttemptRetention keeps the webhook attempt log (issue 24;
+	// SVC_WEBHOOK_ATTEMPT_RETENTION).
+	DefaultAttemptRetention = 7 * 24 * time.Hour
 )
 
 // Janitor sweeps the store.
@@ -30,6 +34,8 @@ type Janitor struct {
 	Store *store.Store
 	Log   *zap.Logger
 	Now   func() time.Time
+	// AttemptRetention bounds the webhook attempt log (0: DefaultAttemptRetention).
+	AttemptRetention time.Duration
 }
 
 // Sweep deletes what is no longer needed, once.
@@ -54,9 +60,23 @@ func (j *Janitor) Sweep(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if rates+outbox+sessions > 0 {
+	// The webhook attempt log past its retention, and the secrets a
+	// rotation replaced once their overlap ended.
+	keep := j.AttemptRetention
+	if keep <= 0 {
+		keep = DefaultAttemptRetention
+	}
+	attempts, err := j.Store.PruneWebhookAttempts(ctx, t.Add(-keep))
+	if err != nil {
+		return err
+	}
+	secrets, err := j.Store.PruneExpiredSecrets(ctx, t)
+	if err != nil {
+		return err
+	}
+	if rates+outbox+sessions+attempts+secrets > 0 {
 		j.Log.Debug("janitor swept", zap.Int64("rateCounters", rates), zap.Int64("outboxMessages", outbox),
-			zap.Int64("consoleSessions", sessions))
+			zap.Int64("consoleSessions", sessions), zap.Int64("webhookAttempts", attempts), zap.Int64("replacedSecrets", secrets))
 	}
 	return nil
 }

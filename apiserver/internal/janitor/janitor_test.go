@@ -80,3 +80,53 @@ func rebind(s *store.Store, q string) string {
 	}
 	return string(out)
 }
+
+// A sweep removes webhook attempts older than the retention and forgets a
+// replaced secret whose overlap ended; recent attempts and a current
+// overlap stay.
+func TestSweepAttemptsAndReplacedSecrets(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		now := time.Now().UTC()
+		ps := storetest.Projects(t, s, "ended", "lasting")
+		sec := "first"
+		for i, p := range ps {
+			ch, err := s.SetChannel(ctx, p.ID, &sec, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			overlap := time.Hour
+			if i == 0 {
+				overlap = time.Millisecond
+			}
+			if _, err := s.RotateChannelSecret(ctx, p.ID, "second", overlap); err != nil {
+				t.Fatal(err)
+			}
+			var rows []store.WebhookAttempt
+			for j, age := range []time.Duration{48 * time.Hour, time.Hour} {
+				rows = append(rows, store.WebhookAttempt{ID: store.NewID("att"), ProjectID: p.ID, ChannelID: ch.ID, CorrelationID: "c",
+					WebhookID: "msg_c", Kind: "delivery", Attempt: j + 1, URL: "https://h.example/", Endpoint: "https://h.example/",
+					AttemptedAt: now.Add(-age), StatusCode: 200, Outcome: "delivered"})
+			}
+			if _, _, err := s.RecordWebhookAttempts(ctx, rows, time.Hour, now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		j := &janitor.Janitor{Store: s, Log: zaptest.NewLogger(t), Now: func() time.Time { return now.Add(time.Second) },
+			AttemptRetention: 24 * time.Hour}
+		if err := j.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var attempts int
+		s.DB().QueryRowContext(ctx, "SELECT count(*) FROM webhook_attempts").Scan(&attempts)
+		if attempts != 2 {
+			t.Errorf("attempts left: %d, want the two recent ones", attempts)
+		}
+		ended, _ := s.GetChannel(ctx, ps[0].ID)
+		lasting, _ := s.GetChannel(ctx, ps[1].ID)
+		if ended.PreviousSecret != "" || lasting.PreviousSecret != "first" {
+			t.Errorf("previous secrets after the sweep: %q (overlap ended) and %q (overlap lasting)", ended.PreviousSecret, lasting.PreviousSecret)
+		}
+	})
+}

@@ -20,8 +20,6 @@ package outboxapi
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"io"
@@ -35,6 +33,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
+	"github.com/svc-dev/svc/apiserver/internal/channelapi"
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/shared/wire"
@@ -321,11 +320,14 @@ func (a *API) answer(c echo.Context, projectID string, rows []store.OutboxMessag
 	return nil
 }
 
-// authenticate checks X-Webhook-Secret against the channel secret from the
-// store in constant time (digests of equal length); an empty or missing
-// channel secret rejects every request.
-func (a *API) authenticate(c echo.Context, projectID string) (store.Channel, error) {
-	ch, err := a.store.GetChannel(c.Request().Context(), projectID)
+// Authenticate checks X-Webhook-Secret against the channel secret from the
+// store, and the one a rotation replaced while its overlap lasts, in
+// constant time (channelapi.SecretMatches); an empty or missing channel
+// secret rejects every request.
+func Authenticate(c echo.Context, st interface {
+	GetChannel(ctx context.Context, projectID string) (store.Channel, error)
+}, projectID string) (store.Channel, error) {
+	ch, err := st.GetChannel(c.Request().Context(), projectID)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return ch, apierr.Unavailable(err)
 	}
@@ -333,11 +335,13 @@ func (a *API) authenticate(c echo.Context, projectID string) (store.Channel, err
 		return ch, apierr.New(http.StatusUnauthorized, apierr.TypeAuthentication, "channel_secret_not_set",
 			"This channel has no secret configured, so it rejects every request. Set one in the channel settings.")
 	}
-	got := sha256.Sum256([]byte(c.Request().Header.Get(wire.HeaderWebhookSecret)))
-	want := sha256.Sum256([]byte(ch.Secret))
-	if !hmac.Equal(got[:], want[:]) {
+	if !channelapi.SecretMatches(ch, c.Request().Header.Get(wire.HeaderWebhookSecret), time.Now()) {
 		return ch, apierr.New(http.StatusUnauthorized, apierr.TypeAuthentication, "invalid_webhook_secret",
 			"Missing or invalid X-Webhook-Secret header.")
 	}
 	return ch, nil
+}
+
+func (a *API) authenticate(c echo.Context, projectID string) (store.Channel, error) {
+	return Authenticate(c, a.store, projectID)
 }

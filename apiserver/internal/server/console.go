@@ -33,6 +33,8 @@ func mountConsole(e *echo.Echo, c *console.Console) {
 	p.POST("/channel/headers", c.SetHeaders)
 	p.GET("/channel/live", c.ActivityFragment)
 	p.POST("/channel/test", c.TestMessage)
+	p.POST("/channel/replay/:correlationId", c.ReplayMessage)
+	p.POST("/channel/endpoint-test", c.TestEndpoint)
 	keys.GET("", c.ListKeysJSON)
 	keys.POST("", c.CreateKeyJSON)
 	keys.DELETE("/:key", c.RevokeKeyJSON)

@@ -13,6 +13,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/publicapi"
 	"github.com/svc-dev/svc/apiserver/internal/publish"
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
+	"github.com/svc-dev/svc/apiserver/internal/webhooklog"
 )
 
 // handlers are every handler value of the server, built once in New from
@@ -29,6 +30,9 @@ type handlers struct {
 	git     *gitserver.Server
 	publish *publish.API
 	console *console.Console
+	// webhooks serves the callback attempt log, endpoint health, replay
+	// and test messages (issue 24).
+	webhooks *webhooklog.Handlers
 }
 
 // buildHandlers builds the handlers of d for s (whose Auth, Registry,
@@ -43,6 +47,10 @@ func (s *Server) buildHandlers(d Deps) (handlers, error) {
 			Streams: s.Streams},
 		checkpointRecord: checkpointrecord.Handler(d.Store),
 		channel:          channelapi.Handler(d.Store),
+		webhooks:         &webhooklog.Handlers{Log: s.Webhooks},
+	}
+	if d.AgentProxy != nil {
+		h.webhooks.Pod = webhooklog.PodFromRuntime(d.AgentProxy.Runtime, d.AgentProxy.Transport)
 	}
 	if d.Objects != nil {
 		h.lfs = lfsbatch.New(d.Objects, d.Log)
@@ -62,6 +70,7 @@ func (s *Server) buildHandlers(d Deps) (handlers, error) {
 		o := *d.Console
 		o.Store, o.Catalog, o.Auth, o.Log = d.Store, d.Catalog, s.Auth, d.Log.Named("console")
 		o.Checkpoints = h.reads
+		o.Webhooks = s.Webhooks
 		if d.AgentProxy != nil {
 			o.Runtime, o.Transport = d.AgentProxy.Runtime, d.AgentProxy.Transport
 		}

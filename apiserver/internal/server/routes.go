@@ -50,6 +50,7 @@ func (s *Server) routes(e *echo.Echo) {
 	internal.GET(internalapi.PathChannel, h.channel)
 	internal.POST(internalapi.PathOutbox, s.Outbox.Put) // durable webhook outbox
 	internal.GET(internalapi.PathOutboxPending, s.Outbox.Pending)
+	internal.POST(internalapi.PathWebhookAttempts, h.webhooks.Put) // the callback attempt log (issue 24)
 	if h.lfs != nil {
 		internal.POST(internalapi.PathLFSBatch, h.lfs.Batch)
 		internal.POST(internalapi.PathLFSVerify, h.lfs.Verify)
@@ -88,6 +89,12 @@ func (s *Server) routes(e *echo.Echo) {
 	// works while the agent is down.
 	proxy := e.Group("/api/projects/:id/agent-proxy", apiKey, member)
 	proxy.GET(internalapi.PodWebhook+"/outbox/:channelId", s.Outbox.Poll)
+	// The attempt log, endpoint health, replay and test messages (issue
+	// 24), from the database; replay and test send through the pod.
+	proxy.GET(internalapi.PodWebhook+"/attempts", h.webhooks.List)
+	proxy.GET(internalapi.PodWebhook+"/endpoints", h.webhooks.Endpoints)
+	proxy.POST(internalapi.PodWebhook+"/endpoints/test", h.webhooks.Test)
+	proxy.POST(internalapi.PodWebhook+"/replay/:correlationId", h.webhooks.Replay)
 	if d.AgentProxy != nil {
 		proxy.Any("/*", d.AgentProxy.Handle)
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/tracing"
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
+	"github.com/svc-dev/svc/apiserver/internal/webhooklog"
 	"github.com/svc-dev/svc/shared/objstore"
 )
 
@@ -67,6 +68,9 @@ type Deps struct {
 	// delivered by then is served by the outbox as unanswered (0: the
 	// outboxapi default).
 	AnswerDeadline time.Duration
+	// WebhookFailingAfter: a callback endpoint every attempt to which
+	// failed for this long is marked failing (0: the webhooklog default).
+	WebhookFailingAfter time.Duration
 	// StorageErr reports object storage (objstoreopen.Health.Err; nil: no
 	// check): /readyz detail and svc_object_storage_up.
 	StorageErr func() error
@@ -85,6 +89,9 @@ type Server struct {
 	// Outbox is the durable webhook outbox (the pod's POST and the
 	// integrations' long-poll).
 	Outbox *outboxapi.API
+	// Webhooks is the webhook attempt log, replay and endpoint health
+	// (issue 24), shared by the routes and the console.
+	Webhooks *webhooklog.Log
 	// Console is the web console (nil when Deps.Console is nil).
 	Console *console.Console
 	// Streams are the streamed completions relayed past their handler
@@ -123,6 +130,8 @@ func New(d Deps) *Server {
 	s := &Server{Echo: e, Auth: a, Registry: reg, deps: d, Outbox: outboxapi.New(d.Store, d.Log.Named("outbox")),
 		Streams: &publicapi.Streams{}}
 	s.Outbox.AnswerDeadline = d.AnswerDeadline
+	s.Webhooks = webhooklog.New(d.Store, d.Log.Named("webhooklog"), reg)
+	s.Webhooks.FailingAfter = d.WebhookFailingAfter
 	if d.AgentProxy != nil && d.AgentProxy.Accepted == nil {
 		d.AgentProxy.Accepted = s.Outbox.RecordAccepted
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/testhook"
 	"github.com/svc-dev/svc/shared/pause"
 	"github.com/svc-dev/svc/shared/settings"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // Standard Webhooks headers.
@@ -72,6 +73,14 @@ type Options struct {
 	Now            func() time.Time
 	// Sleep waits between attempts (tests); nil uses a timer and ctx.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Recorder, when set, is told every attempt (the attempt log, issue
+	// 24); it must not block.
+	Recorder Recorder
+}
+
+// Recorder takes the record of each attempt (attemptlog.Recorder).
+type Recorder interface {
+	Record(a wire.WebhookAttempt)
 }
 
 // Deliverer sends callbacks.
@@ -125,6 +134,13 @@ type Delivery struct {
 	MsgID string
 	// Secret is the channel secret the signature is keyed by.
 	Secret string
+	// OldSecrets are secrets a rotation replaced whose overlap lasts: each
+	// adds a signature to webhook-signature (space-separated), so receivers
+	// that know either secret verify.
+	OldSecrets []string
+	// CorrelationID, ChannelID and Kind (wire.Attempt*; empty: delivery)
+	// go into the attempt records.
+	CorrelationID, ChannelID, Kind string
 	// Headers are the channel's callbackHeaders (ours win on conflicts).
 	Headers map[string]string
 	Body    []byte
@@ -151,21 +167,27 @@ func (d *Deliverer) Deliver(ctx context.Context, del Delivery) Result {
 	var res Result
 	for {
 		res.Attempts++
-		status, retryAfter, err := d.attempt(ctx, del)
+		ans := d.attempt(ctx, del)
+		status, retryAfter, err := ans.status, ans.retryAfter, ans.err
 		res.Status, res.Err = status, err
 		if err == nil {
 			res.Delivered = true
+			d.record(del, res.Attempts, ans, wire.AttemptDelivered, 0)
 			return res
 		}
 		var pe *permanentError
 		if errors.As(err, &pe) {
 			res.Err = pe.err
+			if ctx.Err() == nil {
+				d.record(del, res.Attempts, ans, wire.AttemptFailed, 0)
+			}
 			d.log.Warn("callback failed permanently", zap.String("webhookId", del.MsgID), zap.Int("status", status),
 				zap.Int("attempts", res.Attempts), zap.Error(pe.err))
 			return res
 		}
 		wait, stop := b.Next()
 		if stop {
+			d.record(del, res.Attempts, ans, wire.AttemptFailed, 0)
 			d.log.Warn("callback gave up", zap.String("webhookId", del.MsgID), zap.Int("status", status),
 				zap.Int("attempts", res.Attempts), zap.Error(err))
 			return res
@@ -173,6 +195,7 @@ func (d *Deliverer) Deliver(ctx context.Context, del Delivery) Result {
 		if retryAfter > wait {
 			wait = min(retryAfter, MaxRetryAfter)
 		}
+		d.record(del, res.Attempts, ans, wire.AttemptRetrying, wait)
 		testhook.Reach(testhook.CallbackRetry)
 		d.log.Info("callback will retry", zap.String("webhookId", del.MsgID), zap.Int("status", status),
 			zap.Int("attempt", res.Attempts), zap.Duration("in", wait), zap.Error(err))
@@ -187,22 +210,38 @@ type permanentError struct{ err error }
 
 func (e *permanentError) Error() string { return e.err.Error() }
 
-// attempt is one POST; it returns a permanentError for failures not worth
-// retrying.
-func (d *Deliverer) attempt(ctx context.Context, del Delivery) (status int, retryAfter time.Duration, err error) {
+// answer is the outcome of one POST.
+type answer struct {
+	at         time.Time
+	latency    time.Duration
+	status     int
+	retryAfter time.Duration
+	head       string
+	// err is nil for a 2xx; a permanentError for failures not worth
+	// retrying.
+	err error
+}
+
+// attempt is one POST.
+func (d *Deliverer) attempt(ctx context.Context, del Delivery) (a answer) {
+	a.at = d.o.Now()
+	start := time.Now()
+	defer func() { a.latency = time.Since(start) }()
 	if err := CheckURL(d.guard, del.URL); err != nil {
-		return 0, 0, &permanentError{err}
+		a.err = &permanentError{err}
+		return a
 	}
-	ts := d.o.Now()
-	sig, err := Sign(del.Secret, del.MsgID, ts, del.Body)
+	sig, err := Sign(del.Secret, del.MsgID, a.at, del.Body, del.OldSecrets...)
 	if err != nil {
-		return 0, 0, &permanentError{err}
+		a.err = &permanentError{err}
+		return a
 	}
 	actx, cancel := context.WithTimeout(ctx, d.o.AttemptTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(actx, http.MethodPost, del.URL, bytes.NewReader(del.Body))
 	if err != nil {
-		return 0, 0, &permanentError{err}
+		a.err = &permanentError{err}
+		return a
 	}
 	for k, v := range del.Headers {
 		if usableHeader(k, v) {
@@ -212,32 +251,37 @@ func (d *Deliverer) attempt(ctx context.Context, del Delivery) (status int, retr
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "svc-webhook-callback/1")
 	req.Header.Set(HeaderID, del.MsgID)
-	req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts.Unix(), 10))
+	req.Header.Set(HeaderTimestamp, strconv.FormatInt(a.at.Unix(), 10))
 	req.Header.Set(HeaderSignature, sig)
 	resp, err := d.http.Do(req)
 	if err != nil {
-		if errors.Is(err, ErrRefused) {
-			return 0, 0, &permanentError{err}
+		switch {
+		case errors.Is(err, ErrRefused):
+			a.err = &permanentError{err}
+		case errors.Is(err, ssrf.ErrProhibitedIP) || errors.Is(err, ssrf.ErrProhibitedPort) || errors.Is(err, ssrf.ErrProhibitedNetwork):
+			a.err = &permanentError{fmt.Errorf("%w: %v", ErrRefused, err)}
+		case ctx.Err() != nil:
+			a.err = &permanentError{ctx.Err()}
+		default:
+			a.err = err
 		}
-		if errors.Is(err, ssrf.ErrProhibitedIP) || errors.Is(err, ssrf.ErrProhibitedPort) || errors.Is(err, ssrf.ErrProhibitedNetwork) {
-			return 0, 0, &permanentError{fmt.Errorf("%w: %v", ErrRefused, err)}
-		}
-		if ctx.Err() != nil {
-			return 0, 0, &permanentError{ctx.Err()}
-		}
-		return 0, 0, err
+		return a
 	}
+	head := make([]byte, wire.AttemptHeadBytes)
+	n, _ := io.ReadFull(resp.Body, head)
+	a.head = string(head[:n])
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
-	status = resp.StatusCode
+	a.status = resp.StatusCode
 	switch {
-	case status >= 200 && status < 300:
-		return status, 0, nil
-	case status == http.StatusTooManyRequests || status >= 500:
-		return status, parseRetryAfter(resp.Header.Get("Retry-After"), d.o.Now()), fmt.Errorf("callback answered %d", status)
+	case a.status >= 200 && a.status < 300:
+	case a.status == http.StatusTooManyRequests || a.status >= 500:
+		a.retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), d.o.Now())
+		a.err = fmt.Errorf("callback answered %d", a.status)
 	default:
-		return status, 0, &permanentError{fmt.Errorf("callback answered %d", status)}
+		a.err = &permanentError{fmt.Errorf("callback answered %d", a.status)}
 	}
+	return a
 }
 
 // usableHeader drops callbackHeaders that would break every attempt
@@ -282,16 +326,30 @@ func Key(secret string) []byte {
 	return []byte(secret)
 }
 
-// Sign returns the webhook-signature header value ("v1,<base64>") of body.
-func Sign(secret, msgID string, ts time.Time, body []byte) (string, error) {
+// Sign returns the webhook-signature header value of body: "v1,<base64>"
+// keyed by secret, followed by one space-separated entry per old secret (a
+// rotation's overlap; Standard Webhooks receivers accept any entry that
+// verifies).
+func Sign(secret, msgID string, ts time.Time, body []byte, old ...string) (string, error) {
 	if secret == "" {
 		return "", errors.New("the channel has no secret to sign with")
 	}
-	wh, err := standardwebhooks.NewWebhookRaw(Key(secret))
-	if err != nil {
-		return "", err
+	var sigs []string
+	for _, s := range append([]string{secret}, old...) {
+		if s == "" {
+			continue
+		}
+		wh, err := standardwebhooks.NewWebhookRaw(Key(s))
+		if err != nil {
+			return "", err
+		}
+		sig, err := wh.Sign(msgID, ts, body)
+		if err != nil {
+			return "", err
+		}
+		sigs = append(sigs, sig)
 	}
-	return wh.Sign(msgID, ts, body)
+	return strings.Join(sigs, " "), nil
 }
 
 // Verify checks the Standard Webhooks headers of a received callback.

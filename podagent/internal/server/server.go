@@ -86,6 +86,8 @@ func routes(e *echo.Echo, o Options) {
 		ch.POST("/incoming", h.Incoming)
 		ch.GET("/health", h.Health)
 		ch.GET("/activity", h.ActivityLog)
+		ch.POST(strings.TrimPrefix(internalapi.PodWebhookReplay, internalapi.PodWebhook), h.Replay)
+		ch.POST(strings.TrimPrefix(internalapi.PodWebhookTest, internalapi.PodWebhook), h.TestCallback)
 		if h.ServesOutbox() {
 			ch.GET("/outbox/:channelId", h.OutboxPoll)
 		}

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/svc-dev/svc/podagent/internal/activity"
 	"github.com/svc-dev/svc/podagent/internal/agentloop"
+	"github.com/svc-dev/svc/podagent/internal/attemptlog"
 	"github.com/svc-dev/svc/podagent/internal/callback"
 	"github.com/svc-dev/svc/podagent/internal/channelcfg"
 	"github.com/svc-dev/svc/podagent/internal/durable"
@@ -94,9 +96,17 @@ func PodDeps(o PodOptions) (Deps, error) {
 		}
 		ob = relay
 	}
+	// The attempt log goes to the API's database (issue 24); without an
+	// API only the activity window shows attempts.
+	var rec *attemptlog.Recorder
+	var recorder callback.Recorder
+	if o.APIURL != "" {
+		rec = attemptlog.New(attemptlog.Options{Poster: api, Log: o.Log})
+		recorder = rec
+	}
 	cb := callback.New(callback.Options{Guard: callback.NewGuard(s.AllowedNets), Attempts: s.CallbackAttempts,
 		RetryBase: s.CallbackBase, RetryMax: s.CallbackMax, AttemptTimeout: s.CallbackTimeout, ForwardURL: s.CallbackForwardURL,
-		ForwardToken: o.RuntimeToken, Log: o.Log})
+		ForwardToken: o.RuntimeToken, Log: o.Log, Recorder: recorder})
 	return Deps{
 		Channel:      &channelcfg.Client{API: api, TTL: s.ChannelConfigTTL},
 		Agent:        agent,
@@ -111,5 +121,16 @@ func PodDeps(o PodOptions) (Deps, error) {
 		TurnTimeout:  s.TurnTimeout,
 		MaxBodyBytes: s.MaxBodyBytes,
 		Closer:       agent,
+		Attempts:     closerOrNil(rec),
 	}, nil
+}
+
+// closerOrNil keeps a nil recorder a nil interface.
+func closerOrNil(r *attemptlog.Recorder) interface {
+	Close(ctx context.Context) error
+} {
+	if r == nil {
+		return nil
+	}
+	return r
 }

@@ -422,18 +422,28 @@ func (h *Handler) deliver(t *turn, reply string) {
 		h.journalDone(t)
 		return
 	}
+	cfg := h.deliveryConfig(t)
+	if failing := failingEndpoint(cfg, t.in.CallbackURL); failing != "" {
+		// A failing endpoint (issue 24): no attempt until a test message
+		// to it succeeds; the reply waits in the outbox.
+		h.toOutbox(t, reply, "callback endpoint "+failing+" is marked failing; send it a test message to re-enable it")
+		h.journalDone(t)
+		return
+	}
 	outID := h.d.Activity.Add(wire.ActivityEvent{Direction: wire.DirectionOutbound, CorrelationID: t.corr,
 		SenderID: t.in.SenderID, SenderName: t.in.SenderName, Mode: "async", Preview: reply, Status: wire.ActivityDelivering})
-	res := h.d.Callbacks.Deliver(h.base, callback.Delivery{URL: t.in.CallbackURL, MsgID: "msg_" + strings.TrimPrefix(t.corr, "cor_"),
-		Secret: t.cfg.Secret, Headers: t.cfg.CallbackHeaders, Body: body})
+	res := h.d.Callbacks.Deliver(h.base, callback.Delivery{URL: t.in.CallbackURL, MsgID: webhookID(t.corr),
+		Secret: cfg.Secret, OldSecrets: cfg.PreviousSecrets, Headers: cfg.CallbackHeaders, Body: body,
+		CorrelationID: t.corr, ChannelID: t.cfg.ChannelID, Kind: wire.AttemptDelivery})
 	if res.Delivered {
 		h.d.Activity.Update(outID, func(e *wire.ActivityEvent) {
 			e.Status, e.Attempts, e.FinishedAt = wire.ActivityDelivered, res.Attempts, h.now()
 		})
 		// The API's record of the accepted message is closed by a notice
 		// (journaled by the relay before the message leaves the journal).
+		// It carries the reply, which the API keeps for a replay (issue 24).
 		h.d.Outbox.Put(t.cfg.ChannelID, wire.OutboxMessage{ID: newID("obx_"), OutboxReply: wire.OutboxReply{CorrelationID: t.corr,
-			Metadata: metadataOrEmpty(t.in.Metadata), CreatedAt: h.now(), Status: wire.OutboxStatusDelivered}})
+			Reply: reply, Metadata: metadataOrEmpty(t.in.Metadata), CreatedAt: h.now(), Status: wire.OutboxStatusDelivered}})
 		h.journalDone(t)
 		return
 	}

@@ -58,6 +58,8 @@ type Agent interface {
 type Callbacks interface {
 	CheckURL(raw string) error
 	Deliver(ctx context.Context, d callback.Delivery) callback.Result
+	// Once is one attempt without retries (replay, test message).
+	Once(ctx context.Context, d callback.Delivery) wire.WebhookAttempt
 }
 
 // Outbox receives the replies that could not be given inline or by callback
@@ -100,6 +102,11 @@ type Deps struct {
 	// Durable, when set, is the API's durable outbox: health's
 	// outboxPending adds what it holds to the pod's own copy. nil: no API.
 	Durable DurableOutbox
+	// Attempts, when set, is the attempt log's recorder (attemptlog), closed
+	// by Shutdown after the outbox.
+	Attempts interface {
+		Close(ctx context.Context) error
+	}
 }
 
 // DurableOutbox counts the API's durable outbox (internalapi.Client).
@@ -196,6 +203,11 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 			_ = oc.Close(octx)
 			cancel()
 		}
+		if h.d.Attempts != nil {
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), outboxCloseGrace)
+			_ = h.d.Attempts.Close(actx)
+			cancel()
+		}
 	})
 	return err
 }
@@ -236,8 +248,9 @@ func (h *Handler) config(c echo.Context) (wire.ChannelConfig, error) {
 	return cfg, nil
 }
 
-// authenticate checks X-Webhook-Secret against the channel secret in
-// constant time (digests of equal length, so the length does not leak).
+// authenticate checks X-Webhook-Secret against the channel secret, and the
+// ones a rotation replaced while their overlap lasts (issue 24), in
+// constant time (secretMatches).
 func (h *Handler) authenticate(c echo.Context) (wire.ChannelConfig, error) {
 	cfg, err := h.config(c)
 	if err != nil {
@@ -247,9 +260,7 @@ func (h *Handler) authenticate(c echo.Context) (wire.ChannelConfig, error) {
 		return cfg, &Error{Code: "channel_secret_not_set",
 			Message: "This channel has no secret configured, so it rejects every request. Set one in the channel settings."}
 	}
-	got := sha256.Sum256([]byte(c.Request().Header.Get(wire.HeaderWebhookSecret)))
-	want := sha256.Sum256([]byte(cfg.Secret))
-	if !hmac.Equal(got[:], want[:]) {
+	if !secretMatches(c.Request().Header.Get(wire.HeaderWebhookSecret), append([]string{cfg.Secret}, cfg.PreviousSecrets...)) {
 		return cfg, &Error{Code: "invalid_webhook_secret",
 			Message: "Missing or invalid X-Webhook-Secret header."}
 	}
@@ -290,6 +301,24 @@ func (h *Handler) activity(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, wire.WebhookActivity{Events: h.d.Activity.List()})
+}
+
+// secretMatches compares got with every non-empty candidate as SHA-256
+// digests (equal lengths, so a length does not leak) with hmac.Equal, all
+// of them whatever the outcome of the others.
+func secretMatches(got string, candidates []string) bool {
+	g := sha256.Sum256([]byte(got))
+	ok := 0
+	for _, c := range candidates {
+		if c == "" {
+			continue
+		}
+		w := sha256.Sum256([]byte(c))
+		if hmac.Equal(g[:], w[:]) {
+			ok = 1
+		}
+	}
+	return ok == 1
 }
 
 func (h *Handler) now() time.Time { return h.d.Now().UTC() }

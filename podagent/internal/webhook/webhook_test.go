@@ -104,6 +104,8 @@ type opts struct {
 	outbox webhook.Outbox
 	// durable: the API's outbox count (nil: no API).
 	durable webhook.DurableOutbox
+	// recorder takes the attempt records (nil: none).
+	recorder callback.Recorder
 }
 
 func logger(t testing.TB) *zap.Logger {
@@ -129,7 +131,7 @@ func newEnv(t testing.TB, o opts) *env {
 		allowed = nil
 	}
 	cb := callback.New(callback.Options{Guard: callback.NewGuard(allowed),
-		Attempts: o.attempts, Log: logger(t),
+		Attempts: o.attempts, Log: logger(t), Recorder: o.recorder,
 		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }})
 	ev.h = webhook.New(webhook.Deps{
 		Channel: ev.src, Agent: a, Callbacks: cb, Log: logger(t),
