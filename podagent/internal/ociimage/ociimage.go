@@ -1,5 +1,5 @@
 // Package ociimage builds the product's container images (svc-apiserver and
-// svc-podagent, the images the chart names; docs/deploy.md "Images") without
+// svc-podagent, the images the chart names; docs/kubernetes-runtime.md "Images and real containers") without
 // docker or a registry: a base layer with git, git-lfs and sh and exactly the
 // shared objects they need (the micro-VM guest image's file set,
 // guestimage.ToolFiles), CA certificates and passwd/group for the non-root
