@@ -26,8 +26,7 @@ KWOK_VERSION ?= v0.8.0
 KUBE_TOOLS   := $(TOOLS_DIR)/kube-apiserver/$(K8S_VERSION)/kube-apiserver $(TOOLS_DIR)/etcd/$(ETCD_VERSION)/etcd \
                 $(TOOLS_DIR)/kwokctl/$(KWOK_VERSION)/kwokctl $(TOOLS_DIR)/kwok/$(KWOK_VERSION)/kwok \
                 $(TOOLS_DIR)/kube-controller-manager/$(K8S_VERSION)/kube-controller-manager \
-                $(TOOLS_DIR)/kube-scheduler/$(K8S_VERSION)/kube-scheduler $(TOOLS_DIR)/kubectl/$(K8S_VERSION)/kubectl \
-                $(TOOLS_DIR)/kubelet/$(K8S_VERSION)/kubelet
+                $(TOOLS_DIR)/kube-scheduler/$(K8S_VERSION)/kube-scheduler $(TOOLS_DIR)/kubectl/$(K8S_VERSION)/kubectl
 # `make build` and the images build alike: static, reproducible paths.
 GO_BUILD     := CGO_ENABLED=0 $(GO) build -trimpath
 IMAGE_TAG    ?= $(shell awk -F'"' '/^appVersion:/{print $$2}' charts/svc/Chart.yaml)
