@@ -31,7 +31,6 @@ KUBE_TOOLS   := $(TOOLS_DIR)/kube-apiserver/$(K8S_VERSION)/kube-apiserver $(TOOL
 GO_BUILD     := CGO_ENABLED=0 $(GO) build -trimpath
 IMAGE_TAG    ?= $(shell awk -F'"' '/^appVersion:/{print $$2}' charts/svc/Chart.yaml)
 IMAGE_REPO   ?= ghcr.io/svc-dev
-DOCKER       ?= docker
 
 export SVC_MINIO_BIN := $(MINIO_BIN)
 export SVC_HELM_BIN := $(HELM_BIN)
@@ -44,6 +43,7 @@ build:
 	cd podagent && $(GO_BUILD) -o $(BIN)/podagent ./cmd/podagent
 	cd podagent && $(GO) build -o $(BIN)/metalhost ./cmd/metalhost
 	cd podagent && CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/podagent-guest ./cmd/podagent
+	cd podagent && $(GO_BUILD) -o $(BIN)/svc-image ./cmd/svc-image
 
 run: build
 	SVC_DATA_DIR=$(DATA_DIR) SVC_PODAGENT_BIN=$(BIN)/podagent $(BIN)/apiserver dev
@@ -101,12 +101,25 @@ $(KUBE_TOOLS):
 	TOOLS_DIR=$(TOOLS_DIR) K8S_VERSION=$(K8S_VERSION) ETCD_VERSION=$(ETCD_VERSION) KWOK_VERSION=$(KWOK_VERSION) \
 		./scripts/kube-tools.sh
 
-# The apiserver and podagent images (the root Dockerfile's two targets; same
-# build flags as `make build`), tagged as the chart's defaults. Needs docker
-# and base images; it cannot run on the development machine.
+# The apiserver and podagent images (issue 27): OCI archives in $(IMAGES_DIR),
+# built by svc-image (podagent/internal/ociimage) from stripped static
+# binaries and the host's git, git-lfs and sh with their shared objects —
+# no docker, no registry, no base image; the same inputs give the same
+# digests. Loaded into podman when it is installed (containerd: `ctr images
+# import`). The one way the images are built: there is no Dockerfile.
+IMAGES_DIR   ?= $(CURDIR)/dist/images
+RELEASE_BIN  := $(BIN)/release
+GO_RELEASE   := $(GO_BUILD) -ldflags "-s -w"
+
 images:
-	$(DOCKER) build --target apiserver -t $(IMAGE_REPO)/svc-apiserver:$(IMAGE_TAG) .
-	$(DOCKER) build --target podagent -t $(IMAGE_REPO)/svc-podagent:$(IMAGE_TAG) .
+	@mkdir -p $(RELEASE_BIN) $(IMAGES_DIR)
+	cd apiserver && $(GO_RELEASE) -o $(RELEASE_BIN)/apiserver ./cmd/apiserver
+	cd podagent && $(GO_RELEASE) -o $(RELEASE_BIN)/podagent ./cmd/podagent
+	cd podagent && $(GO_BUILD) -o $(BIN)/svc-image ./cmd/svc-image
+	$(BIN)/svc-image -out $(IMAGES_DIR) -repo $(IMAGE_REPO) -tag $(IMAGE_TAG) \
+		apiserver=$(RELEASE_BIN)/apiserver podagent=$(RELEASE_BIN)/podagent
+	@if command -v podman >/dev/null 2>&1; then for i in apiserver podagent; do \
+		podman load -q -i $(IMAGES_DIR)/svc-$$i.oci.tar || exit 1; done; fi
 
 $(MINIO_BIN):
 	@mkdir -p $(dir $@)

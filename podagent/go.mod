@@ -6,6 +6,7 @@ replace github.com/svc-dev/svc/shared => ../shared
 
 require (
 	code.dny.dev/ssrf v0.3.0
+	github.com/google/go-containerregistry v0.22.1
 	github.com/klauspost/compress v1.20.1
 	github.com/klauspost/readahead v1.4.0
 	github.com/labstack/echo/v4 v4.16.0
@@ -20,6 +21,8 @@ require (
 require (
 	github.com/agnivade/levenshtein v1.2.2 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
+	github.com/opencontainers/go-digest v1.0.0 // indirect
+	github.com/opencontainers/image-spec v1.1.1 // indirect
 	gopkg.in/validator.v2 v2.0.1 // indirect
 )
 

@@ -3,6 +3,7 @@
 //	podagent serve [flags]   settings from SVC_* env (see -h)
 //	podagent paired --api URL --token PAIRING_TOKEN [flags]   serve the agent through a tunnel (internal/paired)
 //	podagent guest [--root DIR]   micro-VM guest mode (internal/metal/guest); also PID 1 of a guest
+//	                              (SVC_METAL_GUEST_INIT=1 from the guest kernel's command line; PID 1 of a container serves normally)
 //
 // serve cold-starts the workspace (spec 10.1.5), serves /healthz, /readyz,
 // /metrics and /agent/* (runtime-token bearer), and on SIGTERM runs the

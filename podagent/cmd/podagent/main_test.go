@@ -96,6 +96,9 @@ type env struct {
 	store   objstore.Store
 	api     *api
 	logFile string
+	// sys, when set, starts the process with these attributes (new
+	// namespaces: TestPID1InContainerServes).
+	sys *syscall.SysProcAttr
 }
 
 func newEnv(t *testing.T, storage string) *env {
@@ -170,6 +173,7 @@ func (e *env) start(extra ...string) *proc {
 	p := &proc{addr: fmt.Sprintf("127.0.0.1:%d", port), exited: make(chan struct{})}
 	p.cmd = exec.Command(podagentBin, "serve")
 	p.cmd.Env = append(append(append([]string{}, e.vars...), "SVC_HTTP_ADDR="+p.addr), extra...)
+	p.cmd.SysProcAttr = e.sys
 	logf, err := os.OpenFile(e.logFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		e.t.Fatal(err)

@@ -59,8 +59,23 @@ func PowerOff() {
 // dead reads what the guest last committed.
 func Sync() { unix.Sync() }
 
-// IsInit reports whether this process is the guest's PID 1.
-func IsInit() bool { return os.Getpid() == 1 }
+// InitEnv is the variable that makes PID 1 a guest init. The host puts
+// KernelArg on the guest kernel's command line; the kernel hands an unknown
+// name=value parameter to init as an environment variable.
+const InitEnv = "SVC_METAL_GUEST_INIT"
+
+// KernelArg is the kernel command-line parameter of every guest boot.
+const KernelArg = InitEnv + "=1"
+
+// IsInit reports whether this process is a micro-VM guest's PID 1: PID 1
+// with InitEnv=1 from the kernel command line. PID 1 alone is not enough:
+// in a container (Kubernetes, podman) podagent is PID 1 of its own PID
+// namespace and must run the pod normally, not mount /proc.
+func IsInit() bool { return isInit(os.Getpid(), os.Getenv) }
+
+func isInit(pid int, getenv func(string) string) bool {
+	return pid == 1 && getenv(InitEnv) == "1"
+}
 
 func loadModules(list string, logf func(string, ...any)) {
 	f, err := os.Open(list)

@@ -79,21 +79,23 @@ func Build(o Options) (Image, error) {
 	if err := o.defaults(); err != nil {
 		return Image{}, err
 	}
-	if err := checkStatic(o.Agent); err != nil {
+	if err := CheckStatic(o.Agent); err != nil {
 		return Image{}, err
 	}
 	mods, err := resolveModules(o.ModulesDir, Modules)
 	if err != nil {
 		return Image{}, err
 	}
-	files, err := gitFiles(o.Git, o.GitLFS, o.Shell)
+	files, err := ToolFiles(Tools{Git: o.Git, GitLFS: o.GitLFS, Shell: o.Shell})
 	if err != nil {
 		return Image{}, err
 	}
 	h := sha256.New()
 	fmt.Fprintln(h, format)
 	inputs := append([]string{o.KernelImage, o.Agent}, mods...)
-	inputs = append(inputs, files...)
+	for _, f := range files {
+		inputs = append(inputs, f.Src)
+	}
 	for _, p := range inputs {
 		if err := hashFile(h, p); err != nil {
 			return Image{}, err
@@ -176,29 +178,12 @@ func (o *Options) defaults() error {
 	if _, err := os.Stat(filepath.Join(o.ModulesDir, "modules.dep")); err != nil {
 		return fmt.Errorf("guestimage: kernel modules: %w", err)
 	}
-	if o.Git == "" {
-		p, err := exec.LookPath("git")
+	if o.Git == "" || o.GitLFS == "" || o.Shell == "" {
+		t, err := HostTools()
 		if err != nil {
-			return errors.New("guestimage: git is not installed on the host (it is copied into the guest)")
+			return err
 		}
-		o.Git = p
-	}
-	if o.GitLFS == "" {
-		p, err := exec.LookPath("git-lfs")
-		if err != nil {
-			return errors.New("guestimage: git-lfs is not installed on the host (it is copied into the guest)")
-		}
-		o.GitLFS = p
-	}
-	if o.Shell == "" {
-		p, err := exec.LookPath("sh")
-		if err == nil {
-			p, err = filepath.EvalSymlinks(p)
-		}
-		if err != nil {
-			return errors.New("guestimage: no sh on the host (it is copied into the guest for git's filters)")
-		}
-		o.Shell = p
+		o.Git, o.GitLFS, o.Shell = or(o.Git, t.Git), or(o.GitLFS, t.GitLFS), or(o.Shell, t.Shell)
 	}
 	if o.LZ4 == "" {
 		o.LZ4, _ = exec.LookPath("lz4")
@@ -206,7 +191,75 @@ func (o *Options) defaults() error {
 	return nil
 }
 
-func checkStatic(path string) error {
+func or(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// Tools are the host programs an image carries besides the agent.
+type Tools struct {
+	// Git and GitLFS serve and sync the workspace; Shell becomes /bin/sh
+	// (git runs filter commands with arguments, git-lfs filter-process,
+	// through it).
+	Git, GitLFS, Shell string
+}
+
+// HostTools finds git, git-lfs and sh in PATH (symlinks of sh resolved:
+// Debian's /bin/sh is dash).
+func HostTools() (Tools, error) {
+	var t Tools
+	var err error
+	if t.Git, err = exec.LookPath("git"); err != nil {
+		return t, errors.New("guestimage: git is not installed on the host (it is copied into the image)")
+	}
+	if t.GitLFS, err = exec.LookPath("git-lfs"); err != nil {
+		return t, errors.New("guestimage: git-lfs is not installed on the host (it is copied into the image)")
+	}
+	p, err := exec.LookPath("sh")
+	if err == nil {
+		p, err = filepath.EvalSymlinks(p)
+	}
+	if err != nil {
+		return t, errors.New("guestimage: no sh on the host (it is copied into the image for git's filters)")
+	}
+	t.Shell = p
+	return t, nil
+}
+
+// File is one file an image holds: Src on the host, Dst in the image.
+type File struct{ Src, Dst string }
+
+// ToolFiles is the file set of git, git-lfs and sh in an image — the
+// micro-VM guest's initramfs and the container images alike: the three
+// programs at /usr/bin/git, /usr/bin/git-lfs and /bin/sh, and every shared
+// object they need (the ELF interpreter and DT_NEEDED libraries,
+// transitively) at its host path.
+func ToolFiles(t Tools) ([]File, error) {
+	paths, err := gitFiles(t.Git, t.GitLFS, t.Shell)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]File, len(paths))
+	for i, p := range paths {
+		dst := p
+		switch i {
+		case 0:
+			dst = "/usr/bin/git"
+		case 1:
+			dst = "/usr/bin/git-lfs"
+		case 2:
+			dst = "/bin/sh"
+		}
+		out[i] = File{Src: p, Dst: dst}
+	}
+	return out, nil
+}
+
+// CheckStatic fails unless path is a statically linked ELF executable (the
+// guest and the container images have no Go runtime libraries).
+func CheckStatic(path string) error {
 	f, err := elf.Open(path)
 	if err != nil {
 		return fmt.Errorf("guestimage: guest agent %s: %w", path, err)
@@ -341,7 +394,7 @@ func findLib(name string) (string, error) {
 	return "", fmt.Errorf("guestimage: shared library %s of git not found", name)
 }
 
-func writeInitramfs(w io.Writer, agent string, mods, files []string) error {
+func writeInitramfs(w io.Writer, agent string, mods []string, files []File) error {
 	c := &cpioWriter{w: w}
 	dirs := map[string]bool{}
 	mkdir := func(d string) {
@@ -380,17 +433,8 @@ func writeInitramfs(w io.Writer, agent string, mods, files []string) error {
 		list.WriteString(dst + "\n")
 	}
 	c.File(ModuleList, 0o644, []byte(list.String()))
-	for i, f := range files {
-		dst := f
-		switch i {
-		case 0:
-			dst = "/usr/bin/git"
-		case 1:
-			dst = "/usr/bin/git-lfs"
-		case 2:
-			dst = "/bin/sh"
-		}
-		if err := add(dst, f, 0o755); err != nil {
+	for _, f := range files {
+		if err := add(f.Dst, f.Src, 0o755); err != nil {
 			return err
 		}
 	}

@@ -395,7 +395,7 @@ func (h *Host) boot(ctx context.Context, p *project, incoming string) error {
 	addr := net.JoinHostPort(h.o.BindHost, strconv.Itoa(port))
 	cfg := vm.Config{QEMU: h.o.QEMU, Accel: h.o.Accel, MemoryMB: h.o.MemoryMB, Kernel: h.o.Image.Kernel,
 		Initrd: h.o.Image.Initrd, Disk: h.diskPath(p.id), Dir: filepath.Join(p.dir, "run"), HostAddr: addr,
-		GuestPort: guest.Port, Incoming: incoming,
+		GuestPort: guest.Port, Incoming: incoming, Append: guest.KernelArg,
 		GuestFwd: []vm.GuestFwd{{Addr: guest.RelayAddr, Cmd: append(append([]string(nil), h.o.PipeCommand...), rl.addr())}}}
 	sctx, cancel := context.WithTimeout(ctx, h.o.StartTimeout)
 	defer cancel()
