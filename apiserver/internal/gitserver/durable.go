@@ -27,18 +27,24 @@ import (
 )
 
 // pushRefusal returns why this push is refused, or "" when it is the
-// project's pod (docs/sync-modes.md §2, §3). Only dual_shadow pods push; a
-// running pod keeps its mode until its next assignment (spec 3.1), so the
-// pod's own push is accepted whatever the row says now (every write is
-// fenced). The message reaches the client's terminal as "remote error: …".
+// project's pod pushing while the project's row says dual_shadow
+// (docs/sync-modes.md §2, §3). The row is the one read for this request
+// (Authenticate loads it for the runtime token; it is never cached), so a
+// pod whose project was switched to git_only or s3 is refused before
+// anything is written: in git_only the pod itself owns repo.git.tar.gz,
+// and an API write there would move the ETag its next fenced persist
+// expects. The message reaches the client's terminal as "remote error: …".
 func (s *Server) pushRefusal(c echo.Context, proj store.Project) string {
-	if httpmw.PrincipalFrom(c).Runtime() {
+	pod := httpmw.PrincipalFrom(c).Runtime()
+	switch {
+	case proj.CloudSyncMode == syncmode.DualShadow && pod:
 		return ""
+	case proj.CloudSyncMode == syncmode.DualShadow:
+		return "push-back is refused: in dual_shadow only the project's pod pushes to this repository (mode=dual_shadow); clone, fetch and pull work"
+	case pod:
+		return fmt.Sprintf("push is refused: the API is hydrate-only outside dual_shadow and never persists a push (mode=%s); the pod persists its own history", proj.CloudSyncMode)
 	}
-	if proj.CloudSyncMode != syncmode.DualShadow {
-		return fmt.Sprintf("push-back is refused: the project's pod owns its history and would not keep a pushed commit (mode=%s); clone, fetch and pull work", proj.CloudSyncMode)
-	}
-	return "push-back is refused: in dual_shadow only the project's pod pushes to this repository (mode=dual_shadow); clone, fetch and pull work"
+	return fmt.Sprintf("push-back is refused: the project's pod owns its history and would not keep a pushed commit (mode=%s); clone, fetch and pull work", proj.CloudSyncMode)
 }
 
 // projectLocks serialises pushes per project on this replica (fencing
