@@ -234,26 +234,25 @@ func sameRefs(a, b map[string]string) bool {
 }
 
 // recordPushed is the post-receive of dual_shadow: one ProjectCheckpoint
-// row (source receive-pack) per commit the push added to a branch, oldest
-// first, each with its turn number. A failure is logged: the commits are
+// row (source receive-pack) per commit the push added to the first-parent
+// line of the project's branch (HEAD), oldest first, each with its turn
+// number; a commit pushed only to another ref or tag is not a turn and
+// gets none (docs/sync-modes.md §1). A failure is logged: the commits are
 // durable, and the next read-hydrate reconciles missing rows.
 func (s *Server) recordPushed(ctx context.Context, gitDir, projectID string, before, after map[string]string) {
-	var heads, old []string
-	for name, sha := range after {
-		if strings.HasPrefix(name, "refs/heads/") && before[name] != sha {
-			heads = append(heads, sha)
-		}
-	}
-	if len(heads) == 0 {
+	ref, _ := s.gitAt(gitDir, "symbolic-ref", "-q", "HEAD").String(ctx)
+	head := after[ref]
+	if ref == "" || head == "" || before[ref] == head {
 		return
 	}
+	var old []string
 	for name, sha := range before {
 		if strings.HasPrefix(name, "refs/") {
 			old = append(old, sha)
 		}
 	}
-	sort.Strings(heads)
-	cmd := s.gitAt(gitDir, "rev-list", "--reverse", "--topo-order").AddDynamic(heads...)
+	sort.Strings(old)
+	cmd := s.gitAt(gitDir, "rev-list", "--reverse", "--first-parent").AddDynamic(head)
 	if len(old) > 0 {
 		cmd.AddArgs("--not").AddDynamic(old...)
 	}

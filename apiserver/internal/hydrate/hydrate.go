@@ -81,6 +81,9 @@ const (
 type Checkpoints interface {
 	CheckpointSHAs(ctx context.Context, projectID string) (map[string]bool, error)
 	RecordCheckpoint(ctx context.Context, projectID string, rec wire.CheckpointRecord, source string) (string, bool, error)
+	// DeleteCheckpoints removes the rows of the given commits (rows that
+	// are not turns) and returns how many it removed.
+	DeleteCheckpoints(ctx context.Context, projectID string, shas []string) (int64, error)
 }
 
 // Options configure a Manager.
