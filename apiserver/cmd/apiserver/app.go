@@ -129,6 +129,14 @@ func serve(ctx context.Context, args []string, dev bool) error {
 		return err
 	}
 	defer a.close()
+	// One owner per data dir, before anything in it is cleared (the
+	// hydrated copies below): a second replica on the same directory
+	// would destroy the first one's state (issue 28).
+	lock, err := datadir.Acquire(a.cfg.DataDir, "SVC_DATA_DIR")
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	if err := a.store.Migrate(ctx); err != nil {
 		return err
 	}
