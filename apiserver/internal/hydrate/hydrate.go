@@ -63,6 +63,9 @@ var (
 	ErrUnavailable = errors.New("hydrate: object storage is unavailable")
 	// ErrInvalidProject: the project id cannot name a directory.
 	ErrInvalidProject = errors.New("hydrate: invalid project id")
+	// ErrDiskFull: the data directory's disk has no room for the copy
+	// (507 insufficient_storage; the object is not marked corrupt).
+	ErrDiskFull = errors.New("hydrate: no space left on the data directory")
 )
 
 // SourceReconcile is the checkpoint source of rows written by a hydrate
@@ -374,6 +377,9 @@ func (m *Manager) download(ctx context.Context, projectID string) (*version, str
 	st, err := archive.ExtractTarGz(cr, staging, limits)
 	if err != nil {
 		cleanup()
+		if wire.DiskFull(err) {
+			return nil, "", fmt.Errorf("%w: extracting %s: %w", ErrDiskFull, key, err)
+		}
 		if cr.err != nil || ctx.Err() != nil {
 			return nil, "", fmt.Errorf("%w: reading %s: %w", ErrUnavailable, key, err)
 		}
@@ -381,6 +387,9 @@ func (m *Manager) download(ctx context.Context, projectID string) (*version, str
 	}
 	if err := m.prepare(ctx, staging); err != nil {
 		cleanup()
+		if wire.DiskFull(err) {
+			return nil, "", fmt.Errorf("%w: preparing %s: %w", ErrDiskFull, key, err)
+		}
 		if ctx.Err() != nil {
 			return nil, "", fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
