@@ -69,11 +69,12 @@ func Acquire(dir, what string) (*Lock, error) {
 	// The program's name only: flags may carry secrets.
 	info := fmt.Sprintf("pid=%d\nhost=%s\nsince=%s\nprogram=%s\n", os.Getpid(), host,
 		time.Now().UTC().Format(time.RFC3339), filepath.Base(os.Args[0]))
-	if err := f.Truncate(0); err == nil {
+	err = f.Truncate(0)
+	if err == nil {
 		_, err = f.WriteAt([]byte(info), 0)
-		if err == nil {
-			err = f.Sync()
-		}
+	}
+	if err == nil {
+		err = f.Sync()
 	}
 	if err != nil {
 		f.Close()
