@@ -35,7 +35,7 @@ IMAGE_REPO   ?= ghcr.io/svc-dev
 export SVC_MINIO_BIN := $(MINIO_BIN)
 export SVC_HELM_BIN := $(HELM_BIN)
 
-.PHONY: build run test test-modules test-kube kube-tools bench bench-gateway lint tools clean images
+.PHONY: build run test test-modules fuzz test-kube kube-tools bench bench-gateway lint tools clean images
 
 build:
 	@mkdir -p $(BIN)
@@ -53,6 +53,25 @@ run: build
 # module's tests against them with GOWORK=off, so a missing require fails.
 test: build tools
 	cd shared && $(GO) run ./cmd/svc-testenv -- $(MAKE) -C $(CURDIR) test-modules
+	$(MAKE) fuzz
+
+# make fuzz (part of make test): every fuzz target runs FUZZ_TIME, each
+# listed once as module:package:Target; a Fuzz function missing from the
+# list fails the step, so a new target cannot be forgotten.
+FUZZ_TIME    ?= 10s
+FUZZ_TARGETS := shared:./archive:FuzzExtract shared:./objstore/fs:FuzzPathStaysInRoot shared:./objstore/fs:FuzzHeader \
+                podagent:./internal/webhook:FuzzParseIncoming apiserver:./internal/checkpointreads:FuzzValidRev \
+                apiserver:./internal/gitserver:FuzzCredential apiserver:./internal/publicapi:FuzzParseChatRequest \
+                apiserver:./internal/pairing:FuzzParseToken apiserver:./internal/apikey:FuzzParse \
+                apiserver:./internal/agentproxy:FuzzAgentPath
+fuzz:
+	@have=$$(grep -rhoE --include='*_test.go' '^func Fuzz[A-Za-z0-9_]+' $(MODULES) | sed 's/^func //' | sort); \
+	listed=$$(for t in $(FUZZ_TARGETS); do echo $${t##*:}; done | sort); \
+	if [ "$$have" != "$$listed" ]; then echo "fuzz: FUZZ_TARGETS does not list every fuzz target:"; \
+		diff <(echo "$$listed") <(echo "$$have"); exit 1; fi
+	@set -e; for t in $(FUZZ_TARGETS); do m=$${t%%:*}; r=$${t#*:}; p=$${r%%:*}; f=$${r#*:}; \
+		echo "== fuzz $$m $$p $$f ($(FUZZ_TIME))"; \
+		(cd $$m && GOWORK=off $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZ_TIME) $$p); done
 
 # Every module runs even when an earlier one fails, so one run shows every failure.
 test-modules:

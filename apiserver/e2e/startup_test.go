@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -36,5 +39,42 @@ func TestServeRefusesUnknownSettings(t *testing.T) {
 				t.Fatalf("serve with %s said:\n%s\nwant it to contain %q", tc.env, out, tc.want)
 			}
 		})
+	}
+}
+
+// A data directory has one owner (issue 28): a second `apiserver serve` on
+// the same SVC_DATA_DIR refuses to start with an error naming the running
+// one (its pid and host, from <data dir>/svc.lock) before it clears
+// anything; the first replica's hydrated copies survive and it keeps
+// answering.
+func TestSecondServerOnOneDataDirRefusesToStart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	dir := t.TempDir()
+	first := e.startAPI("SVC_DATA_DIR=" + dir)
+	marker := filepath.Join(dir, "hydrated", "prj_marker", "v00000001", "HEAD")
+	must(t, os.MkdirAll(filepath.Dir(marker), 0o755))
+	must(t, os.WriteFile(marker, []byte("ref: refs/heads/main\n"), 0o644))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, apiserverBin, "serve")
+	cmd.Env = append(e.baseEnv(), "SVC_DATA_DIR="+dir, "SVC_HTTP_ADDR=127.0.0.1:0")
+	out, err := cmd.CombinedOutput()
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("second serve: err %v (context %v), want a prompt refusal\n%s", err, ctx.Err(), out)
+	}
+	host, _ := os.Hostname()
+	for _, want := range []string{"SVC_DATA_DIR " + dir, fmt.Sprintf("in use by process %d on host %s", first.cmd.Process.Pid, host),
+		filepath.Join(dir, "svc.lock")} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the refusal does not name %q:\n%s", want, out)
+		}
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("the second process cleared the first one's hydrated copies: %v", err)
+	}
+	if resp, body := do(t, "GET", first.URL+"/readyz", "", nil, nil); resp.StatusCode != 200 {
+		t.Fatalf("the first replica after the refused start: %d %s", resp.StatusCode, body)
 	}
 }

@@ -3,6 +3,7 @@
 // through these functions, so the API server and the pods it starts on one
 // machine agree on, for example, where the fs object store lives.
 //
+//	<data dir>/svc.lock             the API server's owner lock (pid, host; Acquire)
 //	<data dir>/store                the fs object store (API and local pods share it)
 //	<data dir>/svc.db               the embedded SQLite database
 //	<data dir>/hydrated             the API's hydrated repository copies

@@ -12,6 +12,7 @@ func TestLayout(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ got, want string }{
 		{datadir.Store("/d"), "/d/store"},
+		{datadir.LockFile("/d"), "/d/svc.lock"},
 		{datadir.Database("/d"), "/d/svc.db"},
 		{datadir.Hydrated("/d"), "/d/hydrated"},
 		{datadir.Runtime("/d", "prj_1"), "/d/runtimes/prj_1"},

@@ -28,6 +28,7 @@ var Statuses = map[string]int{
 	"service_unavailable":   http.StatusServiceUnavailable,
 	"database_unavailable":  http.StatusServiceUnavailable,
 	"internal_error":        http.StatusInternalServerError,
+	"insufficient_storage":  http.StatusInsufficientStorage, // a full disk, named in the message (DiskFull)
 	// The console's JSON key API.
 	"unauthenticated":     http.StatusUnauthorized,
 	"csrf_failed":         http.StatusForbidden,

@@ -130,6 +130,14 @@ func serve(ctx context.Context, args []string, dev bool) error {
 		return err
 	}
 	defer a.close()
+	// One owner per data dir, before anything in it is cleared (the
+	// hydrated copies below): a second replica on the same directory
+	// would destroy the first one's state (issue 28).
+	lock, err := datadir.Acquire(a.cfg.DataDir, "SVC_DATA_DIR")
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	if err := a.store.Migrate(ctx); err != nil {
 		return err
 	}
@@ -223,16 +231,22 @@ func serve(ctx context.Context, args []string, dev bool) error {
 	go (&janitor.Janitor{Store: a.store, Log: a.log.Named("janitor"), AttemptRetention: a.cfg.WebhookAttemptRetention}).Run(ctx, janitor.Interval)
 	// svc_webhook_endpoints_failing (issue 24).
 	go srv.Webhooks.Job(ctx, a.store, webhooklog.GaugeInterval)
-	// Large-file retention (spec 10.3): unreachable objects past the grace period.
+	// Large-file retention (spec 10.3): unreachable objects past the grace
+	// period. Off unless SVC_LFS_GC_INTERVAL is set: the spec never
+	// auto-prunes (docs/sync-modes.md §4).
 	lgc := &lfsgc.GC{Objects: objs.Store, Log: a.log, Metrics: lfsgc.NewMetrics(srv.Registry)}
-	go lgc.Job(ctx, func(ctx context.Context) ([]string, error) {
-		ps, err := a.store.ProjectsInModes(ctx)
-		ids := make([]string, 0, len(ps))
-		for _, p := range ps {
-			ids = append(ids, p.ID)
-		}
-		return ids, err
-	}, lfsgc.DefaultInterval)
+	if a.cfg.LFSGCInterval > 0 {
+		go lgc.Job(ctx, func(ctx context.Context) ([]string, error) {
+			ps, err := a.store.ProjectsInModes(ctx)
+			ids := make([]string, 0, len(ps))
+			for _, p := range ps {
+				ids = append(ids, p.ID)
+			}
+			return ids, err
+		}, a.cfg.LFSGCInterval)
+	}
+	a.log.Info("large-file retention job", zap.Bool("enabled", a.cfg.LFSGCInterval > 0),
+		zap.Duration("interval", a.cfg.LFSGCInterval))
 	// Parity of the rollout (spec 10.6.4): svc_parity_mismatches{mode}.
 	go (&parity.Checker{Store: a.store, Objects: objs.Store}).Job(ctx, parity.NewGauge(srv.Registry), parity.JobInterval,
 		parity.Window, func(err error) { a.log.Warn("parity check", zap.Error(err)) })

@@ -193,3 +193,27 @@ func TestCreditsMicroCached(t *testing.T) {
 		t.Error("CreditsMicro changed")
 	}
 }
+
+// The built-in models file's aliases resolve to their models, the legacy
+// one (svc-1.0) included, with the legacy model's own upstream and price.
+func TestBuiltInAliasesResolve(t *testing.T) {
+	t.Parallel()
+	c, err := catalog.Load(catalog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		alias, id, upstream string
+		legacy              bool
+		inPrice             float64
+	}{
+		{"svc-1.0", "svc-1-0", "gpt-4.1-mini", true, 1},
+		{"svc-2.0", "svc-2-0", "gpt-5-mini", false, 3},
+	} {
+		m, ok := c.Resolve(tc.alias)
+		if !ok || m.ID != tc.id || m.Legacy != tc.legacy || len(m.Deployments) != 1 ||
+			m.Deployments[0].UpstreamModel != tc.upstream || m.Price.InputPerMTok != tc.inPrice {
+			t.Errorf("%s resolves to %+v (ok %v), want %s (legacy %v) on %s", tc.alias, m, ok, tc.id, tc.legacy, tc.upstream)
+		}
+	}
+}

@@ -27,18 +27,24 @@ import (
 )
 
 // pushRefusal returns why this push is refused, or "" when it is the
-// project's pod (docs/sync-modes.md §2, §3). Only dual_shadow pods push; a
-// running pod keeps its mode until its next assignment (spec 3.1), so the
-// pod's own push is accepted whatever the row says now (every write is
-// fenced). The message reaches the client's terminal as "remote error: …".
+// project's pod pushing while the project's row says dual_shadow
+// (docs/sync-modes.md §2, §3). The row is the one read for this request
+// (Authenticate loads it for the runtime token; it is never cached), so a
+// pod whose project was switched to git_only or s3 is refused before
+// anything is written: in git_only the pod itself owns repo.git.tar.gz,
+// and an API write there would move the ETag its next fenced persist
+// expects. The message reaches the client's terminal as "remote error: …".
 func (s *Server) pushRefusal(c echo.Context, proj store.Project) string {
-	if httpmw.PrincipalFrom(c).Runtime() {
+	pod := httpmw.PrincipalFrom(c).Runtime()
+	switch {
+	case proj.CloudSyncMode == syncmode.DualShadow && pod:
 		return ""
+	case proj.CloudSyncMode == syncmode.DualShadow:
+		return "push-back is refused: in dual_shadow only the project's pod pushes to this repository (mode=dual_shadow); clone, fetch and pull work"
+	case pod:
+		return fmt.Sprintf("push is refused: the API is hydrate-only outside dual_shadow and never persists a push (mode=%s); the pod persists its own history", proj.CloudSyncMode)
 	}
-	if proj.CloudSyncMode != syncmode.DualShadow {
-		return fmt.Sprintf("push-back is refused: the project's pod owns its history and would not keep a pushed commit (mode=%s); clone, fetch and pull work", proj.CloudSyncMode)
-	}
-	return "push-back is refused: in dual_shadow only the project's pod pushes to this repository (mode=dual_shadow); clone, fetch and pull work"
+	return fmt.Sprintf("push-back is refused: the project's pod owns its history and would not keep a pushed commit (mode=%s); clone, fetch and pull work", proj.CloudSyncMode)
 }
 
 // projectLocks serialises pushes per project on this replica (fencing
@@ -228,26 +234,25 @@ func sameRefs(a, b map[string]string) bool {
 }
 
 // recordPushed is the post-receive of dual_shadow: one ProjectCheckpoint
-// row (source receive-pack) per commit the push added to a branch, oldest
-// first, each with its turn number. A failure is logged: the commits are
+// row (source receive-pack) per commit the push added to the first-parent
+// line of the project's branch (HEAD), oldest first, each with its turn
+// number; a commit pushed only to another ref or tag is not a turn and
+// gets none (docs/sync-modes.md §1). A failure is logged: the commits are
 // durable, and the next read-hydrate reconciles missing rows.
 func (s *Server) recordPushed(ctx context.Context, gitDir, projectID string, before, after map[string]string) {
-	var heads, old []string
-	for name, sha := range after {
-		if strings.HasPrefix(name, "refs/heads/") && before[name] != sha {
-			heads = append(heads, sha)
-		}
-	}
-	if len(heads) == 0 {
+	ref, _ := s.gitAt(gitDir, "symbolic-ref", "-q", "HEAD").String(ctx)
+	head := after[ref]
+	if ref == "" || head == "" || before[ref] == head {
 		return
 	}
+	var old []string
 	for name, sha := range before {
 		if strings.HasPrefix(name, "refs/") {
 			old = append(old, sha)
 		}
 	}
-	sort.Strings(heads)
-	cmd := s.gitAt(gitDir, "rev-list", "--reverse", "--topo-order").AddDynamic(heads...)
+	sort.Strings(old)
+	cmd := s.gitAt(gitDir, "rev-list", "--reverse", "--first-parent").AddDynamic(head)
 	if len(old) > 0 {
 		cmd.AddArgs("--not").AddDynamic(old...)
 	}

@@ -11,14 +11,16 @@
 // --stateless-rpc` on it through gitrun, with the client's Git-Protocol
 // header passed as GIT_PROTOCOL and gzip request bodies decompressed.
 //
-// Receive-pack is accepted only in dual_shadow and only from the project's
-// pod (its runtime token): the API is then the pod's origin and keeps what
+// Receive-pack is accepted only while the project's row (read at the
+// request) says dual_shadow and only from the project's pod (its runtime
+// token): the API is then the pod's origin and keeps what
 // it receives durable — it writes <projectId>/repo.git.tar.gz itself,
 // fenced with conditional PUTs, and its post-receive writes one
 // ProjectCheckpoint row per pushed commit (durable.go; docs/sync-modes.md
 // §2). Any other push-back is refused with a protocol ERR line the client
 // prints ("remote error: push-back is refused …"): in git_only the pod owns
-// the history and would drop it (§3).
+// the history and would drop it (§3); the pod's own push in git_only or s3
+// is refused likewise and writes nothing.
 //
 // Authentication: HTTP Basic with the svc_sk_ API key as password (any
 // user name) or a Bearer key; a missing or bad key is 401 with

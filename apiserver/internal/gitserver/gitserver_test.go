@@ -167,6 +167,11 @@ func TestPushBackRefused(t *testing.T) {
 		{"git_only another member", "git_only", "key", "(mode=git_only)"},
 		{"s3 member", "s3", "key", "(mode=s3)"},
 		{"dual_shadow member", "dual_shadow", "key", "only the project's pod pushes to this repository"},
+		// The pod's own push outside dual_shadow (a pod started as
+		// dual_shadow whose row now says otherwise): refused, read at the
+		// request; the durable object stays the pod's.
+		{"git_only pod", "git_only", "token", "remote error: push is refused: the API is hydrate-only outside dual_shadow and never persists a push (mode=git_only)"},
+		{"s3 pod", "s3", "token", "(mode=s3)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -195,6 +200,14 @@ func TestPushBackRefused(t *testing.T) {
 			testenv.Must(t, err)
 			if after.ETag != before.ETag || countRows(t, f, "") != rows {
 				t.Fatal("a refused push wrote the durable object or a row")
+			}
+			// The running pod's next fenced persist (If-Match the ETag it
+			// wrote last) still succeeds: the refused push did not fence it.
+			f.w.Commit("pod turn", map[string]string{"pod.txt": "turn\n"})
+			b := f.w.Archive()
+			if _, err := f.Objects.Put(ctx, objstore.RepoKey(f.Project.ID), bytes.NewReader(b), int64(len(b)),
+				objstore.PutOptions{IfMatch: before.ETag}); err != nil {
+				t.Fatalf("the pod's next persist after a refused push: %v", err)
 			}
 		})
 	}

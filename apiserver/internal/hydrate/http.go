@@ -44,6 +44,11 @@ func APIError(err error) error {
 		e.Cause = err
 		e.Headers = map[string]string{"Retry-After": "5"}
 		return e
+	case errors.Is(err, ErrDiskFull):
+		e := apierr.New(http.StatusInsufficientStorage, apierr.TypeServer, "insufficient_storage",
+			"No space left on the API server's data directory (SVC_DATA_DIR) for the project's hydrated repository. Free space on that disk and retry; nothing durable is lost.")
+		e.Cause = err
+		return e
 	case errors.Is(err, ErrInvalidProject):
 		return apierr.BadRequest("invalid_project", "Invalid project id.")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

@@ -36,6 +36,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,6 +63,9 @@ var (
 	ErrUnavailable = errors.New("hydrate: object storage is unavailable")
 	// ErrInvalidProject: the project id cannot name a directory.
 	ErrInvalidProject = errors.New("hydrate: invalid project id")
+	// ErrDiskFull: the data directory's disk has no room for the copy
+	// (507 insufficient_storage; the object is not marked corrupt).
+	ErrDiskFull = errors.New("hydrate: no space left on the data directory")
 )
 
 // SourceReconcile is the checkpoint source of rows written by a hydrate
@@ -81,6 +85,9 @@ const (
 type Checkpoints interface {
 	CheckpointSHAs(ctx context.Context, projectID string) (map[string]bool, error)
 	RecordCheckpoint(ctx context.Context, projectID string, rec wire.CheckpointRecord, source string) (string, bool, error)
+	// DeleteCheckpoints removes the rows of the given commits (rows that
+	// are not turns) and returns how many it removed.
+	DeleteCheckpoints(ctx context.Context, projectID string, shas []string) (int64, error)
 }
 
 // Options configure a Manager.
@@ -147,6 +154,8 @@ type version struct {
 	hydratedAt time.Time
 	refs       int
 	retired    bool
+	// headRef is HEAD's branch if it existed when hydrated (intact).
+	headRef string
 }
 
 // New returns a Manager and empties opts.Dir (copies of an earlier process
@@ -287,9 +296,19 @@ func (m *Manager) doRefresh(ctx context.Context, projectID string) error {
 		m.projects[projectID] = p
 	}
 	p.lastUsed = m.opts.Now()
-	if p.cur != nil && p.cur.info.ETag == info.ETag {
+	if cur := p.cur; cur != nil && cur.info.ETag == info.ETag {
 		m.mu.Unlock()
-		return nil
+		err := intact(cur)
+		if err == nil {
+			return nil
+		}
+		// A cache never turns into a permanent 500: a copy removed or
+		// damaged under this replica (an operator, a second process on
+		// the data dir) is hydrated again (issue 28).
+		m.log.Warn("hydrated copy vanished or damaged; hydrating it again", zap.String("projectId", projectID),
+			zap.String("dir", cur.dir), zap.Error(err))
+		m.retire(projectID, cur)
+		m.mu.Lock()
 	}
 	if p.failETag != "" && p.failETag == info.ETag {
 		err := p.failErr
@@ -358,6 +377,9 @@ func (m *Manager) download(ctx context.Context, projectID string) (*version, str
 	st, err := archive.ExtractTarGz(cr, staging, limits)
 	if err != nil {
 		cleanup()
+		if wire.DiskFull(err) {
+			return nil, "", fmt.Errorf("%w: extracting %s: %w", ErrDiskFull, key, err)
+		}
 		if cr.err != nil || ctx.Err() != nil {
 			return nil, "", fmt.Errorf("%w: reading %s: %w", ErrUnavailable, key, err)
 		}
@@ -365,6 +387,9 @@ func (m *Manager) download(ctx context.Context, projectID string) (*version, str
 	}
 	if err := m.prepare(ctx, staging); err != nil {
 		cleanup()
+		if wire.DiskFull(err) {
+			return nil, "", fmt.Errorf("%w: preparing %s: %w", ErrDiskFull, key, err)
+		}
 		if ctx.Err() != nil {
 			return nil, "", fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
@@ -383,7 +408,7 @@ func (m *Manager) download(ctx context.Context, projectID string) (*version, str
 		cleanup()
 		return nil, "", err
 	}
-	return &version{dir: final, info: info, bytes: st.Bytes, hydratedAt: m.opts.Now()}, info.ETag, nil
+	return &version{dir: final, info: info, bytes: st.Bytes, hydratedAt: m.opts.Now(), headRef: headRef(final)}, info.ETag, nil
 }
 
 // prepare checks that dir is a git repository and makes it safe to serve:
@@ -458,6 +483,57 @@ func (m *Manager) swap(projectID string, v *version) {
 	remove = append(remove, m.evictLocked(projectID)...)
 	m.mu.Unlock()
 	m.remove(remove)
+}
+
+// retire stops serving v as projectID's current copy (readers holding it
+// keep it until they release it).
+func (m *Manager) retire(projectID string, v *version) {
+	m.mu.Lock()
+	var remove []string
+	if p := m.projects[projectID]; p != nil && p.cur == v {
+		p.cur = nil
+		remove = m.retireLocked(v)
+	}
+	m.mu.Unlock()
+	m.remove(remove)
+}
+
+// intact is a cheap check (a few stats, no process) that the copy of v is
+// still a repository: HEAD, the object store, and HEAD's branch when it
+// had one at hydrate time.
+func intact(v *version) error {
+	if _, err := os.ReadFile(filepath.Join(v.dir, "HEAD")); err != nil {
+		return err
+	}
+	if fi, err := os.Stat(filepath.Join(v.dir, "objects")); err != nil || !fi.IsDir() {
+		return fmt.Errorf("no object store: %v", err)
+	}
+	if v.headRef != "" && !refPresent(v.dir, v.headRef) {
+		return fmt.Errorf("HEAD's %s is gone", v.headRef)
+	}
+	return nil
+}
+
+// headRef is the branch HEAD names in the repository at dir when that
+// branch exists (loose or packed), else "" (unborn or detached).
+func headRef(dir string) string {
+	head, err := os.ReadFile(filepath.Join(dir, "HEAD"))
+	if err != nil {
+		return ""
+	}
+	ref, ok := strings.CutPrefix(strings.TrimSpace(string(head)), "ref: ")
+	if !ok || !strings.HasPrefix(ref, "refs/") || !refPresent(dir, ref) {
+		return ""
+	}
+	return ref
+}
+
+func refPresent(dir, ref string) bool {
+	if fi, err := os.Stat(filepath.Join(dir, filepath.FromSlash(ref))); err == nil && fi.Mode().IsRegular() {
+		return true
+	}
+	packed, err := os.ReadFile(filepath.Join(dir, "packed-refs"))
+	return err == nil && strings.Contains(string(packed), " "+ref+"\n")
 }
 
 // drop forgets projectID (its object is gone).

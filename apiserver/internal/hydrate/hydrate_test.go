@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -532,6 +533,57 @@ func TestHydrateReconcilesMissingRows(t *testing.T) {
 	r.Release()
 	if n, _ := db.ListCheckpoints(ctx, proj.ID, 10); len(n) != 3 || m.Stats().Reconciled != 1 {
 		t.Fatalf("second read changed rows")
+	}
+}
+
+// Rows are turns only (docs/sync-modes.md §1): a durable .git carrying a
+// side ref (as micro-VM exports do) and a tag on commits off the branch's
+// first-parent line gets rows for the line's commits alone, and rows an
+// older reconcile wrote for those side commits are removed; a row for a
+// commit the copy does not hold (a newer turn) stays.
+func TestReconcileWritesRowsOnlyForTurns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := storetest.Postgres(t)
+	proj := storetest.Projects(t, db, "p")[0]
+
+	st := hydratetest.MinIOStore(t)
+	w := hydratetest.NewWork(t)
+	c0 := w.Commit("seed", map[string]string{"a.txt": "0\n"})
+	c1 := w.Commit("turn one", map[string]string{"a.txt": "1\n"})
+	tree := w.Git("rev-parse", c1+"^{tree}")
+	side := w.Git("commit-tree", tree, "-p", c0, "-m", "pre-hydrate snapshot")
+	w.Git("update-ref", "refs/shogo-neutral/pre-hydrate/1700000000", side)
+	tagged := w.Git("commit-tree", tree, "-p", side, "-m", "tagged only")
+	w.Git("tag", "-a", "-m", "release", "only-a-tag", tagged)
+	c2 := w.Commit("turn two", map[string]string{"b.txt": "b\n"})
+	w.Persist(st, proj.ID)
+
+	// Rows an older reconcile (rev-list --all) wrote for the side commits,
+	// and the row of a turn newer than this copy.
+	newer := strings.Repeat("e", 40)
+	for _, sha := range []string{side, tagged, newer} {
+		_, _, err := db.RecordCheckpoint(ctx, proj.ID, wire.CheckpointRecord{CommitSHA: sha, Turn: -1}, store.SourceReconcile)
+		testenv.Must(t, err)
+	}
+
+	m, _ := newManager(t, st, func(o *hydrate.Options) { o.Checkpoints = db })
+	r, err := m.Acquire(ctx, proj.ID)
+	testenv.Must(t, err)
+	r.Release()
+	cps, err := db.ListCheckpoints(ctx, proj.ID, 100)
+	testenv.Must(t, err)
+	got := map[string]int64{}
+	for _, cp := range cps {
+		turn := int64(-1)
+		if cp.Turn != nil {
+			turn = *cp.Turn
+		}
+		got[cp.CommitSHA] = turn
+	}
+	want := map[string]int64{c0: 0, c1: 1, c2: 2, newer: -1}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("rows (sha → turn) %v, want %v (side %s, tagged %s)", got, want, side, tagged)
 	}
 }
 

@@ -3,6 +3,7 @@ package hydrate
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"unicode/utf8"
 
@@ -12,74 +13,101 @@ import (
 	"github.com/svc-dev/svc/shared/wire"
 )
 
-// reconcile gives every commit of the copy in dir that has no
-// ProjectCheckpoint row one, marked reconciled (spec 3.2). It runs on each
+// reconcile makes the copy's rows follow the rule of docs/sync-modes.md
+// §1 (spec 2.6: one row per turn): every commit on the first-parent line
+// of the branch without a row gets one, marked reconciled (spec 3.2), and
+// a row for a commit the copy holds off that line (reachable only from a
+// side ref, a tag or a merged second parent) is removed. It runs on each
 // (re)hydrate; a failure is logged and never fails the read.
 func (m *Manager) reconcile(ctx context.Context, projectID, dir string) {
 	if m.opts.Checkpoints == nil {
 		return
 	}
-	n, err := Reconcile(ctx, m.opts.Runner, dir, projectID, m.opts.Checkpoints)
-	m.reconciled.Add(int64(n))
+	res, err := Reconcile(ctx, m.opts.Runner, dir, projectID, m.opts.Checkpoints)
+	m.reconciled.Add(int64(res.Created))
 	if err != nil {
 		m.log.Warn("reconciling checkpoint rows", zap.String("projectId", projectID), zap.Error(err))
 		return
 	}
-	if n > 0 {
-		m.log.Info("reconciled checkpoint rows on hydrate", zap.String("projectId", projectID), zap.Int("rows", n))
+	if res.Created > 0 || res.Removed > 0 {
+		m.log.Info("reconciled checkpoint rows on hydrate", zap.String("projectId", projectID),
+			zap.Int("rows", res.Created), zap.Int("removed", res.Removed))
 	}
 }
 
-// Reconcile records a row (source reconcile) for each commit reachable from
-// a ref of the repository at gitDir that has none, and returns how many rows
-// it created.
-func Reconcile(ctx context.Context, r *gitrun.Runner, gitDir, projectID string, cps Checkpoints) (int, error) {
+// ReconcileResult counts what Reconcile changed.
+type ReconcileResult struct {
+	// Created rows (source reconcile) for turns that had none.
+	Created int
+	// Removed rows for commits that are not turns.
+	Removed int
+}
+
+// Reconcile records a row (source reconcile) for each commit on the
+// first-parent line of HEAD (the project's branch) of the repository at
+// gitDir that has none, and removes the rows of commits the repository
+// holds that are not on that line (docs/sync-modes.md §1). A row for a
+// commit the repository does not hold is left alone: it may be a turn
+// newer than this copy.
+func Reconcile(ctx context.Context, r *gitrun.Runner, gitDir, projectID string, cps Checkpoints) (ReconcileResult, error) {
+	var res ReconcileResult
 	run := func(args ...gitrun.Arg) *gitrun.Cmd { return r.Command(args...).Dir(gitDir).Env(gitEnv(gitDir)...) }
-	out, err := run("rev-list", "--all").String(ctx)
+	turns, err := Turns(ctx, run, "HEAD")
 	if err != nil {
-		return 0, err
+		return res, err
 	}
-	shas := strings.Fields(out)
-	if len(shas) == 0 {
-		return 0, nil
+	if len(turns) == 0 {
+		return res, nil // an unborn branch: nothing is a turn yet, nothing to judge
 	}
 	have, err := cps.CheckpointSHAs(ctx, projectID)
 	if err != nil {
-		return 0, err
+		return res, err
 	}
-	var missing []string
-	for _, s := range shas {
+	out, err := run("rev-list", "--all").String(ctx)
+	if err != nil {
+		return res, err
+	}
+	var stray []string
+	for _, s := range strings.Fields(out) {
+		if _, turn := turns[s]; !turn && have[s] {
+			stray = append(stray, s)
+		}
+	}
+	if len(stray) > 0 {
+		n, err := cps.DeleteCheckpoints(ctx, projectID, stray)
+		if err != nil {
+			return res, err
+		}
+		res.Removed = int(n)
+	}
+	missing := make([]string, 0, len(turns))
+	for s := range turns {
 		if !have[s] {
 			missing = append(missing, s)
 		}
 	}
 	if len(missing) == 0 {
-		return 0, nil
+		return res, nil
 	}
+	// Oldest first, so row creation order follows history.
+	sort.Slice(missing, func(i, j int) bool { return turns[missing[i]] < turns[missing[j]] })
 	branch, _ := run("symbolic-ref", "--short", "-q", "HEAD").String(ctx)
 	recs, err := CommitRecords(ctx, run, missing)
 	if err != nil {
-		return 0, err
+		return res, err
 	}
-	turns, err := Turns(ctx, run, "HEAD")
-	if err != nil {
-		return 0, err
-	}
-	created := 0
-	// Oldest first, so row creation order follows history.
-	for i := len(recs) - 1; i >= 0; i-- {
-		rec := recs[i]
+	for _, rec := range recs {
 		rec.Branch = branch
 		rec.Turn = TurnOf(turns, rec.CommitSHA)
 		_, ok, err := cps.RecordCheckpoint(ctx, projectID, rec, SourceReconcile)
 		if err != nil {
-			return created, err
+			return res, err
 		}
 		if ok {
-			created++
+			res.Created++
 		}
 	}
-	return created, nil
+	return res, nil
 }
 
 // CommitRecords reads the checkpoint metadata of the given commits (in the

@@ -56,6 +56,11 @@ type Project struct {
 	SourceHeadHasRow *bool       `json:"sourceHeadHasRow,omitempty"`
 	Missing          []int64     `json:"missing,omitempty"`
 	Duplicates       []Duplicate `json:"duplicates,omitempty"`
+	// NotTurns are the commits of rows without a turn number: commits off
+	// the branch's first-parent line, which are not turns
+	// (docs/sync-modes.md §1); the next read-hydrate's reconcile removes
+	// them.
+	NotTurns []string `json:"notTurns,omitempty"`
 }
 
 // Report is the whole check.
@@ -145,7 +150,11 @@ func (c *Checker) project(ctx context.Context, p store.Project, since time.Time)
 	rowOf := map[string]int64{}
 	for _, cp := range cps {
 		if cp.Turn == nil {
-			continue // rows written before turn numbers existed
+			// Every writer computes the turn number (migration 00008 is
+			// older than any window), so a row without one is for a
+			// commit that is not a turn.
+			res.NotTurns = append(res.NotTurns, cp.CommitSHA)
+			continue
 		}
 		byTurn[*cp.Turn] = append(byTurn[*cp.Turn], cp.CommitSHA)
 		rowOf[cp.CommitSHA] = *cp.Turn
@@ -175,6 +184,12 @@ func (c *Checker) project(ctx context.Context, p store.Project, since time.Time)
 			if t, ok := rowOf[src.Head]; ok && len(turns) > 0 && t > turns[len(turns)-1] {
 				turns = append(turns, t)
 			}
+		}
+	}
+	if len(res.NotTurns) > 0 {
+		res.Status = StatusMismatch
+		if res.Reason == "" {
+			res.Reason = "rows for commits that are not turns (off the branch's first-parent line)"
 		}
 	}
 	if len(turns) == 0 {

@@ -39,6 +39,9 @@ func TestParityFindsMissingAndDuplicateTurns(t *testing.T) {
 		{"gap", syncmode.DualShadow, []int64{1, 2, 4, 5}, parity.StatusMismatch, []int64{3}, nil},
 		{"duplicate", syncmode.GitOnly, []int64{1, 2, 2, 3}, parity.StatusMismatch, nil, []int64{2}},
 		{"s3 skipped", syncmode.S3, []int64{1, 3}, parity.StatusSkipped, nil, nil},
+		// A row without a turn number is a commit off the first-parent
+		// line (a side ref, a tag): not a turn, so a mismatch.
+		{"row that is not a turn", syncmode.GitOnly, []int64{1, -1, 2}, parity.StatusMismatch, nil, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -70,6 +73,15 @@ func TestParityFindsMissingAndDuplicateTurns(t *testing.T) {
 			var dups []int64
 			for _, d := range res.Duplicates {
 				dups = append(dups, d.Turn)
+			}
+			var notTurns []string
+			for i, turn := range tc.turns {
+				if turn < 0 && tc.mode != syncmode.S3 {
+					notTurns = append(notTurns, sha(i+1))
+				}
+			}
+			if fmt.Sprint(res.NotTurns) != fmt.Sprint(notTurns) {
+				t.Fatalf("notTurns %v, want %v", res.NotTurns, notTurns)
 			}
 			if fmt.Sprint(dups) != fmt.Sprint(tc.duplicates) {
 				t.Fatalf("duplicates %v, want %v", res.Duplicates, tc.duplicates)

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"go.uber.org/zap"
 
@@ -27,6 +28,8 @@ type Router struct {
 	// Instance names this API server process in local assignments.
 	Instance string
 	Log      *zap.Logger
+
+	restarts sync.Map // projectID → *sync.Mutex (lockRestart)
 }
 
 // Name implements Driver.
@@ -61,6 +64,21 @@ func (r *Router) Ensure(ctx context.Context, p store.Project) (Endpoint, error) 
 		}
 		return owner.EnsureAssigned(ctx, p, cur)
 	}
+	if found && a.Driver == r.Default.Name() && a.Endpoint == "" {
+		// `admin project restart` (another process) cleared the endpoint:
+		// the running runtime stops gracefully (its shutdown flush, spec
+		// 10.2) and the next one starts with the row's mode (spec 3.1).
+		unlock := r.lockRestart(p.ID)
+		defer unlock()
+		if cur, err := r.Store.GetRuntimeAssignment(ctx, p.ID); err == nil && cur.Driver == a.Driver && cur.Endpoint == "" {
+			r.log().Info("runtime restart requested; stopping the running one", zap.String("projectId", p.ID),
+				zap.Int64("generation", cur.Generation))
+			if err := r.Default.Stop(context.WithoutCancel(ctx), p.ID); err != nil {
+				return Endpoint{}, err
+			}
+			a, found = cur, true
+		}
+	}
 	ep, err := r.Default.Ensure(ctx, p)
 	if err != nil {
 		return Endpoint{}, err
@@ -74,6 +92,16 @@ func (r *Router) Ensure(ctx context.Context, p store.Project) (Endpoint, error) 
 		}
 	}
 	return ep, nil
+}
+
+// lockRestart serialises restarts of one project on this replica, so the
+// request that follows a restart stops the old runtime once and the ones
+// after it (which see the new endpoint) stop nothing.
+func (r *Router) lockRestart(projectID string) func() {
+	v, _ := r.restarts.LoadOrStore(projectID, &sync.Mutex{})
+	mu := v.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
 }
 
 // Stop implements Driver: it stops the project's runtime on every driver.

@@ -81,6 +81,17 @@ func (s *Store) CheckpointSHAs(ctx context.Context, projectID string) (map[strin
 	return out, err
 }
 
+// DeleteCheckpoints removes a project's rows for the given commits (the
+// reconcile's rows that are not turns, docs/sync-modes.md §1) and returns
+// how many it removed.
+func (s *Store) DeleteCheckpoints(ctx context.Context, projectID string, shas []string) (int64, error) {
+	if len(shas) == 0 {
+		return 0, nil
+	}
+	res := s.db.WithContext(ctx).Where("project_id = ? AND commit_sha IN ?", projectID, shas).Delete(&Checkpoint{})
+	return res.RowsAffected, res.Error
+}
+
 // CheckpointsSince returns a project's rows created at or after since,
 // oldest first (the parity check of spec 10.6.4).
 func (s *Store) CheckpointsSince(ctx context.Context, projectID string, since time.Time) ([]Checkpoint, error) {

@@ -77,14 +77,21 @@ func (DevTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	reply := DevLabel + " You said: " + last
-	lastRole := ""
+	lastRole, toolAnswer := "", ""
 	if n := len(dr.Messages); n > 0 {
 		lastRole = dr.Messages[n-1].Role
+		toolAnswer = strings.TrimSpace(contentText(dr.Messages[n-1].Content))
 	}
 	path, text, script := devWrite(last)
 	script = script && !dr.Stream && dr.offers("write_file")
 	if script && lastRole == "tool" {
-		reply = DevLabel + " Wrote " + path + "."
+		// Report what the tool answered: a refused write (a path outside
+		// the workspace) must not read as done (issue 28).
+		if strings.HasPrefix(toolAnswer, "error") {
+			reply = DevLabel + " Could not write " + path + ": the write_file tool answered \"" + toolAnswer + "\"."
+		} else {
+			reply = DevLabel + " Wrote " + path + "."
+		}
 	}
 	words := strings.Fields(reply)
 	usage := map[string]any{"prompt_tokens": chars/4 + 1, "completion_tokens": len(words),

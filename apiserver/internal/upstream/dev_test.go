@@ -21,6 +21,10 @@ func TestDevWriteScript(t *testing.T) {
 			true, `{"content":"hello there\n","path":"notes/a.txt"}`, nil},
 		{"after the tool result", `{"model":"m",` + tools + `,"messages":[{"role":"user","content":"write a.txt: x"},` +
 			`{"role":"assistant","content":null},{"role":"tool","content":"ok"}]}`, false, "", []string{DevLabel, "Wrote a.txt."}},
+		// The tool refused the path: the reply says so, never "Wrote".
+		{"after a refused write", `{"model":"m",` + tools + `,"messages":[{"role":"user","content":"write ../escape.txt: x"},` +
+			`{"role":"assistant","content":null},{"role":"tool","content":"error: path refused: \"../escape.txt\" contains \"..\""}]}`,
+			false, "", []string{DevLabel, `Could not write ../escape.txt: the write_file tool answered "error: path refused`}},
 		{"no tools offered", `{"model":"m","messages":[{"role":"user","content":"write a.txt: x"}]}`,
 			false, "", []string{"You said: write a.txt: x"}},
 		{"not the script", `{"model":"m",` + tools + `,"messages":[{"role":"user","content":"hello"}]}`,
@@ -57,6 +61,9 @@ func TestDevWriteScript(t *testing.T) {
 			}
 			if c.FinishReason != "stop" || c.Message.Content == nil {
 				t.Fatalf("want a plain reply, got %s", b)
+			}
+			if strings.Contains(tc.body, `"role":"tool","content":"error`) && strings.Contains(*c.Message.Content, "Wrote") {
+				t.Fatalf("a refused write reads as done: %q", *c.Message.Content)
 			}
 			for _, p := range tc.wantReplyParts {
 				if !strings.Contains(*c.Message.Content, p) {

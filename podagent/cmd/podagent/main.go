@@ -29,6 +29,7 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/pod"
 	"github.com/svc-dev/svc/podagent/internal/shutdown"
 	"github.com/svc-dev/svc/shared/cli"
+	"github.com/svc-dev/svc/shared/datadir"
 	"github.com/svc-dev/svc/shared/logging"
 	"github.com/svc-dev/svc/shared/objstore"
 )
@@ -84,6 +85,13 @@ func serveWith(cfg *config.Config, log *zap.Logger, ln net.Listener, x extras) e
 		defer ps.Close()
 	}
 
+	// One owner per workspace, before cold start clears or restores
+	// anything in it (issue 28).
+	lock, err := datadir.AcquireDir(cfg.WorkspaceDir, "SVC_WORKSPACE_DIR")
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	store, err := pod.OpenStore(ctx, cfg, log)
 	if err != nil {
 		return fmt.Errorf("object store: %w", err)

@@ -82,6 +82,10 @@ type Request struct {
 	// the loop's outcome), so that a caller can journal the reply: a turn
 	// that committed is then never run again.
 	BeforeCommit func(res Result, err error)
+	// WaitForLimits makes a model call refused by a plan limit (429, or
+	// 402 with resets_at) wait for it and retry within the turn's deadline
+	// (an accepted async message); without it the error ends the turn.
+	WaitForLimits bool
 }
 
 // Result is the outcome of a turn. Reply is always set, also with an error
@@ -102,7 +106,11 @@ type Error struct {
 	Message string
 	// Status is the gateway's HTTP status, when it answered.
 	Status int
-	Cause  error
+	// RetryAfter (a 429's Retry-After) and ResetsAt (a 402's resets_at)
+	// say when a plan limit lifts (limits.go).
+	RetryAfter time.Duration
+	ResetsAt   string
+	Cause      error
 }
 
 func (e *Error) Error() string {
@@ -294,7 +302,7 @@ func (a *Agent) loop(ctx context.Context, req Request) (Result, error) {
 			return res, ctxError(ctx)
 		}
 		res.Iterations++
-		resp, err := a.complete(ctx, msgs)
+		resp, err := a.completeWaiting(ctx, msgs, req.WaitForLimits, req.CorrelationID)
 		if err != nil {
 			return res, err
 		}
@@ -354,7 +362,8 @@ func (a *Agent) complete(ctx context.Context, msgs []message) (*chatResponse, er
 		var env wire.ErrorBody
 		_ = json.Unmarshal(raw, &env)
 		e := &Error{Code: "gateway_error", Status: resp.StatusCode,
-			Message: fmt.Sprintf("the model gateway answered %d", resp.StatusCode)}
+			Message:    fmt.Sprintf("the model gateway answered %d", resp.StatusCode),
+			RetryAfter: retryAfter(resp.Header), ResetsAt: env.Error.ResetsAt}
 		if env.Error.Code != "" {
 			e.Code = env.Error.Code
 		}

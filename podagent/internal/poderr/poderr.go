@@ -39,7 +39,17 @@ func From(err error) *Error {
 		return (&Error{Status: he.Code, Code: strings.ToLower(strings.ReplaceAll(http.StatusText(he.Code), " ", "_")),
 			Message: msg}).Resolve(wire.Statuses)
 	}
+	if wire.DiskFull(err) {
+		return DiskFull(err).Resolve(wire.Statuses)
+	}
 	return (&Error{Code: "internal_error", Message: "Internal error.", Cause: err}).Resolve(wire.Statuses)
+}
+
+// DiskFull is the 507 insufficient_storage of a full workspace disk (the
+// pod's only disk: the work tree and its .git); the turn's changes stay
+// in the work tree and the next turn commits them once space is freed.
+func DiskFull(cause error) *Error {
+	return wire.InsufficientStorage("the pod's workspace disk (SVC_WORKSPACE_DIR)", cause)
 }
 
 // Write answers err as the envelope (HEAD gets the status only) and logs

@@ -228,8 +228,10 @@ func (h *Handler) start(t *turn) bool {
 }
 
 func (t *turn) request() agentloop.Request {
+	// An accepted async message waits out a plan limit within its turn's
+	// deadline; a sync caller is told at once (turnError).
 	return agentloop.Request{Message: t.in.Message, SenderID: t.in.SenderID, SenderName: t.in.SenderName,
-		Channel: "webhook", CorrelationID: t.corr, Metadata: t.in.Metadata}
+		Channel: "webhook", CorrelationID: t.corr, Metadata: t.in.Metadata, WaitForLimits: t.async}
 }
 
 // run is one turn of the agent.
@@ -396,12 +398,7 @@ func (h *Handler) waitSync(c echo.Context, t *turn) error {
 	t.mu.Unlock()
 	if err != nil {
 		h.d.Activity.Finish(t.actID, wire.ActivityFailed, err.Error())
-		code := "agent_error"
-		var ae *agentloop.Error
-		if errors.As(err, &ae) {
-			code = ae.Code
-		}
-		return &Error{Status: http.StatusBadGateway, Code: code, Message: res.Reply, CorrelationID: t.corr}
+		return turnError(err, res.Reply, t.corr)
 	}
 	h.d.Activity.Finish(t.actID, wire.ActivityReplied, "")
 	h.d.Activity.Add(wire.ActivityEvent{Direction: wire.DirectionOutbound, CorrelationID: t.corr, SenderID: t.in.SenderID,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -307,19 +308,81 @@ func TestSyncReplyAndFieldsReachTheAgent(t *testing.T) {
 	}
 }
 
+// A failed turn answers what the caller can act on (issue 28): the
+// workspace's plan limits hit by the agent's model calls are 429 with
+// Retry-After and 402 with resets_at (as the public API answers them), a
+// full workspace disk is 507 naming it, anything else 502 with the agent's
+// plain-words reply; every answer carries the correlationId.
 func TestSyncAgentErrorGivesClearAnswer(t *testing.T) {
 	t.Parallel()
+	cases := []struct {
+		name       string
+		err        error
+		status     int
+		typ, code  string
+		retryAfter string
+		resetsAt   string
+		msg        string
+	}{
+		{"rate limit", &agentloop.Error{Code: "rate_limited", Message: "20 requests per minute", Status: 429, RetryAfter: 7 * time.Second},
+			429, "rate_limit_error", "rate_limited", "7", "", "20 requests per minute"},
+		{"credits", &agentloop.Error{Code: "usage_limit_reached", Message: "out of credits", Status: 402, ResetsAt: "2030-01-01T00:00:00Z"},
+			402, "billing_error", "usage_limit_reached", "", "2030-01-01T00:00:00Z", "out of credits"},
+		{"full workspace disk", &agentloop.Error{Code: "commit_failed", Message: "the agent's changes could not be committed",
+			Cause: fmt.Errorf("git add: exit status 128: fatal: unable to write new index file: No space left on device")},
+			507, "server_error", "insufficient_storage", "", "", "SVC_WORKSPACE_DIR"},
+		{"other", &agentloop.Error{Code: "max_iterations", Message: "the agent stopped"},
+			502, "server_error", "max_iterations", "", "", "could not complete"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ev := newEnv(t, opts{})
+			ev.agent.setRun(func(context.Context, agentloop.Request) (agentloop.Result, error) {
+				return agentloop.Result{Reply: "The agent could not complete this request."}, tc.err
+			})
+			r := ev.post(`{"message":"hi"}`)
+			var eb wire.WebhookErrorBody
+			r.json(t, &eb)
+			if r.status != tc.status || eb.Error.Type != tc.typ || eb.Error.Code != tc.code ||
+				!strings.Contains(eb.Error.Message, tc.msg) || eb.Error.CorrelationID == "" {
+				t.Fatalf("got %d %s", r.status, r.body)
+			}
+			if got := r.header.Get("Retry-After"); got != tc.retryAfter {
+				t.Fatalf("Retry-After %q, want %q", got, tc.retryAfter)
+			}
+			if eb.Error.ResetsAt != tc.resetsAt {
+				t.Fatalf("resets_at %q, want %q", eb.Error.ResetsAt, tc.resetsAt)
+			}
+		})
+	}
+}
+
+// An accepted async message asks the agent to wait out plan limits within
+// its turn's deadline; a sync one does not (it answers 429/402 at once).
+func TestAsyncTurnsWaitForPlanLimits(t *testing.T) {
+	t.Parallel()
 	ev := newEnv(t, opts{})
-	ev.agent.setRun(func(context.Context, agentloop.Request) (agentloop.Result, error) {
-		return agentloop.Result{Reply: "The agent could not complete this request (usage_limit_reached): out of credits."},
-			&agentloop.Error{Code: "usage_limit_reached", Message: "out of credits", Status: 402}
+	got := make(chan agentloop.Request, 2)
+	ev.agent.setRun(func(_ context.Context, req agentloop.Request) (agentloop.Result, error) {
+		got <- req
+		return agentloop.Result{Reply: "ok"}, nil
 	})
-	r := ev.post(`{"message":"hi"}`)
-	var eb wire.WebhookErrorBody
-	r.json(t, &eb)
-	if r.status != 502 || eb.Error.Code != "usage_limit_reached" || !strings.Contains(eb.Error.Message, "out of credits") ||
-		eb.Error.CorrelationID == "" {
-		t.Fatalf("got %d %s", r.status, r.body)
+	ev.post(`{"message":"sync"}`)
+	if r := ev.post(`{"message":"async","callbackUrl":"` + ev.srv.URL + `/nowhere"}`); r.status != 202 {
+		t.Fatalf("async: %d %s", r.status, r.body)
+	}
+	var reqs []agentloop.Request
+	for len(reqs) < 2 {
+		select {
+		case req := <-got:
+			reqs = append(reqs, req)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("only %d turns ran", len(reqs))
+		}
+	}
+	if reqs[0].WaitForLimits || !reqs[1].WaitForLimits {
+		t.Fatalf("WaitForLimits sync=%v async=%v, want false and true", reqs[0].WaitForLimits, reqs[1].WaitForLimits)
 	}
 }
 
