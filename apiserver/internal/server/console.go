@@ -53,4 +53,7 @@ func (s *Server) registerConsole(e *echo.Echo, o console.Options) {
 	keys.GET("", c.ListKeysJSON)
 	keys.POST("", c.CreateKeyJSON)
 	keys.DELETE("/:key", c.RevokeKeyJSON)
+	keys.GET("/:key/budget", c.GetKeyBudgetJSON)
+	keys.PUT("/:key/budget", c.SetKeyBudgetJSON)
+	keys.DELETE("/:key/budget", c.DeleteKeyBudgetJSON)
 }
