@@ -273,6 +273,9 @@ func (a *API) plain(c echo.Context, resp *http.Response, x *exchange) error {
 		return err
 	}
 	x.observe(a)
+	// The key budget is settled before the client has its answer: its next
+	// request then finds the reservation gone.
+	a.settle(x, u)
 	c.Response().Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
 	c.Response().Header().Set(echo.HeaderContentLength, strconv.Itoa(len(out)))
 	c.Response().WriteHeader(http.StatusOK)
