@@ -5,6 +5,8 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -152,4 +154,37 @@ func (c *Console) showBudget(ec echo.Context, keyID string) error {
 		return apierr.Internal(err)
 	}
 	return ec.JSON(http.StatusOK, budgetJSON(b, time.Now()))
+}
+
+// SetKeyBudgetForm is POST /console/w/{ws}/keys/{key}/budget (Settings ›
+// API keys, owners): credits and window set the key's budget; empty
+// credits remove it.
+func (c *Console) SetKeyBudgetForm(ec echo.Context) error {
+	p := newPage(ec, "API keys", "keys")
+	if err := c.ownerOnly(ec, p); err != nil {
+		return err
+	}
+	ctx := ec.Request().Context()
+	k, err := c.workspaceKey(ctx, p.WS.ID, ec.Param("key"))
+	if err != nil {
+		return c.errorPage(ec, http.StatusNotFound, "No such key.")
+	}
+	raw := strings.TrimSpace(ec.FormValue("credits"))
+	if raw == "" {
+		if err := c.o.Store.ClearKeyBudget(ctx, k.ID); err != nil {
+			return err
+		}
+		return c.keysPage(ec, http.StatusOK, nil, "Key "+k.Prefix+" has no budget of its own now.", "")
+	}
+	v, perr := strconv.ParseFloat(raw, 64)
+	in := budgetInput{Credits: &v, Window: ec.FormValue("window")}
+	micro, err := in.limit()
+	if perr != nil || err != nil {
+		return c.keysPage(ec, http.StatusBadRequest, nil, "",
+			"A budget is a number of credits (more than 0, at most 1000000000) and a window: daily, monthly or lifetime.")
+	}
+	if err := c.o.Store.SetKeyBudget(ctx, k.ID, micro, in.Window); err != nil {
+		return err
+	}
+	return c.keysPage(ec, http.StatusOK, nil, "Budget of key "+k.Prefix+" set: "+credits(micro)+" credits "+in.Window+".", "")
 }

@@ -41,6 +41,7 @@ func (s *Server) registerConsole(e *echo.Echo, o console.Options) {
 	w.GET("/keys", c.KeysPage)
 	w.POST("/keys", c.CreateKey)
 	w.POST("/keys/:key/revoke", c.RevokeKey)
+	w.POST("/keys/:key/budget", c.SetKeyBudgetForm)
 	w.GET("/usage", c.UsagePage)
 	w.GET("/projects", c.ProjectsPage)
 	p.GET("", c.ProjectPage)
