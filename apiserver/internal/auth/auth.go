@@ -29,6 +29,9 @@ type Principal struct {
 	UserID      string // set for API keys
 	WorkspaceID string
 	ProjectID   string // set for runtime tokens
+	// KeyBudget: the API key has a credit budget of its own (metering
+	// reserves against it).
+	KeyBudget bool
 	store.Billing
 }
 
@@ -91,7 +94,7 @@ func (a *Authenticator) APIKey(ctx context.Context, token string) (Principal, er
 	}
 	a.touch(id)
 	return Principal{KeyID: row.KeyID, UserID: row.UserID, WorkspaceID: row.WorkspaceID,
-		Billing: row.Billing}, nil
+		KeyBudget: row.Budgeted, Billing: row.Billing}, nil
 }
 
 // Runtime authenticates a pod's runtime token; it must belong to projectID.

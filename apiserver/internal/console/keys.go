@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -21,6 +22,7 @@ type keysData struct {
 	Created *apikey.Issued
 	Owner   bool
 	Base    string
+	Budgets map[string]BudgetJSON // by key id; keys without a budget are absent
 }
 
 // KeysPage is GET /console/w/{ws}/keys (Settings › API keys).
@@ -38,8 +40,17 @@ func (c *Console) keysPage(ec echo.Context, status int, created *apikey.Issued, 
 	for i, j := 0, len(keys)-1; i < j; i, j = i+1, j-1 {
 		keys[i], keys[j] = keys[j], keys[i]
 	}
+	rows, err := c.o.Store.KeyBudgets(ec.Request().Context(), p.WS.ID)
+	if err != nil {
+		return err
+	}
+	budgets := make(map[string]BudgetJSON, len(rows))
+	now := time.Now()
+	for id, b := range rows {
+		budgets[id] = budgetJSON(b, now)
+	}
 	p.Flash, p.Error = flash, errMsg
-	p.Data = keysData{Keys: keys, Created: created, Owner: isOwner(p), Base: c.baseURL(ec)}
+	p.Data = keysData{Keys: keys, Created: created, Owner: isOwner(p), Base: c.baseURL(ec), Budgets: budgets}
 	return c.render(ec, status, "keys", p)
 }
 

@@ -44,6 +44,9 @@ type Admission struct {
 	Limit     int64 // the tightest applicable limit, 0 when none
 	Remaining int64
 	Reset     time.Time
+	// KeyBudget: a reservation against the key's budget was taken; the
+	// request must be settled (Settle) once it ends.
+	KeyBudget bool
 }
 
 // Headers returns the X-RateLimit-* headers of a.
@@ -64,7 +67,7 @@ type bucket struct {
 }
 
 // Admit applies the rate limits, then the usage windows (spec 7.1 order:
-// 429 before 402). Rate permits come from this replica's leases when it has
+// 429 before 402), then the key's own budget (budget.go), which reserves. Rate permits come from this replica's leases when it has
 // some (leases.go) and usage windows from a short cache (windows.go); what is
 // missing is read in one database round trip.
 func (m *Meter) Admit(ctx context.Context, p auth.Principal, plan catalog.Plan) (Admission, error) {
@@ -204,6 +207,13 @@ func (m *Meter) Admit(ctx context.Context, p auth.Principal, plan catalog.Plan) 
 				return Admission{}, apierr.UsageLimitReached(w.Name, time.UnixMilli(c.ResetsAt))
 			}
 		}
+	}
+	if p.KeyID != "" && p.KeyBudget {
+		reserved, err := m.reserveBudget(ctx, p, now)
+		if err != nil {
+			return Admission{}, err
+		}
+		adm.KeyBudget = reserved
 	}
 	return adm, nil
 }

@@ -62,6 +62,7 @@ func (a *API) complete(c echo.Context, cd codec) error {
 	x.ctx = ctx
 	resp, err := a.send(c, x)
 	if err != nil {
+		a.settle(x, nil)
 		cancel()
 		return err
 	}
@@ -77,7 +78,11 @@ func (a *API) complete(c echo.Context, cd codec) error {
 		a.meter(x, u, true)
 		return nil
 	}
-	return a.plain(c, resp, x)
+	if err := a.plain(c, resp, x); err != nil {
+		a.settle(x, nil)
+		return err
+	}
+	return nil
 }
 
 // exchange is one completion's state across the handler's phases.
@@ -97,6 +102,8 @@ type exchange struct {
 	upstream0     string // the first deployment's upstream model
 	body0         []byte // the upstream body for upstream0
 	requestID     string
+	adm           metering.Admission
+	settled       bool // the key-budget reservation was settled
 }
 
 // observe records the request's duration, before the last byte reaches the
@@ -152,6 +159,7 @@ func (a *API) admit(c echo.Context, cd codec) (*exchange, error) {
 	if err != nil {
 		return nil, err
 	}
+	x.adm = adm
 	for k, v := range adm.Headers() {
 		c.Response().Header().Set(k, v)
 	}
@@ -212,6 +220,7 @@ func (a *API) meter(x *exchange, u *metering.Usage, streamed bool) {
 	if a.Tracer.On() {
 		genAI(x, u)
 	}
+	a.settle(x, u)
 	if u == nil {
 		return
 	}
@@ -222,6 +231,21 @@ func (a *API) meter(x *exchange, u *metering.Usage, streamed bool) {
 	defer span.End()
 	if err := a.Meter.Record(mctx, x.p, x.plan, x.model, x.requestID, *u, streamed); err != nil {
 		a.Log.Error("recording usage failed", zap.String("workspace_id", x.p.WorkspaceID),
+			zap.String("request_id", x.requestID), zap.Error(err))
+	}
+}
+
+// settle ends the request's key-budget reservation, once: with its usage
+// when metered, with none when it failed.
+func (a *API) settle(x *exchange, u *metering.Usage) {
+	if !x.adm.KeyBudget || x.settled {
+		return
+	}
+	x.settled = true
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.ctx), 10*time.Second)
+	defer cancel()
+	if err := a.Meter.Settle(ctx, x.p, x.adm, x.model, u); err != nil {
+		a.Log.Error("settling the key budget failed", zap.String("api_key_id", x.p.KeyID),
 			zap.String("request_id", x.requestID), zap.Error(err))
 	}
 }
@@ -249,6 +273,9 @@ func (a *API) plain(c echo.Context, resp *http.Response, x *exchange) error {
 		return err
 	}
 	x.observe(a)
+	// The key budget is settled before the client has its answer: its next
+	// request then finds the reservation gone.
+	a.settle(x, u)
 	c.Response().Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
 	c.Response().Header().Set(echo.HeaderContentLength, strconv.Itoa(len(out)))
 	c.Response().WriteHeader(http.StatusOK)

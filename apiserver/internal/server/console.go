@@ -24,6 +24,7 @@ func mountConsole(e *echo.Echo, c *console.Console) {
 	w.GET("/keys", c.KeysPage)
 	w.POST("/keys", c.CreateKey)
 	w.POST("/keys/:key/revoke", c.RevokeKey)
+	w.POST("/keys/:key/budget", c.SetKeyBudgetForm)
 	w.GET("/usage", c.UsagePage)
 	w.GET("/projects", c.ProjectsPage)
 	p.GET("", c.ProjectPage)
@@ -38,4 +39,7 @@ func mountConsole(e *echo.Echo, c *console.Console) {
 	keys.GET("", c.ListKeysJSON)
 	keys.POST("", c.CreateKeyJSON)
 	keys.DELETE("/:key", c.RevokeKeyJSON)
+	keys.GET("/:key/budget", c.GetKeyBudgetJSON)
+	keys.PUT("/:key/budget", c.SetKeyBudgetJSON)
+	keys.DELETE("/:key/budget", c.DeleteKeyBudgetJSON)
 }

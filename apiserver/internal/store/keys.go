@@ -41,6 +41,8 @@ type KeyAuth struct {
 	UserID      string
 	Billing
 	Revoked bool
+	// Budgeted: the key has a credit budget of its own (key_budgets).
+	Budgeted bool
 }
 
 // LookupKey loads a key with its workspace's plan by key id.
@@ -51,17 +53,19 @@ func (s *Store) LookupKey(ctx context.Context, keyID string) (KeyAuth, error) {
 		WorkspaceID string
 		UserID      string
 		RevokedAt   *time.Time
+		Budgeted    bool
 		Billing
 	}
 	err := s.db.WithContext(ctx).Table("api_keys").
-		Select("api_keys.id, api_keys.key_hash, api_keys.workspace_id, api_keys.user_id, api_keys.revoked_at, workspaces.plan, workspaces.usage_based_pricing").
+		Select("api_keys.id, api_keys.key_hash, api_keys.workspace_id, api_keys.user_id, api_keys.revoked_at, workspaces.plan, workspaces.usage_based_pricing, key_budgets.key_id IS NOT NULL AS budgeted").
 		Joins("JOIN workspaces ON workspaces.id = api_keys.workspace_id").
+		Joins("LEFT JOIN key_budgets ON key_budgets.key_id = api_keys.id").
 		Where("api_keys.id = ?", keyID).Take(&row).Error
 	if err != nil {
 		return KeyAuth{}, notFound(err)
 	}
 	return KeyAuth{KeyID: row.ID, KeyHash: row.KeyHash, WorkspaceID: row.WorkspaceID, UserID: row.UserID,
-		Billing: row.Billing, Revoked: row.RevokedAt != nil}, nil
+		Billing: row.Billing, Revoked: row.RevokedAt != nil, Budgeted: row.Budgeted}, nil
 }
 
 // GetAPIKey loads one key row (never its secret).

@@ -1,0 +1,136 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// The windows of a key budget (issue 23 point 5; docs/gateway.md, "Budgets
+// per API key"): daily and monthly reset at 00:00 UTC (monthly on the 1st),
+// lifetime never.
+const (
+	BudgetDaily    = "daily"
+	BudgetMonthly  = "monthly"
+	BudgetLifetime = "lifetime"
+)
+
+// KeyBudget is an API key's credit budget and where it stands. ResetsAt is
+// unix ms (0: lifetime, or no request yet in a daily/monthly window).
+type KeyBudget struct {
+	KeyID           string `gorm:"primaryKey"`
+	LimitMicro      int64
+	BudgetWindow    string
+	ResetsAt        int64
+	CreditsMicro    int64
+	Inflight        int64
+	ReservedUntil   int64
+	MaxRequestMicro int64
+}
+
+// TableName is the table of KeyBudget.
+func (KeyBudget) TableName() string { return "key_budgets" }
+
+// UsedMicro is the credits used in the window open at now (a closed
+// window counts as none used).
+func (b KeyBudget) UsedMicro(now time.Time) int64 {
+	if b.BudgetWindow != BudgetLifetime && b.ResetsAt <= now.UnixMilli() {
+		return 0
+	}
+	return b.CreditsMicro
+}
+
+// BudgetClock is what the budget statements need of the time: now, and the
+// end of the daily and monthly windows open at now (unix ms); Until is
+// when the reservations taken now lapse if never settled (a crashed
+// replica's).
+type BudgetClock struct {
+	Now, Day, Month, Until int64
+}
+
+// The SQL of a budget row as seen at @now: the window's credits (0 once it
+// closed), the reservations in flight (0 once they lapsed) and the end of
+// the window open at @now.
+const (
+	budgetCredits  = `(CASE WHEN budget_window <> 'lifetime' AND resets_at <= @now THEN 0 ELSE credits_micro END)`
+	budgetInflight = `(CASE WHEN reserved_until <= @now THEN 0 ELSE inflight END)`
+	budgetResets   = `(CASE WHEN budget_window = 'lifetime' THEN 0 WHEN resets_at > @now THEN resets_at WHEN budget_window = 'daily' THEN @day ELSE @month END)`
+	budgetColumns  = `key_id, limit_micro, budget_window, resets_at, credits_micro, inflight, reserved_until, max_request_micro`
+)
+
+func (c BudgetClock) args(keyID string) map[string]any {
+	return map[string]any{"key": keyID, "now": c.Now, "day": c.Day, "month": c.Month, "until": c.Until}
+}
+
+// SetKeyBudget sets (or replaces) a key's budget. Changing only the limit
+// keeps what the window used; changing the window starts a new one.
+func (s *Store) SetKeyBudget(ctx context.Context, keyID string, limitMicro int64, window string) error {
+	return s.db.WithContext(ctx).Exec(`INSERT INTO key_budgets (key_id, limit_micro, budget_window) VALUES (?, ?, ?)
+ON CONFLICT (key_id) DO UPDATE SET limit_micro = excluded.limit_micro, budget_window = excluded.budget_window,
+  credits_micro = CASE WHEN key_budgets.budget_window = excluded.budget_window THEN key_budgets.credits_micro ELSE 0 END,
+  resets_at = CASE WHEN key_budgets.budget_window = excluded.budget_window THEN key_budgets.resets_at ELSE 0 END`,
+		keyID, limitMicro, window).Error
+}
+
+// ClearKeyBudget removes a key's budget (none is not an error).
+func (s *Store) ClearKeyBudget(ctx context.Context, keyID string) error {
+	return s.db.WithContext(ctx).Exec(`DELETE FROM key_budgets WHERE key_id = ?`, keyID).Error
+}
+
+// GetKeyBudget loads a key's budget; ErrNotFound when it has none.
+func (s *Store) GetKeyBudget(ctx context.Context, keyID string) (KeyBudget, error) {
+	return first[KeyBudget](ctx, s.db, "key_id = ?", keyID)
+}
+
+// KeyBudgets loads the budgets of a workspace's keys, by key id.
+func (s *Store) KeyBudgets(ctx context.Context, workspaceID string) (map[string]KeyBudget, error) {
+	var rows []KeyBudget
+	err := s.db.WithContext(ctx).Raw(`SELECT `+budgetColumns+` FROM key_budgets
+WHERE key_id IN (SELECT id FROM api_keys WHERE workspace_id = ?)`, workspaceID).Scan(&rows).Error
+	out := make(map[string]KeyBudget, len(rows))
+	for _, r := range rows {
+		out[r.KeyID] = r
+	}
+	return out, err
+}
+
+// ReserveKeyBudget admits one request against a key's budget in one
+// conditional UPDATE (atomic on both databases: PostgreSQL re-checks the
+// condition on the row it waited for). A request is admitted when the
+// window's credits are under the limit and either nothing else is in
+// flight, or the credits plus every reservation (this one included), each
+// at the largest cost one request has had, stay within the limit; so all
+// requests in flight together pass the limit by at most one request.
+// ok false: refused, and b is the row as it stands (b.KeyID empty: the key
+// has no budget, and nothing is reserved).
+func (s *Store) ReserveKeyBudget(ctx context.Context, keyID string, c BudgetClock) (b KeyBudget, ok bool, err error) {
+	var rows []KeyBudget
+	err = s.db.WithContext(ctx).Raw(`UPDATE key_budgets SET credits_micro = `+budgetCredits+`,
+  inflight = `+budgetInflight+` + 1, resets_at = `+budgetResets+`, reserved_until = @until
+WHERE key_id = @key AND `+budgetCredits+` < limit_micro AND (`+budgetInflight+` = 0
+  OR (max_request_micro > 0 AND `+budgetCredits+` + (`+budgetInflight+` + 1) * max_request_micro <= limit_micro))
+RETURNING `+budgetColumns, c.args(keyID)).Scan(&rows).Error
+	if err != nil || len(rows) == 1 {
+		if len(rows) == 1 {
+			b = rows[0]
+		}
+		return b, err == nil, err
+	}
+	b, err = s.GetKeyBudget(ctx, keyID)
+	if errors.Is(err, ErrNotFound) {
+		return KeyBudget{}, false, nil
+	}
+	return b, false, err
+}
+
+// SettleKeyBudget ends one reservation of a key's budget: the request's
+// cost is added to the window open at c.Now and the reservation released.
+func (s *Store) SettleKeyBudget(ctx context.Context, keyID string, costMicro int64, c BudgetClock) error {
+	args := c.args(keyID)
+	args["cost"] = costMicro
+	return s.db.WithContext(ctx).Exec(`UPDATE key_budgets SET credits_micro = `+budgetCredits+` + @cost,
+  resets_at = `+budgetResets+`,
+  inflight = CASE WHEN `+budgetInflight+` > 0 THEN `+budgetInflight+` - 1 ELSE 0 END,
+  max_request_micro = CASE WHEN @cost > max_request_micro THEN @cost ELSE max_request_micro END
+WHERE key_id = @key`, args).Error
+}
