@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/svc-dev/svc/apiserver/internal/admin"
+	"github.com/svc-dev/svc/apiserver/internal/apikey"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
 )
@@ -20,7 +20,7 @@ func TestKeyBudgetForm(t *testing.T) {
 	t.Parallel()
 	storetest.EachWith(t, newWorld, func(t *testing.T, w *world) {
 		ctx := context.Background()
-		k, err := admin.CreateKey(ctx, w.st, w.wsA.ID, w.owner.ID, "ci")
+		k, err := apikey.Issue(ctx, w.st, w.wsA.ID, w.owner.ID, "ci")
 		if err != nil {
 			t.Fatal(err)
 		}
