@@ -261,6 +261,9 @@ func (s *Server) InfoRefs(c echo.Context) error {
 	}
 	h := c.Response().Header()
 	if service == "receive-pack" {
+		if err := s.notOwner(c, proj.ID); err != nil {
+			return err
+		}
 		if msg := s.pushRefusal(c, proj); msg != "" {
 			out.WriteString(pktLine("ERR " + msg))
 			noCache(h)
@@ -347,6 +350,9 @@ func (s *Server) rpc(c echo.Context, service string) error {
 	proj := httpmw.ProjectFrom(c)
 	proto, _ := gitProtocol(req)
 	if service == "receive-pack" {
+		if err := s.notOwner(c, proj.ID); err != nil {
+			return err
+		}
 		if msg := s.pushRefusal(c, proj); msg != "" {
 			return apierr.Forbidden("push_refused", msg)
 		}
