@@ -376,6 +376,7 @@ func (g *GitWorkspaceSync) push(ctx context.Context) error {
 	if err := g.o.Lease.Check(ctx); err != nil {
 		return err
 	}
+	testhook.Reach(testhook.BeforePush)
 	start := time.Now()
 	b := retry.WithMaxRetries(uint64(g.o.PersistAttempts-1), retry.NewExponential(g.o.PersistBackoff))
 	err := retry.Do(ctx, b, func(ctx context.Context) error {

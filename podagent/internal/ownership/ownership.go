@@ -40,6 +40,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/svc-dev/svc/podagent/internal/testhook"
 	"github.com/svc-dev/svc/shared/objstore"
 	"github.com/svc-dev/svc/shared/wire"
 )
@@ -218,6 +219,7 @@ func (l *Lease) Put(ctx context.Context, st objstore.Store, key, prev string, bo
 	if err := l.Check(ctx); err != nil {
 		return objstore.ObjectInfo{}, err
 	}
+	testhook.Reach(testhook.BeforeWrite)
 	for attempt := 0; ; attempt++ {
 		opts.IfMatch, opts.IfNoneMatch = prev, ""
 		if prev == "" {
