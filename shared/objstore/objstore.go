@@ -109,7 +109,7 @@ func DepsKeyZstd(hash string) string { return "deps-" + hash + ".tar.zst" }
 // AssetKey is one legacy offloaded large file.
 func AssetKey(projectID, relpath string) string { return projectID + "/assets/" + relpath }
 
-// OwnerKey is the ownership record of a project (docs/sync-modes.md §10):
+// OwnerKey is the ownership record of a project (docs/sync-modes.md §11):
 // which pod may write the project's objects.
 func OwnerKey(projectID string) string { return projectID + "/owner.json" }
 

@@ -15,7 +15,7 @@ import (
 )
 
 // notOwner refuses the push of a pod that no longer owns its project
-// (docs/sync-modes.md §10): the pod sends the epoch of its claim in
+// (docs/sync-modes.md §11): the pod sends the epoch of its claim in
 // wire.HeaderOwnerEpoch, and a push whose epoch is not the one the
 // project's ownership record holds is answered 409 `fenced` — a distinct
 // answer the pod tells from a transient failure (it fences instead of

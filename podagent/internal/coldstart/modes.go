@@ -22,7 +22,7 @@ type Assets interface {
 // ErrDiverged: the pod restarted on a disk whose history does not know the
 // head S3's layer 2 records — another pod wrote the project meanwhile. The
 // pod is fenced rather than overwrite that pod's turns with an older tree
-// (docs/sync-modes.md §10).
+// (docs/sync-modes.md §11).
 var ErrDiverged = errors.New("coldstart: project-src.tar.gz records a head this disk's history does not know: another pod wrote the project since this disk's last turn")
 
 // runS3Modes is the cold start of s3 and dual_shadow (spec 3.1 "cold-start

@@ -49,7 +49,7 @@ type Config struct {
 	LFS           bool
 	// Generation is the runtime driver's generation of this pod
 	// (SVC_POD_GENERATION; 0: none): the pod never claims its project over
-	// a pod of a newer generation (docs/sync-modes.md §10).
+	// a pod of a newer generation (docs/sync-modes.md §11).
 	Generation int64
 	// Webhook is the webhook channel's settings (flag or env).
 	Webhook webhook.Settings

@@ -2,7 +2,7 @@
 // object <projectId>/repo.git.tar.gz (spec 2.7, 10.1).
 //
 // Fencing (spec 10.1.1, the pod is the sole writer): every Put goes through
-// the pod's ownership lease (package ownership, docs/sync-modes.md §10): it
+// the pod's ownership lease (package ownership, docs/sync-modes.md §11): it
 // is conditional — If-None-Match "*" for the first write of a project,
 // If-Match the ETag this pod last wrote (or adopted at start) after — and
 // the project's ownership record is checked before and after it. A pod

@@ -65,7 +65,7 @@ type Options struct {
 	Repo      *Repo
 	Persister *durable.Persister
 	// Lease fences every durable write of the pod, in every mode
-	// (docs/sync-modes.md §10); nil means the Persister's.
+	// (docs/sync-modes.md §11); nil means the Persister's.
 	Lease    *ownership.Lease
 	Recorder *checkpointjournal.Recorder
 	Machine  *degrade.Machine

@@ -28,7 +28,7 @@ type Origin struct {
 }
 
 // ErrOriginFenced: the origin refused a push because another pod owns the
-// project (docs/sync-modes.md §10); unlike a transient failure it fences.
+// project (docs/sync-modes.md §11); unlike a transient failure it fences.
 var ErrOriginFenced = errors.New("gitsync: the API origin refused the push: another pod owns this project")
 
 // URL is <api>/api/projects/<id>/git.

@@ -1,6 +1,6 @@
 // Package ownership is the one fencing rule of a pod's durable writes in
 // every sync mode (spec 10.1.1: a project is pinned to one pod at a time;
-// docs/sync-modes.md §10).
+// docs/sync-modes.md §11).
 //
 // The project's ownership record <projectId>/owner.json holds an epoch. A
 // pod claims it at start, before it restores anything, with a conditional
@@ -111,7 +111,7 @@ func (l *Lease) Fence(reason string) error {
 	l.mu.Unlock()
 	if !already {
 		l.log.Error("FENCED: another pod owns this project; this pod stops writing (409 fenced, /readyz 503)",
-			zap.String("projectId", l.o.ProjectID), zap.Int64("epoch", epoch), zap.String("reason", reason))
+			zap.Int64("epoch", epoch), zap.String("reason", reason))
 		if l.o.OnFenced != nil {
 			l.o.OnFenced()
 		}

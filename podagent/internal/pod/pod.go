@@ -75,7 +75,7 @@ type Pod struct {
 	Sync    *gitsync.GitWorkspaceSync
 	Durable *durable.Persister
 	// Lease is the pod's claim on its project: it fences every durable
-	// write in every mode (docs/sync-modes.md §10).
+	// write in every mode (docs/sync-modes.md §11).
 	Lease    *ownership.Lease
 	Recorder *checkpointjournal.Recorder
 	// Assets offloads large files in s3 and dual_shadow (and holds the
@@ -227,7 +227,7 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 	copts.Sync = p.Sync
 	// The claim comes before anything is restored: a version of an object
 	// this pod did not see at restore was then written by a pod that had
-	// already lost the project (docs/sync-modes.md §10). Storage down: the
+	// already lost the project (docs/sync-modes.md §11). Storage down: the
 	// first write claims.
 	if err := p.Lease.Claim(ctx); err != nil && !errors.Is(err, ownership.ErrFenced) {
 		log.Warn("claiming the project failed; the first write claims it", zap.Error(err))

@@ -119,7 +119,7 @@ func TestTurnsCommitPersistRecordAndRestore(t *testing.T) {
 	})
 }
 
-// Two pods on one project: the newer pod owns it (docs/sync-modes.md §10).
+// Two pods on one project: the newer pod owns it (docs/sync-modes.md §11).
 // The older one's next write is refused before it touches the store: it
 // stops, says so once, and its commit is neither persisted nor recorded;
 // the newer keeps writing.

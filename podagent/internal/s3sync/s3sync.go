@@ -61,7 +61,7 @@ type Options struct {
 	// Head, when set, names the commit layer 2 is taken at; it is recorded
 	// in the archive's gzip comment (wire.SourceHeadComment).
 	Head func(ctx context.Context) string
-	// Lease, when set, fences layer 2 (docs/sync-modes.md §10): it is
+	// Lease, when set, fences layer 2 (docs/sync-modes.md §11): it is
 	// written conditionally on the version this pod last wrote or restored,
 	// with the project's ownership checked before and after.
 	Lease *ownership.Lease
