@@ -427,7 +427,7 @@ func TestGenerationChangeWhileOldPodHeldMidFlush(t *testing.T) {
 			old.kill()
 
 			again := m.launchPod(mode, oldWS, "SVC_POD_GENERATION=1")
-			waitLog(t, again.logs, "FENCED", 60*time.Second)
+			waitLog(t, again.logs, "podagent serving", 60*time.Second)
 			if st := again.ready(); st != http.StatusServiceUnavailable {
 				t.Fatalf("restarted generation 1: /readyz %d, want 503", st)
 			}

@@ -338,10 +338,8 @@ func TestDualShadowDegradesAndRecoversWithTheOriginDown(t *testing.T) {
 	waitLog(t, p.logs, "cloud-sync degraded (mode=dual_shadow)", 60*time.Second)
 	// A transient failure is not "another pod owns the project": the pod
 	// stays ready and is not fenced (docs/sync-modes.md §11).
-	if res, err := http.Get(p.URL + "/readyz"); err != nil || res.StatusCode != 200 || strings.Contains(p.logs.String(), "FENCED") {
-		t.Fatalf("degraded pod: /readyz %v %v, or fenced:\n%s", res.StatusCode, err, p.logs.String())
-	} else {
-		res.Body.Close()
+	if st := p.ready(); st != 200 || strings.Contains(p.logs.String(), "FENCED") {
+		t.Fatalf("degraded pod: /readyz %d, or fenced:\n%s", st, p.logs.String())
 	}
 	// S3 stays authoritative and current while degraded.
 	if src, files := m.fileList(); src != "s3" || files["a.txt"] != 2 {
