@@ -294,7 +294,8 @@ func TestKubernetesDriverEndToEnd(t *testing.T) {
 	}
 	pod := w.onePod(t)
 	if pod.Labels["svc.dev/project-id"] != w.project || pod.Labels["svc.dev/workspace-id"] != w.acc.workspace ||
-		pod.Annotations["svc.dev/cloud-sync-mode"] != "git_only" || podEnv(pod, "SVC_CLOUD_SYNC_MODE") != "git_only" {
+		pod.Annotations["svc.dev/cloud-sync-mode"] != "git_only" || podEnv(pod, "SVC_CLOUD_SYNC_MODE") != "git_only" ||
+		podEnv(pod, "SVC_POD_GENERATION") == "" || podEnv(pod, "SVC_POD_GENERATION") != pod.Annotations["svc.dev/runtime-generation"] {
 		t.Errorf("pod metadata/env: labels %v annotations %v", pod.Labels, pod.Annotations)
 	}
 	sec, err := w.c.Client.CoreV1().Secrets(w.ns).Get(context.Background(), pod.Name, metav1.GetOptions{})

@@ -106,8 +106,17 @@ func (m *modeEnv) setMode(mode string) {
 	}
 }
 
-// startPod starts a pod of mode on workspace ("" = a fresh empty one).
+// startPod starts a pod of mode on workspace ("" = a fresh empty one) and
+// waits until it is ready.
 func (m *modeEnv) startPod(mode, workspace string, extra ...string) *modePod {
+	m.t.Helper()
+	p := m.launchPod(mode, workspace, extra...)
+	waitReady(m.t, "podagent", p.URL+"/readyz", 60*time.Second, p.logs)
+	return p
+}
+
+// launchPod starts a pod of mode on workspace without waiting for it.
+func (m *modeEnv) launchPod(mode, workspace string, extra ...string) *modePod {
 	m.t.Helper()
 	bin, err := podagentBinary()
 	must(m.t, err)
@@ -130,7 +139,6 @@ func (m *modeEnv) startPod(mode, workspace string, extra ...string) *modePod {
 			m.t.Logf("podagent (%s) logs:\n%s", mode, p.logs.String())
 		}
 	})
-	waitReady(m.t, "podagent", p.URL+"/readyz", 60*time.Second, p.logs)
 	return p
 }
 
@@ -328,6 +336,11 @@ func TestDualShadowDegradesAndRecoversWithTheOriginDown(t *testing.T) {
 		}
 	}
 	waitLog(t, p.logs, "cloud-sync degraded (mode=dual_shadow)", 60*time.Second)
+	// A transient failure is not "another pod owns the project": the pod
+	// stays ready and is not fenced (docs/sync-modes.md §11).
+	if st := p.ready(); st != 200 || strings.Contains(p.logs.String(), "FENCED") {
+		t.Fatalf("degraded pod: /readyz %d, or fenced:\n%s", st, p.logs.String())
+	}
 	// S3 stays authoritative and current while degraded.
 	if src, files := m.fileList(); src != "s3" || files["a.txt"] != 2 {
 		t.Fatalf("reads while degraded: %s %v", src, files)

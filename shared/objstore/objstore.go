@@ -109,5 +109,9 @@ func DepsKeyZstd(hash string) string { return "deps-" + hash + ".tar.zst" }
 // AssetKey is one legacy offloaded large file.
 func AssetKey(projectID, relpath string) string { return projectID + "/assets/" + relpath }
 
+// OwnerKey is the ownership record of a project (docs/sync-modes.md §11):
+// which pod may write the project's objects.
+func OwnerKey(projectID string) string { return projectID + "/owner.json" }
+
 // LFSKey is one large-file object, oid being its sha256.
 func LFSKey(projectID, oid string) string { return projectID + "/lfs/objects/" + oid }

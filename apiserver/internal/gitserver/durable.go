@@ -161,6 +161,12 @@ func (s *Server) durableReceive(c echo.Context, proj store.Project, body *limitR
 		return apierr.Internal(err)
 	}
 	if !sameRefs(before, after) {
+		// Checked again after receiving: a pod that lost the project while
+		// its push was received makes nothing durable (docs/sync-modes.md §11).
+		if err := s.notOwner(c, proj.ID); err != nil {
+			s.Hydrate.Invalidate(proj.ID)
+			return err
+		}
 		info, err := s.persist(ctx, proj.ID, gitDir, put)
 		if err != nil {
 			s.Hydrate.Invalidate(proj.ID)

@@ -263,6 +263,9 @@ func (s *Server) InfoRefs(c echo.Context) error {
 	}
 	h := c.Response().Header()
 	if service == "receive-pack" {
+		if err := s.notOwner(c, proj.ID); err != nil {
+			return err
+		}
 		if msg := s.pushRefusal(c, proj); msg != "" {
 			out.WriteString(pktLine("ERR " + msg))
 			noCache(h)
@@ -349,6 +352,9 @@ func (s *Server) rpc(c echo.Context, service string) error {
 	proj := httpmw.ProjectFrom(c)
 	proto, _ := gitProtocol(req)
 	if service == "receive-pack" {
+		if err := s.notOwner(c, proj.ID); err != nil {
+			return err
+		}
 		if msg := s.pushRefusal(c, proj); msg != "" {
 			return apierr.Forbidden("push_refused", msg)
 		}

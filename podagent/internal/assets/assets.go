@@ -28,6 +28,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/svc-dev/svc/podagent/internal/ownership"
 	"github.com/svc-dev/svc/shared/atomicfile"
 	"github.com/svc-dev/svc/shared/objstore"
 )
@@ -51,12 +52,18 @@ type Options struct {
 	// and an exclude does not apply to tracked files.
 	Untrack func(ctx context.Context, paths []string) error
 	Log     *zap.Logger
+	// Lease, when set, fences every upload and delete (docs/sync-modes.md
+	// §10): uploads are conditional on the version this pod last wrote or
+	// restored, with the project's ownership checked before and after.
+	Lease *ownership.Lease
 }
 
 type fileState struct {
 	Size    int64  `json:"size"`
 	ModTime int64  `json:"mtime"`
 	SHA256  string `json:"sha256"`
+	// ETag of the stored object as this pod last wrote or restored it.
+	ETag string `json:"etag,omitempty"`
 }
 
 // Assets is safe for concurrent use; its operations are serialised.
@@ -185,12 +192,15 @@ func (a *Assets) Push(ctx context.Context) error {
 			if ok && st.Size == fi.Size() && st.ModTime == fi.ModTime().UnixNano() {
 				continue
 			}
-			sum, err := a.upload(ctx, rel, fi.Size())
+			sum, etag, err := a.upload(ctx, rel, fi.Size(), st.ETag)
+			if errors.Is(err, ownership.ErrFenced) {
+				return err
+			}
 			if err != nil {
 				errs = append(errs, err)
 				continue
 			}
-			a.state[rel] = fileState{Size: fi.Size(), ModTime: fi.ModTime().UnixNano(), SHA256: sum}
+			a.state[rel] = fileState{Size: fi.Size(), ModTime: fi.ModTime().UnixNano(), SHA256: sum, ETag: etag}
 			a.log.Info("asset uploaded", zap.String("key", objstore.AssetKey(a.o.ProjectID, rel)), zap.Int64("bytes", fi.Size()))
 		}
 		// Prune: every stored key whose file is gone.
@@ -206,7 +216,10 @@ func (a *Assets) Push(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("assets: list: %w", err))
 		}
 		for _, rel := range stale {
-			if err := a.o.Store.Delete(ctx, objstore.AssetKey(a.o.ProjectID, rel)); err != nil {
+			if err := a.delete(ctx, objstore.AssetKey(a.o.ProjectID, rel)); err != nil {
+				if errors.Is(err, ownership.ErrFenced) {
+					return err
+				}
 				errs = append(errs, err)
 				continue
 			}
@@ -223,18 +236,48 @@ func (a *Assets) Push(ctx context.Context) error {
 	})
 }
 
-func (a *Assets) upload(ctx context.Context, rel string, size int64) (string, error) {
-	f, err := os.Open(filepath.Join(a.o.Workspace, filepath.FromSlash(rel)))
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
+func (a *Assets) upload(ctx context.Context, rel string, size int64, prev string) (string, string, error) {
+	path := filepath.Join(a.o.Workspace, filepath.FromSlash(rel))
+	key := objstore.AssetKey(a.o.ProjectID, rel)
 	h := sha256.New()
-	if _, err := a.o.Store.Put(ctx, objstore.AssetKey(a.o.ProjectID, rel), io.TeeReader(f, h), size,
-		objstore.PutOptions{ContentType: "application/octet-stream"}); err != nil {
-		return "", fmt.Errorf("assets: put %s: %w", rel, err)
+	var body ownership.Body = func() (io.ReadCloser, int64, error) {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, 0, err
+		}
+		h.Reset()
+		return struct {
+			io.Reader
+			io.Closer
+		}{io.TeeReader(f, h), f}, size, nil
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	opts := objstore.PutOptions{ContentType: "application/octet-stream"}
+	var info objstore.ObjectInfo
+	var err error
+	if a.o.Lease != nil {
+		info, err = a.o.Lease.Put(ctx, a.o.Store, key, prev, body, opts)
+	} else {
+		var r io.ReadCloser
+		if r, _, err = body(); err == nil {
+			info, err = a.o.Store.Put(ctx, key, r, size, opts)
+			r.Close()
+		}
+	}
+	if errors.Is(err, ownership.ErrFenced) {
+		return "", "", err
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("assets: put %s: %w", rel, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), info.ETag, nil
+}
+
+// delete deletes key, after the ownership check when a Lease is set.
+func (a *Assets) delete(ctx context.Context, key string) error {
+	if a.o.Lease != nil {
+		return a.o.Lease.Delete(ctx, a.o.Store, key)
+	}
+	return a.o.Store.Delete(ctx, key)
 }
 
 // Restore downloads every asset that is not in the work tree yet (cold
@@ -270,7 +313,7 @@ func (a *Assets) Restore(ctx context.Context) ([]string, error) {
 		}
 		wrote = append(wrote, rel)
 		if fi, err := root.Lstat(filepath.FromSlash(rel)); err == nil {
-			a.state[rel] = fileState{Size: fi.Size(), ModTime: fi.ModTime().UnixNano()}
+			a.state[rel] = fileState{Size: fi.Size(), ModTime: fi.ModTime().UnixNano(), ETag: oi.ETag}
 		}
 	}
 	sort.Strings(wrote)
@@ -305,7 +348,7 @@ func (a *Assets) Delete(ctx context.Context, rel string) error {
 	defer a.mu.Unlock()
 	delete(a.state, rel)
 	delete(a.current, rel)
-	if err := a.o.Store.Delete(ctx, objstore.AssetKey(a.o.ProjectID, rel)); err != nil {
+	if err := a.delete(ctx, objstore.AssetKey(a.o.ProjectID, rel)); err != nil {
 		return err
 	}
 	a.log.Info("legacy asset migrated to git-lfs; key deleted", zap.String("key", objstore.AssetKey(a.o.ProjectID, rel)))

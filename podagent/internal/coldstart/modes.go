@@ -2,6 +2,7 @@ package coldstart
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,6 +18,12 @@ type Assets interface {
 	Restore(ctx context.Context) ([]string, error)
 	TrackLarge(ctx context.Context) error
 }
+
+// ErrDiverged: the pod restarted on a disk whose history does not know the
+// head S3's layer 2 records — another pod wrote the project meanwhile. The
+// pod is fenced rather than overwrite that pod's turns with an older tree
+// (docs/sync-modes.md §11).
+var ErrDiverged = errors.New("coldstart: project-src.tar.gz records a head this disk's history does not know: another pod wrote the project since this disk's last turn")
 
 // runS3Modes is the cold start of s3 and dual_shadow (spec 3.1 "cold-start
 // source: S3", 10.1.6; docs/sync-modes.md §2):
@@ -37,6 +44,13 @@ func runS3Modes(ctx context.Context, o Options, res *Result, log *zap.Logger) er
 			return err
 		}
 		if o.S3 != nil {
+			// Layer 2 as this disk last wrote or restored it, or taken at a
+			// commit this disk's history knows: nobody else wrote since.
+			if h, etag, err := o.S3.ProjectArchiveInfo(ctx); err != nil {
+				log.Warn("reading the head of project-src.tar.gz", zap.Error(err))
+			} else if h != "" && etag != o.S3.SourceETag() && !o.Repo.Known(ctx, h) {
+				return fmt.Errorf("%w (head %s)", ErrDiverged, h)
+			}
 			if _, err := o.S3.RestoreDeps(ctx); err != nil {
 				log.Warn("deps layer restore failed", zap.Error(err))
 			}

@@ -47,6 +47,10 @@ type Config struct {
 	// git and S3 flushes of spec 10.2.
 	ShutdownGrace time.Duration
 	LFS           bool
+	// Generation is the runtime driver's generation of this pod
+	// (SVC_POD_GENERATION; 0: none): the pod never claims its project over
+	// a pod of a newer generation (docs/sync-modes.md §11).
+	Generation int64
 	// Webhook is the webhook channel's settings (flag or env).
 	Webhook webhook.Settings
 }
@@ -73,6 +77,7 @@ var options = slices.Concat([]settings.Option[Config]{
 	{Flag: "persist-retry-min", Env: "SVC_PERSIST_RETRY_MIN", Def: "1s", Usage: "first backoff of background persist/record retries", Set: settings.Duration(func(c *Config) *time.Duration { return &c.PersistRetryMin })},
 	{Flag: "persist-retry-max", Env: "SVC_PERSIST_RETRY_MAX", Def: "60s", Usage: "cap of background persist/record retry backoff", Set: settings.Duration(func(c *Config) *time.Duration { return &c.PersistRetryMax })},
 	{Flag: "shutdown-grace", Env: "SVC_SHUTDOWN_GRACE", Def: "25s", Usage: "time from SIGTERM to SIGKILL the runtime grants; the drain gets what the final git (5 s) and S3 (10 s) flushes leave", Set: settings.Duration(func(c *Config) *time.Duration { return &c.ShutdownGrace })},
+	{Flag: "pod-generation", Env: "SVC_POD_GENERATION", Def: "0", Usage: "the runtime driver's generation of this pod; a pod never takes its project over from a newer generation", Set: settings.Int(func(c *Config) *int64 { return &c.Generation })},
 	{Flag: "lfs", Env: "SVC_LFS", Def: "true", Usage: "track files above LARGE_FILE_BYTES and curated binary types with git-lfs through the API's batch endpoint (spec 10.3)", Set: settings.Bool(func(c *Config) *bool { return &c.LFS })},
 },
 	settings.LogOptions(func(c *Config) *logging.Options { return &c.Log }),

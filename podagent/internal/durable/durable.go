@@ -1,13 +1,14 @@
 // Package durable persists and restores a project's .git as the durable
 // object <projectId>/repo.git.tar.gz (spec 2.7, 10.1).
 //
-// Fencing (spec 10.1.1, the pod is the sole writer): every Put is
-// conditional. The first write of a project uses If-None-Match "*"; every
-// later write uses If-Match with the ETag this pod last wrote (or adopted at
-// start). If the store answers ErrPreconditionFailed, someone else wrote the
-// object: the Persister is fenced for the rest of its life, refuses every
-// further write, and logs so loudly. A second pod that wrongly holds the
-// same project can therefore never overwrite a newer history.
+// Fencing (spec 10.1.1, the pod is the sole writer): every Put goes through
+// the pod's ownership lease (package ownership, docs/sync-modes.md §11): it
+// is conditional — If-None-Match "*" for the first write of a project,
+// If-Match the ETag this pod last wrote (or adopted at start) after — and
+// the project's ownership record is checked before and after it. A pod
+// that lost the record is fenced for the rest of its life and refuses
+// every further write. A second pod that wrongly holds the same project can
+// therefore never overwrite a newer history.
 //
 // The archive holds the contents of .git (names relative to it: HEAD,
 // objects/..., refs/...), so extracting it anywhere gives a git dir the API
@@ -29,6 +30,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/svc-dev/svc/podagent/internal/ownership"
 	"github.com/svc-dev/svc/podagent/internal/s3sync"
 	"github.com/svc-dev/svc/podagent/internal/testhook"
 	"github.com/svc-dev/svc/shared/archive"
@@ -48,8 +50,9 @@ const StateDirName = "svc-agent"
 // restoreStaging is where Restore extracts before moving into place.
 const restoreStaging = ".git.restoring"
 
-// ErrFenced is returned by every write once another writer was detected.
-var ErrFenced = errors.New("durable: fenced: another writer holds a newer repo.git.tar.gz; this pod stops writing it")
+// ErrFenced is returned by every write once another pod owns the project
+// (ownership.ErrFenced).
+var ErrFenced = ownership.ErrFenced
 
 // Options configure a Persister.
 type Options struct {
@@ -68,6 +71,9 @@ type Options struct {
 	// An error leaves the manifest out; cold start then falls back to
 	// reading the deps key from HEAD.
 	Manifest func(ctx context.Context) (repoarchive.Manifest, error)
+	// Lease fences every write (nil: a lease of its own, claimed at the
+	// first write).
+	Lease *ownership.Lease
 }
 
 // Persister owns the durable object of one project. Persist calls must be
@@ -83,7 +89,7 @@ type Persister struct {
 	// adoptPending: Adopt could not reach storage at start; Upload adopts
 	// first.
 	adoptPending atomic.Bool
-	fenced       bool
+	lease        *ownership.Lease
 }
 
 // New returns a Persister; call Restore or Adopt before the first Persist.
@@ -94,13 +100,20 @@ func New(opts Options) *Persister {
 	if opts.GzipLevel == 0 {
 		opts.GzipLevel = 1
 	}
+	if opts.Lease == nil {
+		opts.Lease = ownership.New(ownership.Options{Store: opts.Store, ProjectID: opts.ProjectID, Log: opts.Log})
+	}
 	return &Persister{
+		lease:  opts.Lease,
 		opts:   opts,
 		key:    objstore.RepoKey(opts.ProjectID),
 		gitDir: filepath.Join(opts.Workspace, ".git"),
 		log:    opts.Log.Named("durable"),
 	}
 }
+
+// Lease returns the ownership lease that fences the Persister's writes.
+func (p *Persister) Lease() *ownership.Lease { return p.lease }
 
 // Key returns the object key.
 func (p *Persister) Key() string { return p.key }
@@ -112,20 +125,11 @@ func (p *Persister) ETag() string {
 	return p.etag
 }
 
-// Fenced reports whether another writer was detected.
-func (p *Persister) Fenced() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.fenced
-}
+// Fenced reports whether another pod owns the project.
+func (p *Persister) Fenced() bool { return p.lease.Fenced() }
 
 func (p *Persister) fence(reason string) error {
-	p.mu.Lock()
-	p.fenced = true
-	p.mu.Unlock()
-	p.log.Error("FENCED: another pod wrote a newer durable repository for this project; this pod stops writing it",
-		zap.String("key", p.key), zap.String("reason", reason), zap.String("lastETag", p.ETag()))
-	return ErrFenced
+	return p.lease.Fence(fmt.Sprintf("%s: %s (last ETag %q)", p.key, reason, p.ETag()))
 }
 
 // Snapshot is a staged archive of .git, ready to upload.
@@ -196,24 +200,22 @@ func (p *Persister) Upload(ctx context.Context, snap *Snapshot) (objstore.Object
 	if p.Fenced() {
 		return objstore.ObjectInfo{}, ErrFenced
 	}
-	f, err := os.Open(snap.Path)
-	if err != nil {
-		return objstore.ObjectInfo{}, err
-	}
-	defer f.Close()
-	opts := objstore.PutOptions{ContentType: "application/gzip"}
-	if etag := p.ETag(); etag == "" {
-		opts.IfNoneMatch = "*"
-	} else {
-		opts.IfMatch = etag
-	}
-	var r io.Reader = f
+	body := ownership.FileBody(snap.Path)
 	if testhook.Enabled() {
-		r = &midHookReader{r: f, half: snap.Size / 2}
+		body = func() (io.ReadCloser, int64, error) {
+			f, size, err := ownership.FileBody(snap.Path)()
+			if err != nil {
+				return nil, 0, err
+			}
+			return struct {
+				io.Reader
+				io.Closer
+			}{&midHookReader{r: f, half: size / 2}, f}, size, nil
+		}
 	}
-	info, err := p.opts.Store.Put(ctx, p.key, r, snap.Size, opts)
-	if errors.Is(err, objstore.ErrPreconditionFailed) {
-		return info, p.fence(fmt.Sprintf("conditional PUT refused (IfMatch=%q IfNoneMatch=%q)", opts.IfMatch, opts.IfNoneMatch))
+	info, err := p.lease.Put(ctx, p.opts.Store, p.key, p.ETag(), body, objstore.PutOptions{ContentType: "application/gzip"})
+	if errors.Is(err, ErrFenced) {
+		return info, err
 	}
 	if err != nil {
 		return info, fmt.Errorf("durable: put %s: %w", p.key, err)

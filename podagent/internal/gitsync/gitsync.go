@@ -26,6 +26,7 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/degrade"
 	"github.com/svc-dev/svc/podagent/internal/durable"
 	"github.com/svc-dev/svc/podagent/internal/metrics"
+	"github.com/svc-dev/svc/podagent/internal/ownership"
 	"github.com/svc-dev/svc/podagent/internal/s3sync"
 	"github.com/svc-dev/svc/podagent/internal/testhook"
 	"github.com/svc-dev/svc/shared/settings"
@@ -39,8 +40,9 @@ var (
 	ErrNotPersisted = errors.New("gitsync: .git could not be persisted")
 	// ErrClosed is returned once Drain has been called.
 	ErrClosed = errors.New("gitsync: shutting down")
-	// ErrFenced: another pod holds a newer history; this pod writes nothing.
-	ErrFenced = durable.ErrFenced
+	// ErrFenced: another pod owns the project; this pod writes nothing
+	// (ownership.ErrFenced).
+	ErrFenced = ownership.ErrFenced
 )
 
 // LargeFiles is the large-file hook of a turn (spec 10.3); nil disables it.
@@ -62,12 +64,15 @@ type Options struct {
 	Origin    *Origin
 	Repo      *Repo
 	Persister *durable.Persister
-	Recorder  *checkpointjournal.Recorder
-	Machine   *degrade.Machine
-	S3        *s3sync.S3Sync
-	LFS       LargeFiles
-	Metrics   *metrics.Metrics
-	Log       *zap.Logger
+	// Lease fences every durable write of the pod, in every mode
+	// (docs/sync-modes.md §11); nil means the Persister's.
+	Lease    *ownership.Lease
+	Recorder *checkpointjournal.Recorder
+	Machine  *degrade.Machine
+	S3       *s3sync.S3Sync
+	LFS      LargeFiles
+	Metrics  *metrics.Metrics
+	Log      *zap.Logger
 
 	// PersistAttempts is how many uploads one durability step tries
 	// (default 3); PersistBackoff the first wait between them (default
@@ -127,6 +132,9 @@ func New(o Options) *GitWorkspaceSync {
 	if o.Mode == "" {
 		o.Mode = syncmode.GitOnly
 	}
+	if o.Lease == nil {
+		o.Lease = o.Persister.Lease()
+	}
 	if o.RepackLooseObjects == 0 {
 		o.RepackLooseObjects = DefaultRepackLooseObjects
 	}
@@ -153,8 +161,8 @@ func (g *GitWorkspaceSync) gitOnly() bool { return g.o.Mode == syncmode.GitOnly 
 // Healthy reports whether the durability state is healthy.
 func (g *GitWorkspaceSync) Healthy() bool { return !g.o.Machine.Degraded() }
 
-// Fenced reports whether another writer was detected.
-func (g *GitWorkspaceSync) Fenced() bool { return g.o.Persister.Fenced() }
+// Fenced reports whether another pod owns the project.
+func (g *GitWorkspaceSync) Fenced() bool { return g.o.Lease.Fenced() }
 
 // Turn is one agent turn: stage, commit locally (fixed author, message),
 // then afterCommit(sha). A turn that changed no file makes no commit and
@@ -276,11 +284,18 @@ func (g *GitWorkspaceSync) s3Write(ctx context.Context) error {
 	if g.o.S3 == nil {
 		return nil
 	}
-	var err error
-	if g.o.LFS != nil {
+	err := g.o.Lease.Check(ctx)
+	if err == nil && g.o.LFS != nil {
 		err = g.o.LFS.Push(ctx)
 	}
-	err = errors.Join(err, g.o.S3.AfterTurn(ctx))
+	if err == nil || !errors.Is(err, ErrFenced) {
+		err = errors.Join(err, g.o.S3.AfterTurn(ctx))
+	}
+	if errors.Is(err, ErrFenced) || g.Fenced() {
+		g.s3Owed.Store(false)
+		g.markFenced()
+		return ErrFenced
+	}
 	g.s3Owed.Store(err != nil)
 	if err != nil {
 		if g.o.Metrics != nil {
@@ -290,6 +305,13 @@ func (g *GitWorkspaceSync) s3Write(ctx context.Context) error {
 		g.poke()
 	}
 	return err
+}
+
+// markFenced sets the fenced gauge.
+func (g *GitWorkspaceSync) markFenced() {
+	if g.o.Metrics != nil {
+		g.o.Metrics.Fenced.Set(1)
+	}
 }
 
 // pushLargeFiles pushes the large-file bytes not yet stored (spec 10.3) and
@@ -322,11 +344,9 @@ func (g *GitWorkspaceSync) persistStep(ctx context.Context) error {
 	switch {
 	case err == nil:
 		g.o.Machine.Success()
-	case errors.Is(err, durable.ErrFenced):
+	case errors.Is(err, ErrFenced):
 		// Not a transient durability failure: the pod stops writing.
-		if g.o.Metrics != nil {
-			g.o.Metrics.Fenced.Set(1)
-		}
+		g.markFenced()
 	default:
 		if g.o.Metrics != nil {
 			g.o.Metrics.PersistFailures.Inc()
@@ -350,12 +370,23 @@ func (g *GitWorkspaceSync) push(ctx context.Context) error {
 	if g.o.Origin == nil {
 		return errors.New("gitsync: dual_shadow without an origin (SVC_API_URL)")
 	}
+	// The push is fenced like every write: the ownership record is checked
+	// before and after, and the API refuses (409) the push of a pod whose
+	// epoch is not the record's; a transient failure degrades.
+	if err := g.o.Lease.Check(ctx); err != nil {
+		return err
+	}
+	testhook.Reach(testhook.BeforePush)
 	start := time.Now()
 	b := retry.WithMaxRetries(uint64(g.o.PersistAttempts-1), retry.NewExponential(g.o.PersistBackoff))
 	err := retry.Do(ctx, b, func(ctx context.Context) error {
 		actx, cancel := context.WithTimeout(ctx, g.o.PersistTimeout)
 		defer cancel()
-		if err := g.o.Origin.Push(actx, g.o.Repo); err != nil {
+		err := g.o.Origin.Push(actx, g.o.Repo)
+		if errors.Is(err, ErrOriginFenced) {
+			return g.o.Lease.Fence(err.Error())
+		}
+		if err != nil {
 			g.log.Debug("push attempt failed", zap.Error(err))
 			return retry.RetryableError(err)
 		}
@@ -363,6 +394,15 @@ func (g *GitWorkspaceSync) push(ctx context.Context) error {
 	})
 	if g.o.Metrics != nil {
 		g.o.Metrics.PersistDuration.Observe(time.Since(start).Seconds())
+	}
+	if err != nil && !errors.Is(err, ErrFenced) {
+		// Tell "someone else owns the project" from a transient failure.
+		if cerr := g.o.Lease.Check(ctx); errors.Is(cerr, ErrFenced) {
+			return cerr
+		}
+	}
+	if err == nil {
+		err = g.o.Lease.Check(ctx)
 	}
 	if err != nil {
 		return err
@@ -423,6 +463,9 @@ func (g *GitWorkspaceSync) persist(ctx context.Context) error {
 // .git is already durable.
 func (g *GitWorkspaceSync) ensureDeps(ctx context.Context) {
 	if g.o.S3 == nil || g.Fenced() {
+		return
+	}
+	if err := g.o.Lease.Check(ctx); err != nil {
 		return
 	}
 	if err := g.o.S3.EnsureDeps(ctx); err != nil {
@@ -519,11 +562,17 @@ func (g *GitWorkspaceSync) flushLocked(ctx context.Context, fo FlushOptions) (wi
 	if g.gitOnly() {
 		g.pushLargeFiles(ctx)
 	} else if !fo.skipS3 {
-		if err := g.s3Write(ctx); err != nil && g.o.Mode == syncmode.S3 {
+		err := g.s3Write(ctx)
+		if errors.Is(err, ErrFenced) {
+			return wire.GitFlushResponse{}, err
+		}
+		if err != nil && g.o.Mode == syncmode.S3 {
 			return wire.GitFlushResponse{}, errors.Join(ErrNotPersisted, err)
 		}
 	}
-	if err := g.persistStep(ctx); err != nil {
+	if err := g.persistStep(ctx); errors.Is(err, ErrFenced) {
+		return wire.GitFlushResponse{}, err
+	} else if err != nil {
 		return wire.GitFlushResponse{}, errors.Join(ErrNotPersisted, err)
 	}
 	if g.gitOnly() {

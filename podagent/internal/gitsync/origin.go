@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/shared/gitrun"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // Origin is the API's git endpoint of a dual_shadow project
@@ -20,7 +21,15 @@ type Origin struct {
 	APIURL, ProjectID, Token string
 	// Timeout bounds one push or fetch (default 60s).
 	Timeout time.Duration
+	// Epoch, when set, is this pod's ownership epoch, sent with every call
+	// (wire.HeaderOwnerEpoch): the API refuses the push of a pod that no
+	// longer owns the project with 409 (ErrOriginFenced).
+	Epoch func() int64
 }
+
+// ErrOriginFenced: the origin refused a push because another pod owns the
+// project (docs/sync-modes.md §11); unlike a transient failure it fences.
+var ErrOriginFenced = errors.New("gitsync: the API origin refused the push: another pod owns this project")
 
 // URL is <api>/api/projects/<id>/git.
 func (o *Origin) URL() string {
@@ -33,6 +42,11 @@ func (o *Origin) env() []string {
 		{"credential.helper", ""},
 		{"http.lowSpeedLimit", "1"},
 		{"http.lowSpeedTime", "30"},
+	}
+	if o.Epoch != nil {
+		if e := o.Epoch(); e > 0 {
+			kv = append(kv, [2]string{"http." + o.URL() + ".extraHeader", wire.HeaderOwnerEpoch + ": " + strconv.FormatInt(e, 10)})
+		}
 	}
 	return []string{gitrun.ConfigParameters(kv), "GIT_TERMINAL_PROMPT=0", "GIT_LFS_SKIP_SMUDGE=1"}
 }
@@ -51,9 +65,24 @@ func (o *Origin) Push(ctx context.Context, r *Repo) error {
 		Timeout(o.timeout()).AddDynamic(o.URL(), "refs/heads/"+Branch+":refs/heads/"+Branch, "refs/tags/*:refs/tags/*").
 		Run(ctx)
 	if err != nil {
+		if refusedAsNotOwner(err) {
+			return fmt.Errorf("%w: %w", ErrOriginFenced, err)
+		}
 		return fmt.Errorf("gitsync: push to origin: %w", err)
 	}
 	return nil
+}
+
+// refusedAsNotOwner recognises the API's 409 answer to a push of a pod
+// that no longer owns the project: git reports the status of the refused
+// request on stderr ("The requested URL returned error: 409", or "HTTP
+// 409" for a failed RPC).
+func refusedAsNotOwner(err error) bool {
+	var gerr *gitrun.Error
+	if !errors.As(err, &gerr) {
+		return false
+	}
+	return strings.Contains(gerr.Stderr, "returned error: 409") || strings.Contains(gerr.Stderr, "HTTP 409")
 }
 
 // Fetch fetches the origin's branch and tags into the repository (HEAD's

@@ -28,6 +28,7 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/gitsync"
 	"github.com/svc-dev/svc/podagent/internal/lfs"
 	"github.com/svc-dev/svc/podagent/internal/metrics"
+	"github.com/svc-dev/svc/podagent/internal/ownership"
 	"github.com/svc-dev/svc/podagent/internal/s3sync"
 	"github.com/svc-dev/svc/podagent/internal/server"
 	"github.com/svc-dev/svc/podagent/internal/shutdown"
@@ -69,10 +70,13 @@ type Options struct {
 
 // Pod is a running pod.
 type Pod struct {
-	Config   *config.Config
-	Repo     *gitsync.Repo
-	Sync     *gitsync.GitWorkspaceSync
-	Durable  *durable.Persister
+	Config  *config.Config
+	Repo    *gitsync.Repo
+	Sync    *gitsync.GitWorkspaceSync
+	Durable *durable.Persister
+	// Lease is the pod's claim on its project: it fences every durable
+	// write in every mode (docs/sync-modes.md §11).
+	Lease    *ownership.Lease
 	Recorder *checkpointjournal.Recorder
 	// Assets offloads large files in s3 and dual_shadow (and holds the
 	// legacy offload that git_only migrates to git-lfs).
@@ -137,16 +141,21 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 		mode = syncmode.GitOnly
 	}
 	p := &Pod{Config: cfg, Metrics: metrics.New(), log: log, afterTurn: o.AfterTurn}
+	// The record lives beside the layers (the same store outside tests,
+	// which take only the .git path down with a separate Store).
+	p.Lease = ownership.New(ownership.Options{Store: o.LayerStore, ProjectID: cfg.ProjectID, Generation: cfg.Generation, Log: log,
+		OnFenced: func() { p.Metrics.Fenced.Set(1) }})
 	p.Repo = &gitsync.Repo{Dir: ws, Runner: runner, Author: gitsync.DefaultAuthor}
 	p.Assets = assets.New(assets.Options{Store: o.LayerStore, ProjectID: cfg.ProjectID, Workspace: ws,
-		Threshold: cfg.LargeFileBytes, StateFile: filepath.Join(ws, ".git", durable.StateDirName, "assets.json"), Log: log,
+		Threshold: cfg.LargeFileBytes, StateFile: filepath.Join(ws, ".git", durable.StateDirName, "assets.json"), Log: log, Lease: p.Lease,
 		Untrack: func(ctx context.Context, paths []string) error {
 			return runner.Command("rm", "--cached", "-q", "--ignore-unmatch").Dir(ws).Env("GIT_LITERAL_PATHSPECS=1").AddDashesAndList(paths...).Run(ctx)
 		}})
 	sopt := s3sync.Options{Store: o.LayerStore, ProjectID: cfg.ProjectID, Workspace: ws,
-		SuppressProjectArchive: mode == syncmode.GitOnly, Log: log,
-		Fenced: func() bool { return p.Durable != nil && p.Durable.Fenced() },
-		Head:   func(ctx context.Context) string { h, _ := p.Repo.Head(ctx); return h }}
+		SuppressProjectArchive: mode == syncmode.GitOnly, Log: log, Lease: p.Lease,
+		StateFile: filepath.Join(ws, ".git", durable.StateDirName, "source-etag"),
+		Fenced:    p.Lease.Fenced,
+		Head:      func(ctx context.Context) string { h, _ := p.Repo.Head(ctx); return h }}
 	if mode != syncmode.GitOnly {
 		sopt.Exclude = p.Assets.IsOffloaded
 	}
@@ -172,7 +181,7 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 		},
 		SetSuppressProjectArchive: setSuppress,
 	}, log.Named("degrade"))
-	p.Durable = durable.New(durable.Options{Store: o.Store, ProjectID: cfg.ProjectID, Workspace: ws, Runner: runner, Log: log,
+	p.Durable = durable.New(durable.Options{Store: o.Store, ProjectID: cfg.ProjectID, Workspace: ws, Runner: runner, Log: log, Lease: p.Lease,
 		Manifest: func(ctx context.Context) (repoarchive.Manifest, error) {
 			hash, err := p.Repo.LockfileHash(ctx)
 			return repoarchive.Manifest{DepsHash: hash}, err
@@ -195,7 +204,7 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 		large = lfs.New(lfs.Options{Dir: ws, Runner: runner, APIURL: cfg.APIURL, ProjectID: cfg.ProjectID,
 			Token: cfg.RuntimeToken, Threshold: cfg.LargeFileBytes, Log: log})
 	}
-	sopts := gitsync.Options{Mode: mode, Repo: p.Repo, Persister: p.Durable, Recorder: p.Recorder, Machine: p.Machine,
+	sopts := gitsync.Options{Mode: mode, Repo: p.Repo, Persister: p.Durable, Lease: p.Lease, Recorder: p.Recorder, Machine: p.Machine,
 		S3: p.S3, Metrics: p.Metrics, Log: log, RetryMin: cfg.PersistRetryMin, RetryMax: cfg.PersistRetryMax,
 		PersistAttempts: o.PersistAttempts, PersistTimeout: o.PersistTimeout, RepackLooseObjects: o.RepackLooseObjects}
 	copts := coldstart.Options{Mode: mode, Repo: p.Repo, Durable: p.Durable, S3: p.S3, Log: log}
@@ -206,7 +215,7 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 		sopts.LFS, copts.Assets = p.Assets, p.Assets
 	}
 	if mode == syncmode.DualShadow {
-		origin := &gitsync.Origin{APIURL: cfg.APIURL, ProjectID: cfg.ProjectID, Token: cfg.RuntimeToken}
+		origin := &gitsync.Origin{APIURL: cfg.APIURL, ProjectID: cfg.ProjectID, Token: cfg.RuntimeToken, Epoch: p.Lease.Epoch}
 		sopts.Origin, copts.Origin = origin, origin
 	}
 	// The pod is the sole writer: a lock a killed git left blocks every
@@ -216,21 +225,27 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 	}
 	p.Sync = gitsync.New(sopts)
 	copts.Sync = p.Sync
+	// The claim comes before anything is restored: a version of an object
+	// this pod did not see at restore was then written by a pod that had
+	// already lost the project (docs/sync-modes.md §11). Storage down: the
+	// first write claims.
+	if err := p.Lease.Claim(ctx); err != nil && !errors.Is(err, ownership.ErrFenced) {
+		log.Warn("claiming the project failed; the first write claims it", zap.Error(err))
+	}
 	p.ColdStart, err = coldstart.Run(ctx, copts)
-	if err != nil && !errors.Is(err, durable.ErrFenced) {
+	if errors.Is(err, coldstart.ErrDiverged) {
+		_ = p.Lease.Fence(err.Error())
+	} else if err != nil && !errors.Is(err, durable.ErrFenced) {
 		return nil, fmt.Errorf("cold start: %w", err)
 	}
-	if p.Durable.Fenced() {
-		p.Metrics.Fenced.Set(1)
-	}
 	p.Sync.Resume(ctx)
-	if mode == syncmode.GitOnly && !p.Durable.Fenced() {
+	if mode == syncmode.GitOnly && !p.Lease.Fenced() {
 		p.migrateLegacyAssets(ctx)
 	}
 
 	ready := func() error {
-		if p.Durable.Fenced() {
-			return durable.ErrFenced
+		if p.Lease.Fenced() {
+			return ownership.ErrFenced
 		}
 		return nil
 	}

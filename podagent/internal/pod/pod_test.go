@@ -119,70 +119,62 @@ func TestTurnsCommitPersistRecordAndRestore(t *testing.T) {
 	})
 }
 
-// Two pods on one project: the second cannot overwrite the first's newer
-// object; it stops and says so.
+// Two pods on one project: the newer pod owns it (docs/sync-modes.md §11).
+// The older one's next write is refused before it touches the store: it
+// stops, says so once, and its commit is neither persisted nor recorded;
+// the newer keeps writing.
 func TestSecondPodCannotOverwriteNewerHistory(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, store objstore.Store) {
 		api := newFakeAPI(t, "p1")
 		wsA, wsB := t.TempDir(), t.TempDir()
 		writeFile(t, wsA, "a.txt", "a0")
-		podA := startPod(t, api.options(wsA, store))
+		logA, logs := observed(t)
+		podA := startPod(t, Options{Config: testConfig("p1", wsA, api.srv.URL), Store: store, Log: logA})
 		writeFile(t, wsA, "a.txt", "a1")
 		if _, err := podA.Turn(context.Background(), "A turn 1"); err != nil {
 			t.Fatal(err)
 		}
-		logB, logs := observed(t)
-		podB := startPod(t, Options{Config: testConfig("p1", wsB, api.srv.URL), Store: store, Log: logB})
+		podB := startPod(t, api.options(wsB, store))
 		if !podB.ColdStart.Restored {
 			t.Fatal("B did not restore")
 		}
-		writeFile(t, wsA, "a.txt", "a2")
-		shaA2, err := podA.Turn(context.Background(), "A turn 2")
-		if err != nil {
-			t.Fatal(err)
-		}
-		newest, _ := store.Head(context.Background(), objstore.RepoKey("p1"))
+		restored, _ := store.Head(context.Background(), objstore.RepoKey("p1"))
 
-		writeFile(t, wsB, "b.txt", "b1")
-		_, err = podB.Turn(context.Background(), "B turn 1")
-		if !errors.Is(err, gitsync.ErrFenced) {
-			t.Fatalf("B turn: err = %v, want ErrFenced", err)
+		writeFile(t, wsA, "a.txt", "a2")
+		if _, err := podA.Turn(context.Background(), "A turn 2"); !errors.Is(err, gitsync.ErrFenced) {
+			t.Fatalf("A turn 2: err = %v, want ErrFenced", err)
 		}
-		after, _ := store.Head(context.Background(), objstore.RepoKey("p1"))
-		if after.ETag != newest.ETag {
-			t.Fatal("pod B overwrote the newer object")
+		if after, _ := store.Head(context.Background(), objstore.RepoKey("p1")); after.ETag != restored.ETag {
+			t.Fatal("the older pod overwrote the durable object after the newer one claimed the project")
 		}
-		if len(messages(logs, "FENCED")) == 0 {
-			t.Fatal("pod B did not say it was fenced")
+		// A refuses further writes outright and is not ready.
+		writeFile(t, wsA, "a.txt", "a3")
+		if sha, err := podA.Turn(context.Background(), "A turn 3"); sha != "" || !errors.Is(err, gitsync.ErrFenced) {
+			t.Fatalf("A turn 3: %q %v", sha, err)
 		}
-		// B refuses further writes outright and is not ready.
-		writeFile(t, wsB, "b.txt", "b2")
-		if sha, err := podB.Turn(context.Background(), "B turn 2"); sha != "" || !errors.Is(err, gitsync.ErrFenced) {
-			t.Fatalf("B turn 2: %q %v", sha, err)
+		if _, err := podA.Sync.Flush(context.Background(), gitsync.FlushOptions{}); !errors.Is(err, gitsync.ErrFenced) {
+			t.Fatalf("A flush: %v", err)
 		}
-		if _, err := podB.Sync.Flush(context.Background(), gitsync.FlushOptions{}); !errors.Is(err, gitsync.ErrFenced) {
-			t.Fatalf("B flush: %v", err)
+		if n := len(messages(logs, "FENCED")); n != 1 {
+			t.Fatalf("pod A logged FENCED %d times, want once", n)
 		}
 		for _, rec := range api.recorded() {
-			if rec.Message == "B turn 1" {
-				t.Fatal("a fenced commit was recorded")
+			if rec.Message == "A turn 2" || rec.Message == "A turn 3" {
+				t.Fatalf("a fenced commit was recorded: %q", rec.Message)
 			}
 		}
-		podB.Close()
-		// B restarting on its disk still holds a diverged history: fenced at start.
-		podB2 := startPod(t, api.options(wsB, store))
-		if !podB2.Durable.Fenced() {
-			t.Fatal("restarted B adopted an object it does not contain")
-		}
-		// A keeps writing.
-		writeFile(t, wsA, "a.txt", "a3")
-		if _, err := podA.Turn(context.Background(), "A turn 3"); err != nil {
+		// B keeps writing, on top of A's acknowledged turn 1.
+		writeFile(t, wsB, "b.txt", "b1")
+		if _, err := podB.Turn(context.Background(), "B turn 1"); err != nil {
 			t.Fatal(err)
 		}
-		if podA.Durable.Fenced() {
-			t.Fatal("A fenced")
+		if podB.Lease.Fenced() {
+			t.Fatal("B fenced")
 		}
-		_ = shaA2
+		b, err := os.ReadFile(filepath.Join(wsB, "a.txt"))
+		if err != nil || string(b) != "a1" {
+			t.Fatalf("B's tree lost A's acknowledged turn: %q %v", b, err)
+		}
 	})
 }

@@ -29,7 +29,9 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"go.uber.org/zap"
 
+	"github.com/svc-dev/svc/podagent/internal/ownership"
 	"github.com/svc-dev/svc/shared/archive"
+	"github.com/svc-dev/svc/shared/atomicfile"
 	"github.com/svc-dev/svc/shared/objstore"
 	"github.com/svc-dev/svc/shared/wire"
 )
@@ -59,6 +61,13 @@ type Options struct {
 	// Head, when set, names the commit layer 2 is taken at; it is recorded
 	// in the archive's gzip comment (wire.SourceHeadComment).
 	Head func(ctx context.Context) string
+	// Lease, when set, fences layer 2 (docs/sync-modes.md §11): it is
+	// written conditionally on the version this pod last wrote or restored,
+	// with the project's ownership checked before and after.
+	Lease *ownership.Lease
+	// StateFile, when set, remembers the ETag of layer 2 as this pod last
+	// wrote or restored it across restarts (SourceETag).
+	StateFile string
 }
 
 // S3Sync is safe for concurrent use; uploads are serialised.
@@ -68,6 +77,7 @@ type S3Sync struct {
 	suppress atomic.Bool
 
 	mu       sync.Mutex             // serialises uploads
+	srcETag  string                 // guarded by mu: layer 2 as this pod last wrote or restored it
 	lastDeps atomic.Pointer[string] // hash of the last deps layer known to exist
 
 	bgCtx     context.Context // background uploads; Close cancels it
@@ -371,25 +381,78 @@ func (s *S3Sync) WriteProjectArchive(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("s3sync: archive for %s: %w", objstore.SourceKey(s.opts.ProjectID), err)
 	}
-	return s.putFile(ctx, objstore.SourceKey(s.opts.ProjectID), f.Name(), objstore.PutOptions{})
+	return s.putSourceLocked(ctx, f.Name())
+}
+
+// putSourceLocked writes layer 2 from the file at path, fenced when a
+// Lease is set. s.mu is held.
+func (s *S3Sync) putSourceLocked(ctx context.Context, path string) error {
+	key := objstore.SourceKey(s.opts.ProjectID)
+	if s.opts.Lease == nil {
+		return s.putFile(ctx, key, path, objstore.PutOptions{})
+	}
+	info, err := s.opts.Lease.Put(ctx, s.opts.Store, key, s.srcETag, ownership.FileBody(path), objstore.PutOptions{ContentType: "application/gzip"})
+	if err != nil {
+		if errors.Is(err, ownership.ErrFenced) {
+			return err
+		}
+		return fmt.Errorf("s3sync: put %s: %w", key, err)
+	}
+	s.setSourceETagLocked(info.ETag)
+	return nil
+}
+
+// setSourceETagLocked remembers layer 2's ETag (s.mu held).
+func (s *S3Sync) setSourceETagLocked(etag string) {
+	s.srcETag = etag
+	if s.opts.StateFile == "" {
+		return
+	}
+	err := os.MkdirAll(filepath.Dir(s.opts.StateFile), 0o755)
+	if err == nil {
+		err = atomicfile.Write(s.opts.StateFile, []byte(etag), 0o600)
+	}
+	if err != nil {
+		s.log.Warn("saving the ETag of layer 2", zap.Error(err))
+	}
+}
+
+// SourceETag returns the ETag of layer 2 as this pod (or this disk's last
+// pod) last wrote or restored it; "" when unknown.
+func (s *S3Sync) SourceETag() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.srcETag == "" && s.opts.StateFile != "" {
+		if b, err := os.ReadFile(s.opts.StateFile); err == nil {
+			s.srcETag = string(b)
+		}
+	}
+	return s.srcETag
 }
 
 // ProjectArchiveHead returns the head recorded in project-src.tar.gz ("" if
 // none or no object), reading only the first bytes.
 func (s *S3Sync) ProjectArchiveHead(ctx context.Context) (string, error) {
-	rc, _, err := s.opts.Store.Get(ctx, objstore.SourceKey(s.opts.ProjectID))
+	head, _, err := s.ProjectArchiveInfo(ctx)
+	return head, err
+}
+
+// ProjectArchiveInfo is ProjectArchiveHead with the object's ETag ("" when
+// there is no object).
+func (s *S3Sync) ProjectArchiveInfo(ctx context.Context) (head, etag string, err error) {
+	rc, info, err := s.opts.Store.Get(ctx, objstore.SourceKey(s.opts.ProjectID))
 	if errors.Is(err, objstore.ErrNotExist) {
-		return "", nil
+		return "", "", nil
 	}
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	defer rc.Close()
 	zr, err := gzip.NewReader(bufio.NewReaderSize(rc, 4096))
 	if err != nil {
-		return "", nil
+		return "", info.ETag, nil
 	}
-	return wire.SourceHead(zr.Header.Comment), nil
+	return wire.SourceHead(zr.Header.Comment), info.ETag, nil
 }
 
 // RestoreProjectArchive extracts <projectId>/project-src.tar.gz into the
@@ -397,7 +460,7 @@ func (s *S3Sync) ProjectArchiveHead(ctx context.Context) (string, error) {
 // object existed and the head it records ("" when none).
 func (s *S3Sync) RestoreProjectArchive(ctx context.Context) (bool, string, error) {
 	key := objstore.SourceKey(s.opts.ProjectID)
-	rc, _, err := s.opts.Store.Get(ctx, key)
+	rc, info, err := s.opts.Store.Get(ctx, key)
 	if errors.Is(err, objstore.ErrNotExist) {
 		return false, "", nil
 	}
@@ -415,6 +478,9 @@ func (s *S3Sync) RestoreProjectArchive(ctx context.Context) (bool, string, error
 	if _, err := archive.ExtractTar(zr, s.opts.Workspace, archive.ExtractOptions{}); err != nil {
 		return false, "", fmt.Errorf("s3sync: extract %s: %w", key, err)
 	}
+	s.mu.Lock()
+	s.setSourceETagLocked(info.ETag)
+	s.mu.Unlock()
 	return true, head, nil
 }
 
@@ -423,7 +489,7 @@ func (s *S3Sync) RestoreProjectArchive(ctx context.Context) (bool, string, error
 func (s *S3Sync) UploadProjectArchive(ctx context.Context, path string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.putFile(ctx, objstore.SourceKey(s.opts.ProjectID), path, objstore.PutOptions{})
+	return s.putSourceLocked(ctx, path)
 }
 
 // errDepsChanged: the lockfile changed during a deps archive.

@@ -22,6 +22,8 @@ const (
 	MidUpload     = "mid-upload"      // half of repo.git.tar.gz has been sent to the store
 	AfterPersist  = "after-persist"   // the object is written; the checkpoint not yet recorded
 	BeforeS3Flush = "before-s3-flush" // shutdown: after the git flush, before the S3 flush
+	BeforeWrite   = "before-write"    // a fenced write checked the ownership record; its PUT is not sent yet
+	BeforePush    = "before-push"     // dual_shadow: the push checked the ownership record; git push not run yet
 
 	WebhookAccepted = "webhook-accepted" // an async message is journaled; the 202 is not written yet
 	WebhookTurn     = "webhook-turn"     // a journaled message's turn is about to run

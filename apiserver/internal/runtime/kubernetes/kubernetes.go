@@ -13,7 +13,9 @@
 // failed pod) advances the generation with a compare-and-set. The new pod
 // starts only after the older ones are gone, so their shutdown flush (spec
 // 10.2) lands before the new pod restores; a pod that disappeared without
-// stopping (a lost node) is fenced by the durable object's conditional PUT.
+// stopping (a lost node) is fenced by the project's ownership record, which
+// every pod claims at start with its generation (SVC_POD_GENERATION), in
+// every sync mode (docs/sync-modes.md §11).
 package kubernetes
 
 import (
@@ -351,6 +353,10 @@ func (d *Driver) applyPod(ctx context.Context, p store.Project, mode syncmode.Mo
 	}
 	setEnv(c, "SVC_PROJECT_ID", p.ID)
 	setEnv(c, syncmode.EnvVar, string(mode))
+	// The pod's claim on the project carries its generation: a replaced pod
+	// that restarts never takes the project back from a newer generation
+	// (docs/sync-modes.md §11).
+	setEnv(c, "SVC_POD_GENERATION", strconv.FormatInt(gen, 10))
 	if d.o.APIURL != "" {
 		setEnv(c, "SVC_API_URL", d.o.APIURL)
 	}
