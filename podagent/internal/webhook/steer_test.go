@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/svc-dev/svc/podagent/internal/callback"
 	"github.com/svc-dev/svc/podagent/internal/callback/callbacktest"
@@ -14,14 +15,45 @@ import (
 
 // attempts keeps the attempt records the deliverer hands over.
 type attempts struct {
-	mu  sync.Mutex
-	got []wire.WebhookAttempt
+	mu      sync.Mutex
+	got     []wire.WebhookAttempt
+	changed chan struct{} // closed (and dropped) at every Record; made by waitFor
 }
 
 func (a *attempts) Record(r wire.WebhookAttempt) {
 	a.mu.Lock()
 	a.got = append(a.got, r)
+	if a.changed != nil {
+		close(a.changed)
+		a.changed = nil
+	}
 	a.mu.Unlock()
+}
+
+// waitFor returns once an attempt of kind is recorded: the receiver's 200
+// reaches the test before the sender has recorded its attempt.
+func (a *attempts) waitFor(t *testing.T, kind string) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		a.mu.Lock()
+		for _, g := range a.got {
+			if g.Kind == kind {
+				a.mu.Unlock()
+				return
+			}
+		}
+		if a.changed == nil {
+			a.changed = make(chan struct{})
+		}
+		ch := a.changed
+		a.mu.Unlock()
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("no %s attempt recorded within 30 s; recorded %+v", kind, a.all())
+		}
+	}
 }
 
 func (a *attempts) all() []wire.WebhookAttempt {
@@ -120,6 +152,7 @@ func TestReplayKeepsTheWebhookID(t *testing.T) {
 	if err := callback.Verify(secret, again.Body, again.Header); err != nil {
 		t.Fatalf("replay signature: %v", err)
 	}
+	rec.waitFor(t, wire.AttemptDelivery)
 	kinds := map[string]int{}
 	for _, g := range rec.all() {
 		kinds[g.Kind]++
