@@ -101,7 +101,8 @@ type Result struct {
 type Error struct {
 	// Code: gateway_unreachable, gateway_error or the gateway's own code
 	// (usage_limit_reached, rate_limited, …), invalid_model_response,
-	// max_iterations, commit_failed, turn_timeout, canceled.
+	// max_iterations, commit_failed, turn_timeout, canceled,
+	// insufficient_storage (a tool call hit a full workspace disk).
 	Code    string
 	Message string
 	// Status is the gateway's HTTP status, when it answered.
@@ -317,7 +318,13 @@ func (a *Agent) loop(ctx context.Context, req Request) (Result, error) {
 			return res, nil
 		}
 		for _, tc := range m.ToolCalls {
-			out, changed := a.ws.Call(tc.Function.Name, tc.Function.Arguments)
+			out, changed, err := a.ws.call(tc.Function.Name, tc.Function.Arguments)
+			if wire.DiskFull(err) {
+				// The model cannot free a disk: the turn fails (507 to a
+				// sync caller) and what it left in the work tree is
+				// committed by the next turn once space is freed.
+				return res, &Error{Code: "insufficient_storage", Message: "the workspace disk is full", Cause: err}
+			}
 			if changed {
 				res.Changed = true
 			}

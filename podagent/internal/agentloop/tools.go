@@ -109,10 +109,17 @@ type toolArgs struct {
 // whether the workspace changed; a refused or failed call is a normal
 // result ("error: …") so the model can correct itself.
 func (w *Workspace) Call(name, arguments string) (result string, changed bool) {
+	result, changed, _ = w.call(name, arguments)
+	return result, changed
+}
+
+// call is Call that also returns the filesystem error of a failed call, so
+// the loop can end a turn the model cannot correct (a full disk, issue 28).
+func (w *Workspace) call(name, arguments string) (result string, changed bool, err error) {
 	var a toolArgs
 	if strings.TrimSpace(arguments) != "" {
 		if err := json.Unmarshal([]byte(arguments), &a); err != nil {
-			return "error: arguments must be a JSON object: " + err.Error(), false
+			return "error: arguments must be a JSON object: " + err.Error(), false, nil
 		}
 	}
 	str := func(p *string) string {
@@ -121,7 +128,6 @@ func (w *Workspace) Call(name, arguments string) (result string, changed bool) {
 		}
 		return *p
 	}
-	var err error
 	switch name {
 	case "list_files":
 		result, err = w.list(str(a.Path))
@@ -129,7 +135,7 @@ func (w *Workspace) Call(name, arguments string) (result string, changed bool) {
 		result, err = w.read(str(a.Path))
 	case "write_file":
 		if a.Content == nil {
-			return "error: content is required", false
+			return "error: content is required", false, nil
 		}
 		err = w.write(str(a.Path), *a.Content)
 		if err == nil {
@@ -141,12 +147,12 @@ func (w *Workspace) Call(name, arguments string) (result string, changed bool) {
 			result, changed = "deleted "+path.Clean(str(a.Path)), true
 		}
 	default:
-		return fmt.Sprintf("error: unknown tool %q (tools: list_files, read_file, write_file, delete_file)", name), false
+		return fmt.Sprintf("error: unknown tool %q (tools: list_files, read_file, write_file, delete_file)", name), false, nil
 	}
 	if err != nil {
-		return "error: " + err.Error(), false
+		return "error: " + err.Error(), false, err
 	}
-	return result, changed
+	return result, changed, nil
 }
 
 func (w *Workspace) list(p string) (string, error) {
@@ -244,7 +250,7 @@ func cleanErr(err error) error {
 	}
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
-		return fmt.Errorf("%s: %v", pe.Path, pe.Err)
+		return fmt.Errorf("%s: %w", pe.Path, pe.Err)
 	}
 	return err
 }
