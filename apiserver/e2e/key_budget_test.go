@@ -39,10 +39,12 @@ func TestKeyBudgetInEveryWireFormat(t *testing.T) {
 		t.Fatalf("PUT budget: %d %s", resp.StatusCode, b)
 	}
 	chat := `{"model":"svc-2-0","messages":[{"role":"user","content":"spend"}]%s}`
-	// The key's budget is seen by authentication within its cache TTL; spend
-	// it with plain requests (each settled before its answer is written).
+	// The key's budget is seen by authentication within its cache TTL
+	// (0.5 s), which a quiet machine outruns with a fixed number of
+	// requests; spend it with plain requests (each settled before its
+	// answer is written) until the 402, for at most 30 s.
 	spent := false
-	for i := 0; i < 50 && !spent; i++ {
+	for deadline := time.Now().Add(30 * time.Second); !spent && time.Now().Before(deadline); {
 		resp, b := do(t, http.MethodPost, a.URL+"/v1/chat/completions", acc.key, []byte(fmt.Sprintf(chat, "")), jsonH)
 		switch resp.StatusCode {
 		case 200:
