@@ -50,7 +50,7 @@ func TestWebhookOutboxSurvivesThePod(t *testing.T) {
 	if res.StatusCode != http.StatusGatewayTimeout {
 		t.Fatalf("want 504 reply_timeout, got %d %s", res.StatusCode, body)
 	}
-	var env wire.WebhookErrorBody
+	var env wire.ErrorBody
 	must(t, json.Unmarshal(body, &env))
 	close(gate)
 	waitOutboxRow(t, w.e.dbURL, w.project, channelID)

@@ -38,9 +38,11 @@ type ErrorDetail struct {
 	ChannelID     string `json:"channelId,omitempty"`
 }
 
-// Error is the coded error business code returns. Code is the envelope's
-// code; each binary has one table from codes to HTTP statuses, used when
-// Status is zero. Type is derived from the status when empty.
+// Error is the coded error business code returns, built by Coded (status
+// and type from the one code table, Codes) or Relayed (an answer received
+// from elsewhere). Code is the envelope's code. A literal &Error{Code,
+// Message} (no Status or Type: codecheck refuses those) is resolved
+// against Codes when it is written.
 type Error struct {
 	Status  int
 	Type    string
@@ -77,7 +79,11 @@ func (e *Error) Resolve(table map[string]int) *Error {
 		}
 	}
 	if r.Type == "" {
-		r.Type = TypeFor(r.Status)
+		if s, ok := Codes[r.Code]; ok && s.Status == r.Status {
+			r.Type = s.Type
+		} else {
+			r.Type = TypeFor(r.Status)
+		}
 	}
 	return &r
 }

@@ -200,11 +200,3 @@ type OutboxPutResponse struct {
 	ID      string `json:"id"`
 	Created bool   `json:"created"`
 }
-
-// WebhookErrorBody is the error body of the webhook routes: the one
-// envelope, with the correlationId when a request has one (504
-// reply_timeout).
-type WebhookErrorBody = ErrorBody
-
-// WebhookErrorDetail is the inside of WebhookErrorBody.
-type WebhookErrorDetail = ErrorDetail

@@ -127,7 +127,7 @@ func (p *Proxy) serve(c echo.Context, proj store.Project) error {
 	}
 	rest, rawRest, ok := agentPath(req.URL, marker)
 	if !ok || !p.allowed(rest) {
-		return apierr.NotFound("not_found", "No such agent route.")
+		return wire.Coded("not_found", "No such agent route.")
 	}
 	log := p.log().With(zap.String("projectId", proj.ID), zap.String("path", rest))
 
@@ -319,7 +319,7 @@ func (p *Proxy) runtimeError(reqCtx context.Context, log *zap.Logger, err error)
 		if se.Reason != "" {
 			msg = "The project's agent failed to start (" + se.Reason + "). Retry later."
 		}
-		e := apierr.New(http.StatusServiceUnavailable, apierr.TypeServer, "agent_start_failed", msg)
+		e := wire.Coded("agent_start_failed", msg)
 		secs := int((se.RetryAfter + time.Second - 1) / time.Second)
 		e.Headers = map[string]string{"Retry-After": strconv.Itoa(max(secs, 1))}
 		e.Cause = err
@@ -334,8 +334,8 @@ func (p *Proxy) runtimeError(reqCtx context.Context, log *zap.Logger, err error)
 
 // InstanceOffline is spec 7.2's 503 for a project pinned to a paired machine
 // that is not connected.
-func InstanceOffline() *apierr.Error {
-	return apierr.New(http.StatusServiceUnavailable, apierr.TypeServer, "instance_offline",
+func InstanceOffline() *wire.Error {
+	return wire.Coded("instance_offline",
 		"The project is pinned to a paired machine that is not connected.")
 }
 
@@ -345,18 +345,18 @@ func (p *Proxy) upstreamError(reqCtx, ctx context.Context, log *zap.Logger, err 
 		return clientGone(reqCtx)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		log.Warn("agent did not answer in time", zap.Error(err))
-		return apierr.New(http.StatusGatewayTimeout, apierr.TypeServer, "agent_timeout", "The agent did not answer in time.")
+		return wire.Coded("agent_timeout", "The agent did not answer in time.")
 	case errors.Is(err, runtime.ErrOffline):
 		return InstanceOffline()
 	}
-	e := apierr.New(http.StatusBadGateway, apierr.TypeServer, "agent_unreachable", "The project's agent could not be reached.")
+	e := wire.Coded("agent_unreachable", "The project's agent could not be reached.")
 	e.Cause = err
 	return e
 }
 
 // clientGone: the caller went away; nothing useful can be sent.
 func clientGone(ctx context.Context) error {
-	return apierr.New(499, apierr.TypeInvalidRequest, "client_closed_request", context.Cause(ctx).Error())
+	return wire.Coded("client_closed_request", context.Cause(ctx).Error())
 }
 
 func (p *Proxy) log() *zap.Logger {

@@ -1,9 +1,11 @@
 // Package apierr is the API server's side of the one error vocabulary
-// (shared/wire, whose Statuses table maps codes to statuses): the one place
-// an error becomes an HTTP response, the envelope of spec 2.3 ({"error":
-// {message, type, code}}) with status and type per spec 7 and
-// docs/design.md §6. Handlers return *Error (or any error, which becomes a
-// logged 500 with no details).
+// (shared/wire: the code table Codes, the constructor Coded, the envelope;
+// docs/errors.md): the one place an error becomes an HTTP response, the
+// envelope of spec 2.3 ({"error": {message, type, code}}) with status and
+// type per spec 7. Handlers and domain packages return *wire.Error built
+// by wire.Coded (or any error, which becomes a logged 500 with no
+// details); this package holds the constructors whose message needs
+// arguments.
 package apierr
 
 import (
@@ -19,71 +21,43 @@ import (
 	"github.com/svc-dev/svc/shared/wire"
 )
 
-// Error types of the envelope: the one vocabulary of shared/wire.
-const (
-	TypeInvalidRequest = wire.TypeInvalidRequest
-	TypeAuthentication = wire.TypeAuthentication
-	TypePermission     = wire.TypePermission
-	TypeBilling        = wire.TypeBilling
-	TypeRateLimit      = wire.TypeRateLimit
-	TypeServer         = wire.TypeServer
-)
-
-// Error is the coded error of shared/wire; a zero Status is taken from
-// wire.Statuses by code.
-type Error = wire.Error
-
-// Coded is an error whose status comes from wire.Statuses.
-func Coded(code, msg string) *Error {
-	return (&Error{Code: code, Message: msg}).Resolve(wire.Statuses)
-}
-
-// New builds an error.
-func New(status int, typ, code, msg string) *Error {
-	return &Error{Status: status, Type: typ, Code: code, Message: msg}
-}
-
 // Constructors for the codes of spec 7.1 and the common cases.
 
-func InvalidAPIKey() *Error {
-	return Coded("invalid_api_key",
+func InvalidAPIKey() *wire.Error {
+	return wire.Coded("invalid_api_key",
 		"Invalid API key. Pass a service API key (svc_sk_…) as 'Authorization: Bearer <key>'.")
 }
 
-func ModelNotFound(model string) *Error {
-	return Coded("model_not_found",
+func ModelNotFound(model string) *wire.Error {
+	return wire.Coded("model_not_found",
 		fmt.Sprintf("The model %q does not exist or you do not have access to it.", model))
 }
 
-func ModelTierRestricted(model, tier string) *Error {
-	e := Coded("model_tier_restricted",
+func ModelTierRestricted(model, tier string) *wire.Error {
+	return wire.Coded("model_tier_restricted",
 		fmt.Sprintf("Your plan does not include the %s tier required by model %q. Upgrade your plan to use it.", tier, model))
-	e.Type = TypeBilling // a plan matter, not a permission (docs/design.md §6)
-	return e
 }
 
 // PlanNotFound is a workspace whose plan this server's plans file does not
 // define (an operator's mistake: a clear 403, not a 500).
-func PlanNotFound(plan string) *Error {
-	e := Coded("plan_not_found", fmt.Sprintf("Your workspace's plan %q is not offered by this server, so no model can be "+
+func PlanNotFound(plan string) *wire.Error {
+	return wire.Coded("plan_not_found", fmt.Sprintf("Your workspace's plan %q is not offered by this server, so no model can be "+
 		"used. Ask an operator to set a plan from the server's plans file (apiserver admin workspace set --plan).", plan))
-	e.Type = TypeBilling
-	return e
 }
 
-func UsageLimitReached(window string, resetsAt time.Time) *Error {
-	e := Coded("usage_limit_reached",
+func UsageLimitReached(window string, resetsAt time.Time) *wire.Error {
+	e := wire.Coded("usage_limit_reached",
 		fmt.Sprintf("Your workspace is out of included usage for the %s window. Enable usage-based pricing or upgrade your plan.", window))
 	e.ResetsAt = resetsAt.UTC().Format(time.RFC3339)
 	return e
 }
 
-func RateLimited(retryAfter time.Duration, headers map[string]string) *Error {
+func RateLimited(retryAfter time.Duration, headers map[string]string) *wire.Error {
 	secs := int((retryAfter + time.Second - 1) / time.Second)
 	if secs < 1 {
 		secs = 1
 	}
-	e := Coded("rate_limited",
+	e := wire.Coded("rate_limited",
 		fmt.Sprintf("Too many requests. Retry after %d seconds.", secs))
 	e.Headers = map[string]string{"Retry-After": strconv.Itoa(secs)}
 	for k, v := range headers {
@@ -92,40 +66,29 @@ func RateLimited(retryAfter time.Duration, headers map[string]string) *Error {
 	return e
 }
 
-func BadRequest(code, msg string) *Error {
-	return New(http.StatusBadRequest, TypeInvalidRequest, code, msg)
-}
-
-func Forbidden(code, msg string) *Error {
-	return New(http.StatusForbidden, TypePermission, code, msg)
-}
-
-func NotFound(code, msg string) *Error {
-	return New(http.StatusNotFound, TypeInvalidRequest, code, msg)
-}
-
 // Unavailable is a dependency outage (database, storage): 503 with a short
 // Retry-After, details logged and not sent.
-func Unavailable(cause error) *Error {
-	e := Coded("service_unavailable",
+func Unavailable(cause error) *wire.Error {
+	e := wire.Coded("service_unavailable",
 		"The service is temporarily unavailable; retry shortly.")
 	e.Headers = map[string]string{"Retry-After": "1"}
 	e.Cause = cause
 	return e
 }
 
-func Internal(cause error) *Error {
-	e := Coded("internal_error", "Internal server error.")
+func Internal(cause error) *wire.Error {
+	e := wire.Coded("internal_error", "Internal server error.")
 	e.Cause = cause
 	return e
 }
 
-// From converts any error to *Error: echo's own errors keep their status.
-func From(err error) *Error {
-	var e *Error
+// From converts any error to *wire.Error: echo's own errors keep their status.
+func From(err error) *wire.Error {
+	var e *wire.Error
 	if errors.As(err, &e) {
 		return e.Resolve(wire.Statuses)
 	}
+	// echo's own errors: the framework's status is relayed.
 	var he *echo.HTTPError
 	if errors.As(err, &he) {
 		msg := http.StatusText(he.Code)
@@ -134,18 +97,18 @@ func From(err error) *Error {
 		}
 		switch he.Code {
 		case http.StatusRequestEntityTooLarge:
-			return Coded("request_too_large", "Request body too large.")
+			return wire.Coded("request_too_large", "Request body too large.")
 		case http.StatusNotFound:
-			return Coded("not_found", msg)
+			return wire.Coded("not_found", msg)
 		case http.StatusMethodNotAllowed:
-			return Coded("method_not_allowed", msg)
+			return wire.Coded("method_not_allowed", msg)
 		case http.StatusUnauthorized:
 			return InvalidAPIKey()
 		}
 		if he.Code >= 500 {
 			return Internal(err)
 		}
-		return New(he.Code, TypeInvalidRequest, "invalid_request", msg)
+		return wire.Relayed(he.Code, wire.ErrorDetail{Type: wire.TypeInvalidRequest, Code: "invalid_request", Message: msg})
 	}
 	return Internal(err)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/shared/chans"
 	"github.com/svc-dev/svc/shared/runtimetoken"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // Principal is who is calling, put in the request context by middleware.
@@ -101,12 +102,12 @@ func (a *Authenticator) APIKey(ctx context.Context, token string) (Principal, er
 func (a *Authenticator) Runtime(ctx context.Context, token, projectID string) (Principal, error) {
 	pid, err := runtimetoken.Verify(a.secret, token)
 	if err != nil || pid != projectID {
-		return Principal{}, apierr.New(401, apierr.TypeAuthentication, "invalid_runtime_token",
+		return Principal{}, wire.Coded("invalid_runtime_token",
 			"Invalid runtime token for this project.")
 	}
 	p, err := a.store.GetProject(ctx, projectID)
 	if errors.Is(err, store.ErrNotFound) {
-		return Principal{}, apierr.NotFound("project_not_found", "Project not found.")
+		return Principal{}, wire.Coded("project_not_found", "Project not found.")
 	}
 	if err != nil {
 		return Principal{}, apierr.Internal(err)

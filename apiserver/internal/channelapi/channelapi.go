@@ -33,7 +33,7 @@ func Handler(s Store) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		id := c.Param("id")
 		if p := httpmw.PrincipalFrom(c); !p.Runtime() || p.ProjectID != id {
-			return apierr.Forbidden("runtime_token_required", "Only the project's own runtime may read its channel configuration.")
+			return wire.Coded("runtime_token_required", "Only the project's own runtime may read its channel configuration.")
 		}
 		c.Response().Header().Set("Cache-Control", "no-store")
 		ch, err := s.GetChannel(c.Request().Context(), id)
@@ -45,7 +45,7 @@ func Handler(s Store) echo.HandlerFunc {
 		}
 		headers, err := DecodeCallbackHeaders(ch.CallbackHeaders)
 		if err != nil {
-			e := apierr.New(http.StatusInternalServerError, apierr.TypeServer, "invalid_callback_headers",
+			e := wire.Coded("invalid_callback_headers",
 				"The channel's callbackHeaders are not a JSON object; fix them with `apiserver admin channel set`.")
 			e.Cause = err
 			return e

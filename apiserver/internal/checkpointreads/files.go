@@ -149,6 +149,6 @@ func (a *API) s3Files(ctx context.Context, projectID string, resp *FilesResponse
 }
 
 func isNotFound(err error) bool {
-	var ae *apierr.Error
+	var ae *wire.Error
 	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
 }

@@ -119,7 +119,7 @@ func resolve(ctx context.Context, r *hydrate.Repo, rev string) (string, error) {
 func resolveNamed(ctx context.Context, r *hydrate.Repo, rev, notFound string) (string, error) {
 	sha, err := resolve(ctx, r, rev)
 	if errors.Is(err, errNoCommit) {
-		return "", apierr.NotFound("commit_not_found", notFound)
+		return "", wire.Coded("commit_not_found", notFound)
 	}
 	if err != nil {
 		return "", apierr.Internal(err)

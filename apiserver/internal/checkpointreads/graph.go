@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // GraphResponse is the body of GET …/checkpoints/graph.
@@ -32,7 +33,7 @@ func (a *API) ReadGraph(ctx context.Context, projectID, limitParam, cursor strin
 	if v := limitParam; v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > MaxLimit {
-			return GraphResponse{}, apierr.BadRequest("invalid_limit", fmt.Sprintf("limit must be an integer from 1 to %d.", MaxLimit))
+			return GraphResponse{}, wire.Coded("invalid_limit", fmt.Sprintf("limit must be an integer from 1 to %d.", MaxLimit))
 		}
 		limit = n
 	}
@@ -40,7 +41,7 @@ func (a *API) ReadGraph(ctx context.Context, projectID, limitParam, cursor strin
 	if v := cursor; v != "" {
 		b, err := base64.RawURLEncoding.DecodeString(v)
 		if err != nil || !validSHA(string(b)) || (len(b) != 40 && len(b) != 64) {
-			return GraphResponse{}, apierr.BadRequest("invalid_cursor", "cursor must be the nextCursor of a previous page.")
+			return GraphResponse{}, wire.Coded("invalid_cursor", "cursor must be the nextCursor of a previous page.")
 		}
 		after = string(b)
 	}
@@ -75,7 +76,7 @@ func (a *API) ReadGraph(ctx context.Context, projectID, limitParam, cursor strin
 			return GraphResponse{}, apierr.Internal(err)
 		}
 		if !col.found {
-			return GraphResponse{}, apierr.BadRequest("invalid_cursor", "The cursor's commit is no longer in the repository; start again without a cursor.")
+			return GraphResponse{}, wire.Coded("invalid_cursor", "The cursor's commit is no longer in the repository; start again without a cursor.")
 		}
 		if len(col.shas) > 0 {
 			out, err := r.Git("log", "--no-walk=unsorted", "--stdin", logFormat).

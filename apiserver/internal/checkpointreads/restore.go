@@ -47,7 +47,7 @@ func (a *API) Restore(c echo.Context) error {
 		known := r.Git("cat-file", "-e").AddDynamic(sha+"^{commit}").Run(ctx) == nil
 		r.Release()
 		if !known {
-			return apierr.NotFound("commit_not_found", "The project's history has no commit "+sha+".")
+			return wire.Coded("commit_not_found", "The project's history has no commit "+sha+".")
 		}
 	}
 	ep, err := a.Runtime.Ensure(ctx, proj)
@@ -58,11 +58,12 @@ func (a *API) Restore(c echo.Context) error {
 		HTTP: &http.Client{Transport: ep.Transport}, Timeout: RestoreTimeout}
 	out, err := pc.Restore(ctx, wire.RestoreRequest{SHA: sha})
 	if se, ok := internalapi.AsStatus(err); ok && (se.Status == http.StatusNotFound || se.Status == http.StatusConflict) {
-		return &apierr.Error{Status: se.Status, Type: apierr.TypeInvalidRequest, Code: se.Body.Error.Code, Message: se.Body.Error.Message}
+		return wire.Relayed(se.Status, wire.ErrorDetail{Type: wire.TypeInvalidRequest, Code: se.Body.Error.Code, Message: se.Body.Error.Message})
 	}
 	if err != nil {
-		return &apierr.Error{Status: http.StatusBadGateway, Type: apierr.TypeServer, Code: "restore_failed",
-			Message: "The agent could not commit the rollback.", Cause: err}
+		e := wire.Coded("restore_failed", "The agent could not commit the rollback.")
+		e.Cause = err
+		return e
 	}
 	return c.JSON(http.StatusOK, out)
 }

@@ -4,7 +4,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 var (
@@ -33,12 +33,12 @@ func validRev(s string) bool {
 	return true
 }
 
-func invalidSHA(param, v string) *apierr.Error {
-	return apierr.BadRequest("invalid_sha",
+func invalidSHA(param, v string) *wire.Error {
+	return wire.Coded("invalid_sha",
 		"The "+param+" parameter must be a commit id of 4 to 40 lowercase hex digits.")
 }
 
-func invalidRev(param string) *apierr.Error {
-	return apierr.BadRequest("invalid_ref",
+func invalidRev(param string) *wire.Error {
+	return wire.Coded("invalid_ref",
 		"The "+param+" parameter must be a commit id (4-40 hex digits) or a plain ref name (letters, digits, '.', '_', '/', '-', '+'; no leading '-', no '..').")
 }

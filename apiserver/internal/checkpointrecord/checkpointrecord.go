@@ -19,7 +19,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -53,21 +52,21 @@ func Handler(rec Recorder) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		projectID := c.Param("id")
 		if projectID == "" {
-			return apierr.BadRequest("invalid_project", "missing project id")
+			return wire.Coded("invalid_project", "missing project id")
 		}
 		body, err := io.ReadAll(io.LimitReader(c.Request().Body, MaxBodyBytes+1))
 		if err != nil {
-			return apierr.BadRequest("invalid_body", "cannot read body")
+			return wire.Coded("invalid_body", "cannot read body")
 		}
 		if len(body) > MaxBodyBytes {
-			return apierr.New(http.StatusRequestEntityTooLarge, apierr.TypeInvalidRequest, "request_too_large", "checkpoint record body too large")
+			return wire.Coded("request_too_large", "checkpoint record body too large")
 		}
 		var r wire.CheckpointRecord
 		if err := json.Unmarshal(body, &r); err != nil {
-			return apierr.BadRequest("invalid_body", "body must be a JSON checkpoint record: "+err.Error())
+			return wire.Coded("invalid_body", "body must be a JSON checkpoint record: "+err.Error())
 		}
 		if err := Validate(r); err != nil {
-			return apierr.BadRequest("invalid_checkpoint", err.Error())
+			return wire.Coded("invalid_checkpoint", err.Error())
 		}
 		id, created, err := rec.RecordCheckpoint(c.Request().Context(), projectID, r, SourcePod)
 		if err != nil {

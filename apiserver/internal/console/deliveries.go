@@ -81,8 +81,8 @@ func (c *Console) TestEndpoint(ec echo.Context) error {
 			found = found || e.Endpoint == url
 		}
 		if !found {
-			return wire.WebhookAttempt{}, &wire.Error{Status: http.StatusBadRequest, Type: wire.TypeInvalidRequest,
-				Code: "unknown_endpoint", Message: "The test message goes only to an endpoint with failures in the log."}
+			return wire.WebhookAttempt{}, wire.Coded("unknown_endpoint",
+				"The test message goes only to an endpoint with failures in the log.")
 		}
 		return c.o.Webhooks.Test(ctx, c.podFor(proj), proj.ID, ch, url)
 	})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // Budgets per API key in the JSON key API (issue 23 point 5;
@@ -62,26 +63,26 @@ func (in budgetInput) limit() (int64, error) {
 	switch in.Window {
 	case store.BudgetDaily, store.BudgetMonthly, store.BudgetLifetime:
 	default:
-		return 0, apierr.BadRequest("invalid_budget", `window must be "daily", "monthly" or "lifetime".`)
+		return 0, wire.Coded("invalid_budget", `window must be "daily", "monthly" or "lifetime".`)
 	}
 	var micro int64
 	switch {
 	case in.Credits != nil && in.LimitMicro == nil:
 		c := *in.Credits
 		if math.IsNaN(c) || c <= 0 || c > maxBudgetCredits {
-			return 0, apierr.BadRequest("invalid_budget", "credits must be more than 0 and at most 1000000000.")
+			return 0, wire.Coded("invalid_budget", "credits must be more than 0 and at most 1000000000.")
 		}
 		micro = int64(math.Round(c * 1e6))
 	case in.LimitMicro != nil && in.Credits == nil:
 		micro = *in.LimitMicro
 		if micro <= 0 || micro > maxBudgetCredits*1e6 {
-			return 0, apierr.BadRequest("invalid_budget", "limitMicro must be more than 0 and at most 1000000000000000.")
+			return 0, wire.Coded("invalid_budget", "limitMicro must be more than 0 and at most 1000000000000000.")
 		}
 	default:
-		return 0, apierr.BadRequest("invalid_budget", `Give the limit as "credits" or as "limitMicro" (one of them).`)
+		return 0, wire.Coded("invalid_budget", `Give the limit as "credits" or as "limitMicro" (one of them).`)
 	}
 	if micro <= 0 {
-		return 0, apierr.BadRequest("invalid_budget", "credits must be at least 0.000001.")
+		return 0, wire.Coded("invalid_budget", "credits must be at least 0.000001.")
 	}
 	return micro, nil
 }
@@ -90,7 +91,7 @@ func (in budgetInput) limit() (int64, error) {
 func (c *Console) workspaceKey(ctx context.Context, workspaceID, keyID string) (store.APIKey, error) {
 	k, err := c.o.Store.GetAPIKey(ctx, keyID)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && k.WorkspaceID != workspaceID) {
-		return store.APIKey{}, apierr.Coded("key_not_found", "No such key in this workspace.")
+		return store.APIKey{}, wire.Coded("key_not_found", "No such key in this workspace.")
 	}
 	if err != nil {
 		return store.APIKey{}, apierr.Internal(err)
@@ -109,7 +110,7 @@ func (c *Console) SetKeyBudgetJSON(ec echo.Context) error {
 	}
 	var in budgetInput
 	if err := ec.Bind(&in); err != nil {
-		return apierr.Coded("invalid_body", `The body must be a JSON object like {"credits": 5, "window": "daily"}.`)
+		return wire.Coded("invalid_body", `The body must be a JSON object like {"credits": 5, "window": "daily"}.`)
 	}
 	micro, err := in.limit()
 	if err != nil {
@@ -148,7 +149,7 @@ func (c *Console) DeleteKeyBudgetJSON(ec echo.Context) error {
 func (c *Console) showBudget(ec echo.Context, keyID string) error {
 	b, err := c.o.Store.GetKeyBudget(ec.Request().Context(), keyID)
 	if errors.Is(err, store.ErrNotFound) {
-		return apierr.NotFound("key_budget_not_found", "This key has no budget.")
+		return wire.Coded("key_budget_not_found", "This key has no budget.")
 	}
 	if err != nil {
 		return apierr.Internal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/apikey"
 	"github.com/svc-dev/svc/apiserver/internal/auth"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // MaxKeyNameLen bounds a key's name.
@@ -120,7 +121,7 @@ func (c *Console) KeysAPIAuth(next echo.HandlerFunc) echo.HandlerFunc {
 				return err
 			}
 			if pr.WorkspaceID != ws {
-				return apierr.Coded("workspace_not_found", "No such workspace.")
+				return wire.Coded("workspace_not_found", "No such workspace.")
 			}
 			userID = pr.UserID
 		} else {
@@ -129,17 +130,17 @@ func (c *Console) KeysAPIAuth(next echo.HandlerFunc) echo.HandlerFunc {
 				return apierr.Unavailable(err)
 			}
 			if !ok {
-				return apierr.Coded("unauthenticated",
+				return wire.Coded("unauthenticated",
 					"Sign in to the console or pass an owner's API key as 'Authorization: Bearer <key>'.")
 			}
 			if unsafeMethod(ec.Request().Method) && !c.csrfOK(ec, s.row.CSRFToken) {
-				return apierr.Coded("csrf_failed", "Missing or wrong X-CSRF-Token header.")
+				return wire.Coded("csrf_failed", "Missing or wrong X-CSRF-Token header.")
 			}
 			userID = s.user.ID
 		}
 		m, err := c.o.Store.GetMembership(ctx, ws, userID)
 		if errors.Is(err, store.ErrNotFound) {
-			return apierr.Coded("workspace_not_found", "No such workspace.")
+			return wire.Coded("workspace_not_found", "No such workspace.")
 		}
 		if err != nil {
 			return apierr.Unavailable(err)
@@ -147,7 +148,7 @@ func (c *Console) KeysAPIAuth(next echo.HandlerFunc) echo.HandlerFunc {
 		// Reading the list is open to members signed in to the console;
 		// keys act for automation, so a key must be an owner's for any call.
 		if m.Role != store.RoleOwner && (unsafeMethod(ec.Request().Method) || ec.Request().Header.Get("Authorization") != "") {
-			return apierr.Coded("owner_required", "Only owners of the workspace manage its API keys.")
+			return wire.Coded("owner_required", "Only owners of the workspace manage its API keys.")
 		}
 		ec.Set(keysCallerKey, userID)
 		return next(ec)
@@ -174,12 +175,12 @@ func (c *Console) CreateKeyJSON(ec echo.Context) error {
 	}
 	if ec.Request().ContentLength != 0 {
 		if err := ec.Bind(&body); err != nil {
-			return apierr.Coded("invalid_body", "The body must be a JSON object like {\"name\": \"ci\"}.")
+			return wire.Coded("invalid_body", "The body must be a JSON object like {\"name\": \"ci\"}.")
 		}
 	}
 	body.Name = strings.TrimSpace(body.Name)
 	if len(body.Name) > MaxKeyNameLen {
-		return apierr.Coded("invalid_name", "name must have at most 100 characters.")
+		return wire.Coded("invalid_name", "name must have at most 100 characters.")
 	}
 	k, err := apikey.Issue(ec.Request().Context(), c.o.Store, ec.Param("ws"), ec.Get(keysCallerKey).(string), body.Name)
 	if err != nil {
@@ -193,7 +194,7 @@ func (c *Console) CreateKeyJSON(ec echo.Context) error {
 func (c *Console) RevokeKeyJSON(ec echo.Context) error {
 	k, err := c.revoke(ec, ec.Param("ws"), ec.Param("key"))
 	if errors.Is(err, store.ErrNotFound) {
-		return apierr.Coded("key_not_found", "No such key in this workspace.")
+		return wire.Coded("key_not_found", "No such key in this workspace.")
 	}
 	if err != nil {
 		return apierr.Internal(err)

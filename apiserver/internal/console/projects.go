@@ -10,10 +10,10 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/checkpointreads"
 	"github.com/svc-dev/svc/apiserver/internal/runtime"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // GraphPageSize is how many commits a project page shows.
@@ -72,7 +72,7 @@ type projectData struct {
 // readError turns a read's error into a sentence for the page; "" when
 // the error is not the reader's to explain (then it is returned).
 func readError(err error) (string, error) {
-	var e *apierr.Error
+	var e *wire.Error
 	if errors.As(err, &e) && e.Status != http.StatusInternalServerError {
 		return e.Message, nil
 	}
@@ -135,7 +135,7 @@ func (c *Console) CommitPage(ec echo.Context) error {
 	ctx := ec.Request().Context()
 	cm, err := c.o.Checkpoints.ReadCommit(ctx, proj.ID, ec.Param("sha"), nil)
 	if err != nil {
-		var e *apierr.Error
+		var e *wire.Error
 		if errors.As(err, &e) && e.Status < 500 {
 			return c.errorPage(ec, e.Status, e.Message)
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/svc-dev/svc/shared/objstore"
 	"github.com/svc-dev/svc/shared/repoarchive"
 	"github.com/svc-dev/svc/shared/syncmode"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // pushRefusal returns why this push is refused, or "" when it is the
@@ -149,7 +150,7 @@ func (s *Server) durableReceive(c echo.Context, proj store.Project, body *limitR
 	err = s.commandAt(gitDir, "receive-pack", proto).AddDynamic(gitDir).Stdin(body).Stdout(&out).Run(ctx)
 	if body.exceeded {
 		s.Hydrate.Invalidate(proj.ID)
-		return apierr.New(http.StatusRequestEntityTooLarge, apierr.TypeInvalidRequest, "request_too_large",
+		return wire.Coded("request_too_large",
 			fmt.Sprintf("The receive-pack request body exceeds %d bytes.", s.MaxReceiveBytes))
 	}
 	if err != nil {
@@ -184,8 +185,8 @@ func (s *Server) durableReceive(c echo.Context, proj store.Project, body *limitR
 	return c.Blob(http.StatusOK, "application/x-git-receive-pack-result", out.Bytes())
 }
 
-func unavailable(msg string, cause error) *apierr.Error {
-	e := apierr.New(http.StatusServiceUnavailable, apierr.TypeServer, "durable_write_failed", msg)
+func unavailable(msg string, cause error) *wire.Error {
+	e := wire.Coded("durable_write_failed", msg)
 	e.Headers, e.Cause = map[string]string{"Retry-After": "1"}, cause
 	return e
 }

@@ -150,7 +150,7 @@ func (s *Server) Authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		if strings.HasPrefix(key, runtimetoken.Prefix) {
 			p, err := s.Auth.Runtime(c.Request().Context(), key, c.Param("id"))
 			if err != nil {
-				var ae *apierr.Error
+				var ae *wire.Error
 				if errors.As(err, &ae) && ae.Status == http.StatusUnauthorized {
 					return unauthorized()
 				}
@@ -166,7 +166,7 @@ func (s *Server) Authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		p, err := s.Auth.APIKey(c.Request().Context(), key)
 		if err != nil {
-			var ae *apierr.Error
+			var ae *wire.Error
 			if errors.As(err, &ae) && ae.Status == http.StatusUnauthorized {
 				return unauthorized()
 			}
@@ -251,7 +251,7 @@ func (s *Server) command(r *hydrate.Repo, service string, env string) *gitrun.Cm
 func (s *Server) InfoRefs(c echo.Context) error {
 	service, ok := serviceName(c.QueryParam("service"))
 	if !ok {
-		return apierr.BadRequest("invalid_service",
+		return wire.Coded("invalid_service",
 			"Only the smart HTTP protocol is served: ?service=git-upload-pack or ?service=git-receive-pack.")
 	}
 	proj := httpmw.ProjectFrom(c)
@@ -326,7 +326,7 @@ func (w *lazyWriter) Write(p []byte) (int, error) {
 func (s *Server) rpc(c echo.Context, service string) error {
 	req := c.Request()
 	if ct := req.Header.Get(echo.HeaderContentType); ct != "application/x-git-"+service+"-request" {
-		return apierr.New(http.StatusUnsupportedMediaType, apierr.TypeInvalidRequest, "invalid_content_type",
+		return wire.Coded("unsupported_media_type",
 			"Content-Type must be application/x-git-"+service+"-request.")
 	}
 	limit := s.MaxUploadBody
@@ -339,12 +339,12 @@ func (s *Server) rpc(c echo.Context, service string) error {
 	case "gzip", "x-gzip":
 		zr, err := gzip.NewReader(req.Body)
 		if err != nil {
-			return apierr.BadRequest("invalid_body", "The request body is not valid gzip.")
+			return wire.Coded("invalid_body", "The request body is not valid gzip.")
 		}
 		defer zr.Close()
 		body = zr
 	default:
-		return apierr.New(http.StatusUnsupportedMediaType, apierr.TypeInvalidRequest, "invalid_content_encoding",
+		return wire.Coded("invalid_content_encoding",
 			"Content-Encoding must be gzip or absent.")
 	}
 	lr := &limitReader{r: body, n: limit}
@@ -356,7 +356,7 @@ func (s *Server) rpc(c echo.Context, service string) error {
 			return err
 		}
 		if msg := s.pushRefusal(c, proj); msg != "" {
-			return apierr.Forbidden("push_refused", msg)
+			return wire.Coded("push_refused", msg)
 		}
 		return s.durableReceive(c, proj, lr, proto)
 	}
@@ -386,7 +386,7 @@ func (s *Server) rpc(c echo.Context, service string) error {
 	err = s.command(r, service, proto).AddDynamic(r.GitDir).Stdin(lr).Stdout(w).Run(req.Context())
 	if lr.exceeded {
 		if !w.started {
-			return apierr.New(http.StatusRequestEntityTooLarge, apierr.TypeInvalidRequest, "request_too_large",
+			return wire.Coded("request_too_large",
 				fmt.Sprintf("The %s request body exceeds %d bytes.", service, limit))
 		}
 		s.Log.Warn("git request body over the limit", zap.String("service", service), zap.String("projectId", proj.ID))

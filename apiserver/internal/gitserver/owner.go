@@ -3,7 +3,6 @@ package gitserver
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"strconv"
 
 	"github.com/labstack/echo/v4"
@@ -28,7 +27,7 @@ func (s *Server) notOwner(c echo.Context, projectID string) error {
 	}
 	epoch, err := strconv.ParseInt(h, 10, 64)
 	if err != nil || epoch <= 0 {
-		return apierr.BadRequest("invalid_owner_epoch", wire.HeaderOwnerEpoch+" must be a positive integer.")
+		return wire.Coded("invalid_owner_epoch", wire.HeaderOwnerEpoch+" must be a positive integer.")
 	}
 	rec, _, err := wire.ReadOwnerRecord(c.Request().Context(), s.Objects, projectID)
 	if err != nil && !errors.Is(err, objstore.ErrNotExist) {
@@ -37,6 +36,6 @@ func (s *Server) notOwner(c echo.Context, projectID string) error {
 	if err == nil && rec.Epoch == epoch {
 		return nil
 	}
-	return apierr.New(http.StatusConflict, apierr.TypeInvalidRequest, wire.CodeFenced,
+	return wire.Coded(wire.CodeFenced,
 		fmt.Sprintf("fenced: another pod owns this project (the ownership record holds epoch %d, this push carries %d); this pod must stop writing", rec.Epoch, epoch))
 }

@@ -6,8 +6,8 @@ package httpmw
 import (
 	"github.com/labstack/echo/v4"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/auth"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 const principalKey = "svc.principal"
@@ -62,7 +62,7 @@ func Runtime(a *auth.Authenticator, param string) echo.MiddlewareFunc {
 		return func(c echo.Context) error {
 			token := auth.Bearer(c.Request().Header.Get("Authorization"))
 			if token == "" {
-				return apierr.New(401, apierr.TypeAuthentication, "invalid_runtime_token", "Missing runtime token.")
+				return wire.Coded("invalid_runtime_token", "Missing runtime token.")
 			}
 			p, err := a.Runtime(c.Request().Context(), token, c.Param(param))
 			if err != nil {

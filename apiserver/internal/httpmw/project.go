@@ -11,6 +11,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/auth"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 const projectKey = "svc.project"
@@ -34,7 +35,7 @@ func ProjectMember(st *store.Store, param string) echo.MiddlewareFunc {
 				return apierr.Unavailable(err)
 			}
 			if !ok {
-				return apierr.Forbidden("project_access_denied", "This API key has no access to the project.")
+				return wire.Coded("project_access_denied", "This API key has no access to the project.")
 			}
 			c.Set(projectKey, proj)
 			return next(c)

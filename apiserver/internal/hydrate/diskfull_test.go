@@ -10,9 +10,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate/hydratetest"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // A full data-directory disk is named (issue 28): hydrating a repository
@@ -41,7 +41,7 @@ func TestFullDataDirAnswers507(t *testing.T) {
 	if !errors.Is(err, hydrate.ErrDiskFull) {
 		t.Fatalf("hydrating onto a full disk: %v, want ErrDiskFull", err)
 	}
-	var ae *apierr.Error
+	var ae *wire.Error
 	if !errors.As(hydrate.APIError(err), &ae) || ae.Status != 507 || ae.Code != "insufficient_storage" ||
 		!strings.Contains(ae.Message, "SVC_DATA_DIR") {
 		t.Fatalf("answer %+v, want 507 insufficient_storage naming SVC_DATA_DIR", ae)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // Response headers of every read served from a copy.
@@ -31,28 +32,28 @@ func APIError(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, ErrNotFound):
-		return apierr.NotFound(CodeNotFound,
+		return wire.Coded(CodeNotFound,
 			"The project has no durable repository yet (object <projectId>/repo.git.tar.gz does not exist).")
 	case errors.Is(err, ErrCorrupt):
-		e := apierr.New(http.StatusBadGateway, apierr.TypeServer, CodeCorrupt,
+		e := wire.Coded(CodeCorrupt,
 			"The project's durable repository object is corrupt or unreadable, and this replica has no earlier copy to serve.")
 		e.Cause = err
 		return e
 	case errors.Is(err, ErrUnavailable):
-		e := apierr.New(http.StatusServiceUnavailable, apierr.TypeServer, CodeUnavailable,
+		e := wire.Coded(CodeUnavailable,
 			"Object storage is unavailable and this replica has no copy of the repository to serve.")
 		e.Cause = err
 		e.Headers = map[string]string{"Retry-After": "5"}
 		return e
 	case errors.Is(err, ErrDiskFull):
-		e := apierr.New(http.StatusInsufficientStorage, apierr.TypeServer, "insufficient_storage",
+		e := wire.Coded("insufficient_storage",
 			"No space left on the API server's data directory (SVC_DATA_DIR) for the project's hydrated repository. Free space on that disk and retry; nothing durable is lost.")
 		e.Cause = err
 		return e
 	case errors.Is(err, ErrInvalidProject):
-		return apierr.BadRequest("invalid_project", "Invalid project id.")
+		return wire.Coded("invalid_project", "Invalid project id.")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		e := apierr.New(http.StatusServiceUnavailable, apierr.TypeServer, CodeUnavailable, "Hydrating the repository timed out.")
+		e := wire.Coded(CodeUnavailable, "Hydrating the repository timed out.")
 		e.Cause = err
 		return e
 	}
@@ -64,7 +65,7 @@ func ErrorCode(err error) string {
 	if err == nil {
 		return ""
 	}
-	var e *apierr.Error
+	var e *wire.Error
 	if errors.As(APIError(err), &e) {
 		return e.Code
 	}

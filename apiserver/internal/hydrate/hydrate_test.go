@@ -17,7 +17,6 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate/hydratetest"
 	"github.com/svc-dev/svc/apiserver/internal/store"
@@ -224,7 +223,7 @@ func TestMissingObjectIsNotFound(t *testing.T) {
 	if !errors.Is(err, hydrate.ErrNotFound) {
 		t.Fatalf("err = %v, want ErrNotFound", err)
 	}
-	var ae *apierr.Error
+	var ae *wire.Error
 	if !errors.As(hydrate.APIError(err), &ae) || ae.Status != http.StatusNotFound || ae.Code != hydrate.CodeNotFound {
 		t.Fatalf("APIError = %+v", hydrate.APIError(err))
 	}
@@ -282,7 +281,7 @@ func TestCorruptObjectKeepsLastGoodCopy(t *testing.T) {
 	// Without an earlier copy a corrupt object is a clear 502.
 	hydratetest.PutObject(t, st, "prj_corrupt_new", []byte("garbage"))
 	_, err = m.Acquire(context.Background(), "prj_corrupt_new")
-	var ae *apierr.Error
+	var ae *wire.Error
 	if !errors.Is(err, hydrate.ErrCorrupt) || !errors.As(hydrate.APIError(err), &ae) || ae.Status != http.StatusBadGateway || ae.Code != hydrate.CodeCorrupt {
 		t.Fatalf("err = %v", err)
 	}
@@ -312,7 +311,7 @@ func TestStorageDownServesStaleCopy(t *testing.T) {
 
 	st.setDown(true)
 	_, err := m.Acquire(context.Background(), "prj_down")
-	var ae *apierr.Error
+	var ae *wire.Error
 	if !errors.Is(err, hydrate.ErrUnavailable) || !errors.As(hydrate.APIError(err), &ae) || ae.Status != http.StatusServiceUnavailable {
 		t.Fatalf("no copy, storage down: err = %v", err)
 	}

@@ -101,13 +101,13 @@ func ValidOID(oid string) bool { return wire.ValidLFSOID(oid) }
 func readJSON(c echo.Context, v any) error {
 	body, err := io.ReadAll(io.LimitReader(c.Request().Body, MaxBodyBytes+1))
 	if err != nil {
-		return apierr.BadRequest("invalid_body", "cannot read body")
+		return wire.Coded("invalid_body", "cannot read body")
 	}
 	if len(body) > MaxBodyBytes {
-		return apierr.New(http.StatusRequestEntityTooLarge, apierr.TypeInvalidRequest, "request_too_large", "batch request body too large")
+		return wire.Coded("request_too_large", "batch request body too large")
 	}
 	if err := json.Unmarshal(body, v); err != nil {
-		return apierr.BadRequest("invalid_body", "body must be a git-lfs batch JSON document: "+err.Error())
+		return wire.Coded("invalid_body", "body must be a git-lfs batch JSON document: "+err.Error())
 	}
 	return nil
 }
@@ -183,18 +183,18 @@ func (a *API) Verify(c echo.Context) error {
 		return err
 	}
 	if !ValidOID(p.OID) || p.Size < 0 || p.Size > MaxObjectBytes {
-		return apierr.New(http.StatusUnprocessableEntity, apierr.TypeInvalidRequest, "invalid_object", "oid must be 64 lowercase hex characters and size within limits")
+		return wire.Coded("invalid_object", "oid must be 64 lowercase hex characters and size within limits")
 	}
 	key := objstore.LFSKey(projectID, p.OID)
 	info, err := a.Store.Head(c.Request().Context(), key)
 	if errors.Is(err, objstore.ErrNotExist) {
-		return apierr.NotFound("object_not_found", "Object does not exist.")
+		return wire.Coded("object_not_found", "Object does not exist.")
 	}
 	if err != nil {
 		return apierr.Internal(err)
 	}
 	if info.Size != p.Size {
-		return apierr.New(http.StatusUnprocessableEntity, apierr.TypeInvalidRequest, "size_mismatch",
+		return wire.Coded("size_mismatch",
 			fmt.Sprintf("stored object has %d bytes, expected %d", info.Size, p.Size))
 	}
 	// The key is the content's sha256: the stored bytes must hash to it.
@@ -210,7 +210,7 @@ func (a *API) Verify(c echo.Context) error {
 		}
 		a.Log.Warn("lfs verify: stored bytes do not hash to their oid; object deleted",
 			zap.String("projectId", projectID), zap.String("oid", p.OID), zap.String("sha256", sum))
-		return apierr.New(http.StatusUnprocessableEntity, apierr.TypeInvalidRequest, "hash_mismatch",
+		return wire.Coded("hash_mismatch",
 			"stored object's sha256 is "+sum+", not its oid; upload it again")
 	}
 	return writeLFS(c, http.StatusOK, map[string]any{})

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/auth"
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // Budgets per API key (issue 23 point 5; docs/gateway.md, "Budgets per API
@@ -53,7 +53,7 @@ func (m *Meter) reserveBudget(ctx context.Context, p auth.Principal, now time.Ti
 		return false, KeyBudgetExceeded(b)
 	}
 	// What is left is reserved by this key's requests in flight.
-	e := apierr.New(http.StatusTooManyRequests, apierr.TypeRateLimit, "key_budget_reserved",
+	e := wire.Coded("key_budget_reserved",
 		"What is left of this API key's budget is reserved by its requests in flight; retry when they end.")
 	e.Headers = map[string]string{"Retry-After": "1"}
 	return false, e
@@ -61,12 +61,12 @@ func (m *Meter) reserveBudget(ctx context.Context, p auth.Principal, now time.Ti
 
 // KeyBudgetExceeded is the 402 of a key whose budget window is spent; a
 // daily or monthly one says when it resets.
-func KeyBudgetExceeded(b store.KeyBudget) *apierr.Error {
+func KeyBudgetExceeded(b store.KeyBudget) *wire.Error {
 	msg := fmt.Sprintf("This API key has used its %s budget.", b.BudgetWindow)
 	if b.BudgetWindow == store.BudgetLifetime {
 		msg += " Raise or remove the key's budget to continue."
 	}
-	e := apierr.New(http.StatusPaymentRequired, apierr.TypeBilling, "key_budget_exceeded", msg)
+	e := wire.Coded("key_budget_exceeded", msg)
 	if b.BudgetWindow != store.BudgetLifetime && b.ResetsAt > 0 {
 		e.ResetsAt = time.UnixMilli(b.ResetsAt).UTC().Format(time.RFC3339)
 	}

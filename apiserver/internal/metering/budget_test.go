@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/auth"
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // budgetKey is a key of a fresh workspace (on the Postgres store) with a
@@ -73,7 +73,7 @@ func TestKeyBudgetParallelStreamsAtLimit(t *testing.T) {
 				adm, err := m.Admit(ctx, p, plan)
 				mu.Lock()
 				defer mu.Unlock()
-				var ae *apierr.Error
+				var ae *wire.Error
 				switch {
 				case err == nil && adm.KeyBudget:
 					admitted = append(admitted, adm)
@@ -160,7 +160,7 @@ func TestKeyBudgetWindows(t *testing.T) {
 			if err != nil || !first.KeyBudget {
 				t.Fatalf("first request: %+v, %v", first, err)
 			}
-			var ae *apierr.Error
+			var ae *wire.Error
 			if _, err := m.Admit(ctx, p, plan); !errors.As(err, &ae) || ae.Code != "key_budget_reserved" {
 				t.Fatalf("second request while the first (cost unknown) is in flight: %v, want key_budget_reserved", err)
 			}
@@ -175,7 +175,7 @@ func TestKeyBudgetWindows(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err = m.Admit(ctx, p, plan)
-			if !errors.As(err, &ae) || ae.Code != "key_budget_exceeded" || ae.Status != 402 || ae.Type != apierr.TypeBilling {
+			if !errors.As(err, &ae) || ae.Code != "key_budget_exceeded" || ae.Status != 402 || ae.Type != wire.TypeBilling {
 				t.Fatalf("spent budget: %v, want 402 billing_error key_budget_exceeded", err)
 			}
 			want := ""

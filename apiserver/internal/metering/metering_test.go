@@ -10,12 +10,12 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/auth"
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
 	"github.com/svc-dev/svc/shared/testenv"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -67,7 +67,7 @@ func TestAdmitAcrossReplicas(t *testing.T) {
 			go func(m *Meter) {
 				defer wg.Done()
 				_, err := m.Admit(ctx, p, plan)
-				var ae *apierr.Error
+				var ae *wire.Error
 				switch {
 				case err == nil:
 					admitted.Add(1)
@@ -108,7 +108,7 @@ func TestQuotaSeenAfterWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := m.Admit(ctx, p, plan)
-	var ae *apierr.Error
+	var ae *wire.Error
 	if !errors.As(err, &ae) || ae.Code != "usage_limit_reached" {
 		t.Fatalf("after the window was spent: %v, want usage_limit_reached", err)
 	}
@@ -147,7 +147,7 @@ func TestRejectionsLeaseNothing(t *testing.T) {
 	admitted := 0
 	for range 50 {
 		_, err := m.Admit(ctx, p, plan)
-		var ae *apierr.Error
+		var ae *wire.Error
 		switch {
 		case err == nil:
 			admitted++

@@ -113,31 +113,31 @@ func (a *API) notify(k string) {
 	}
 }
 
-func channelNotFound() *apierr.Error {
-	return apierr.NotFound("channel_not_found", "No channel with this id on this project.")
+func channelNotFound() *wire.Error {
+	return wire.Coded("channel_not_found", "No channel with this id on this project.")
 }
 
 // Put is POST /internal/projects/:id/outbox.
 func (a *API) Put(c echo.Context) error {
 	projectID := c.Param("id")
 	if p := httpmw.PrincipalFrom(c); !p.Runtime() || p.ProjectID != projectID {
-		return apierr.Forbidden("runtime_token_required", "Only the project's own runtime may put messages in its outbox.")
+		return wire.Coded("runtime_token_required", "Only the project's own runtime may put messages in its outbox.")
 	}
 	body, err := io.ReadAll(io.LimitReader(c.Request().Body, MaxBodyBytes+1))
 	if err != nil {
-		return apierr.BadRequest("invalid_body", "The body could not be read.")
+		return wire.Coded("invalid_body", "The body could not be read.")
 	}
 	if len(body) > MaxBodyBytes {
-		return apierr.New(http.StatusRequestEntityTooLarge, apierr.TypeInvalidRequest, "request_too_large",
+		return wire.Coded("request_too_large",
 			"The outbox message is larger than the limit.")
 	}
 	var in wire.OutboxPut
 	if err := json.Unmarshal(body, &in); err != nil {
-		return apierr.BadRequest("invalid_body", "The body must be a JSON outbox message: "+err.Error())
+		return wire.Coded("invalid_body", "The body must be a JSON outbox message: "+err.Error())
 	}
 	metadata, err := validate(in)
 	if err != nil {
-		return apierr.BadRequest("invalid_outbox_message", err.Error())
+		return wire.Coded("invalid_outbox_message", err.Error())
 	}
 	ctx := c.Request().Context()
 	ch, err := a.store.GetChannel(ctx, projectID)
@@ -168,7 +168,7 @@ func (a *API) Put(c echo.Context) error {
 func (a *API) Pending(c echo.Context) error {
 	projectID := c.Param("id")
 	if p := httpmw.PrincipalFrom(c); !p.Runtime() || p.ProjectID != projectID {
-		return apierr.Forbidden("runtime_token_required", "Only the project's own runtime may count its outbox.")
+		return wire.Coded("runtime_token_required", "Only the project's own runtime may count its outbox.")
 	}
 	ctx := c.Request().Context()
 	ch, err := a.store.GetChannel(ctx, projectID)
@@ -248,11 +248,11 @@ func (a *API) Poll(c echo.Context) error {
 	}
 	wait, err := wire.ParseOutboxWait(c.QueryParam("wait"))
 	if err != nil {
-		return apierr.BadRequest("invalid_wait", err.Error()+".")
+		return wire.Coded("invalid_wait", err.Error()+".")
 	}
 	limit, err := wire.ParseOutboxLimit(c.QueryParam("limit"))
 	if err != nil {
-		return apierr.BadRequest("invalid_limit", err.Error()+".")
+		return wire.Coded("invalid_limit", err.Error()+".")
 	}
 	interval := a.PollInterval
 	if interval <= 0 {
@@ -332,11 +332,11 @@ func Authenticate(c echo.Context, st interface {
 		return ch, apierr.Unavailable(err)
 	}
 	if ch.Secret == "" {
-		return ch, apierr.New(http.StatusUnauthorized, apierr.TypeAuthentication, "channel_secret_not_set",
+		return ch, wire.Coded("channel_secret_not_set",
 			"This channel has no secret configured, so it rejects every request. Set one in the channel settings.")
 	}
 	if !channelapi.SecretMatches(ch, c.Request().Header.Get(wire.HeaderWebhookSecret), time.Now()) {
-		return ch, apierr.New(http.StatusUnauthorized, apierr.TypeAuthentication, "invalid_webhook_secret",
+		return ch, wire.Coded("invalid_webhook_secret",
 			"Missing or invalid X-Webhook-Secret header.")
 	}
 	return ch, nil

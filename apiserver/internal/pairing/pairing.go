@@ -47,6 +47,7 @@ import (
 	"github.com/svc-dev/svc/shared/chans"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/runtimetoken"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // DriverName is the runtime driver name of paired machines.
@@ -132,7 +133,7 @@ const tokenKey = "svc.pairing"
 // authenticate requires a valid, unrevoked pairing token as a bearer.
 func (h *Hub) Authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		invalid := apierr.New(http.StatusUnauthorized, apierr.TypeAuthentication, "invalid_pairing_token",
+		invalid := wire.Coded("invalid_pairing_token",
 			"Invalid pairing token. Pass the token of `apiserver admin pairing create` as 'Authorization: Bearer <token>'.")
 		id, secret, ok := ParseToken(auth.Bearer(c.Request().Header.Get("Authorization")))
 		if !ok {
@@ -160,7 +161,7 @@ func (h *Hub) Session(c echo.Context) error {
 		return apierr.Internal(err)
 	}
 	if len(h.secret) == 0 {
-		return apierr.New(http.StatusServiceUnavailable, apierr.TypeServer, "runtime_auth_unconfigured",
+		return wire.Coded("runtime_auth_unconfigured",
 			"The API server has no runtime auth secret.")
 	}
 	return c.JSON(http.StatusOK, Session{ProjectID: p.ID, CloudSyncMode: string(p.CloudSyncMode),
@@ -175,7 +176,7 @@ func (h *Hub) Tunnel(c echo.Context) error {
 	closed := h.closed
 	h.mu.Unlock()
 	if closed {
-		return apierr.New(http.StatusServiceUnavailable, apierr.TypeServer, "shutting_down", "The API server is shutting down.")
+		return wire.Coded("shutting_down", "The API server is shutting down.")
 	}
 	ws, err := websocket.Accept(c.Response(), c.Request(), &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
 	if err != nil {

@@ -5,7 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // The internal chat-completions form as the translating codecs (Responses,
@@ -98,7 +98,7 @@ type chatUsage struct {
 func decodeCompletion(raw []byte) (*chatCompletion, error) {
 	var cc chatCompletion
 	if err := json.Unmarshal(raw, &cc); err != nil {
-		return nil, &apierr.Error{Code: "upstream_error",
+		return nil, &wire.Error{Code: "upstream_error",
 			Message: "The model provider answered with an unexpected completion.", Cause: err}
 	}
 	return &cc, nil

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // upstreamToolSSE is a chat-completions stream with text, a tool call and
@@ -163,8 +163,8 @@ func TestDecodeRefusals(t *testing.T) {
 		{messagesCodec{}, `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"document"}]}]}`, "invalid_messages"},
 	} {
 		_, _, err := decodeWith(tc.cd, tc.body)
-		e, ok := err.(*apierr.Error)
-		if !ok || e.Status != 400 || e.Type != apierr.TypeInvalidRequest || e.Code != tc.code {
+		e, ok := err.(*wire.Error)
+		if !ok || e.Status != 400 || e.Type != wire.TypeInvalidRequest || e.Code != tc.code {
 			t.Errorf("%s: %v, want 400 %s", tc.body, err, tc.code)
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
 	"github.com/svc-dev/svc/apiserver/internal/metering"
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // upstreamDeadline bounds a whole upstream exchange, including the drain that
@@ -203,13 +204,13 @@ func (a *API) send(c echo.Context, x *exchange) (*http.Response, error) {
 func sendError(err error) error {
 	switch {
 	case errors.Is(err, upstream.ErrTimeout):
-		return &apierr.Error{Code: "upstream_timeout",
+		return &wire.Error{Code: "upstream_timeout",
 			Message: "The model provider did not answer in time.", Cause: err}
 	case errors.Is(err, upstream.ErrNoDeployment):
-		return &apierr.Error{Code: "upstream_cooling_down",
+		return &wire.Error{Code: "upstream_cooling_down",
 			Message: "Every provider of this model is cooling down after errors; retry shortly.", Cause: err}
 	case errors.Is(err, upstream.ErrUnavailable):
-		return &apierr.Error{Code: "upstream_unavailable",
+		return &wire.Error{Code: "upstream_unavailable",
 			Message: "The model provider could not be reached.", Cause: err}
 	}
 	return apierr.Internal(err)
@@ -257,11 +258,11 @@ func (a *API) plain(c echo.Context, resp *http.Response, x *exchange) error {
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
 	t.upstream += time.Since(readStart)
 	if err != nil {
-		return &apierr.Error{Code: "upstream_error",
+		return &wire.Error{Code: "upstream_error",
 			Message: "The model provider's answer was cut off.", Cause: err}
 	}
 	if !gjson.ValidBytes(raw) || !gjson.ParseBytes(raw).IsObject() {
-		return &apierr.Error{Code: "upstream_error",
+		return &wire.Error{Code: "upstream_error",
 			Message: "The model provider answered with invalid JSON."}
 	}
 	out, err := sjson.SetBytes(raw, "model", x.model.ID)
@@ -304,7 +305,7 @@ func upstreamStatusError(resp *http.Response) error {
 	}
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests:
-		e := apierr.New(http.StatusTooManyRequests, apierr.TypeRateLimit, "upstream_rate_limited",
+		e := wire.Coded("upstream_rate_limited",
 			"The model provider is rate limiting requests; retry later.")
 		ra := resp.Header.Get("Retry-After")
 		if _, err := strconv.Atoi(ra); err != nil {
@@ -313,9 +314,10 @@ func upstreamStatusError(resp *http.Response) error {
 		e.Headers = map[string]string{"Retry-After": ra}
 		return e
 	case resp.StatusCode >= 400 && resp.StatusCode < 500:
-		return apierr.New(resp.StatusCode, apierr.TypeInvalidRequest, "upstream_rejected", msg)
+		// The provider's own 4xx, relayed with its status.
+		return wire.Relayed(resp.StatusCode, wire.ErrorDetail{Type: wire.TypeInvalidRequest, Code: "upstream_rejected", Message: msg})
 	default:
-		return &apierr.Error{Code: "upstream_error",
+		return &wire.Error{Code: "upstream_error",
 			Message: "The model provider failed to answer.", Cause: fmt.Errorf("upstream status %d: %s", resp.StatusCode, msg)}
 	}
 }

@@ -9,8 +9,8 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // chatRequest is a validated completion request. The body is kept as the
@@ -49,20 +49,20 @@ func readJSONBody(r *http.Request, maxBody int64) ([]byte, error) {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || mt != "application/json" {
-			return nil, apierr.BadRequest("invalid_content_type", "Content-Type must be application/json.")
+			return nil, wire.Coded("invalid_content_type", "Content-Type must be application/json.")
 		}
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, apierr.New(http.StatusRequestEntityTooLarge, apierr.TypeInvalidRequest, "request_too_large",
+			return nil, wire.Coded("request_too_large",
 				"Request body is larger than the limit of this server.")
 		}
-		return nil, apierr.BadRequest("invalid_body", "Could not read the request body.")
+		return nil, wire.Coded("invalid_body", "Could not read the request body.")
 	}
 	if !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
-		return nil, apierr.BadRequest("invalid_json", "Request body must be a JSON object.")
+		return nil, wire.Coded("invalid_json", "Request body must be a JSON object.")
 	}
 	// A key given twice could mean one thing to us and another to the
 	// upstream (parsers differ on which copy wins): refuse it.
@@ -76,7 +76,7 @@ func readJSONBody(r *http.Request, maxBody int64) ([]byte, error) {
 		return true
 	})
 	if dup != "" {
-		return nil, apierr.BadRequest("invalid_json", "Request body has the key '"+dup+"' more than once.")
+		return nil, wire.Coded("invalid_json", "Request body has the key '"+dup+"' more than once.")
 	}
 	return body, nil
 }
@@ -86,12 +86,12 @@ func parseChat(req *chatRequest) (*chatRequest, error) {
 	body := req.body
 	fields := gjson.GetManyBytes(body, "model", "messages", "stream", "stream_options")
 	if m := fields[0]; m.Type != gjson.String || m.Str == "" {
-		return nil, apierr.BadRequest("invalid_model", "'model' is required and must be a non-empty string.")
+		return nil, wire.Coded("invalid_model", "'model' is required and must be a non-empty string.")
 	}
 	req.Model = fields[0].Str
 	msgs := fields[1]
 	if !msgs.IsArray() || len(msgs.Array()) == 0 {
-		return nil, apierr.BadRequest("invalid_messages", "'messages' is required and must be a non-empty array of message objects.")
+		return nil, wire.Coded("invalid_messages", "'messages' is required and must be a non-empty array of message objects.")
 	}
 	ok := true
 	msgs.ForEach(func(_, m gjson.Result) bool {
@@ -100,18 +100,18 @@ func parseChat(req *chatRequest) (*chatRequest, error) {
 		return ok
 	})
 	if !ok {
-		return nil, apierr.BadRequest("invalid_messages", "Each message must be an object with a string 'role'.")
+		return nil, wire.Coded("invalid_messages", "Each message must be an object with a string 'role'.")
 	}
 	switch s := fields[2]; s.Type {
 	case gjson.Null:
 	case gjson.True, gjson.False:
 		req.Stream = s.Bool()
 	default:
-		return nil, apierr.BadRequest("invalid_stream", "'stream' must be a boolean.")
+		return nil, wire.Coded("invalid_stream", "'stream' must be a boolean.")
 	}
 	if so := fields[3]; so.Exists() {
 		if !so.IsObject() {
-			return nil, apierr.BadRequest("invalid_stream_options", "'stream_options' must be an object.")
+			return nil, wire.Coded("invalid_stream_options", "'stream_options' must be an object.")
 		}
 		req.IncludeUsage = so.Get("include_usage").Bool()
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // Responses answers POST /responses in the OpenAI Responses wire format,
@@ -99,7 +100,7 @@ type chatBody struct {
 	ReasoningEffort     string          `json:"reasoning_effort,omitempty"`
 }
 
-func invalid(code, msg string) *apierr.Error { return apierr.BadRequest(code, msg) }
+func invalid(code, msg string) *wire.Error { return wire.Coded(code, msg) }
 
 func (responsesCodec) decode(r *http.Request, maxBody int64) (*chatRequest, error) {
 	body, err := readJSONBody(r, maxBody)

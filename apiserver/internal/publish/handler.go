@@ -12,6 +12,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
 	"github.com/svc-dev/svc/apiserver/internal/runtime"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -37,10 +38,10 @@ type request struct {
 func (a *API) Handle(c echo.Context) error {
 	var req request
 	if err := (&echo.DefaultBinder{}).BindBody(c, &req); err != nil {
-		return apierr.BadRequest("invalid_json", "Body must be a JSON object with a string 'subdomain'.")
+		return wire.Coded("invalid_json", "Body must be a JSON object with a string 'subdomain'.")
 	}
 	if err := wire.ValidateSubdomain(req.Subdomain); err != nil {
-		return apierr.BadRequest("invalid_subdomain", err.Error())
+		return wire.Coded("invalid_subdomain", err.Error())
 	}
 	p := httpmw.ProjectFrom(c)
 	ep, err := a.Runtime.Ensure(c.Request().Context(), p)
@@ -54,12 +55,14 @@ func (a *API) Handle(c echo.Context) error {
 	hc := &http.Client{Timeout: DefaultTimeout, Transport: ep.Transport}
 	res, err := PublishWith(c.Request().Context(), hc, ep.URL.String(), ep.Token, req.Subdomain, now())
 	if err != nil {
-		var pe *PodError
+		var pe *internalapi.StatusError
 		if errors.As(err, &pe) && pe.Status == http.StatusConflict {
-			return &apierr.Error{Status: http.StatusConflict, Type: apierr.TypeInvalidRequest, Code: pe.Body.Error.Code,
-				Message: pe.Body.Error.Message, Cause: err}
+			e := wire.Relayed(pe.Status, wire.ErrorDetail{Type: wire.TypeInvalidRequest, Code: pe.Body.Error.Code,
+				Message: pe.Body.Error.Message})
+			e.Cause = err
+			return e
 		}
-		return &apierr.Error{Code: "publish_failed",
+		return &wire.Error{Code: "publish_failed",
 			Message: "The agent could not flush and tag the workspace.", Cause: err}
 	}
 	if _, err := a.Store.SetPublished(c.Request().Context(), p.ID, res.SHA, res.Tag); err != nil {

@@ -22,9 +22,6 @@ const DefaultTimeout = 2 * time.Minute
 // Client is the HTTP client used by Publish.
 var Client = &http.Client{Timeout: DefaultTimeout}
 
-// PodError is a non-2xx answer of the pod.
-type PodError = internalapi.StatusError
-
 var shaRE = regexp.MustCompile(`^([0-9a-f]{40}|[0-9a-f]{64})$`)
 
 // Publish asks the pod at podURL to flush and tag. subdomain must be one

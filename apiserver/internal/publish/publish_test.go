@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -34,7 +35,7 @@ func TestPublish(t *testing.T) {
 	if got.Tag != res.Tag || got.TagMessage == "" {
 		t.Fatalf("request = %+v", got)
 	}
-	if _, err := Publish(context.Background(), pod.URL, "wrong", "my-site", now); !errors.As(err, new(*PodError)) {
+	if _, err := Publish(context.Background(), pod.URL, "wrong", "my-site", now); !errors.As(err, new(*internalapi.StatusError)) {
 		t.Fatalf("bad token: %v", err)
 	}
 	for _, sub := range []string{"", "-x", "My-Site", "a/b", "--upload-pack=x"} {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // Endpoint is how the API reaches a running agent: its HTTP surface
@@ -119,12 +120,12 @@ func (e *StartError) Unwrap() error { return e.Err }
 // (publish, rollback) when Ensure failed with err: a failed cold start or an
 // offline paired machine is a 503 agent_unavailable to retry shortly; any
 // other error is a 500.
-func Unavailable(err error) *apierr.Error {
+func Unavailable(err error) *wire.Error {
 	var se *StartError
 	if !errors.As(err, &se) && !errors.Is(err, ErrOffline) {
 		return apierr.Internal(err)
 	}
-	e := apierr.New(http.StatusServiceUnavailable, apierr.TypeServer, "agent_unavailable",
+	e := wire.Coded("agent_unavailable",
 		"The project's agent is not available; retry shortly.")
 	e.Headers, e.Cause = map[string]string{"Retry-After": "5"}, err
 	return e

@@ -31,6 +31,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
 	"github.com/svc-dev/svc/apiserver/internal/webhooklog"
 	"github.com/svc-dev/svc/shared/objstore"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // Deps are what the server is built from.
@@ -156,7 +157,7 @@ func (s *Server) ready(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2e9)
 	defer cancel()
 	if err := s.deps.Store.Ping(ctx); err != nil {
-		return apierr.New(http.StatusServiceUnavailable, apierr.TypeServer, "database_unavailable", "Database is not reachable.")
+		return wire.Coded("database_unavailable", "Database is not reachable.")
 	}
 	// Ready without object storage: the public API and the outbox need
 	// none; what does (reads, LFS, publish) answers 503 on its own.

@@ -42,34 +42,34 @@ type Handlers struct {
 func (h *Handlers) Put(c echo.Context) error {
 	projectID := c.Param("id")
 	if p := httpmw.PrincipalFrom(c); !p.Runtime() || p.ProjectID != projectID {
-		return apierr.Forbidden("runtime_token_required", "Only the project's own runtime may record its callback attempts.")
+		return wire.Coded("runtime_token_required", "Only the project's own runtime may record its callback attempts.")
 	}
 	body, err := io.ReadAll(io.LimitReader(c.Request().Body, MaxBodyBytes+1))
 	if err != nil {
-		return apierr.BadRequest("invalid_body", "The body could not be read.")
+		return wire.Coded("invalid_body", "The body could not be read.")
 	}
 	if len(body) > MaxBodyBytes {
-		return apierr.New(http.StatusRequestEntityTooLarge, apierr.TypeInvalidRequest, "request_too_large",
+		return wire.Coded("request_too_large",
 			"Too many attempt records in one request.")
 	}
 	var in wire.WebhookAttemptsPut
 	if err := json.Unmarshal(body, &in); err != nil {
-		return apierr.BadRequest("invalid_body", "The body must be JSON attempt records: "+err.Error())
+		return wire.Coded("invalid_body", "The body must be JSON attempt records: "+err.Error())
 	}
 	if err := validate(in.Attempts); err != nil {
-		return apierr.BadRequest("invalid_webhook_attempt", err.Error())
+		return wire.Coded("invalid_webhook_attempt", err.Error())
 	}
 	ctx := c.Request().Context()
 	ch, err := h.Log.Store.GetChannel(ctx, projectID)
 	if errors.Is(err, store.ErrNotFound) {
-		return apierr.NotFound("channel_not_found", "No channel with this id on this project.")
+		return wire.Coded("channel_not_found", "No channel with this id on this project.")
 	}
 	if err != nil {
 		return apierr.Unavailable(err)
 	}
 	for _, a := range in.Attempts {
 		if a.ChannelID != ch.ID {
-			return apierr.NotFound("channel_not_found", "No channel with this id on this project.")
+			return wire.Coded("channel_not_found", "No channel with this id on this project.")
 		}
 	}
 	n, err := h.Log.Record(ctx, projectID, in.Attempts)
@@ -126,11 +126,11 @@ func (h *Handlers) List(c echo.Context) error {
 	}
 	limit, err := ParseLimit(c.QueryParam("limit"))
 	if err != nil {
-		return apierr.BadRequest("invalid_limit", err.Error()+".")
+		return wire.Coded("invalid_limit", err.Error()+".")
 	}
 	p, err := h.Log.List(c.Request().Context(), proj.ID, c.QueryParam("correlationId"), c.QueryParam("cursor"), limit)
 	if errors.Is(err, ErrBadCursor) {
-		return apierr.BadRequest("invalid_cursor", err.Error()+".")
+		return wire.Coded("invalid_cursor", err.Error()+".")
 	}
 	if err != nil {
 		return apierr.Unavailable(err)
@@ -193,7 +193,7 @@ func (h *Handlers) Test(c echo.Context) error {
 	}
 	var in wire.WebhookTestCallback
 	if err := json.NewDecoder(io.LimitReader(c.Request().Body, 64<<10)).Decode(&in); err != nil || in.CallbackURL == "" {
-		return apierr.BadRequest("invalid_body", "The body must be {\"callbackUrl\": \"https://…\"}.")
+		return wire.Coded("invalid_body", "The body must be {\"callbackUrl\": \"https://…\"}.")
 	}
 	a, err := h.Log.Test(c.Request().Context(), h.getPod(proj), proj.ID, ch, in.CallbackURL)
 	if err != nil {
@@ -205,12 +205,12 @@ func (h *Handlers) Test(c echo.Context) error {
 func (h *Handlers) getPod(proj store.Project) GetPod {
 	return func(ctx context.Context) (*internalapi.PodClient, error) {
 		if h.Pod == nil {
-			return nil, apierr.New(http.StatusServiceUnavailable, apierr.TypeServer, "agent_unavailable",
+			return nil, wire.Coded("agent_unavailable",
 				"No runtime is configured on this server, so nothing can be sent.")
 		}
 		pod, err := h.Pod(ctx, proj)
 		if err != nil {
-			e := apierr.New(http.StatusServiceUnavailable, apierr.TypeServer, "agent_unavailable",
+			e := wire.Coded("agent_unavailable",
 				"The project's agent is not reachable; retry shortly.")
 			e.Cause = err
 			return nil, e
@@ -227,7 +227,7 @@ func podError(err error) error {
 		return we
 	}
 	if se, ok := internalapi.AsStatus(err); ok && se.Body.Error.Code != "" {
-		return &wire.Error{Status: se.Status, Type: se.Body.Error.Type, Code: se.Body.Error.Code, Message: se.Body.Error.Message}
+		return wire.Relayed(se.Status, wire.ErrorDetail{Type: se.Body.Error.Type, Code: se.Body.Error.Code, Message: se.Body.Error.Message})
 	}
 	return apierr.Unavailable(err)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
 
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/shared/internalapi"
@@ -13,12 +12,11 @@ import (
 
 // Errors of Replay and Test (coded, the one vocabulary of shared/wire).
 var (
-	errMessageNotFound = &wire.Error{Status: http.StatusNotFound, Type: wire.TypeInvalidRequest, Code: "message_not_found",
-		Message: "No message with this correlationId on this channel."}
-	errNotReplayable = &wire.Error{Status: http.StatusConflict, Type: wire.TypeInvalidRequest, Code: "message_not_replayable",
-		Message: "Only a delivered or outboxed reply can be re-sent; this message has no reply yet."}
-	errNoCallbackURL = &wire.Error{Status: http.StatusConflict, Type: wire.TypeInvalidRequest, Code: "no_callback_url",
-		Message: "The attempt log knows no callback URL for this message (a sync reply, or its attempts are past the retention)."}
+	errMessageNotFound = wire.Coded("message_not_found", "No message with this correlationId on this channel.")
+	errNotReplayable   = wire.Coded("message_not_replayable",
+		"Only a delivered or outboxed reply can be re-sent; this message has no reply yet.")
+	errNoCallbackURL = wire.Coded("no_callback_url",
+		"The attempt log knows no callback URL for this message (a sync reply, or its attempts are past the retention).")
 )
 
 // GetPod returns the project's pod client when a send needs it (after the

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/shared/settings"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // Headers between a guest's deliverer and the host's Forwarder.
@@ -116,29 +117,31 @@ func (f *Forwarder) observe(outcome string) {
 
 func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	target := r.Header.Get(HeaderForwardTarget)
-	fail := func(status int, header, msg string) {
+	// Every refusal is the envelope of a code declared in wire.Codes.
+	answer := func(code, msg string) { wire.Coded(code, msg).Write(w, r, r.URL.Path, nil, nil) }
+	fail := func(code, header, msg string) {
 		w.Header().Set(header, msg)
-		http.Error(w, msg, status)
+		answer(code, msg)
 	}
 	if r.Method != http.MethodPost {
-		http.Error(w, "POST only", http.StatusMethodNotAllowed)
+		answer("method_not_allowed", "POST only")
 		return
 	}
 	if err := CheckURL(f.guard, target); err != nil {
 		f.observe("refused")
 		f.log.Warn("refused a guest's callback target", zap.String("target", target), zap.Error(err))
-		fail(http.StatusForbidden, HeaderForwardRefused, err.Error())
+		fail("callback_target_refused", HeaderForwardRefused, err.Error())
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxForwardBody))
 	if err != nil {
-		http.Error(w, "callback body too large or unreadable", http.StatusRequestEntityTooLarge)
+		answer("request_too_large", "callback body too large or unreadable")
 		return
 	}
 	out, err := http.NewRequestWithContext(r.Context(), http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
 		f.observe("refused")
-		fail(http.StatusForbidden, HeaderForwardRefused, err.Error())
+		fail("callback_target_refused", HeaderForwardRefused, err.Error())
 		return
 	}
 	for k, vs := range r.Header {
@@ -154,11 +157,11 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, ssrf.ErrProhibitedIP) || errors.Is(err, ssrf.ErrProhibitedPort) || errors.Is(err, ssrf.ErrProhibitedNetwork) {
 			f.observe("refused")
 			f.log.Warn("refused a guest's callback target at connect time", zap.String("target", target), zap.Error(err))
-			fail(http.StatusForbidden, HeaderForwardRefused, err.Error())
+			fail("callback_target_refused", HeaderForwardRefused, err.Error())
 			return
 		}
 		f.observe("error")
-		fail(http.StatusBadGateway, HeaderForwardError, err.Error())
+		fail("callback_forward_failed", HeaderForwardError, err.Error())
 		return
 	}
 	defer res.Body.Close()

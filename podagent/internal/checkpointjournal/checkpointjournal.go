@@ -25,9 +25,6 @@ import (
 	"github.com/svc-dev/svc/shared/wire"
 )
 
-// StatusError is a non-2xx answer of the API.
-type StatusError = internalapi.StatusError
-
 // Poster is what the Recorder needs from the API (*internalapi.Client; tests
 // substitute it).
 type Poster interface {
@@ -140,7 +137,7 @@ func (r *Recorder) Flush(ctx context.Context) error {
 		resp, err := r.poster.RecordCheckpoint(ctx, e.Record)
 		if err != nil {
 			r.bumpAttempts(e.Record.CommitSHA)
-			var se *StatusError
+			var se *internalapi.StatusError
 			if errors.As(err, &se) && se.Status == http.StatusBadRequest {
 				// The API will never take this payload; keep the journal
 				// moving and say so (the API reconciles on hydrate).

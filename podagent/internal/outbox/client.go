@@ -6,14 +6,11 @@ import (
 	"github.com/svc-dev/svc/shared/internalapi"
 )
 
-// StatusError is a non-2xx answer of the API.
-type StatusError = internalapi.StatusError
-
 // permanent reports whether the API will never take this message: an
 // invalid or oversized payload, or a channel that is not the project's.
 // Everything else (network, 5xx, 429, 401/403 of a stale token, a 404 of an
 // API without the route) may pass and is retried.
-func permanent(e *StatusError) bool {
+func permanent(e *internalapi.StatusError) bool {
 	switch e.Status {
 	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
 		return true

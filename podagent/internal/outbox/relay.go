@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/shared/atomicfile"
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/settings"
 	"github.com/svc-dev/svc/shared/wire"
 )
@@ -218,7 +219,7 @@ func (r *Relay) flush(ctx context.Context) error {
 			return ctx.Err()
 		}
 		resp, err := r.o.Poster.PutOutbox(ctx, e.put)
-		var se *StatusError
+		var se *internalapi.StatusError
 		switch {
 		case err == nil:
 			r.log.Info("outbox message handed to the API", zap.String("correlationId", e.put.CorrelationID),

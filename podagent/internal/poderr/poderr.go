@@ -1,8 +1,9 @@
 // Package poderr is the pod's side of the one error vocabulary
-// (shared/wire and its one code → status table): the one function that
-// writes an error as the envelope of spec 2.3. The /agent/git-flush, probe and
-// webhook routes all answer through it, so a webhook caller sees the same
-// type words from the pod as from the API's agent-proxy.
+// (shared/wire: the code table Codes, the constructor Coded, the envelope;
+// docs/errors.md): the one function that writes an error as the envelope
+// of spec 2.3. The /agent/git-flush, probe and webhook routes all answer
+// through it, so a webhook caller sees the same type words from the pod as
+// from the API's agent-proxy.
 package poderr
 
 import (
@@ -16,17 +17,12 @@ import (
 	"github.com/svc-dev/svc/shared/wire"
 )
 
-// Error is the coded error of shared/wire.
-type Error = wire.Error
-
-// New is a coded error whose status comes from wire.Statuses.
-func New(code, msg string) *Error { return &Error{Code: code, Message: msg} }
-
-// From converts any error: a coded error is resolved against wire.Statuses,
-// echo's own errors keep their status, anything else is a 500 whose details
+// From converts any error: a coded error is resolved against wire.Codes,
+// echo's own errors keep their status (relayed, their code the status's
+// words), a full disk is DiskFull, anything else is a 500 whose details
 // are logged and not sent.
-func From(err error) *Error {
-	var e *Error
+func From(err error) *wire.Error {
+	var e *wire.Error
 	var he *echo.HTTPError
 	switch {
 	case errors.As(err, &e):
@@ -36,19 +32,21 @@ func From(err error) *Error {
 		if m, ok := he.Message.(string); ok {
 			msg = m
 		}
-		return (&Error{Status: he.Code, Code: strings.ToLower(strings.ReplaceAll(http.StatusText(he.Code), " ", "_")),
-			Message: msg}).Resolve(wire.Statuses)
+		return wire.Relayed(he.Code, wire.ErrorDetail{
+			Code: strings.ToLower(strings.ReplaceAll(http.StatusText(he.Code), " ", "_")), Message: msg})
 	}
 	if wire.DiskFull(err) {
-		return DiskFull(err).Resolve(wire.Statuses)
+		return DiskFull(err)
 	}
-	return (&Error{Code: "internal_error", Message: "Internal error.", Cause: err}).Resolve(wire.Statuses)
+	e = wire.Coded("internal_error", "Internal error.")
+	e.Cause = err
+	return e
 }
 
 // DiskFull is the 507 insufficient_storage of a full workspace disk (the
 // pod's only disk: the work tree and its .git); the turn's changes stay
 // in the work tree and the next turn commits them once space is freed.
-func DiskFull(cause error) *Error {
+func DiskFull(cause error) *wire.Error {
 	return wire.InsufficientStorage("the pod's workspace disk (SVC_WORKSPACE_DIR)", cause)
 }
 

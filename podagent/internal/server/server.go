@@ -68,7 +68,7 @@ func routes(e *echo.Echo, o Options) {
 	e.GET(internalapi.PodReadyz, func(c echo.Context) error {
 		if o.Ready != nil {
 			if err := o.Ready(); err != nil {
-				return poderr.New("not_ready", err.Error())
+				return wire.Coded("not_ready", err.Error())
 			}
 		}
 		return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
@@ -101,7 +101,7 @@ func RequireRuntimeToken(token string) echo.MiddlewareFunc {
 			h := c.Request().Header.Get("Authorization")
 			got, ok := strings.CutPrefix(h, "Bearer ")
 			if !ok || !runtimetoken.Equal(token, strings.TrimSpace(got)) {
-				return poderr.New("invalid_runtime_token", "missing or invalid runtime token")
+				return wire.Coded("invalid_runtime_token", "missing or invalid runtime token")
 			}
 			return next(c)
 		}
@@ -116,24 +116,24 @@ func gitFlush(o Options) echo.HandlerFunc {
 		var req wire.GitFlushRequest
 		r := c.Request()
 		if r.ContentLength > MaxFlushBodyBytes {
-			return poderr.New("request_too_large", fmt.Sprintf("the body is larger than %d bytes", MaxFlushBodyBytes))
+			return wire.Coded("request_too_large", fmt.Sprintf("the body is larger than %d bytes", MaxFlushBodyBytes))
 		}
 		if r.ContentLength != 0 {
 			r.Body = http.MaxBytesReader(c.Response(), r.Body, MaxFlushBodyBytes)
 			if err := c.Bind(&req); err != nil {
 				var mbe *http.MaxBytesError
 				if errors.As(err, &mbe) {
-					return poderr.New("request_too_large", fmt.Sprintf("the body is larger than %d bytes", MaxFlushBodyBytes))
+					return wire.Coded("request_too_large", fmt.Sprintf("the body is larger than %d bytes", MaxFlushBodyBytes))
 				}
-				return poderr.New("invalid_body", "body must be JSON {tag, tagMessage}")
+				return wire.Coded("invalid_body", "body must be JSON {tag, tagMessage}")
 			}
 		}
 		if (req.Tag == "") != (req.TagMessage == "") {
-			return poderr.New("invalid_tag", "tag and tagMessage are set together")
+			return wire.Coded("invalid_tag", "tag and tagMessage are set together")
 		}
 		if req.Tag != "" {
 			if _, _, err := wire.ParsePublishTag(req.Tag); err != nil {
-				return poderr.New("invalid_tag", err.Error())
+				return wire.Coded("invalid_tag", err.Error())
 			}
 		}
 		// Bounded by the caller's timeout: the answer (an error, if storage
@@ -154,13 +154,13 @@ func restore(o Options) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		var req wire.RestoreRequest
 		if err := c.Bind(&req); err != nil || !validSHA(req.SHA) {
-			return poderr.New("invalid_sha", "body must be JSON {sha} with a full hex commit id")
+			return wire.Coded("invalid_sha", "body must be JSON {sha} with a full hex commit id")
 		}
 		ctx, cancel := internalapi.CallerContext(c.Request())
 		defer cancel()
 		resp, err := o.Restorer.Restore(ctx, req.SHA)
 		if errors.Is(err, gitsync.ErrUnknownCommit) {
-			return poderr.New("commit_not_found", "the project has no commit "+req.SHA)
+			return wire.Coded("commit_not_found", "the project has no commit "+req.SHA)
 		}
 		if err != nil {
 			return mapFlushError(err)
@@ -179,15 +179,15 @@ func validSHA(s string) bool {
 func mapFlushError(err error) error {
 	switch {
 	case errors.Is(err, gitsync.ErrFenced):
-		return poderr.New("fenced", "another pod holds a newer history of this project; this pod stopped writing")
+		return wire.Coded("fenced", "another pod holds a newer history of this project; this pod stopped writing")
 	case errors.Is(err, gitsync.ErrTagExists):
-		return poderr.New("tag_exists", err.Error())
+		return wire.Coded("tag_exists", err.Error())
 	case errors.Is(err, gitsync.ErrClosed):
-		return poderr.New("shutting_down", "the pod is shutting down")
+		return wire.Coded("shutting_down", "the pod is shutting down")
 	case errors.Is(err, gitsync.ErrNotPersisted):
-		return poderr.New("not_persisted", "the commit could not be persisted to object storage; retry later")
+		return wire.Coded("not_persisted", "the commit could not be persisted to object storage; retry later")
 	case errors.Is(err, context.DeadlineExceeded):
-		return poderr.New("flush_timeout", "the flush did not finish within the caller's timeout; committed changes are persisted later")
+		return wire.Coded("flush_timeout", "the flush did not finish within the caller's timeout; committed changes are persisted later")
 	}
 	return err
 }

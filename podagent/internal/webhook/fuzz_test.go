@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/svc-dev/svc/podagent/internal/webhook"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 func FuzzParseIncoming(f *testing.F) {
@@ -16,7 +17,7 @@ func FuzzParseIncoming(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		in, err := webhook.ParseIncoming(body)
 		if err != nil {
-			var e *webhook.Error
+			var e *wire.Error
 			if !asError(err, &e) || e.Status != 400 {
 				t.Fatalf("error %v is not a 400", err)
 			}
@@ -36,8 +37,8 @@ func FuzzParseIncoming(f *testing.F) {
 	})
 }
 
-func asError(err error, e **webhook.Error) bool {
-	x, ok := err.(*webhook.Error)
+func asError(err error, e **wire.Error) bool {
+	x, ok := err.(*wire.Error)
 	*e = x
 	return ok
 }

@@ -26,14 +26,14 @@ import (
 // caller's object, byte for byte (nil when absent).
 type Incoming = wire.WebhookIncoming
 
-func badRequest(code, msg string) *Error {
-	return &Error{Status: http.StatusBadRequest, Code: code, Message: msg}
-}
+// badRequest is wire.Coded for the 400s of a body (every code it is given
+// is declared 400 in wire.Codes).
+func badRequest(code, msg string) *wire.Error { return wire.Coded(code, msg) }
 
 // ParseIncoming validates a body: a JSON object whose message is a
 // non-empty string; senderId, senderName and callbackUrl (or sender_id,
 // sender_name, callback_url) strings when present; metadata an object when
-// present. It never fails with anything but *Error (400).
+// present. It never fails with anything but *wire.Error (400).
 func ParseIncoming(body []byte) (Incoming, error) {
 	var in Incoming
 	var fields map[string]json.RawMessage
@@ -61,26 +61,26 @@ func ParseIncoming(body []byte) (Incoming, error) {
 	if strings.TrimSpace(in.Message) == "" {
 		return in, badRequest("invalid_message", "'message' must not be empty.")
 	}
-	str := func(dst *string, camel, snake string) error {
+	str := func(dst *string, camel, snake, code string) error {
 		for _, k := range []string{camel, snake} {
 			v, ok := present(k)
 			if !ok {
 				continue
 			}
 			if v[0] != '"' || json.Unmarshal(v, dst) != nil {
-				return badRequest("invalid_"+snake, fmt.Sprintf("'%s' must be a string.", k))
+				return badRequest(code, fmt.Sprintf("'%s' must be a string.", k))
 			}
 			return nil
 		}
 		return nil
 	}
-	if err := str(&in.SenderID, "senderId", "sender_id"); err != nil {
+	if err := str(&in.SenderID, "senderId", "sender_id", "invalid_sender_id"); err != nil {
 		return in, err
 	}
-	if err := str(&in.SenderName, "senderName", "sender_name"); err != nil {
+	if err := str(&in.SenderName, "senderName", "sender_name", "invalid_sender_name"); err != nil {
 		return in, err
 	}
-	if err := str(&in.CallbackURL, "callbackUrl", "callback_url"); err != nil {
+	if err := str(&in.CallbackURL, "callbackUrl", "callback_url", "invalid_callback_url"); err != nil {
 		return in, err
 	}
 	if v, ok := present("metadata"); ok {
@@ -94,7 +94,7 @@ func ParseIncoming(body []byte) (Incoming, error) {
 
 func (h *Handler) readBody(c echo.Context) ([]byte, error) {
 	r := c.Request()
-	tooLarge := &Error{Code: "request_too_large",
+	tooLarge := &wire.Error{Code: "request_too_large",
 		Message: fmt.Sprintf("The body is larger than the limit of %d bytes.", h.d.MaxBodyBytes)}
 	if r.ContentLength > h.d.MaxBodyBytes {
 		return nil, tooLarge
@@ -120,7 +120,7 @@ func (h *Handler) incoming(c echo.Context) error {
 	}
 	if h.d.Ready != nil {
 		if err := h.d.Ready(); err != nil {
-			return &Error{Code: "agent_not_ready",
+			return &wire.Error{Code: "agent_not_ready",
 				Message: "The agent is not ready to take messages; retry shortly.", Cause: err}
 		}
 	}
@@ -162,7 +162,7 @@ func (h *Handler) incoming(c echo.Context) error {
 			AcceptedAt: h.now()})
 		if err != nil {
 			h.d.Activity.Finish(actID, wire.ActivityFailed, "not journaled")
-			return &Error{Code: "journal_unavailable",
+			return &wire.Error{Code: "journal_unavailable",
 				Message: "The message could not be stored durably, so it was not accepted; retry shortly.", Cause: err}
 		}
 		testhook.Reach(testhook.WebhookAccepted)
@@ -198,7 +198,7 @@ type turn struct {
 	done      chan struct{} // closed when finished (under mu)
 }
 
-var errShuttingDown = &Error{Code: "shutting_down",
+var errShuttingDown = &wire.Error{Code: "shutting_down",
 	Message: "The agent is shutting down; retry shortly."}
 
 // start runs the turn in the background, detached from the request: a sync
@@ -389,7 +389,7 @@ func (h *Handler) waitSync(c echo.Context, t *turn) error {
 		if c.Request().Context().Err() != nil {
 			return nil // nobody to answer; the reply goes to the outbox
 		}
-		return &Error{Code: "reply_timeout",
+		return &wire.Error{Code: "reply_timeout",
 			CorrelationID: t.corr, ChannelID: t.cfg.ChannelID,
 			Message: fmt.Sprintf("The agent did not reply within %s. The reply will be put in the channel outbox "+
 				"(GET …/agent/channels/webhook/outbox/%s) with this correlationId.", h.d.SyncTimeout, t.cfg.ChannelID)}

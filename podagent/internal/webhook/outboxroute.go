@@ -23,7 +23,7 @@ func (h *Handler) outbox(c echo.Context) error {
 		return err
 	}
 	if c.Param("channelId") != cfg.ChannelID {
-		return &Error{Code: "channel_not_found",
+		return &wire.Error{Code: "channel_not_found",
 			Message: "No channel with this id on this project."}
 	}
 	wait, err := ParseWait(c.QueryParam("wait"))

@@ -18,8 +18,9 @@ import (
 //     rate_limit_error with Retry-After, or 402 billing_error with
 //     resets_at, as the public API answers them;
 //   - a full workspace disk: 507 insufficient_storage naming it;
-//   - anything else: 502 with the agent's code and its plain-words reply.
-func turnError(err error, reply, corr string) *Error {
+//   - anything else: 502 (agent_error's status in wire.Codes) with the
+//     agent's code and its plain-words reply.
+func turnError(err error, reply, corr string) *wire.Error {
 	var ae *agentloop.Error
 	isAgent := errors.As(err, &ae)
 	switch {
@@ -29,17 +30,23 @@ func turnError(err error, reply, corr string) *Error {
 		return e
 	case isAgent && (ae.Code == "rate_limited" || ae.Status == http.StatusTooManyRequests):
 		wait, _ := agentloop.LimitWait(err, time.Now())
-		return &Error{Status: http.StatusTooManyRequests, Code: "rate_limited", CorrelationID: corr,
-			Message: "The workspace's plan limit was reached by the agent's model calls: " + ae.Message + ". Retry after the Retry-After seconds.",
-			Headers: map[string]string{"Retry-After": strconv.Itoa(int(wait.Seconds()))}}
+		e := wire.Coded("rate_limited",
+			"The workspace's plan limit was reached by the agent's model calls: "+ae.Message+". Retry after the Retry-After seconds.")
+		e.CorrelationID = corr
+		e.Headers = map[string]string{"Retry-After": strconv.Itoa(int(wait.Seconds()))}
+		return e
 	case isAgent && (ae.Code == "usage_limit_reached" || ae.Status == http.StatusPaymentRequired):
-		return &Error{Status: http.StatusPaymentRequired, Code: "usage_limit_reached", CorrelationID: corr,
-			ResetsAt: ae.ResetsAt,
-			Message:  "The workspace's plan usage limit was reached by the agent's model calls: " + ae.Message + "."}
+		e := wire.Coded("usage_limit_reached",
+			"The workspace's plan usage limit was reached by the agent's model calls: "+ae.Message+".")
+		e.CorrelationID, e.ResetsAt = corr, ae.ResetsAt
+		return e
 	}
-	code := "agent_error"
+	// agent_error's status (502) and type; the envelope names the agent's
+	// own code (the agent loop's, or the model gateway's it relays).
+	e := wire.Coded("agent_error", reply)
+	e.CorrelationID = corr
 	if isAgent {
-		code = ae.Code
+		e.Code = ae.Code
 	}
-	return &Error{Status: http.StatusBadGateway, Code: code, Message: reply, CorrelationID: corr}
+	return e
 }

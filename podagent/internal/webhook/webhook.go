@@ -223,10 +223,6 @@ func (h *Handler) begin() bool {
 	return true
 }
 
-// Error is a handler error: the coded error of shared/wire, written by
-// poderr (the pod's one code → status table).
-type Error = poderr.Error
-
 func (h *Handler) wrap(fn func(c echo.Context) error) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		err := fn(c)
@@ -242,7 +238,7 @@ func (h *Handler) wrap(fn func(c echo.Context) error) echo.HandlerFunc {
 func (h *Handler) config(c echo.Context) (wire.ChannelConfig, error) {
 	cfg, err := h.d.Channel.Channel(c.Request().Context())
 	if err != nil {
-		return cfg, &Error{Code: "channel_config_unavailable",
+		return cfg, &wire.Error{Code: "channel_config_unavailable",
 			Message: "The channel configuration could not be loaded from the API; retry shortly.", Cause: err}
 	}
 	return cfg, nil
@@ -257,11 +253,11 @@ func (h *Handler) authenticate(c echo.Context) (wire.ChannelConfig, error) {
 		return cfg, err
 	}
 	if cfg.Secret == "" {
-		return cfg, &Error{Code: "channel_secret_not_set",
+		return cfg, &wire.Error{Code: "channel_secret_not_set",
 			Message: "This channel has no secret configured, so it rejects every request. Set one in the channel settings."}
 	}
 	if !secretMatches(c.Request().Header.Get(wire.HeaderWebhookSecret), append([]string{cfg.Secret}, cfg.PreviousSecrets...)) {
-		return cfg, &Error{Code: "invalid_webhook_secret",
+		return cfg, &wire.Error{Code: "invalid_webhook_secret",
 			Message: "Missing or invalid X-Webhook-Secret header."}
 	}
 	return cfg, nil

@@ -173,7 +173,7 @@ func (r resp) json(t testing.TB, v any) {
 }
 
 func (r resp) code(t testing.TB) string {
-	var eb wire.WebhookErrorBody
+	var eb wire.ErrorBody
 	_ = json.Unmarshal(r.body, &eb)
 	return eb.Error.Code
 }
@@ -342,7 +342,7 @@ func TestSyncAgentErrorGivesClearAnswer(t *testing.T) {
 				return agentloop.Result{Reply: "The agent could not complete this request."}, tc.err
 			})
 			r := ev.post(`{"message":"hi"}`)
-			var eb wire.WebhookErrorBody
+			var eb wire.ErrorBody
 			r.json(t, &eb)
 			if r.status != tc.status || eb.Error.Type != tc.typ || eb.Error.Code != tc.code ||
 				!strings.Contains(eb.Error.Message, tc.msg) || eb.Error.CorrelationID == "" {
@@ -745,7 +745,7 @@ func (c *committer) n() int {
 
 // slowJob posts a message whose agent answers only when release is closed,
 // and returns the (timed-out) answer and its error body.
-func slowJob(t *testing.T, ev *env) (chan struct{}, resp, wire.WebhookErrorBody) {
+func slowJob(t *testing.T, ev *env) (chan struct{}, resp, wire.ErrorBody) {
 	t.Helper()
 	release := make(chan struct{})
 	ev.agent.setRun(func(ctx context.Context, req agentloop.Request) (agentloop.Result, error) {
@@ -753,7 +753,7 @@ func slowJob(t *testing.T, ev *env) (chan struct{}, resp, wire.WebhookErrorBody)
 		return agentloop.Result{Reply: "late: " + req.Message}, nil
 	})
 	r := ev.post(`{"message":"slow job","metadata":{"k":"v"}}`)
-	var eb wire.WebhookErrorBody
+	var eb wire.ErrorBody
 	r.json(t, &eb)
 	return release, r, eb
 }

@@ -29,14 +29,14 @@ func (h *Host) Handler(token string, gatherer prometheus.Gatherer) http.Handler 
 	mux.Handle("DELETE "+p, h.auth(token, func(w http.ResponseWriter, r *http.Request) {
 		st, err := h.Stop(r.Context(), r.PathValue("id"), r.URL.Query().Get("mode"))
 		if err != nil {
-			writeError(w, http.StatusInternalServerError, "stop_failed", err.Error())
+			hostError(w, r, "stop_failed", err.Error())
 			return
 		}
 		writeJSON(w, http.StatusOK, st)
 	}))
 	mux.Handle("POST "+p+"/export", h.auth(token, func(w http.ResponseWriter, r *http.Request) {
 		if err := h.Export(r.Context(), r.PathValue("id"), r.URL.Query().Get("source") == "true"); err != nil {
-			writeError(w, http.StatusBadGateway, "export_failed", err.Error())
+			hostError(w, r, "export_failed", err.Error())
 			return
 		}
 		writeJSON(w, http.StatusOK, h.Status(r.PathValue("id")))
@@ -47,17 +47,17 @@ func (h *Host) Handler(token string, gatherer prometheus.Gatherer) http.Handler 
 func (h *Host) handleEnsure(w http.ResponseWriter, r *http.Request) {
 	var req wire.MetalStartRequest
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&req); err != nil || req.RuntimeToken == "" {
-		writeError(w, http.StatusBadRequest, "invalid_request", "body must be JSON with runtimeToken")
+		hostError(w, r, "invalid_request", "body must be JSON with runtimeToken")
 		return
 	}
 	id := r.PathValue("id")
 	if err := ValidProjectID(id); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		hostError(w, r, "invalid_request", err.Error())
 		return
 	}
 	st, err := h.Ensure(r.Context(), id, req.RuntimeToken)
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, "agent_start_failed", err.Error())
+		hostError(w, r, "agent_start_failed", err.Error())
 		return
 	}
 	writeJSON(w, http.StatusOK, st)
@@ -67,7 +67,7 @@ func (h *Host) auth(token string, fn http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || token == "" || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
-			writeError(w, http.StatusUnauthorized, "unauthorized", "a valid host token is required")
+			hostError(w, r, "unauthorized", "a valid host token is required")
 			return
 		}
 		fn(w, r)
@@ -80,6 +80,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, wire.ErrorBody{Error: wire.ErrorDetail{Type: wire.TypeFor(status), Code: code, Message: msg}})
+// hostError is the host's one error writer: the envelope of a code
+// declared in wire.Codes (its status and type from there), as both
+// binaries answer.
+func hostError(w http.ResponseWriter, r *http.Request, code, msg string) {
+	wire.Coded(code, msg).Write(w, r, r.URL.Path, nil, nil)
 }

@@ -118,13 +118,13 @@ type lfsTransfer struct {
 func (t *lfsTransfer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !t.authorized(r) {
 		t.observe("rejected")
-		writeError(w, http.StatusUnauthorized, "unauthorized", "the project's runtime token is required")
+		hostError(w, r, "unauthorized", "the project's runtime token is required")
 		return
 	}
 	oid := strings.TrimPrefix(r.URL.Path, LFSTransferPath)
 	if !wire.ValidLFSOID(oid) {
 		t.observe("rejected")
-		writeError(w, http.StatusUnprocessableEntity, "invalid_oid", "oid must be a sha256 in lowercase hex")
+		hostError(w, r, "invalid_oid", "oid must be a sha256 in lowercase hex")
 		return
 	}
 	key := objstore.LFSKey(t.projectID, oid)
@@ -132,11 +132,11 @@ func (t *lfsTransfer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodGet:
 		rc, info, err := t.store.Get(r.Context(), key)
 		if errors.Is(err, objstore.ErrNotExist) {
-			writeError(w, http.StatusNotFound, "object_not_found", "Object does not exist.")
+			hostError(w, r, "object_not_found", "Object does not exist.")
 			return
 		}
 		if err != nil {
-			writeError(w, http.StatusBadGateway, "storage_unavailable", err.Error())
+			hostError(w, r, "storage_unavailable", err.Error())
 			return
 		}
 		defer rc.Close()
@@ -150,13 +150,13 @@ func (t *lfsTransfer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if err := t.upload(r.Context(), key, oid, r); err != nil {
 			t.observe("rejected")
 			t.log.Warn("guest lfs upload refused", zap.String("projectId", t.projectID), zap.String("oid", oid), zap.Error(err))
-			writeError(w, http.StatusUnprocessableEntity, "upload_rejected", err.Error())
+			hostError(w, r, "upload_rejected", err.Error())
 			return
 		}
 		t.observe("upload")
 		w.WriteHeader(http.StatusOK)
 	default:
-		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "GET or PUT")
+		hostError(w, r, "method_not_allowed", "GET or PUT")
 	}
 }
 

@@ -67,7 +67,7 @@ func newRelay(c relayConfig, log *zap.Logger) (*relay, error) {
 			switch {
 			case r.URL.Path == guest.CallbackForwardPath && c.callbacks != nil:
 				if !runtimetoken.Equal(c.token, r.Header.Get(callback.HeaderForwardToken)) {
-					writeError(w, http.StatusUnauthorized, "invalid_runtime_token", "the callback forwarder needs the project's runtime token")
+					hostError(w, r, "invalid_runtime_token", "the callback forwarder needs the project's runtime token")
 					return
 				}
 				c.callbacks.ServeHTTP(w, r)
@@ -77,7 +77,7 @@ func newRelay(c relayConfig, log *zap.Logger) (*relay, error) {
 				c.lfs.batch(w, r, "http://"+r.Host)
 			case !strings.HasPrefix(r.URL.Path, prefix) || strings.Contains(r.URL.Path, ".."):
 				log.Warn("guest relay refused a request", zap.String("projectId", c.projectID), zap.String("path", r.URL.Path))
-				writeError(w, http.StatusForbidden, "forbidden", "the guest may only call its project's internal routes")
+				hostError(w, r, "forbidden", "the guest may only call its project's internal routes")
 			default:
 				proxy.ServeHTTP(w, r)
 			}
