@@ -26,12 +26,14 @@ import (
 // wire.Coded and the few local helpers that pass their code on to it.
 var Constructors = map[string]bool{"Coded": true, "badRequest": true, "invalid": true, "hostError": true}
 
-var codeLike = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)+$`)
+var codeLike = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
 
 // Check walks root (skipping _test.go files, testdata, vendor, hidden
 // folders and the test harness's doubles of other services: testenv,
-// fake*) and returns one line per violation, "file:line: what", sorted.
-func Check(root string) ([]string, error) {
+// fake*) and the folders in skip (slash paths relative to root, each a
+// documented exception of its module's test), and returns one line per
+// violation, "file:line: what", sorted.
+func Check(root string, skip ...string) ([]string, error) {
 	var out []string
 	fset := token.NewFileSet()
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
@@ -40,6 +42,13 @@ func Check(root string) ([]string, error) {
 		}
 		if d.IsDir() {
 			n := d.Name()
+			if rel, err := filepath.Rel(root, path); err == nil {
+				for _, s := range skip {
+					if filepath.ToSlash(rel) == s {
+						return filepath.SkipDir
+					}
+				}
+			}
 			if path != root && (n == "testdata" || n == "vendor" || n == "testenv" || strings.HasPrefix(n, "fake") ||
 				strings.HasPrefix(n, ".") || strings.HasPrefix(n, "_")) {
 				return filepath.SkipDir
@@ -104,13 +113,15 @@ func checkFile(fset *token.FileSet, f *ast.File) []string {
 				report(n, "plain-text http.Error: answer the envelope (wire.Error.Write)")
 			case !inWire:
 				// A 4xx/5xx status constant and a code-like string in one
-				// call: a status chosen beside its code.
+				// call: a status chosen beside its code (a one-word string
+				// only in a call named like an error constructor, so an
+				// HTML page's template name is not taken for a code).
 				var status, code ast.Expr
 				for _, a := range n.Args {
 					if errorStatus(a) {
 						status = a
 					}
-					if s, ok := stringLit(a); ok && codeLike.MatchString(s) && status != nil {
+					if s, ok := stringLit(a); ok && codeLike.MatchString(s) && status != nil && (strings.Contains(s, "_") || errorish(fn)) {
 						code = a
 					}
 				}
@@ -129,6 +140,11 @@ func checkFile(fset *token.FileSet, f *ast.File) []string {
 		return true
 	})
 	return out
+}
+
+func errorish(fn string) bool {
+	l := strings.ToLower(fn)
+	return strings.Contains(l, "err") || strings.HasSuffix(fn, "New")
 }
 
 func stringLit(e ast.Expr) (string, bool) {
