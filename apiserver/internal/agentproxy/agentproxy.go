@@ -45,7 +45,6 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
 	"github.com/svc-dev/svc/apiserver/internal/runtime"
 	"github.com/svc-dev/svc/apiserver/internal/store"
@@ -329,7 +328,7 @@ func (p *Proxy) runtimeError(reqCtx context.Context, log *zap.Logger, err error)
 	case reqCtx.Err() != nil:
 		return clientGone(reqCtx)
 	}
-	return apierr.Internal(err)
+	return wire.Internal(err)
 }
 
 // InstanceOffline is spec 7.2's 503 for a project pinned to a paired machine

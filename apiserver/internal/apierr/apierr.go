@@ -12,8 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
-	"time"
 
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
@@ -21,12 +19,9 @@ import (
 	"github.com/svc-dev/svc/shared/wire"
 )
 
-// Constructors for the codes of spec 7.1 and the common cases.
-
-func InvalidAPIKey() *wire.Error {
-	return wire.Coded("invalid_api_key",
-		"Invalid API key. Pass a service API key (svc_sk_…) as 'Authorization: Bearer <key>'.")
-}
+// Constructors for the catalog's codes of spec 7.1 (the common ones —
+// InvalidAPIKey, UsageLimitReached, RateLimited, Unavailable, Internal —
+// are in shared/wire, for domain packages to return).
 
 func ModelNotFound(model string) *wire.Error {
 	return wire.Coded("model_not_found",
@@ -43,43 +38,6 @@ func ModelTierRestricted(model, tier string) *wire.Error {
 func PlanNotFound(plan string) *wire.Error {
 	return wire.Coded("plan_not_found", fmt.Sprintf("Your workspace's plan %q is not offered by this server, so no model can be "+
 		"used. Ask an operator to set a plan from the server's plans file (apiserver admin workspace set --plan).", plan))
-}
-
-func UsageLimitReached(window string, resetsAt time.Time) *wire.Error {
-	e := wire.Coded("usage_limit_reached",
-		fmt.Sprintf("Your workspace is out of included usage for the %s window. Enable usage-based pricing or upgrade your plan.", window))
-	e.ResetsAt = resetsAt.UTC().Format(time.RFC3339)
-	return e
-}
-
-func RateLimited(retryAfter time.Duration, headers map[string]string) *wire.Error {
-	secs := int((retryAfter + time.Second - 1) / time.Second)
-	if secs < 1 {
-		secs = 1
-	}
-	e := wire.Coded("rate_limited",
-		fmt.Sprintf("Too many requests. Retry after %d seconds.", secs))
-	e.Headers = map[string]string{"Retry-After": strconv.Itoa(secs)}
-	for k, v := range headers {
-		e.Headers[k] = v
-	}
-	return e
-}
-
-// Unavailable is a dependency outage (database, storage): 503 with a short
-// Retry-After, details logged and not sent.
-func Unavailable(cause error) *wire.Error {
-	e := wire.Coded("service_unavailable",
-		"The service is temporarily unavailable; retry shortly.")
-	e.Headers = map[string]string{"Retry-After": "1"}
-	e.Cause = cause
-	return e
-}
-
-func Internal(cause error) *wire.Error {
-	e := wire.Coded("internal_error", "Internal server error.")
-	e.Cause = cause
-	return e
 }
 
 // From converts any error to *wire.Error: echo's own errors keep their status.
@@ -103,14 +61,14 @@ func From(err error) *wire.Error {
 		case http.StatusMethodNotAllowed:
 			return wire.Coded("method_not_allowed", msg)
 		case http.StatusUnauthorized:
-			return InvalidAPIKey()
+			return wire.InvalidAPIKey()
 		}
 		if he.Code >= 500 {
-			return Internal(err)
+			return wire.Internal(err)
 		}
 		return wire.Relayed(he.Code, wire.ErrorDetail{Type: wire.TypeInvalidRequest, Code: "invalid_request", Message: msg})
 	}
-	return Internal(err)
+	return wire.Internal(err)
 }
 
 // Handler is echo's HTTPErrorHandler: the one place errors become responses.

@@ -16,7 +16,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/apikey"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/shared/chans"
@@ -81,17 +80,17 @@ func Bearer(header string) string {
 func (a *Authenticator) APIKey(ctx context.Context, token string) (Principal, error) {
 	id, secret, ok := apikey.Parse(token)
 	if !ok {
-		return Principal{}, apierr.InvalidAPIKey()
+		return Principal{}, wire.InvalidAPIKey()
 	}
 	row, err := a.lookup(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return Principal{}, apierr.InvalidAPIKey()
+		return Principal{}, wire.InvalidAPIKey()
 	}
 	if err != nil {
-		return Principal{}, apierr.Unavailable(fmt.Errorf("auth: key lookup: %w", err))
+		return Principal{}, wire.Unavailable(fmt.Errorf("auth: key lookup: %w", err))
 	}
 	if !apikey.Matches(secret, row.KeyHash) || row.Revoked {
-		return Principal{}, apierr.InvalidAPIKey()
+		return Principal{}, wire.InvalidAPIKey()
 	}
 	a.touch(id)
 	return Principal{KeyID: row.KeyID, UserID: row.UserID, WorkspaceID: row.WorkspaceID,
@@ -110,11 +109,11 @@ func (a *Authenticator) Runtime(ctx context.Context, token, projectID string) (P
 		return Principal{}, wire.Coded("project_not_found", "Project not found.")
 	}
 	if err != nil {
-		return Principal{}, apierr.Internal(err)
+		return Principal{}, wire.Internal(err)
 	}
 	w, err := a.store.GetWorkspace(ctx, p.WorkspaceID)
 	if err != nil {
-		return Principal{}, apierr.Internal(err)
+		return Principal{}, wire.Internal(err)
 	}
 	return Principal{ProjectID: p.ID, WorkspaceID: w.ID, Billing: w.Billing}, nil
 }

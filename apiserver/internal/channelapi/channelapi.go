@@ -15,7 +15,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/shared/wire"
@@ -41,7 +40,7 @@ func Handler(s Store) echo.HandlerFunc {
 			return c.JSON(http.StatusOK, wire.ChannelConfig{CallbackHeaders: map[string]string{}})
 		}
 		if err != nil {
-			return apierr.Internal(err)
+			return wire.Internal(err)
 		}
 		headers, err := DecodeCallbackHeaders(ch.CallbackHeaders)
 		if err != nil {
@@ -52,7 +51,7 @@ func Handler(s Store) echo.HandlerFunc {
 		}
 		failing, err := s.ListWebhookEndpoints(c.Request().Context(), id, true)
 		if err != nil {
-			return apierr.Internal(err)
+			return wire.Internal(err)
 		}
 		cfg := wire.ChannelConfig{Configured: true, ChannelID: ch.ID, Secret: ch.Secret, CallbackHeaders: headers,
 			PreviousSecrets: ch.PreviousSecrets(time.Now())}

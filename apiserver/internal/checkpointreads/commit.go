@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // CommitResponse is the body of GET …/checkpoints/commits/:sha.
@@ -38,15 +38,15 @@ func (a *API) ReadCommit(ctx context.Context, projectID, sha string, h http.Head
 	defer r.Release()
 	out, err := r.Git("log", "-1", logFormat).AddDynamic(full).Output(ctx)
 	if err != nil {
-		return CommitResponse{}, apierr.Internal(err)
+		return CommitResponse{}, wire.Internal(err)
 	}
 	commits, err := parseLog(out)
 	if err != nil || len(commits) != 1 {
-		return CommitResponse{}, apierr.Internal(fmt.Errorf("checkpointreads: reading commit %s: %v", full, err))
+		return CommitResponse{}, wire.Internal(fmt.Errorf("checkpointreads: reading commit %s: %v", full, err))
 	}
 	tags, err := tagMap(ctx, r)
 	if err != nil {
-		return CommitResponse{}, apierr.Internal(err)
+		return CommitResponse{}, wire.Internal(err)
 	}
 	decorate(commits, tags)
 	resp := CommitResponse{Commit: commits[0]}
@@ -56,7 +56,7 @@ func (a *API) ReadCommit(ctx context.Context, projectID, sha string, h http.Head
 	}
 	resp.Files, resp.FilesTruncated, err = changedFiles(ctx, r, full, parent, MaxFiles)
 	if err != nil {
-		return CommitResponse{}, apierr.Internal(err)
+		return CommitResponse{}, wire.Internal(err)
 	}
 	if resp.Files == nil {
 		resp.Files = []FileChange{}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // DiffResponse is the body of GET …/checkpoints/diff.
@@ -48,7 +48,7 @@ func (a *API) ReadDiff(ctx context.Context, projectID, from, to string, h http.H
 	} else {
 		p, err := resolve(ctx, r, toSHA+"^")
 		if err != nil && !errors.Is(err, errNoCommit) {
-			return DiffResponse{}, apierr.Internal(err)
+			return DiffResponse{}, wire.Internal(err)
 		}
 		fromSHA = p
 	}
@@ -60,7 +60,7 @@ func (a *API) ReadDiff(ctx context.Context, projectID, from, to string, h http.H
 	}
 	w := &capWriter{max: a.MaxDiffBytes}
 	if err := cmd.Stdout(w).Run(ctx); err != nil && !w.truncated {
-		return DiffResponse{}, apierr.Internal(err)
+		return DiffResponse{}, wire.Internal(err)
 	}
 	resp := DiffResponse{From: fromSHA, To: toSHA, Diff: w.buf.String(), Truncated: w.truncated, MaxBytes: a.MaxDiffBytes}
 	if w.truncated {

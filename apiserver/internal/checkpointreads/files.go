@@ -13,7 +13,6 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/shared/objstore"
@@ -47,10 +46,10 @@ func (a *API) ReadFiles(ctx context.Context, proj store.Project, h http.Header) 
 	resp := FilesResponse{ReadSource: src, Files: []FileEntry{}}
 	if src == ReadSourceS3 {
 		if a.Objects == nil {
-			return resp, apierr.Internal(errors.New("checkpointreads: no object store"))
+			return resp, wire.Internal(errors.New("checkpointreads: no object store"))
 		}
 		if err := a.s3Files(ctx, proj.ID, &resp); err != nil {
-			return resp, apierr.Unavailable(err)
+			return resp, wire.Unavailable(err)
 		}
 		return resp, nil
 	}
@@ -69,7 +68,7 @@ func (a *API) ReadFiles(ctx context.Context, proj store.Project, h http.Header) 
 	resp.Head = head
 	out, err := r.Git("ls-tree", "-r", "-l", "-z", "--full-tree").AddDynamic(head).Output(ctx)
 	if err != nil {
-		return resp, apierr.Internal(err)
+		return resp, wire.Internal(err)
 	}
 	for _, rec := range strings.Split(string(out), "\x00") {
 		meta, name, ok := strings.Cut(rec, "\t")

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/shared/gitrun"
 	"github.com/svc-dev/svc/shared/wire"
@@ -122,7 +121,7 @@ func resolveNamed(ctx context.Context, r *hydrate.Repo, rev, notFound string) (s
 		return "", wire.Coded("commit_not_found", notFound)
 	}
 	if err != nil {
-		return "", apierr.Internal(err)
+		return "", wire.Internal(err)
 	}
 	return sha, nil
 }

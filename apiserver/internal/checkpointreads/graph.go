@@ -10,7 +10,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -64,16 +63,16 @@ func (a *API) ReadGraph(ctx context.Context, projectID, limitParam, cursor strin
 	if after == "" {
 		out, err := r.Git("log", "--all", "--date-order", logFormat).AddOptionValue("--max-count", strconv.Itoa(limit+1)).Output(ctx)
 		if err != nil {
-			return GraphResponse{}, apierr.Internal(err)
+			return GraphResponse{}, wire.Internal(err)
 		}
 		if commits, err = parseLog(out); err != nil {
-			return GraphResponse{}, apierr.Internal(err)
+			return GraphResponse{}, wire.Internal(err)
 		}
 	} else {
 		col := &lineCollector{after: after, limit: limit + 1}
 		err := r.Git("rev-list", "--all", "--date-order").Stdout(col).Run(ctx)
 		if err != nil && !col.done {
-			return GraphResponse{}, apierr.Internal(err)
+			return GraphResponse{}, wire.Internal(err)
 		}
 		if !col.found {
 			return GraphResponse{}, wire.Coded("invalid_cursor", "The cursor's commit is no longer in the repository; start again without a cursor.")
@@ -82,15 +81,15 @@ func (a *API) ReadGraph(ctx context.Context, projectID, limitParam, cursor strin
 			out, err := r.Git("log", "--no-walk=unsorted", "--stdin", logFormat).
 				Stdin(strings.NewReader(strings.Join(col.shas, "\n") + "\n")).Output(ctx)
 			if err != nil {
-				return GraphResponse{}, apierr.Internal(err)
+				return GraphResponse{}, wire.Internal(err)
 			}
 			if commits, err = parseLog(out); err != nil {
-				return GraphResponse{}, apierr.Internal(err)
+				return GraphResponse{}, wire.Internal(err)
 			}
 		}
 	}
 	if err := side.Wait(); err != nil {
-		return GraphResponse{}, apierr.Internal(err)
+		return GraphResponse{}, wire.Internal(err)
 	}
 	resp.Head, resp.Branch = head, branch
 	if len(commits) > limit {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
 	"github.com/svc-dev/svc/apiserver/internal/runtime"
 	"github.com/svc-dev/svc/apiserver/internal/store"
@@ -37,7 +36,7 @@ func (a *API) Restore(c echo.Context) error {
 	proj := httpmw.ProjectFrom(c)
 	ctx := c.Request().Context()
 	if a.Runtime == nil {
-		return apierr.Internal(errors.New("checkpointreads: no runtime"))
+		return wire.Internal(errors.New("checkpointreads: no runtime"))
 	}
 	if ReadSource(proj) == ReadSourceGit || proj.CloudSyncMode == "dual_shadow" {
 		r, err := a.acquire(c.Request().Context(), httpmw.ProjectFrom(c).ID, c.Response().Header())

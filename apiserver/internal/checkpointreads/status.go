@@ -6,9 +6,9 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // StatusResponse is the body of GET …/checkpoints/status.
@@ -56,7 +56,7 @@ func (a *API) ReadStatus(ctx context.Context, proj store.Project, h http.Header)
 	if a.Objects != nil {
 		src, err := hydrate.SourceHead(ctx, a.Objects, proj.ID)
 		if err != nil {
-			return StatusResponse{}, apierr.Unavailable(err)
+			return StatusResponse{}, wire.Unavailable(err)
 		}
 		resp.Source = &src
 	}
@@ -65,7 +65,7 @@ func (a *API) ReadStatus(ctx context.Context, proj store.Project, h http.Header)
 	}
 	cps, err := a.Store.ListCheckpoints(ctx, proj.ID, 1)
 	if err != nil {
-		return StatusResponse{}, apierr.Internal(err)
+		return StatusResponse{}, wire.Internal(err)
 	}
 	if len(cps) == 1 {
 		resp.LastCheckpoint = &cps[0]
@@ -83,7 +83,7 @@ func (a *API) ReadStatus(ctx context.Context, proj store.Project, h http.Header)
 	}
 	resp.Head, resp.Branch, err = headInfo(ctx, r)
 	if err != nil {
-		return StatusResponse{}, apierr.Internal(err)
+		return StatusResponse{}, wire.Internal(err)
 	}
 	d := &resp.Durable
 	d.Exists, d.ETag, d.Size, d.Stale = true, r.Object.ETag, r.Object.Size, r.Stale

@@ -11,7 +11,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/shared/wire"
 )
@@ -94,7 +93,7 @@ func (c *Console) workspaceKey(ctx context.Context, workspaceID, keyID string) (
 		return store.APIKey{}, wire.Coded("key_not_found", "No such key in this workspace.")
 	}
 	if err != nil {
-		return store.APIKey{}, apierr.Internal(err)
+		return store.APIKey{}, wire.Internal(err)
 	}
 	return k, nil
 }
@@ -117,7 +116,7 @@ func (c *Console) SetKeyBudgetJSON(ec echo.Context) error {
 		return err
 	}
 	if err := c.o.Store.SetKeyBudget(ctx, k.ID, micro, in.Window); err != nil {
-		return apierr.Internal(err)
+		return wire.Internal(err)
 	}
 	return c.showBudget(ec, k.ID)
 }
@@ -141,7 +140,7 @@ func (c *Console) DeleteKeyBudgetJSON(ec echo.Context) error {
 		return err
 	}
 	if err := c.o.Store.ClearKeyBudget(ctx, k.ID); err != nil {
-		return apierr.Internal(err)
+		return wire.Internal(err)
 	}
 	return ec.NoContent(http.StatusNoContent)
 }
@@ -152,7 +151,7 @@ func (c *Console) showBudget(ec echo.Context, keyID string) error {
 		return wire.Coded("key_budget_not_found", "This key has no budget.")
 	}
 	if err != nil {
-		return apierr.Internal(err)
+		return wire.Internal(err)
 	}
 	return ec.JSON(http.StatusOK, budgetJSON(b, time.Now()))
 }

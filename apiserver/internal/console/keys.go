@@ -8,7 +8,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/apikey"
 	"github.com/svc-dev/svc/apiserver/internal/auth"
 	"github.com/svc-dev/svc/apiserver/internal/store"
@@ -127,7 +126,7 @@ func (c *Console) KeysAPIAuth(next echo.HandlerFunc) echo.HandlerFunc {
 		} else {
 			s, ok, err := c.loadSession(ctx, ec.Request())
 			if err != nil {
-				return apierr.Unavailable(err)
+				return wire.Unavailable(err)
 			}
 			if !ok {
 				return wire.Coded("unauthenticated",
@@ -143,7 +142,7 @@ func (c *Console) KeysAPIAuth(next echo.HandlerFunc) echo.HandlerFunc {
 			return wire.Coded("workspace_not_found", "No such workspace.")
 		}
 		if err != nil {
-			return apierr.Unavailable(err)
+			return wire.Unavailable(err)
 		}
 		// Reading the list is open to members signed in to the console;
 		// keys act for automation, so a key must be an owner's for any call.
@@ -159,7 +158,7 @@ func (c *Console) KeysAPIAuth(next echo.HandlerFunc) echo.HandlerFunc {
 func (c *Console) ListKeysJSON(ec echo.Context) error {
 	keys, err := c.o.Store.ListAPIKeys(ec.Request().Context(), ec.Param("ws"))
 	if err != nil {
-		return apierr.Internal(err)
+		return wire.Internal(err)
 	}
 	if keys == nil {
 		keys = []store.APIKey{}
@@ -184,7 +183,7 @@ func (c *Console) CreateKeyJSON(ec echo.Context) error {
 	}
 	k, err := apikey.Issue(ec.Request().Context(), c.o.Store, ec.Param("ws"), ec.Get(keysCallerKey).(string), body.Name)
 	if err != nil {
-		return apierr.Internal(err)
+		return wire.Internal(err)
 	}
 	return ec.JSON(http.StatusCreated, map[string]any{"id": k.ID, "key": k.Key, "prefix": k.Prefix, "name": body.Name})
 }
@@ -197,7 +196,7 @@ func (c *Console) RevokeKeyJSON(ec echo.Context) error {
 		return wire.Coded("key_not_found", "No such key in this workspace.")
 	}
 	if err != nil {
-		return apierr.Internal(err)
+		return wire.Internal(err)
 	}
 	return ec.JSON(http.StatusOK, k)
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/store"
@@ -134,7 +133,7 @@ func (s *Server) durableReceive(c echo.Context, proj store.Project, body *limitR
 	case errors.Is(err, hydrate.ErrNotFound):
 		dir, cleanup, eerr := s.emptyRepo(ctx)
 		if eerr != nil {
-			return apierr.Internal(eerr)
+			return wire.Internal(eerr)
 		}
 		defer cleanup()
 		gitDir, put.IfNoneMatch = dir, "*"
@@ -144,7 +143,7 @@ func (s *Server) durableReceive(c echo.Context, proj store.Project, body *limitR
 
 	before, err := s.runner().Refs(ctx, gitDir)
 	if err != nil {
-		return apierr.Internal(err)
+		return wire.Internal(err)
 	}
 	var out bytes.Buffer
 	err = s.commandAt(gitDir, "receive-pack", proto).AddDynamic(gitDir).Stdin(body).Stdout(&out).Run(ctx)
@@ -155,11 +154,11 @@ func (s *Server) durableReceive(c echo.Context, proj store.Project, body *limitR
 	}
 	if err != nil {
 		s.Hydrate.Invalidate(proj.ID)
-		return apierr.Internal(err)
+		return wire.Internal(err)
 	}
 	after, err := s.runner().Refs(ctx, gitDir)
 	if err != nil {
-		return apierr.Internal(err)
+		return wire.Internal(err)
 	}
 	if !sameRefs(before, after) {
 		// Checked again after receiving: a pod that lost the project while

@@ -45,7 +45,6 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/auth"
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
@@ -139,7 +138,7 @@ func (s *Server) Authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		key := credential(c.Request().Header.Get("Authorization"))
 		unauthorized := func() error {
-			e := apierr.InvalidAPIKey()
+			e := wire.InvalidAPIKey()
 			e.Message = "Invalid or missing API key. Use HTTP Basic auth with the svc_sk_ key as password (any user name), or 'Authorization: Bearer <key>'."
 			e.Headers = map[string]string{"WWW-Authenticate": wwwAuthenticate}
 			return e
@@ -158,7 +157,7 @@ func (s *Server) Authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			}
 			proj, err := s.Store.GetProject(c.Request().Context(), p.ProjectID)
 			if err != nil {
-				return apierr.Unavailable(err)
+				return wire.Unavailable(err)
 			}
 			httpmw.SetPrincipal(c, p)
 			httpmw.SetProject(c, proj)
@@ -277,12 +276,12 @@ func (s *Server) InfoRefs(c echo.Context) error {
 		// The pod's origin before its first push: an empty repository.
 		dir, cleanup, eerr := s.emptyRepo(c.Request().Context())
 		if eerr != nil {
-			return apierr.Internal(eerr)
+			return wire.Internal(eerr)
 		}
 		defer cleanup()
 		if err := s.commandAt(dir, service, proto).AddArgs("--advertise-refs").AddDynamic(dir).
 			Stdout(&out).Run(c.Request().Context()); err != nil {
-			return apierr.Internal(err)
+			return wire.Internal(err)
 		}
 		noCache(h)
 		return c.Blob(http.StatusOK, "application/x-git-"+service+"-advertisement", out.Bytes())
@@ -293,7 +292,7 @@ func (s *Server) InfoRefs(c echo.Context) error {
 	defer r.Release()
 	if err := s.command(r, service, proto).AddArgs("--advertise-refs").AddDynamic(r.GitDir).
 		Stdout(&out).Run(c.Request().Context()); err != nil {
-		return apierr.Internal(err)
+		return wire.Internal(err)
 	}
 	hydrate.SetHeaders(h, r)
 	noCache(h)
@@ -364,12 +363,12 @@ func (s *Server) rpc(c echo.Context, service string) error {
 	if errors.Is(err, hydrate.ErrNotFound) && (proj.CloudSyncMode == syncmode.DualShadow || httpmw.PrincipalFrom(c).Runtime()) {
 		dir, cleanup, eerr := s.emptyRepo(req.Context())
 		if eerr != nil {
-			return apierr.Internal(eerr)
+			return wire.Internal(eerr)
 		}
 		defer cleanup()
 		w := &lazyWriter{c: c, service: service}
 		if err := s.commandAt(dir, service, proto).AddDynamic(dir).Stdin(lr).Stdout(w).Run(req.Context()); err != nil && !w.started {
-			return apierr.Internal(err)
+			return wire.Internal(err)
 		}
 		if !w.started {
 			w.Write(nil)
@@ -394,7 +393,7 @@ func (s *Server) rpc(c echo.Context, service string) error {
 	}
 	if err != nil {
 		if !w.started {
-			return apierr.Internal(err)
+			return wire.Internal(err)
 		}
 		// The response is under way; the client sees the broken stream.
 		s.Log.Warn("git service failed mid-response", zap.String("service", service),

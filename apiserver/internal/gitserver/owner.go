@@ -7,7 +7,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
 	"github.com/svc-dev/svc/shared/objstore"
 	"github.com/svc-dev/svc/shared/wire"
@@ -31,7 +30,7 @@ func (s *Server) notOwner(c echo.Context, projectID string) error {
 	}
 	rec, _, err := wire.ReadOwnerRecord(c.Request().Context(), s.Objects, projectID)
 	if err != nil && !errors.Is(err, objstore.ErrNotExist) {
-		return apierr.Unavailable(fmt.Errorf("reading the ownership record: %w", err))
+		return wire.Unavailable(fmt.Errorf("reading the ownership record: %w", err))
 	}
 	if err == nil && rec.Epoch == epoch {
 		return nil

@@ -8,7 +8,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/auth"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/shared/wire"
@@ -32,7 +31,7 @@ func ProjectMember(st *store.Store, param string) echo.MiddlewareFunc {
 			p := PrincipalFrom(c)
 			proj, ok, err := cache.lookup(c.Request().Context(), st, c.Param(param), p.UserID)
 			if err != nil {
-				return apierr.Unavailable(err)
+				return wire.Unavailable(err)
 			}
 			if !ok {
 				return wire.Coded("project_access_denied", "This API key has no access to the project.")

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -57,7 +56,7 @@ func APIError(err error) error {
 		e.Cause = err
 		return e
 	}
-	return apierr.Internal(err)
+	return wire.Internal(err)
 }
 
 // ErrorCode is the code APIError gives err ("" for nil).

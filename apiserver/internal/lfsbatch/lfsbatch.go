@@ -40,7 +40,6 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/objstore"
 	"github.com/svc-dev/svc/shared/wire"
@@ -169,7 +168,7 @@ func (a *API) Batch(c echo.Context) error {
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return apierr.Internal(err)
+		return wire.Internal(err)
 	}
 	return writeLFS(c, http.StatusOK, Response{Transfer: "basic", Objects: out, HashAlgo: "sha256"})
 }
@@ -191,7 +190,7 @@ func (a *API) Verify(c echo.Context) error {
 		return wire.Coded("object_not_found", "Object does not exist.")
 	}
 	if err != nil {
-		return apierr.Internal(err)
+		return wire.Internal(err)
 	}
 	if info.Size != p.Size {
 		return wire.Coded("size_mismatch",
@@ -202,11 +201,11 @@ func (a *API) Verify(c echo.Context) error {
 	// asks for the upload again instead of deduplicating against it.
 	sum, err := a.hashObject(c.Request().Context(), key)
 	if err != nil {
-		return apierr.Internal(err)
+		return wire.Internal(err)
 	}
 	if sum != p.OID {
 		if derr := a.Store.Delete(c.Request().Context(), key); derr != nil {
-			return apierr.Internal(derr)
+			return wire.Internal(derr)
 		}
 		a.Log.Warn("lfs verify: stored bytes do not hash to their oid; object deleted",
 			zap.String("projectId", projectID), zap.String("oid", p.OID), zap.String("sha256", sum))
@@ -232,7 +231,7 @@ func (a *API) hashObject(ctx context.Context, key string) (string, error) {
 func writeLFS(c echo.Context, status int, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return apierr.Internal(err)
+		return wire.Internal(err)
 	}
 	return c.Blob(status, MediaType, b)
 }

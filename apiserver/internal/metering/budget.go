@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/auth"
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
 	"github.com/svc-dev/svc/apiserver/internal/store"
@@ -41,9 +40,9 @@ func (m *Meter) reserveBudget(ctx context.Context, p auth.Principal, now time.Ti
 	b, ok, err := m.Store.ReserveKeyBudget(ctx, p.KeyID, budgetClock(now))
 	switch {
 	case err != nil && ctx.Err() != nil:
-		return false, apierr.Internal(fmt.Errorf("metering: key budget: %w", err))
+		return false, wire.Internal(fmt.Errorf("metering: key budget: %w", err))
 	case err != nil:
-		return false, apierr.Unavailable(fmt.Errorf("metering: key budget: %w", err))
+		return false, wire.Unavailable(fmt.Errorf("metering: key budget: %w", err))
 	case ok:
 		return true, nil
 	case b.KeyID == "":

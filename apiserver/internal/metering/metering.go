@@ -11,10 +11,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/auth"
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // RateWindow is the length of a rate-limit window.
@@ -103,7 +103,7 @@ func (m *Meter) Admit(ctx context.Context, p auth.Principal, plan catalog.Plan) 
 					m.leases.put(bj.name, lease{window: win, left: 1, count: owned[j].count})
 				}
 			}
-			return Admission{}, apierr.RateLimited(reset.Sub(now), Admission{Limit: b.limit, Remaining: 0, Reset: reset}.Headers())
+			return Admission{}, wire.RateLimited(reset.Sub(now), Admission{Limit: b.limit, Remaining: 0, Reset: reset}.Headers())
 		}
 		owned[i] = le
 	}
@@ -136,9 +136,9 @@ func (m *Meter) Admit(ctx context.Context, p auth.Principal, plan catalog.Plan) 
 		if err != nil {
 			endLeases()
 			if ctx.Err() != nil {
-				return Admission{}, apierr.Internal(fmt.Errorf("metering: admit: %w", err))
+				return Admission{}, wire.Internal(fmt.Errorf("metering: admit: %w", err))
 			}
-			return Admission{}, apierr.Unavailable(fmt.Errorf("metering: admit: %w", err))
+			return Admission{}, wire.Unavailable(fmt.Errorf("metering: admit: %w", err))
 		}
 		counts = st.Counts
 		if readWindows {
@@ -197,14 +197,14 @@ func (m *Meter) Admit(ctx context.Context, p auth.Principal, plan catalog.Plan) 
 			}
 		}
 		b := buckets[limited]
-		return Admission{}, apierr.RateLimited(reset.Sub(now), Admission{Limit: b.limit, Remaining: 0, Reset: reset}.Headers())
+		return Admission{}, wire.RateLimited(reset.Sub(now), Admission{Limit: b.limit, Remaining: 0, Reset: reset}.Headers())
 	}
 
 	nowMs := now.UnixMilli()
 	for _, w := range plan.Windows {
 		for _, c := range windows {
 			if wantWindows && c.WindowName == w.Name && c.ResetsAt > nowMs && c.CreditsMicro >= w.LimitMicro() {
-				return Admission{}, apierr.UsageLimitReached(w.Name, time.UnixMilli(c.ResetsAt))
+				return Admission{}, wire.UsageLimitReached(w.Name, time.UnixMilli(c.ResetsAt))
 			}
 		}
 	}

@@ -32,7 +32,6 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/channelapi"
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
 	"github.com/svc-dev/svc/apiserver/internal/store"
@@ -145,12 +144,12 @@ func (a *API) Put(c echo.Context) error {
 		return channelNotFound()
 	}
 	if err != nil {
-		return apierr.Unavailable(err)
+		return wire.Unavailable(err)
 	}
 	m, created, err := a.store.PutOutbox(ctx, store.OutboxMessage{ProjectID: projectID, ChannelID: in.ChannelID,
 		CorrelationID: in.CorrelationID, Reply: in.Reply, Metadata: metadata, CreatedAt: in.CreatedAt, Status: in.Status})
 	if err != nil {
-		return apierr.Unavailable(err)
+		return wire.Unavailable(err)
 	}
 	status := http.StatusOK
 	if created {
@@ -176,11 +175,11 @@ func (a *API) Pending(c echo.Context) error {
 		return channelNotFound()
 	}
 	if err != nil {
-		return apierr.Unavailable(err)
+		return wire.Unavailable(err)
 	}
 	n, err := a.store.CountOutbox(ctx, projectID, ch.ID)
 	if err != nil {
-		return apierr.Unavailable(err)
+		return wire.Unavailable(err)
 	}
 	return c.JSON(http.StatusOK, wire.OutboxPending{ChannelID: ch.ID, Pending: n})
 }
@@ -268,7 +267,7 @@ func (a *API) Poll(c echo.Context) error {
 			if ctx.Err() != nil {
 				return nil // the caller left; the statement was cancelled and took nothing
 			}
-			return apierr.Unavailable(err)
+			return wire.Unavailable(err)
 		}
 		if len(rows) > 0 {
 			return a.answer(c, proj.ID, rows)
@@ -329,7 +328,7 @@ func Authenticate(c echo.Context, st interface {
 }, projectID string) (store.Channel, error) {
 	ch, err := st.GetChannel(c.Request().Context(), projectID)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return ch, apierr.Unavailable(err)
+		return ch, wire.Unavailable(err)
 	}
 	if ch.Secret == "" {
 		return ch, wire.Coded("channel_secret_not_set",

@@ -40,7 +40,6 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/auth"
 	"github.com/svc-dev/svc/apiserver/internal/runtime"
 	"github.com/svc-dev/svc/apiserver/internal/store"
@@ -144,7 +143,7 @@ func (h *Hub) Authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			return invalid
 		}
 		if err != nil {
-			return apierr.Internal(err)
+			return wire.Internal(err)
 		}
 		if !matches(secret, t.TokenHash) || t.RevokedAt != nil {
 			return invalid
@@ -158,7 +157,7 @@ func (h *Hub) Session(c echo.Context) error {
 	t := c.Get(tokenKey).(store.PairingToken)
 	p, err := h.store.GetProject(c.Request().Context(), t.ProjectID)
 	if err != nil {
-		return apierr.Internal(err)
+		return wire.Internal(err)
 	}
 	if len(h.secret) == 0 {
 		return wire.Coded("runtime_auth_unconfigured",

@@ -213,7 +213,7 @@ func sendError(err error) error {
 		return &wire.Error{Code: "upstream_unavailable",
 			Message: "The model provider could not be reached.", Cause: err}
 	}
-	return apierr.Internal(err)
+	return wire.Internal(err)
 }
 
 // meter records the request's usage, to the deployment that answered.
@@ -267,7 +267,7 @@ func (a *API) plain(c echo.Context, resp *http.Response, x *exchange) error {
 	}
 	out, err := sjson.SetBytes(raw, "model", x.model.ID)
 	if err != nil {
-		return apierr.Internal(err)
+		return wire.Internal(err)
 	}
 	u := x.codec.usage(out)
 	if out, err = x.codec.answer(x, out); err != nil {

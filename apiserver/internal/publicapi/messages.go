@@ -7,7 +7,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // Messages answers POST /messages in the Anthropic Messages wire format,
@@ -140,7 +140,7 @@ func (messagesCodec) decode(r *http.Request, maxBody int64) (*chatRequest, error
 	}
 	chat, err := json.Marshal(out)
 	if err != nil {
-		return nil, apierr.Internal(err)
+		return nil, wire.Internal(err)
 	}
 	req, err := parseChat(&chatRequest{body: chat})
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -154,7 +153,7 @@ func (responsesCodec) decode(r *http.Request, maxBody int64) (*chatRequest, erro
 	}
 	chat, err := json.Marshal(out)
 	if err != nil {
-		return nil, apierr.Internal(err)
+		return nil, wire.Internal(err)
 	}
 	req, err := parseChat(&chatRequest{body: chat})
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
 	"github.com/svc-dev/svc/apiserver/internal/runtime"
 	"github.com/svc-dev/svc/apiserver/internal/store"
@@ -66,7 +65,7 @@ func (a *API) Handle(c echo.Context) error {
 			Message: "The agent could not flush and tag the workspace.", Cause: err}
 	}
 	if _, err := a.Store.SetPublished(c.Request().Context(), p.ID, res.SHA, res.Tag); err != nil {
-		return apierr.Internal(err)
+		return wire.Internal(err)
 	}
 	return c.JSON(http.StatusOK, res)
 }

@@ -15,7 +15,6 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/shared/wire"
 )
@@ -123,7 +122,7 @@ func (e *StartError) Unwrap() error { return e.Err }
 func Unavailable(err error) *wire.Error {
 	var se *StartError
 	if !errors.As(err, &se) && !errors.Is(err, ErrOffline) {
-		return apierr.Internal(err)
+		return wire.Internal(err)
 	}
 	e := wire.Coded("agent_unavailable",
 		"The project's agent is not available; retry shortly.")

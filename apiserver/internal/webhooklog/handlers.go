@@ -12,7 +12,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
 	"github.com/svc-dev/svc/apiserver/internal/outboxapi"
 	"github.com/svc-dev/svc/apiserver/internal/runtime"
@@ -65,7 +64,7 @@ func (h *Handlers) Put(c echo.Context) error {
 		return wire.Coded("channel_not_found", "No channel with this id on this project.")
 	}
 	if err != nil {
-		return apierr.Unavailable(err)
+		return wire.Unavailable(err)
 	}
 	for _, a := range in.Attempts {
 		if a.ChannelID != ch.ID {
@@ -74,7 +73,7 @@ func (h *Handlers) Put(c echo.Context) error {
 	}
 	n, err := h.Log.Record(ctx, projectID, in.Attempts)
 	if err != nil {
-		return apierr.Unavailable(err)
+		return wire.Unavailable(err)
 	}
 	return c.JSON(http.StatusOK, wire.WebhookAttemptsPutResponse{Stored: n})
 }
@@ -133,7 +132,7 @@ func (h *Handlers) List(c echo.Context) error {
 		return wire.Coded("invalid_cursor", err.Error()+".")
 	}
 	if err != nil {
-		return apierr.Unavailable(err)
+		return wire.Unavailable(err)
 	}
 	return c.JSON(http.StatusOK, wire.WebhookAttemptList{Attempts: p.Attempts, NextCursor: p.NextCursor})
 }
@@ -146,7 +145,7 @@ func (h *Handlers) Endpoints(c echo.Context) error {
 	}
 	rows, err := h.Log.Store.ListWebhookEndpoints(c.Request().Context(), proj.ID, false)
 	if err != nil {
-		return apierr.Unavailable(err)
+		return wire.Unavailable(err)
 	}
 	out := struct {
 		Endpoints []wire.WebhookEndpointHealth `json:"endpoints"`
@@ -229,7 +228,7 @@ func podError(err error) error {
 	if se, ok := internalapi.AsStatus(err); ok && se.Body.Error.Code != "" {
 		return wire.Relayed(se.Status, wire.ErrorDetail{Type: se.Body.Error.Type, Code: se.Body.Error.Code, Message: se.Body.Error.Message})
 	}
-	return apierr.Unavailable(err)
+	return wire.Unavailable(err)
 }
 
 // PodFromRuntime reaches a project's pod through the runtime driver (its
