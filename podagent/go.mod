@@ -23,6 +23,7 @@ require (
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/opencontainers/go-digest v1.0.0 // indirect
 	github.com/opencontainers/image-spec v1.1.1 // indirect
+	go.etcd.io/bbolt v1.4.3 // indirect
 	gopkg.in/validator.v2 v2.0.1 // indirect
 )
 
