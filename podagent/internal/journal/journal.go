@@ -136,28 +136,26 @@ func isCorrupt(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "file size too small")
 }
 
-// openChecked opens path with bbolt, checks every page (a journal holds a
-// few hundred entries: milliseconds) and creates the buckets.
-func openChecked(path string, timeout time.Duration) (_ *bolt.DB, err error) {
-	b, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
-	if err != nil {
-		return nil, err
-	}
+// openChecked opens path with bbolt, reads every page (a journal holds a
+// few hundred entries: milliseconds) and creates the buckets. bbolt panics
+// on a page that is not what it should be; here that is a corrupt file.
+func openChecked(path string, timeout time.Duration) (b *bolt.DB, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = corruptError{fmt.Errorf("%v", p)}
 		}
-		if err != nil {
+		if err != nil && b != nil {
 			_ = b.Close()
+			b = nil
 		}
 	}()
-	if err := b.View(func(tx *bolt.Tx) error {
-		for cerr := range tx.Check() {
-			return corruptError{cerr}
-		}
-		return nil
-	}); err != nil {
+	if b, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout}); err != nil {
 		return nil, err
+	}
+	if err := b.View(func(tx *bolt.Tx) error {
+		return tx.ForEach(func(_ []byte, bk *bolt.Bucket) error { return walk(bk) })
+	}); err != nil {
+		return b, corruptError{err}
 	}
 	if err := b.Update(func(tx *bolt.Tx) error {
 		for _, k := range kinds {
@@ -167,9 +165,21 @@ func openChecked(path string, timeout time.Duration) (_ *bolt.DB, err error) {
 		}
 		return nil
 	}); err != nil {
-		return nil, err
+		return b, err
 	}
 	return b, nil
+}
+
+// walk reads every key and value of bk and its nested buckets.
+func walk(bk *bolt.Bucket) error {
+	return bk.ForEach(func(k, v []byte) error {
+		if v == nil {
+			if nested := bk.Bucket(k); nested != nil {
+				return walk(nested)
+			}
+		}
+		return nil
+	})
 }
 
 // Path is the journal's file.
