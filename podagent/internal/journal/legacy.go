@@ -172,8 +172,10 @@ func (d *DB) importLegacy(stateDir string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	// Durable in the journal: now the files go.
-	for _, p := range []string{filepath.Join(stateDir, legacyInbox), filepath.Join(stateDir, legacyOutbox), cpFile} {
+	// Durable in the journal: now the files go (and the temp files of
+	// checkpoints.json writes that never finished).
+	leftovers, _ := filepath.Glob(cpFile + ".*.tmp")
+	for _, p := range append([]string{filepath.Join(stateDir, legacyInbox), filepath.Join(stateDir, legacyOutbox), cpFile}, leftovers...) {
 		if err := os.RemoveAll(p); err != nil {
 			return n, fmt.Errorf("imported, but removing %s failed (remove it by hand): %w", p, err)
 		}
