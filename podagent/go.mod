@@ -15,6 +15,7 @@ require (
 	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1
 	github.com/svc-dev/svc/shared v0.0.0-00010101000000-000000000000
 	github.com/svix/svix-webhooks v1.44.0
+	go.etcd.io/bbolt v1.4.3
 	go.uber.org/zap v1.28.0
 )
 
@@ -23,7 +24,6 @@ require (
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/opencontainers/go-digest v1.0.0 // indirect
 	github.com/opencontainers/image-spec v1.1.1 // indirect
-	go.etcd.io/bbolt v1.4.3 // indirect
 	gopkg.in/validator.v2 v2.0.1 // indirect
 )
 
