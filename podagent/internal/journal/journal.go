@@ -152,10 +152,17 @@ func openChecked(path string, timeout time.Duration) (b *bolt.DB, err error) {
 	if b, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout}); err != nil {
 		return nil, err
 	}
+	missing := false
 	if err := b.View(func(tx *bolt.Tx) error {
+		for _, k := range kinds {
+			missing = missing || tx.Bucket([]byte(k)) == nil
+		}
 		return tx.ForEach(func(_ []byte, bk *bolt.Bucket) error { return walk(bk) })
 	}); err != nil {
 		return b, corruptError{err}
+	}
+	if !missing {
+		return b, nil // no write (and no fsync) at start
 	}
 	if err := b.Update(func(tx *bolt.Tx) error {
 		for _, k := range kinds {
