@@ -83,6 +83,9 @@ func OpenRelay(o RelayOptions) (*Relay, error) {
 	r := &Relay{o: o, log: o.Log.Named("outbox"), pending: map[string]*entry{}, wake: make(chan struct{}, 1),
 		done: make(chan struct{})}
 	if o.Journal == nil {
+		if o.Dir == "" {
+			return nil, errors.New("outbox: RelayOptions needs a Journal or a Dir")
+		}
 		db, err := journal.OpenState(o.Dir, journal.Options{Log: o.Log})
 		if err != nil {
 			return nil, err
