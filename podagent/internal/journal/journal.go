@@ -90,7 +90,9 @@ func Open(path string, o Options) (*DB, error) {
 	if o.LockTimeout <= 0 {
 		o.LockTimeout = DefaultLockTimeout
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	// Missing parents as git and the pod make them (.git, svc-agent: 0755);
+	// the file itself is 0600.
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
 	}
 	d := &DB{path: path}
