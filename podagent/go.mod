@@ -16,6 +16,7 @@ require (
 	github.com/svc-dev/svc/shared v0.0.0-00010101000000-000000000000
 	github.com/svc-dev/svc/shared/testenv v0.0.0-00010101000000-000000000000
 	github.com/svix/svix-webhooks v1.44.0
+	go.etcd.io/bbolt v1.4.3
 	go.uber.org/zap v1.28.0
 )
 

@@ -1,8 +1,8 @@
 // Package atomicfile replaces files so that a reader, or a crash, sees
 // either the old content or the new, never a part: a temp file in the same
 // directory, then a rename. Write is for small state files and makes the
-// change durable (fsync of the file and of the directory): the pod's
-// journals (checkpoint records, outbox) and ETag state use it. WriteIn
+// change durable (fsync of the file and of the directory): the pod's small
+// state files (ETags, durable state) use it. WriteIn
 // streams content that can be fetched again (restored assets) inside an
 // os.Root, without fsync.
 package atomicfile

@@ -7,14 +7,11 @@ package activity
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
-	"os"
 	"sync"
 	"time"
 	"unicode/utf8"
 
-	"github.com/svc-dev/svc/shared/atomicfile"
+	"github.com/svc-dev/svc/podagent/internal/journal"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -31,7 +28,8 @@ type Log struct {
 	next int // slot of the next Add
 	n    int // filled slots
 	now  func() time.Time
-	file string // Persist's file; "" keeps the window in memory only
+	// table is Persist's journal; nil keeps the window in memory only.
+	table *journal.Table[[]wire.ActivityEvent]
 }
 
 // New returns an empty log of Size events. now may be nil.
@@ -69,25 +67,19 @@ func (l *Log) put(e wire.ActivityEvent) {
 	}
 }
 
-// Persist keeps the window in file, so that it survives restarts (it lives
-// next to the pod's message journal): the events stored there are loaded
-// now (oldest first, behind nothing: call it before the first Add) and the
-// file is rewritten atomically after every change. A missing file is an
-// empty window; an unreadable one is replaced.
-func (l *Log) Persist(file string) error {
+// Persist keeps the window in the pod's journal (its activity bucket), so
+// that it survives restarts: the events stored there are loaded now (oldest
+// first, behind nothing: call it before the first Add) and the window is
+// written again after every change. An empty or unreadable window starts
+// empty (it is rewritten by the next change).
+func (l *Log) Persist(db *journal.DB) error {
+	t := journal.TableOf[[]wire.ActivityEvent](db, journal.Activity)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.file = file
-	b, err := os.ReadFile(file)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
+	l.table = &t
+	events, _, err := t.Get(journal.ActivityWindow) // newest first, as List
 	if err != nil {
-		return err
-	}
-	var events []wire.ActivityEvent // newest first, as List
-	if err := json.Unmarshal(b, &events); err != nil {
-		return nil // rewritten by the next change
+		return nil // history only: rewritten by the next change
 	}
 	for i := min(len(events), len(l.buf)) - 1; i >= 0; i-- {
 		l.put(events[i])
@@ -95,15 +87,11 @@ func (l *Log) Persist(file string) error {
 	return nil
 }
 
-// save writes the window to Persist's file (under l.mu; best effort: a
+// save writes the window to Persist's journal (under l.mu; best effort: a
 // failed write loses only history).
 func (l *Log) save() {
-	if l.file == "" {
-		return
-	}
-	b, err := json.Marshal(l.list())
-	if err == nil {
-		_ = atomicfile.Write(l.file, b, 0o600)
+	if l.table != nil {
+		_ = l.table.Put(journal.ActivityWindow, l.list())
 	}
 }
 

@@ -2,13 +2,13 @@ package activity_test
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/svc-dev/svc/podagent/internal/activity"
+	"github.com/svc-dev/svc/podagent/internal/journal"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -66,9 +66,13 @@ func TestFinishSetsDurationAndTimestamps(t *testing.T) {
 // lived in memory only), newest first, updates included.
 func TestPersistSurvivesRestart(t *testing.T) {
 	t.Parallel()
-	file := filepath.Join(t.TempDir(), "activity.state")
+	dir := t.TempDir()
+	db, err := journal.OpenState(dir, journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	l := activity.New(nil)
-	if err := l.Persist(file); err != nil {
+	if err := l.Persist(db); err != nil {
 		t.Fatal(err)
 	}
 	var ids []string
@@ -77,9 +81,17 @@ func TestPersistSurvivesRestart(t *testing.T) {
 	}
 	l.Finish(ids[len(ids)-1], wire.ActivityReplied, "")
 	want := l.List()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
 
+	db2, err := journal.OpenState(dir, journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db2.Close()
 	l2 := activity.New(nil)
-	if err := l2.Persist(file); err != nil {
+	if err := l2.Persist(db2); err != nil {
 		t.Fatal(err)
 	}
 	got := l2.List()

@@ -3,7 +3,8 @@
 // POST <SVC_API_URL>/internal/projects/{id}/checkpoints/record with the
 // pod's runtime token.
 //
-// A commit is remembered in an on-disk journal right after it is made, is
+// A commit is remembered in the pod's journal (package journal, the
+// checkpoints bucket, in commit order) right after it is made, is
 // marked persisted once a repo.git.tar.gz containing it was written, and is
 // posted only then (a row never points at history the durable object lacks).
 // A failed POST is not a durability failure (spec 3.2): the entry stays in
@@ -12,15 +13,14 @@ package checkpointjournal
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
-	"os"
 	"sync"
 
 	"go.uber.org/zap"
 
-	"github.com/svc-dev/svc/shared/atomicfile"
+	"github.com/svc-dev/svc/podagent/internal/journal"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/wire"
 )
@@ -40,7 +40,7 @@ type Entry struct {
 
 // Recorder is the journal plus the poster. Safe for concurrent use.
 type Recorder struct {
-	path   string
+	table  journal.Table[Entry]
 	poster Poster
 	log    *zap.Logger
 	// OnPendingChange, if set, receives the number of pending entries after
@@ -49,25 +49,28 @@ type Recorder struct {
 
 	mu      sync.Mutex
 	entries []Entry
+	keys    []string // journal key of entries[i]
 	flushMu sync.Mutex
 }
 
-// Open loads (or starts) the journal at path.
-func Open(path string, poster Poster, log *zap.Logger) (*Recorder, error) {
+// Open loads the commits the pod's journal remembers. An entry that does
+// not decode is set aside in the journal (logged; the API reconciles rows
+// on hydrate).
+func Open(db *journal.DB, poster Poster, log *zap.Logger) (*Recorder, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	r := &Recorder{path: path, poster: poster, log: log.Named("checkpoints")}
-	b, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-	case err != nil:
-		return nil, err
-	default:
-		if err := json.Unmarshal(b, &r.entries); err != nil {
-			r.log.Error("unreadable checkpoint journal; starting empty (the API reconciles rows on hydrate)", zap.Error(err))
-			r.entries = nil
-		}
+	r := &Recorder{table: journal.TableOf[Entry](db, journal.Checkpoints), poster: poster, log: log.Named("checkpoints")}
+	items, bad, err := r.table.Load(func(_ string, e Entry) bool { return e.Record.CommitSHA != "" })
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint journal: %w", err)
+	}
+	for _, k := range bad {
+		r.log.Error("unreadable checkpoint journal entry; set aside in the journal (the API reconciles rows on hydrate)", zap.String("key", k))
+	}
+	for _, it := range items {
+		r.entries = append(r.entries, it.Value)
+		r.keys = append(r.keys, it.Key)
 	}
 	return r, nil
 }
@@ -82,8 +85,15 @@ func (r *Recorder) Remember(rec wire.CheckpointRecord) error {
 			return nil
 		}
 	}
-	r.entries = append(r.entries, Entry{Record: rec})
-	return r.saveLocked()
+	e := Entry{Record: rec}
+	key, err := r.table.Append(e)
+	if err != nil {
+		return err
+	}
+	r.entries = append(r.entries, e)
+	r.keys = append(r.keys, key)
+	r.changed()
+	return nil
 }
 
 // MarkPersisted marks every entry whose commit is in persisted (the set of
@@ -95,12 +105,27 @@ func (r *Recorder) MarkPersisted(shas []string) error {
 	for _, s := range shas {
 		set[s] = true
 	}
+	var changed []journal.Item[Entry]
+	for i := range r.entries {
+		if set[r.entries[i].Record.CommitSHA] && !r.entries[i].Persisted {
+			e := r.entries[i]
+			e.Persisted = true
+			changed = append(changed, journal.Item[Entry]{Key: r.keys[i], Value: e})
+		}
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	if err := r.table.PutAll(changed); err != nil {
+		return err
+	}
 	for i := range r.entries {
 		if set[r.entries[i].Record.CommitSHA] {
 			r.entries[i].Persisted = true
 		}
 	}
-	return r.saveLocked()
+	r.changed()
+	return nil
 }
 
 // PendingSHAs returns the shas of all remembered entries, in commit order.
@@ -170,33 +195,33 @@ func (r *Recorder) bumpAttempts(sha string) {
 	for i := range r.entries {
 		if r.entries[i].Record.CommitSHA == sha {
 			r.entries[i].Attempts++
+			_ = r.table.Put(r.keys[i], r.entries[i]) // only a count
 		}
 	}
-	_ = r.saveLocked()
 }
 
 func (r *Recorder) drop(sha string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := r.entries[:0]
-	for _, e := range r.entries {
-		if e.Record.CommitSHA != sha {
-			out = append(out, e)
+	for i := range r.entries {
+		if r.entries[i].Record.CommitSHA != sha {
+			continue
 		}
+		if err := r.table.Delete(r.keys[i]); err != nil {
+			// Posted again after a restart: the API is idempotent on
+			// (project, commitSha).
+			r.log.Warn("saving checkpoint journal", zap.Error(err))
+		}
+		r.entries = append(r.entries[:i], r.entries[i+1:]...)
+		r.keys = append(r.keys[:i], r.keys[i+1:]...)
+		break
 	}
-	r.entries = out
-	if err := r.saveLocked(); err != nil {
-		r.log.Warn("saving checkpoint journal", zap.Error(err))
-	}
+	r.changed()
 }
 
-func (r *Recorder) saveLocked() error {
+// changed reports the number of pending entries (under r.mu).
+func (r *Recorder) changed() {
 	if r.OnPendingChange != nil {
 		r.OnPendingChange(len(r.entries))
 	}
-	b, err := json.Marshal(r.entries)
-	if err != nil {
-		return err
-	}
-	return atomicfile.Write(r.path, b, 0o600)
 }

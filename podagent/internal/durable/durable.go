@@ -30,6 +30,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/svc-dev/svc/podagent/internal/journal"
 	"github.com/svc-dev/svc/podagent/internal/ownership"
 	"github.com/svc-dev/svc/podagent/internal/s3sync"
 	"github.com/svc-dev/svc/podagent/internal/testhook"
@@ -332,6 +333,10 @@ func (p *Persister) RestoreWith(ctx context.Context, limits archive.ExtractOptio
 		_ = os.RemoveAll(staging)
 		return false, fmt.Errorf("durable: sync restored .git: %w", err)
 	}
+	if err := carryJournal(p.gitDir, staging); err != nil {
+		_ = os.RemoveAll(staging)
+		return false, err
+	}
 	_ = os.RemoveAll(p.gitDir) // a .git without HEAD is a leftover, not a repo
 	if err := os.Rename(staging, p.gitDir); err != nil {
 		return false, err
@@ -453,4 +458,21 @@ func (p *Persister) localContains(ctx context.Context) (bool, string, error) {
 func (p *Persister) Cleanup() {
 	_ = os.RemoveAll(filepath.Join(p.gitDir, StateDirName, "tmp"))
 	_ = os.RemoveAll(filepath.Join(p.opts.Workspace, restoreStaging))
+}
+
+// carryJournal moves the pod's journal (which the pod opens before cold
+// start, and may hold open) from a headless .git into the restored one: a
+// rename keeps the open file, and the promises journaled in it, in place.
+func carryJournal(gitDir, staging string) error {
+	from := filepath.Join(gitDir, StateDirName, journal.FileName)
+	if _, err := os.Lstat(from); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Join(staging, StateDirName), 0o700); err != nil {
+		return err
+	}
+	if err := os.Rename(from, filepath.Join(staging, StateDirName, journal.FileName)); err != nil {
+		return fmt.Errorf("durable: carry the journal into the restored .git: %w", err)
+	}
+	return atomicfile.SyncDir(filepath.Join(staging, StateDirName))
 }

@@ -11,25 +11,20 @@
 //	           is retried, with the same webhook-id
 //
 // Besides the entries the journal keeps the channel's counters (health's
-// messageCount) so that they survive restarts. One file per message,
-// written atomically (shared/atomicfile) under .git/svc-agent/inbox, which
-// is never archived.
+// messageCount) so that they survive restarts. The entries and counters
+// live in the pod's one journal (package journal: the inbox bucket, keyed
+// by correlationId, and the messageCount counter); every change is one
+// fsynced transaction.
 package inbox
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/svc-dev/svc/shared/atomicfile"
+	"github.com/svc-dev/svc/podagent/internal/journal"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -62,69 +57,36 @@ type Counters struct {
 	MessageCount int64 `json:"messageCount"`
 }
 
-const countersFile = "counters.state"
-
 // Journal is safe for concurrent use.
 type Journal struct {
-	dir string
+	db    *journal.DB
+	table journal.Table[Entry]
 
 	mu       sync.Mutex
 	entries  map[string]*Entry
 	counters Counters
 }
 
-// Open loads the journal in dir (created if missing). Unreadable entries are
-// set aside as *.bad and reported in the error-free list bad.
-func Open(dir string) (j *Journal, bad []string, err error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, nil, err
-	}
-	j = &Journal{dir: dir, entries: map[string]*Entry{}}
-	des, err := os.ReadDir(dir)
+// Open loads the accepted messages and counters of the pod's journal. An
+// entry that does not decode, or is not keyed by its own correlationId, is
+// moved to the journal's set-aside bucket and its key listed in bad.
+func Open(db *journal.DB) (j *Journal, bad []string, err error) {
+	j = &Journal{db: db, table: journal.TableOf[Entry](db, journal.Inbox), entries: map[string]*Entry{}}
+	items, bad, err := j.table.Load(func(key string, e Entry) bool { return e.CorrelationID != "" && e.CorrelationID == key })
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("inbox: %w", err)
 	}
-	for _, de := range des {
-		name := filepath.Join(dir, de.Name())
-		switch {
-		case strings.HasSuffix(name, ".tmp"):
-			_ = os.Remove(name) // a write that never finished
-			continue
-		case de.Name() == countersFile:
-			if b, err := os.ReadFile(name); err == nil {
-				_ = json.Unmarshal(b, &j.counters)
-			}
-			continue
-		case !strings.HasSuffix(name, ".json"):
-			continue
-		}
-		var e Entry
-		b, err := os.ReadFile(name)
-		if err == nil {
-			err = json.Unmarshal(b, &e)
-		}
-		if err != nil || e.CorrelationID == "" || name != j.file(e.CorrelationID) {
-			_ = os.Rename(name, strings.TrimSuffix(name, ".json")+".bad")
-			bad = append(bad, name)
-			continue
-		}
+	for _, it := range items {
+		e := it.Value
 		j.entries[e.CorrelationID] = &e
+	}
+	if j.counters.MessageCount, err = db.Counter(journal.MessageCount); err != nil {
+		return nil, nil, fmt.Errorf("inbox: %w", err)
 	}
 	return j, bad, nil
 }
 
-func (j *Journal) file(corr string) string {
-	sum := sha256.Sum256([]byte(corr))
-	return filepath.Join(j.dir, hex.EncodeToString(sum[:16])+".json")
-}
-
-func (j *Journal) write(e *Entry) error {
-	b, err := json.Marshal(e)
-	if err != nil {
-		return err
-	}
-	return atomicfile.Write(j.file(e.CorrelationID), b, 0o600)
-}
+func (j *Journal) write(e *Entry) error { return j.table.Put(e.CorrelationID, *e) }
 
 // Accept journals a new message in StateAccepted; it is on disk when Accept
 // returns nil.
@@ -166,10 +128,10 @@ func (j *Journal) Update(corr string, fn func(*Entry)) (Entry, error) {
 func (j *Journal) Done(corr string) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	delete(j.entries, corr)
-	if err := os.Remove(j.file(corr)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := j.table.Delete(corr); err != nil {
 		return err
 	}
+	delete(j.entries, corr)
 	return nil
 }
 
@@ -213,9 +175,13 @@ func (j *Journal) Len() int {
 func (j *Journal) CountMessage() (int64, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.counters.MessageCount++
-	b, _ := json.Marshal(j.counters)
-	return j.counters.MessageCount, atomicfile.Write(filepath.Join(j.dir, countersFile), b, 0o600)
+	n, err := j.db.Add(journal.MessageCount, 1)
+	if err != nil {
+		j.counters.MessageCount++
+		return j.counters.MessageCount, err
+	}
+	j.counters.MessageCount = n
+	return n, nil
 }
 
 // Counters returns the persisted counters.
@@ -224,6 +190,3 @@ func (j *Journal) Counters() Counters {
 	defer j.mu.Unlock()
 	return j.counters
 }
-
-// Dir is the journal's directory.
-func (j *Journal) Dir() string { return j.dir }

@@ -1,22 +1,32 @@
 package inbox_test
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/svc-dev/svc/podagent/internal/inbox"
+	"github.com/svc-dev/svc/podagent/internal/journal"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
+func openDB(t *testing.T, dir string) *journal.DB {
+	t.Helper()
+	db, err := journal.OpenState(dir, journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
 // What a run journals is what the next run (a new Open of the same
-// directory) resumes; a removed entry is gone; counters survive; a torn or
-// foreign file is set aside instead of stopping the pod.
+// journal file) resumes; a removed entry is gone; counters survive; an
+// entry that does not decode is set aside instead of stopping the pod.
 func TestJournalSurvivesReopen(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	j, bad, err := inbox.Open(dir)
+	db := openDB(t, dir)
+	j, bad, err := inbox.Open(db)
 	if err != nil || len(bad) != 0 {
 		t.Fatal(err, bad)
 	}
@@ -41,11 +51,14 @@ func TestJournalSurvivesReopen(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(dir, "torn.json"), []byte(`{"correlationId":`), 0o600); err != nil {
+	if err := journal.TableOf[string](db, journal.Inbox).Put("torn", "not an entry"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
 
-	j2, bad, err := inbox.Open(dir)
+	j2, bad, err := inbox.Open(openDB(t, dir))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,21 +2,16 @@ package outbox
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
-	"github.com/svc-dev/svc/shared/atomicfile"
+	"github.com/svc-dev/svc/podagent/internal/journal"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/settings"
 	"github.com/svc-dev/svc/shared/wire"
@@ -36,9 +31,13 @@ const (
 
 // RelayOptions configure OpenRelay.
 type RelayOptions struct {
-	// Dir is the journal directory: one file per message not yet accepted
-	// by the API (the pod keeps it under .git/svc-agent/outbox, next to the
-	// checkpoint journal).
+	// Journal keeps the messages not yet accepted by the API (its outbox
+	// bucket, keyed by correlationId): the pod's one journal, which the
+	// caller closes after the relay.
+	Journal *journal.DB
+	// Dir, when Journal is nil, is a directory for a journal of the relay's
+	// own (journal.OpenState), closed by Close: for a relay that stands
+	// alone.
 	Dir    string
 	Poster Poster
 	Log    *zap.Logger
@@ -49,11 +48,14 @@ type RelayOptions struct {
 
 // Relay journals outbox messages on disk and forwards them to the API in
 // the background; a message leaves the journal once the API accepted it (or
-// refused it for good, which is logged as an error and leaves the file
-// renamed *.rejected for an operator). Safe for concurrent use.
+// refused it for good, which is logged as an error and moves the message to
+// the journal's set-aside bucket, as outbox/rejected/<correlationId>, for an
+// operator). Safe for concurrent use.
 type Relay struct {
-	o   RelayOptions
-	log *zap.Logger
+	o     RelayOptions
+	log   *zap.Logger
+	table journal.Table[wire.OutboxPut]
+	owned *journal.DB // opened from Dir; closed by Close
 
 	mu      sync.Mutex
 	pending map[string]*entry // by correlation id
@@ -65,8 +67,8 @@ type Relay struct {
 }
 
 type entry struct {
-	put  wire.OutboxPut
-	file string // "" when the journal could not be written
+	put       wire.OutboxPut
+	journaled bool // false when the journal could not be written
 }
 
 // OpenRelay loads the journal left by an earlier run and starts forwarding.
@@ -79,35 +81,29 @@ func OpenRelay(o RelayOptions) (*Relay, error) {
 	if o.RetryMax < o.RetryMin {
 		o.RetryMax = max(DefaultRetryMax, o.RetryMin)
 	}
-	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
-		return nil, err
-	}
 	r := &Relay{o: o, log: o.Log.Named("outbox"), pending: map[string]*entry{}, wake: make(chan struct{}, 1),
 		done: make(chan struct{})}
-	names, err := os.ReadDir(o.Dir)
-	if err != nil {
-		return nil, err
+	if o.Journal == nil {
+		if o.Dir == "" {
+			return nil, errors.New("outbox: RelayOptions needs a Journal or a Dir")
+		}
+		db, err := journal.OpenState(o.Dir, journal.Options{Log: o.Log})
+		if err != nil {
+			return nil, err
+		}
+		r.o.Journal, r.owned = db, db
 	}
-	for _, de := range names {
-		name := filepath.Join(o.Dir, de.Name())
-		switch {
-		case strings.HasSuffix(name, ".tmp"):
-			_ = os.Remove(name) // a write that did not finish: its Put never returned
-			continue
-		case !strings.HasSuffix(name, ".json"):
-			continue
-		}
-		var put wire.OutboxPut
-		b, err := os.ReadFile(name)
-		if err == nil {
-			err = json.Unmarshal(b, &put)
-		}
-		if err != nil || put.CorrelationID == "" {
-			r.log.Error("unreadable outbox journal entry; set aside as *.bad", zap.String("file", name), zap.Error(err))
-			_ = os.Rename(name, strings.TrimSuffix(name, ".json")+".bad")
-			continue
-		}
-		r.pending[put.CorrelationID] = &entry{put: put, file: name}
+	r.table = journal.TableOf[wire.OutboxPut](r.o.Journal, journal.Outbox)
+	items, bad, err := r.table.Load(func(key string, put wire.OutboxPut) bool { return put.CorrelationID == key })
+	if err != nil {
+		r.closeOwned()
+		return nil, fmt.Errorf("outbox: %w", err)
+	}
+	for _, k := range bad {
+		r.log.Error("unreadable outbox journal entry; set aside in the journal", zap.String("key", k))
+	}
+	for _, it := range items {
+		r.pending[it.Key] = &entry{put: it.Value, journaled: true}
 	}
 	if n := len(r.pending); n > 0 {
 		r.log.Info("outbox messages from an earlier run will be sent to the API", zap.Int("pending", n))
@@ -128,11 +124,11 @@ func (r *Relay) Put(channelID string, m wire.OutboxMessage) {
 	r.mu.Lock()
 	if _, ok := r.pending[put.CorrelationID]; !ok {
 		e := &entry{put: put}
-		if name, err := r.write(put); err != nil {
+		if err := r.table.Put(put.CorrelationID, put); err != nil {
 			r.log.Error("writing the outbox journal failed; the message is kept in memory only until the API takes it",
 				zap.String("correlationId", put.CorrelationID), zap.Error(err))
 		} else {
-			e.file = name
+			e.journaled = true
 		}
 		r.pending[put.CorrelationID] = e
 	}
@@ -174,8 +170,15 @@ func (r *Relay) Close(ctx context.Context) error {
 			r.log.Warn("outbox messages not accepted by the API yet stay in the journal for the next start",
 				zap.Int("pending", n), zap.Error(err))
 		}
+		r.closeOwned()
 	})
 	return err
+}
+
+func (r *Relay) closeOwned() {
+	if r.owned != nil {
+		_ = r.owned.Close()
+	}
 }
 
 func (r *Relay) signal() {
@@ -226,9 +229,9 @@ func (r *Relay) flush(ctx context.Context) error {
 				zap.String("id", resp.ID), zap.Bool("created", resp.Created))
 			r.drop(e, "")
 		case errors.As(err, &se) && permanent(se):
-			r.log.Error("the API refused an outbox message for good; set aside as *.rejected",
+			r.log.Error("the API refused an outbox message for good; set aside in the journal",
 				zap.String("correlationId", e.put.CorrelationID), zap.Error(err))
-			r.drop(e, ".rejected")
+			r.drop(e, "rejected")
 		default:
 			return err
 		}
@@ -252,39 +255,26 @@ func (r *Relay) snapshot() []*entry {
 	return out
 }
 
-// drop forgets an entry; its file is removed, or renamed with suffix.
-func (r *Relay) drop(e *entry, suffix string) {
+// drop forgets an entry: it leaves the journal, or is set aside there
+// under reason.
+func (r *Relay) drop(e *entry, reason string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.pending[e.put.CorrelationID] == e {
 		delete(r.pending, e.put.CorrelationID)
 	}
-	if e.file == "" {
+	if !e.journaled {
 		return
 	}
 	var err error
-	if suffix == "" {
-		err = os.Remove(e.file)
+	if reason == "" {
+		err = r.table.Delete(e.put.CorrelationID)
 	} else {
-		err = os.Rename(e.file, strings.TrimSuffix(e.file, ".json")+suffix)
+		err = r.table.SetAside(e.put.CorrelationID, reason)
 	}
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		// A leftover file is sent again after a restart; the API's
-		// idempotency on the correlation id makes that harmless.
-		r.log.Warn("removing an outbox journal entry failed", zap.String("file", e.file), zap.Error(err))
-	}
-}
-
-// write stores put in its own file, atomically (shared/atomicfile).
-func (r *Relay) write(put wire.OutboxPut) (string, error) {
-	b, err := json.Marshal(put)
 	if err != nil {
-		return "", err
+		// A leftover entry is sent again after a restart; the API's
+		// idempotency on the correlation id makes that harmless.
+		r.log.Warn("removing an outbox journal entry failed", zap.String("correlationId", e.put.CorrelationID), zap.Error(err))
 	}
-	sum := sha256.Sum256([]byte(put.CorrelationID))
-	name := filepath.Join(r.o.Dir, hex.EncodeToString(sum[:16])+".json")
-	if err := atomicfile.Write(name, b, 0o600); err != nil {
-		return "", err
-	}
-	return name, nil
 }

@@ -8,12 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/svc-dev/svc/podagent/internal/journal"
 	"github.com/svc-dev/svc/podagent/internal/outbox"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/wire"
@@ -78,9 +80,9 @@ func (f *fakeAPI) set(status int) {
 	f.mu.Unlock()
 }
 
-func open(t *testing.T, dir string, api *fakeAPI) *outbox.Relay {
+func open(t *testing.T, db *journal.DB, api *fakeAPI) *outbox.Relay {
 	t.Helper()
-	r, err := outbox.OpenRelay(outbox.RelayOptions{Dir: dir, Log: zaptest.NewLogger(t),
+	r, err := outbox.OpenRelay(outbox.RelayOptions{Journal: db, Log: zaptest.NewLogger(t),
 		RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond,
 		Poster: &internalapi.Client{BaseURL: api.URL, ProjectID: "prj_1", Token: "rt"}})
 	if err != nil {
@@ -89,37 +91,64 @@ func open(t *testing.T, dir string, api *fakeAPI) *outbox.Relay {
 	return r
 }
 
-func journal(t *testing.T, dir string) []string {
+// openDB opens the journal of the state directory dir (a pod's start).
+func openDB(t *testing.T, dir string) *journal.DB {
 	t.Helper()
-	des, err := os.ReadDir(dir)
+	db, err := journal.OpenState(dir, journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// journalOf lists what the journal keeps of the outbox: "pending" per
+// message not yet taken, and the reason ("bad", "rejected") per message set
+// aside, sorted.
+func journalOf(t *testing.T, db *journal.DB) []string {
+	t.Helper()
 	var names []string
-	for _, de := range des {
-		names = append(names, filepath.Ext(de.Name()))
+	items, _, err := journal.TableOf[wire.OutboxPut](db, journal.Outbox).Load(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range items {
+		names = append(names, "pending")
+	}
+	aside, err := db.SetAsideEntries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range aside {
+		switch {
+		case strings.HasPrefix(k, "outbox/rejected/"):
+			names = append(names, "rejected")
+		case strings.HasPrefix(k, "outbox/"):
+			names = append(names, "bad")
+		}
 	}
 	sort.Strings(names)
 	return names
 }
 
-// openWithAPI opens a relay on a new journal dir, handing over to a fake
-// API that answers status.
-func openWithAPI(t *testing.T, status int) (*fakeAPI, string, *outbox.Relay) {
+// openWithAPI opens a relay on a new journal, handing over to a fake API
+// that answers status.
+func openWithAPI(t *testing.T, status int) (*fakeAPI, string, *journal.DB, *outbox.Relay) {
 	api := newFakeAPI(t, status)
 	dir := t.TempDir()
-	return api, dir, open(t, dir, api)
+	db := openDB(t, dir)
+	return api, dir, db, open(t, db, api)
 }
 
 // closeDrained closes r, requires that nothing is pending and returns what
 // the journal keeps.
-func closeDrained(t *testing.T, r *outbox.Relay, dir string) []string {
+func closeDrained(t *testing.T, r *outbox.Relay, db *journal.DB) []string {
 	t.Helper()
 	must(t, r.Close(context.Background()))
 	if r.Pending() != 0 {
 		t.Fatalf("pending = %d after Close", r.Pending())
 	}
-	return journal(t, dir)
+	return journalOf(t, db)
 }
 
 func out(corr string) wire.OutboxMessage {
@@ -131,9 +160,9 @@ func out(corr string) wire.OutboxMessage {
 // restart of the pod, and reaches the API once it is back.
 func TestRelayJournalSurvivesRestartWhileAPIDown(t *testing.T) {
 	t.Parallel()
-	api, dir, r := openWithAPI(t, http.StatusServiceUnavailable)
+	api, dir, db, r := openWithAPI(t, http.StatusServiceUnavailable)
 	r.Put("ch_1", out("cor_1"))
-	if got := journal(t, dir); len(got) != 1 || got[0] != ".json" {
+	if got := journalOf(t, db); len(got) != 1 || got[0] != "pending" {
 		t.Fatalf("journal after Put = %v", got)
 	}
 	<-api.seen // a first attempt failed
@@ -146,36 +175,45 @@ func TestRelayJournalSurvivesRestartWhileAPIDown(t *testing.T) {
 	if err := r.Close(ctx); err == nil {
 		t.Fatal("Close with the API down must say that messages stay pending")
 	}
-	if got := journal(t, dir); len(got) != 1 {
+	if got := journalOf(t, db); len(got) != 1 {
 		t.Fatalf("journal after a failed shutdown = %v", got)
 	}
 
 	// The pod restarts; the API is back.
+	must(t, db.Close())
 	api.set(http.StatusCreated)
-	r2 := open(t, dir, api)
+	db2 := openDB(t, dir)
+	r2 := open(t, db2, api)
 	put := <-api.accepted
 	if put.CorrelationID != "cor_1" || put.ChannelID != "ch_1" || put.Reply != "late reply cor_1" ||
 		string(put.Metadata) != `{"k":"v"}` || !put.CreatedAt.Equal(out("").CreatedAt) {
 		t.Fatalf("put = %+v", put)
 	}
-	if got := closeDrained(t, r2, dir); len(got) != 0 { // Close waits for the loop
+	if got := closeDrained(t, r2, db2); len(got) != 0 { // Close waits for the loop
 		t.Fatalf("journal after delivery = %v", got)
 	}
 }
 
 // A message the API refuses for good is set aside, not retried forever; a
 // corrupt journal entry is set aside at start; a half-written one is removed.
+// (The corrupt and half-written entries are files of the JSON journal of an
+// earlier pod, imported at start.)
 func TestRelayRejectedAndCorruptEntries(t *testing.T) {
 	t.Parallel()
 	api := newFakeAPI(t, http.StatusNotFound)
 	dir := t.TempDir()
-	must(t, os.WriteFile(filepath.Join(dir, "junk.json"), []byte("{not json"), 0o600))
-	must(t, os.WriteFile(filepath.Join(dir, "half.json.tmp"), []byte("{"), 0o600))
-	r := open(t, dir, api)
+	must(t, os.MkdirAll(filepath.Join(dir, "outbox"), 0o700))
+	must(t, os.WriteFile(filepath.Join(dir, "outbox", "junk.json"), []byte("{not json"), 0o600))
+	must(t, os.WriteFile(filepath.Join(dir, "outbox", "half.json.tmp"), []byte("{"), 0o600))
+	db := openDB(t, dir)
+	if _, err := os.Stat(filepath.Join(dir, "outbox")); !os.IsNotExist(err) {
+		t.Fatalf("the imported JSON journal is still there: %v", err)
+	}
+	r := open(t, db, api)
 	r.Put("ch_gone", out("cor_x"))
 	<-api.seen
-	if got := closeDrained(t, r, dir); len(got) != 2 || got[0] != ".bad" || got[1] != ".rejected" {
-		t.Fatalf("journal = %v, want one .bad and one .rejected", got)
+	if got := closeDrained(t, r, db); len(got) != 2 || got[0] != "bad" || got[1] != "rejected" {
+		t.Fatalf("journal = %v, want one bad and one rejected", got)
 	}
 }
 
@@ -183,7 +221,7 @@ func TestRelayRejectedAndCorruptEntries(t *testing.T) {
 // journal.
 func TestRelayHandsOverAndForgets(t *testing.T) {
 	t.Parallel()
-	api, dir, r := openWithAPI(t, http.StatusCreated)
+	api, _, db, r := openWithAPI(t, http.StatusCreated)
 	r.Put("ch_1", out("cor_a"))
 	if put := <-api.accepted; put.CorrelationID != "cor_a" {
 		t.Fatalf("put = %+v", put)
@@ -194,7 +232,7 @@ func TestRelayHandsOverAndForgets(t *testing.T) {
 	}
 	// Close may cut the answer to the last POST and send it again: the API
 	// is idempotent on the correlation id, so that stores nothing twice.
-	left := closeDrained(t, r, dir)
+	left := closeDrained(t, r, db)
 	api.mu.Lock()
 	stored := len(api.stored)
 	api.mu.Unlock()
@@ -203,7 +241,7 @@ func TestRelayHandsOverAndForgets(t *testing.T) {
 	}
 	// A Put after Close stays in the journal for the next start.
 	r.Put("ch_1", out("cor_c"))
-	if got := journal(t, dir); len(got) != 1 {
+	if got := journalOf(t, db); len(got) != 1 {
 		t.Fatalf("journal = %v", got)
 	}
 }

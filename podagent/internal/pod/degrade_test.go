@@ -3,15 +3,15 @@ package pod
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/svc-dev/svc/podagent/internal/checkpointjournal"
 	"github.com/svc-dev/svc/podagent/internal/degrade"
+	"github.com/svc-dev/svc/podagent/internal/journal"
 	"github.com/svc-dev/svc/shared/objstore"
 	"github.com/svc-dev/svc/shared/testenv"
 )
@@ -135,11 +135,17 @@ func TestRecordFailuresAreRetriedAndSurviveRestart(t *testing.T) {
 	if p.Recorder.Len() != 4 || len(api.recorded()) != 0 {
 		t.Fatalf("pending=%d recorded=%d", p.Recorder.Len(), len(api.recorded()))
 	}
-	journal, err := os.ReadFile(filepath.Join(ws, ".git", "svc-agent", "checkpoints.json"))
-	if err != nil || strings.Count(string(journal), `"commitSha"`) != 4 {
-		t.Fatalf("journal: %s %v", journal, err)
-	}
 	p.Close()
+	// On disk: the pod's journal file holds the four commits.
+	db, err := journal.OpenState(filepath.Join(ws, ".git", "svc-agent"), journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	onDisk, _, err := journal.TableOf[checkpointjournal.Entry](db, journal.Checkpoints).Load(nil)
+	_ = db.Close()
+	if err != nil || len(onDisk) != 4 || onDisk[3].Value.Record.CommitSHA == "" {
+		t.Fatalf("journal: %+v %v", onDisk, err)
+	}
 	api.down.Store(false)
 	p2 := startPod(t, api.options(ws, store))
 	if got := len(api.recorded()); got != 4 || p2.Recorder.Len() != 0 {

@@ -26,6 +26,7 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/degrade"
 	"github.com/svc-dev/svc/podagent/internal/durable"
 	"github.com/svc-dev/svc/podagent/internal/gitsync"
+	"github.com/svc-dev/svc/podagent/internal/journal"
 	"github.com/svc-dev/svc/podagent/internal/lfs"
 	"github.com/svc-dev/svc/podagent/internal/metrics"
 	"github.com/svc-dev/svc/podagent/internal/ownership"
@@ -76,7 +77,11 @@ type Pod struct {
 	Durable *durable.Persister
 	// Lease is the pod's claim on its project: it fences every durable
 	// write in every mode (docs/sync-modes.md §11).
-	Lease    *ownership.Lease
+	Lease *ownership.Lease
+	// Journal is the pod's one journal of durable promises (checkpoint
+	// records, accepted webhook messages, outbox messages, counters, the
+	// activity window): <workspace>/.git/svc-agent/journal.db.
+	Journal  *journal.DB
 	Recorder *checkpointjournal.Recorder
 	// Assets offloads large files in s3 and dual_shadow (and holds the
 	// legacy offload that git_only migrates to git-lfs).
@@ -187,7 +192,19 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 			return repoarchive.Manifest{DepsHash: hash}, err
 		}})
 	client := &internalapi.Client{BaseURL: cfg.APIURL, ProjectID: cfg.ProjectID, Token: cfg.RuntimeToken, HTTP: o.HTTPClient}
-	p.Recorder, err = checkpointjournal.Open(filepath.Join(ws, ".git", durable.StateDirName, "checkpoints.json"), client, log)
+	// The journal is opened before cold start (a catch-up commit is
+	// remembered in it); a restore that replaces a headless .git carries the
+	// open file over (durable.Restore).
+	if p.Journal, err = journal.OpenState(filepath.Join(ws, ".git", durable.StateDirName), journal.Options{Log: log}); err != nil {
+		return nil, err
+	}
+	started := false
+	defer func() {
+		if !started {
+			_ = p.Journal.Close()
+		}
+	}()
+	p.Recorder, err = checkpointjournal.Open(p.Journal, client, log)
 	if err != nil {
 		return nil, err
 	}
@@ -252,7 +269,7 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 	// Webhook channel: the agent's tool loop ends each turn with p.Turn.
 	wdeps, err := webhook.PodDeps(webhook.PodOptions{APIURL: cfg.APIURL, ProjectID: cfg.ProjectID,
 		RuntimeToken: cfg.RuntimeToken, API: client, Workspace: ws, Committer: p, Settings: o.Webhook, Log: log, HTTP: o.HTTPClient,
-		Ready: ready})
+		Ready: ready, Journal: p.Journal})
 	if err != nil {
 		return nil, err
 	}
@@ -267,6 +284,7 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 		defer close(p.bgDone)
 		p.Sync.Run(bgCtx)
 	}()
+	started = true
 	return p, nil
 }
 
@@ -347,5 +365,8 @@ func (p *Pod) Close() {
 	}
 	if p.S3 != nil {
 		p.S3.Close()
+	}
+	if p.Journal != nil {
+		_ = p.Journal.Close()
 	}
 }

@@ -2,9 +2,9 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
-	"path/filepath"
 
 	"go.uber.org/zap"
 
@@ -13,8 +13,8 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/attemptlog"
 	"github.com/svc-dev/svc/podagent/internal/callback"
 	"github.com/svc-dev/svc/podagent/internal/channelcfg"
-	"github.com/svc-dev/svc/podagent/internal/durable"
 	"github.com/svc-dev/svc/podagent/internal/inbox"
+	"github.com/svc-dev/svc/podagent/internal/journal"
 	"github.com/svc-dev/svc/podagent/internal/outbox"
 	"github.com/svc-dev/svc/shared/internalapi"
 )
@@ -35,13 +35,11 @@ type PodOptions struct {
 	// API is the pod's one internal client (nil: one is built from APIURL,
 	// ProjectID, RuntimeToken and HTTP).
 	API *internalapi.Client
-	// OutboxDir is the journal of outbox messages not yet accepted by the
-	// API (default <Workspace>/.git/svc-agent/outbox, next to the checkpoint
-	// journal).
-	OutboxDir string
-	// InboxDir is the journal of accepted async messages, messageCount and
-	// the activity window (default <Workspace>/.git/svc-agent/inbox).
-	InboxDir string
+	// Journal is the pod's one journal (package journal): accepted async
+	// messages, messageCount, the activity window and the outbox messages
+	// not yet accepted by the API live in it. Required; the pod closes it
+	// after Handler.Shutdown.
+	Journal *journal.DB
 }
 
 // PodDeps assembles the production Deps of a pod: channel config from the
@@ -60,20 +58,20 @@ func PodDeps(o PodOptions) (Deps, error) {
 	if err != nil {
 		return Deps{}, fmt.Errorf("webhook: %w", err)
 	}
-	inboxDir := o.InboxDir
-	if inboxDir == "" {
-		inboxDir = filepath.Join(o.Workspace, ".git", durable.StateDirName, "inbox")
+	if o.Journal == nil {
+		_ = agent.Close()
+		return Deps{}, errors.New("webhook: PodOptions.Journal is required")
 	}
-	journal, bad, err := inbox.Open(inboxDir)
+	messages, bad, err := inbox.Open(o.Journal)
 	if err != nil {
 		_ = agent.Close()
 		return Deps{}, fmt.Errorf("webhook: message journal: %w", err)
 	}
-	for _, f := range bad {
-		o.Log.Error("unreadable message journal entry; set aside as *.bad", zap.String("file", f))
+	for _, k := range bad {
+		o.Log.Error("unreadable message journal entry; set aside in the journal", zap.String("key", k))
 	}
 	act := activity.New(nil)
-	if err := act.Persist(filepath.Join(inboxDir, "activity.state")); err != nil {
+	if err := act.Persist(o.Journal); err != nil {
 		o.Log.Warn("the activity window of an earlier run could not be read", zap.Error(err))
 	}
 	api := o.API
@@ -84,11 +82,7 @@ func PodDeps(o PodOptions) (Deps, error) {
 	var durableOutbox DurableOutbox
 	if o.APIURL != "" {
 		durableOutbox = api
-		dir := o.OutboxDir
-		if dir == "" {
-			dir = filepath.Join(o.Workspace, ".git", durable.StateDirName, "outbox")
-		}
-		relay, err := outbox.OpenRelay(outbox.RelayOptions{Dir: dir, Log: o.Log,
+		relay, err := outbox.OpenRelay(outbox.RelayOptions{Journal: o.Journal, Log: o.Log,
 			Poster: api})
 		if err != nil {
 			_ = agent.Close()
@@ -112,7 +106,7 @@ func PodDeps(o PodOptions) (Deps, error) {
 		Agent:        agent,
 		Callbacks:    cb,
 		Outbox:       ob,
-		Journal:      journal,
+		Journal:      messages,
 		Durable:      durableOutbox,
 		Activity:     act,
 		Ready:        o.Ready,
