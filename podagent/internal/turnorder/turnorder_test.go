@@ -31,7 +31,7 @@ func (s *steps) got() []string {
 }
 
 type agent struct {
-	s    *steps
+	s       *steps
 	run     func(ctx context.Context) (agentloop.Result, error)
 	arrived chan struct{}
 	gate    chan struct{}
