@@ -133,6 +133,9 @@ func New(o Options) *GitWorkspaceSync {
 	o.PersistTimeout = settings.PositiveOr(o.PersistTimeout, 60*time.Second)
 	o.RetryMin = settings.PositiveOr(o.RetryMin, time.Second)
 	o.RetryMax = settings.PositiveOr(o.RetryMax, time.Minute)
+	if o.Strategy == nil {
+		panic("gitsync: Options.Strategy is required (syncstrategy.For)")
+	}
 	if o.Lease == nil {
 		o.Lease = o.Persister.Lease()
 	}

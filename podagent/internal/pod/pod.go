@@ -193,7 +193,7 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 		S3: p.S3, Metrics: p.Metrics, Log: log, RetryMin: cfg.PersistRetryMin, RetryMax: cfg.PersistRetryMax,
 		PersistAttempts: o.PersistAttempts, PersistTimeout: o.PersistTimeout, RepackLooseObjects: o.RepackLooseObjects,
 		LFS: large.Turn, Origin: origin}
-	copts := coldstart.Options{Mode: strat.Mode(), Repo: p.Repo, Durable: p.Durable, S3: p.S3, Log: log,
+	copts := coldstart.Options{Repo: p.Repo, Durable: p.Durable, S3: p.S3, Log: log,
 		LFS: large.Cold, Assets: large.Assets, Origin: origin}
 	// The pod is the sole writer: a lock a killed git left blocks every
 	// later write, so it goes before anything runs git.
@@ -209,7 +209,7 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 	if err := p.Lease.Claim(ctx); err != nil && !errors.Is(err, ownership.ErrFenced) {
 		log.Warn("claiming the project failed; the first write claims it", zap.Error(err))
 	}
-	p.ColdStart, err = coldstart.Run(ctx, copts)
+	p.ColdStart, err = strat.Restore(ctx, copts)
 	if errors.Is(err, coldstart.ErrDiverged) {
 		_ = p.Lease.Fence(err.Error())
 	} else if err != nil && !errors.Is(err, durable.ErrFenced) {

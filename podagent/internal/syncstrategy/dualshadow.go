@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/svc-dev/svc/podagent/internal/coldstart"
 	"github.com/svc-dev/svc/podagent/internal/gitsync"
 	"github.com/svc-dev/svc/shared/syncmode"
 )
@@ -14,6 +15,11 @@ import (
 type dualShadow struct{ sourceModes }
 
 func (dualShadow) Mode() syncmode.Mode { return syncmode.DualShadow }
+
+func (dualShadow) Restore(ctx context.Context, o coldstart.Options) (coldstart.Result, error) {
+	o.Mode = syncmode.DualShadow
+	return coldstart.Run(ctx, o)
+}
 
 func (dualShadow) Origin(p Parts) *gitsync.Origin {
 	return &gitsync.Origin{APIURL: p.Config.APIURL, ProjectID: p.Config.ProjectID, Token: p.Config.RuntimeToken, Epoch: p.Lease.Epoch}

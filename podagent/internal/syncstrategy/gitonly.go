@@ -5,6 +5,7 @@ import (
 
 	"github.com/svc-dev/svc/podagent/internal/assets"
 
+	"github.com/svc-dev/svc/podagent/internal/coldstart"
 	"github.com/svc-dev/svc/podagent/internal/gitsync"
 	"github.com/svc-dev/svc/podagent/internal/lfs"
 	"github.com/svc-dev/svc/podagent/internal/s3sync"
@@ -19,6 +20,11 @@ import (
 type gitOnly struct{}
 
 func (gitOnly) Mode() syncmode.Mode { return syncmode.GitOnly }
+
+func (gitOnly) Restore(ctx context.Context, o coldstart.Options) (coldstart.Result, error) {
+	o.Mode = syncmode.GitOnly
+	return coldstart.Run(ctx, o)
+}
 
 func (gitOnly) Source(o *s3sync.Options, _ *assets.Assets) { o.SuppressProjectArchive = true }
 

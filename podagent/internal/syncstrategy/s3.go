@@ -3,6 +3,7 @@ package syncstrategy
 import (
 	"context"
 
+	"github.com/svc-dev/svc/podagent/internal/coldstart"
 	"github.com/svc-dev/svc/podagent/internal/gitsync"
 	"github.com/svc-dev/svc/shared/syncmode"
 )
@@ -13,6 +14,11 @@ import (
 type s3Only struct{ sourceModes }
 
 func (s3Only) Mode() syncmode.Mode { return syncmode.S3 }
+
+func (s3Only) Restore(ctx context.Context, o coldstart.Options) (coldstart.Result, error) {
+	o.Mode = syncmode.S3
+	return coldstart.Run(ctx, o)
+}
 
 func (s3Only) Origin(Parts) *gitsync.Origin { return nil }
 

@@ -46,6 +46,10 @@ type Strategy interface {
 	// Origin is the API origin the pod pushes to and restores from
 	// (dual_shadow); nil: none.
 	Origin(p Parts) *gitsync.Origin
+	// Restore is the mode's cold start (spec 10.1.5–10.1.7): from the
+	// durable .git in git_only, from the S3 layers (and the origin) in s3
+	// and dual_shadow.
+	Restore(ctx context.Context, o coldstart.Options) (coldstart.Result, error)
 	// AfterStart runs once after cold start and Resume (git_only migrates
 	// an earlier life's assets to git-lfs).
 	AfterStart(ctx context.Context, p Started)

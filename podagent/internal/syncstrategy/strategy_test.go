@@ -19,10 +19,12 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/svc-dev/svc/podagent/internal/assets"
 	"github.com/svc-dev/svc/podagent/internal/config"
 	"github.com/svc-dev/svc/podagent/internal/gitsync"
 	"github.com/svc-dev/svc/podagent/internal/ownership"
 	"github.com/svc-dev/svc/podagent/internal/pod"
+	"github.com/svc-dev/svc/podagent/internal/s3sync"
 	"github.com/svc-dev/svc/podagent/internal/syncstrategy"
 	"github.com/svc-dev/svc/shared/objstore"
 	fsstore "github.com/svc-dev/svc/shared/objstore/fs"
@@ -52,6 +54,54 @@ func TestForPicksOneStrategyPerMode(t *testing.T) {
 		t.Errorf("For(gitonly) = %v, want an error naming the modes", err)
 	}
 }
+
+// Each strategy wires its mode: the origin only in dual_shadow, layer 2
+// suppressed (and written again while degraded) only in git_only, large
+// files as assets in s3 and dual_shadow, git-lfs in git_only.
+func TestEachStrategyWiresItsMode(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	as := assets.New(assets.Options{Workspace: ws, ProjectID: "p1"})
+	cfg := &config.Config{ProjectID: "p1", APIURL: "http://127.0.0.1:1", RuntimeToken: token, LFS: true,
+		LargeFileBytes: config.DefaultLargeFileBytes}
+	parts := syncstrategy.Parts{Config: cfg, Workspace: ws, Assets: as, Log: zaptest.NewLogger(t),
+		Lease: ownership.New(ownership.Options{ProjectID: "p1"})}
+	for _, tc := range []struct {
+		mode                          syncmode.Mode
+		origin, suppressed, onDegrade bool
+		assets                        bool
+	}{
+		{mode: syncmode.GitOnly, suppressed: true, onDegrade: true},
+		{mode: syncmode.S3, assets: true},
+		{mode: syncmode.DualShadow, origin: true, assets: true},
+	} {
+		s, err := syncstrategy.For(tc.mode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Origin(parts) != nil; got != tc.origin {
+			t.Errorf("%s: origin %v, want %v", tc.mode, got, tc.origin)
+		}
+		var o s3sync.Options
+		s.Source(&o, as)
+		if o.SuppressProjectArchive != tc.suppressed || (o.Exclude != nil) != tc.assets {
+			t.Errorf("%s: layer 2 suppressed %v, excludes assets %v", tc.mode, o.SuppressProjectArchive, o.Exclude != nil)
+		}
+		if got := s.SuppressSource(s3sync.New(o)) != nil; got != tc.onDegrade {
+			t.Errorf("%s: degrade suppression callback %v, want %v", tc.mode, got, tc.onDegrade)
+		}
+		lf := s.LargeFiles(parts)
+		if got := lf.Assets != nil && lf.Turn == syncstrategyTurn(as); got != tc.assets {
+			t.Errorf("%s: large files as assets %v, want %v", tc.mode, got, tc.assets)
+		}
+		if got := lf.Cold != nil; got == tc.assets {
+			t.Errorf("%s: git-lfs at cold start %v, want %v", tc.mode, got, !tc.assets)
+		}
+	}
+}
+
+// syncstrategyTurn is as as the engine's large-file hook.
+func syncstrategyTurn(as *assets.Assets) gitsync.LargeFiles { return as }
 
 // api is the API as a pod sees it: the record endpoint and, for
 // dual_shadow, the project's git origin (real git http-backend).
