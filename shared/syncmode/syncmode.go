@@ -1,5 +1,8 @@
 // Package syncmode is the cloud sync mode of a project (spec 2.6 and 3.1):
-// s3, dual_shadow or git_only (the default since the migration of spec 9).
+// s3, dual_shadow or git_only (the default since the migration of spec 9),
+// and the mode table: what each mode is, as facts a caller asks for instead
+// of comparing modes. The pod's behaviour per mode is its strategy
+// (podagent/internal/syncstrategy).
 package syncmode
 
 import "fmt"
@@ -30,11 +33,28 @@ func Parse(s string) (Mode, error) {
 	return "", fmt.Errorf("unknown cloud sync mode %q (want s3, dual_shadow or git_only)", s)
 }
 
+// traits is one row of the mode table.
+type traits struct {
+	keepsSourceArchive bool
+	pushesToAPI        bool
+}
+
+// table is the mode table: every mode and what it is.
+var table = map[Mode]traits{
+	S3:         {keepsSourceArchive: true},
+	DualShadow: {keepsSourceArchive: true, pushesToAPI: true},
+	GitOnly:    {},
+}
+
 // KeepsSourceArchive reports whether a pod in mode m writes the project's
 // files to object storage each turn (project-src.tar.gz and the assets) and
 // a cold start restores them from there: s3 and dual_shadow. In git_only the
 // durable .git alone holds them.
-func (m Mode) KeepsSourceArchive() bool { return m == S3 || m == DualShadow }
+func (m Mode) KeepsSourceArchive() bool { return table[m].keepsSourceArchive }
+
+// PushesToAPI reports whether a pod in mode m pushes each turn to the API's
+// git endpoint (dual_shadow), so it cannot run without SVC_API_URL.
+func (m Mode) PushesToAPI() bool { return table[m].pushesToAPI }
 
 // Valid reports whether m is one of the three modes.
-func (m Mode) Valid() bool { return m == S3 || m == DualShadow || m == GitOnly }
+func (m Mode) Valid() bool { _, ok := table[m]; return ok }

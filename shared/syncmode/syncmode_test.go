@@ -27,3 +27,22 @@ func TestKeepsSourceArchive(t *testing.T) {
 		}
 	}
 }
+
+// Only dual_shadow pushes to the API, and the table knows exactly the three
+// modes.
+func TestModeTable(t *testing.T) {
+	t.Parallel()
+	for m, want := range map[syncmode.Mode]bool{syncmode.S3: false, syncmode.DualShadow: true, syncmode.GitOnly: false} {
+		if got := m.PushesToAPI(); got != want {
+			t.Errorf("%s.PushesToAPI() = %v, want %v", m, got, want)
+		}
+		if !m.Valid() {
+			t.Errorf("%s.Valid() = false", m)
+		}
+	}
+	for _, m := range []syncmode.Mode{"", "S3", "gitonly"} {
+		if m.Valid() || m.KeepsSourceArchive() || m.PushesToAPI() {
+			t.Errorf("%q is in the table", m)
+		}
+	}
+}

@@ -3,9 +3,10 @@
 // (POST {SVC_API_URL}/internal/projects/{id}/chat/completions, runtime
 // token as bearer, metered to the project's workspace), with the tools
 // list_files, read_file, write_file and delete_file confined to the
-// workspace. Iterations are bounded, one turn runs at a time, and a turn
-// that changed files ends with one Committer.Turn (commit, persist,
-// checkpoint row).
+// workspace. Iterations are bounded and one turn runs at a time. The loop
+// only talks to the model and runs tools: it reports whether a tool changed
+// a file, and package turn, the one owner of a turn's order, journals the
+// reply and commits.
 package agentloop
 
 import (
@@ -32,7 +33,6 @@ const (
 	DefaultModel         = "svc-2-0"
 	DefaultMaxIterations = 20
 	DefaultCallTimeout   = 5 * time.Minute
-	DefaultCommitTimeout = 2 * time.Minute
 )
 
 // DefaultSystemPrompt is the agent's standing instruction.
@@ -40,12 +40,6 @@ const DefaultSystemPrompt = "You are the agent of a software project. You work o
 	"list_files, read_file, write_file and delete_file; paths are relative to the project's root and the .git " +
 	"directory is off limits. Messages reach you through a webhook channel from an external system. Do what the " +
 	"message asks, then answer with a short, plain reply for the sender."
-
-// Committer ends a turn: stage, commit, persist and record (pod.Pod.Turn).
-// It returns "" when nothing changed.
-type Committer interface {
-	Turn(ctx context.Context, message string) (sha string, err error)
-}
 
 // Options configure an Agent.
 type Options struct {
@@ -58,14 +52,12 @@ type Options struct {
 	HTTP      *http.Client
 	// Workspace is the project's work tree.
 	Workspace string
-	Committer Committer
 	// MaxIterations bounds model calls per turn.
 	MaxIterations int
-	// CallTimeout bounds one gateway call; CommitTimeout the final commit.
-	CallTimeout   time.Duration
-	CommitTimeout time.Duration
-	SystemPrompt  string
-	Log           *zap.Logger
+	// CallTimeout bounds one gateway call.
+	CallTimeout  time.Duration
+	SystemPrompt string
+	Log          *zap.Logger
 }
 
 // Request is one inbound message.
@@ -77,11 +69,6 @@ type Request struct {
 	CorrelationID string
 	// Metadata is the caller's metadata object, forwarded unchanged.
 	Metadata json.RawMessage
-	// BeforeCommit, when set, is called once the turn's reply is known and
-	// before its changes are committed (with the reply Run would return for
-	// the loop's outcome), so that a caller can journal the reply: a turn
-	// that committed is then never run again.
-	BeforeCommit func(res Result, err error)
 	// WaitForLimits makes a model call refused by a plan limit (429, or
 	// 402 with resets_at) wait for it and retry within the turn's deadline
 	// (an accepted async message); without it the error ends the turn.
@@ -89,7 +76,8 @@ type Request struct {
 }
 
 // Result is the outcome of a turn. Reply is always set, also with an error
-// (then it explains the failure in plain words).
+// (then it explains the failure in plain words). CommitSHA is set by the
+// turn's commit (package turn), never by the loop.
 type Result struct {
 	Reply      string
 	CommitSHA  string
@@ -101,7 +89,7 @@ type Result struct {
 type Error struct {
 	// Code: gateway_unreachable, gateway_error or the gateway's own code
 	// (usage_limit_reached, rate_limited, …), invalid_model_response,
-	// max_iterations, commit_failed, turn_timeout, canceled,
+	// max_iterations, commit_failed (set by package turn), turn_timeout, canceled,
 	// insufficient_storage (a tool call hit a full workspace disk).
 	Code    string
 	Message string
@@ -138,7 +126,6 @@ func New(o Options) (*Agent, error) {
 	}
 	o.MaxIterations = settings.PositiveOr(o.MaxIterations, DefaultMaxIterations)
 	o.CallTimeout = settings.PositiveOr(o.CallTimeout, DefaultCallTimeout)
-	o.CommitTimeout = settings.PositiveOr(o.CommitTimeout, DefaultCommitTimeout)
 	if o.SystemPrompt == "" {
 		o.SystemPrompt = DefaultSystemPrompt
 	}
@@ -161,41 +148,27 @@ func (a *Agent) Close() error { return a.ws.Close() }
 // Workspace returns the tools' workspace.
 func (a *Agent) Workspace() *Workspace { return a.ws }
 
-// Run is one turn: it waits for the previous turn to end, loops over model
-// calls and tool calls, and commits what changed (also when the loop
-// failed part-way, so no change is left uncommitted).
+// Run is the agent's part of a turn: it waits for the previous turn to end
+// and loops over model calls and tool calls. Result.Changed says whether a
+// tool changed a file; committing is the caller's (package turn).
 func (a *Agent) Run(ctx context.Context, req Request) (Result, error) {
 	select {
 	case a.turn <- struct{}{}:
 	case <-ctx.Done():
-		return failed(Result{}, ctxError(ctx))
+		return Failed(Result{}, ContextError(ctx))
 	}
 	defer func() { <-a.turn }()
 
-	res, loopErr := a.loop(ctx, req)
-	if req.BeforeCommit != nil {
-		if loopErr != nil {
-			req.BeforeCommit(failed(res, loopErr))
-		} else {
-			req.BeforeCommit(res, nil)
-		}
-	}
-	if res.Changed {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.o.CommitTimeout)
-		sha, err := a.o.Committer.Turn(cctx, commitMessage(req))
-		cancel()
-		res.CommitSHA = sha
-		if err != nil && loopErr == nil {
-			loopErr = &Error{Code: "commit_failed", Message: "the agent's changes could not be committed", Cause: err}
-		}
-	}
-	if loopErr != nil {
-		return failed(res, loopErr)
+	res, err := a.loop(ctx, req)
+	if err != nil {
+		return Failed(res, err)
 	}
 	return res, nil
 }
 
-func failed(res Result, err error) (Result, error) {
+// Failed is the outcome of a failed turn: res with a reply that explains
+// err in plain words, and err as an *Error (internal_error unless it is one).
+func Failed(res Result, err error) (Result, error) {
 	var e *Error
 	if !errors.As(err, &e) {
 		e = &Error{Code: "internal_error", Message: "the agent failed", Cause: err}
@@ -204,14 +177,18 @@ func failed(res Result, err error) (Result, error) {
 	return res, e
 }
 
-func ctxError(ctx context.Context) error {
+// ContextError is the *Error of a turn whose context ended: turn_timeout
+// or canceled.
+func ContextError(ctx context.Context) error {
 	if errors.Is(context.Cause(ctx), context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return &Error{Code: "turn_timeout", Message: "the turn took longer than allowed", Cause: ctx.Err()}
 	}
 	return &Error{Code: "canceled", Message: "the turn was canceled", Cause: ctx.Err()}
 }
 
-func commitMessage(req Request) string {
+// CommitMessage is the commit message of a turn for req: the channel and
+// the message's first line, at most 72 characters.
+func CommitMessage(req Request) string {
 	m := strings.TrimSpace(req.Message)
 	if i := strings.IndexByte(m, '\n'); i >= 0 {
 		m = m[:i]
@@ -300,7 +277,7 @@ func (a *Agent) loop(ctx context.Context, req Request) (Result, error) {
 	}
 	for res.Iterations < a.o.MaxIterations {
 		if ctx.Err() != nil {
-			return res, ctxError(ctx)
+			return res, ContextError(ctx)
 		}
 		res.Iterations++
 		resp, err := a.completeWaiting(ctx, msgs, req.WaitForLimits, req.CorrelationID)
@@ -353,7 +330,7 @@ func (a *Agent) complete(ctx context.Context, msgs []message) (*chatResponse, er
 	resp, err := a.o.HTTP.Do(hreq)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, ctxError(ctx)
+			return nil, ContextError(ctx)
 		}
 		return nil, &Error{Code: "gateway_unreachable", Message: "the model gateway could not be reached", Cause: err}
 	}
@@ -361,7 +338,7 @@ func (a *Agent) complete(ctx context.Context, msgs []message) (*chatResponse, er
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, ctxError(ctx)
+			return nil, ContextError(ctx)
 		}
 		return nil, &Error{Code: "gateway_unreachable", Message: "reading the model gateway's answer failed", Cause: err}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/svc-dev/svc/podagent/internal/agentloop"
 	"github.com/svc-dev/svc/podagent/internal/agentloop/fakegateway"
+	"github.com/svc-dev/svc/podagent/internal/turnorder"
 )
 
 // committer records Turn calls.
@@ -39,7 +40,16 @@ func (c *committer) Calls() []string {
 	return append([]string(nil), c.calls...)
 }
 
-func newAgent(t *testing.T, max int) (*agentloop.Agent, *fakegateway.Server, *committer, string) {
+// turnAgent runs an agent's turns in package turnorder, which commits what
+// the tools changed (the agent loop itself only talks to the model and runs
+// tools): the commit assertions below hold for the whole turn.
+type turnAgent struct{ r *turnorder.Runner }
+
+func (a turnAgent) Run(ctx context.Context, req agentloop.Request) (agentloop.Result, error) {
+	return a.r.Run(ctx, req, nil)
+}
+
+func newAgent(t *testing.T, max int) (turnAgent, *fakegateway.Server, *committer, string) {
 	t.Helper()
 	gw := fakegateway.New(t, "prj_1", "rt-token")
 	ws := filepath.Join(t.TempDir(), "ws")
@@ -51,12 +61,12 @@ func newAgent(t *testing.T, max int) (*agentloop.Agent, *fakegateway.Server, *co
 	}
 	cm := &committer{}
 	a, err := agentloop.New(agentloop.Options{APIURL: gw.URL, ProjectID: "prj_1", Token: "rt-token", Workspace: ws,
-		Committer: cm, MaxIterations: max, Log: zaptest.NewLogger(t)})
+		MaxIterations: max, Log: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = a.Close() })
-	return a, gw, cm, ws
+	return turnAgent{turnorder.New(turnorder.Options{Agent: a, Committer: cm, Log: zaptest.NewLogger(t)})}, gw, cm, ws
 }
 
 func call(id, name string, args map[string]any) fakegateway.ToolCall {

@@ -71,7 +71,7 @@ func (a *Agent) completeWaiting(ctx context.Context, msgs []message, wait bool, 
 		a.log.Info("model call refused by the plan's limit; waiting to retry", zap.String("correlationId", corr),
 			zap.Duration("wait", d), zap.Error(err))
 		if pause.For(ctx, d) != nil {
-			return nil, ctxError(ctx)
+			return nil, ContextError(ctx)
 		}
 	}
 }

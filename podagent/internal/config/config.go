@@ -123,8 +123,8 @@ func (c *Config) validate() error {
 	if c.DegradeAfterFailures <= 0 {
 		errs = append(errs, errors.New("SVC_DEGRADE_AFTER_FAILURES must be positive"))
 	}
-	if c.Mode == syncmode.DualShadow && c.APIURL == "" {
-		errs = append(errs, fmt.Errorf("%s=dual_shadow needs SVC_API_URL: the pod pushes each turn to the API's git endpoint", syncmode.EnvVar))
+	if c.Mode.PushesToAPI() && c.APIURL == "" {
+		errs = append(errs, fmt.Errorf("%s=%s needs SVC_API_URL: the pod pushes each turn to the API's git endpoint", syncmode.EnvVar, c.Mode))
 	}
 	return errors.Join(errs...)
 }

@@ -1,6 +1,9 @@
-// Package gitsync is GitWorkspaceSync (spec 3.1 git_only row, 10.1): the
-// pod commits each turn locally, then afterCommit(sha) persists .git to
-// <projectId>/repo.git.tar.gz and records the checkpoint.
+// Package gitsync is GitWorkspaceSync, the pod's mode-free turn engine
+// (spec 3.1, 10.1): the pod commits each turn locally, then the mode's
+// Strategy (package syncstrategy; docs/sync-modes.md §12) says what the turn
+// does after its commit — in git_only persist .git to
+// <projectId>/repo.git.tar.gz and record the checkpoint — through Writes,
+// the one ownership-checked write path.
 //
 // Concurrency: turns, flushes and the final shutdown flush are serialised by
 // the turn lock. Inside it, stage+commit and the .git snapshot each take the
@@ -57,10 +60,9 @@ type LargeFiles interface {
 
 // Options configure a GitWorkspaceSync.
 type Options struct {
-	// Mode selects the per-turn writes (docs/sync-modes.md §1): git_only
-	// (empty) persists .git and records; dual_shadow writes the S3 layers
-	// and pushes to Origin; s3 writes the S3 layers only.
-	Mode      syncmode.Mode
+	// Strategy is what the mode does after a commit (docs/sync-modes.md
+	// §1, §12), chosen once at start (syncstrategy.For); required.
+	Strategy  Strategy
 	Origin    *Origin
 	Repo      *Repo
 	Persister *durable.Persister
@@ -99,8 +101,10 @@ const DefaultRepackLooseObjects = 256
 
 // GitWorkspaceSync drives turns. Create with New after cold start.
 type GitWorkspaceSync struct {
-	o   Options
-	log *zap.Logger
+	o     Options
+	log   *zap.Logger
+	strat Strategy
+	w     *Writes
 
 	turnMu    sync.Mutex // serialises turns, flushes, shutdown
 	repoMu    sync.Mutex // commit + snapshot
@@ -129,8 +133,8 @@ func New(o Options) *GitWorkspaceSync {
 	o.PersistTimeout = settings.PositiveOr(o.PersistTimeout, 60*time.Second)
 	o.RetryMin = settings.PositiveOr(o.RetryMin, time.Second)
 	o.RetryMax = settings.PositiveOr(o.RetryMax, time.Minute)
-	if o.Mode == "" {
-		o.Mode = syncmode.GitOnly
+	if o.Strategy == nil {
+		panic("gitsync: Options.Strategy is required (syncstrategy.For)")
 	}
 	if o.Lease == nil {
 		o.Lease = o.Persister.Lease()
@@ -139,7 +143,8 @@ func New(o Options) *GitWorkspaceSync {
 		o.RepackLooseObjects = DefaultRepackLooseObjects
 	}
 	o.RepackTimeout = settings.PositiveOr(o.RepackTimeout, time.Minute)
-	g := &GitWorkspaceSync{o: o, log: o.Log.Named("gitsync"), kick: make(chan struct{}, 1)}
+	g := &GitWorkspaceSync{o: o, log: o.Log.Named("gitsync"), kick: make(chan struct{}, 1), strat: o.Strategy}
+	g.w = &Writes{g: g}
 	g.bgCtx, g.bgCancel = context.WithCancel(context.Background())
 	if o.Recorder != nil && o.Metrics != nil {
 		o.Metrics.RecordsPending.Set(float64(o.Recorder.Len()))
@@ -154,9 +159,7 @@ func New(o Options) *GitWorkspaceSync {
 func (g *GitWorkspaceSync) Repo() *Repo { return g.o.Repo }
 
 // Mode returns the sync mode the sync was built for.
-func (g *GitWorkspaceSync) Mode() syncmode.Mode { return g.o.Mode }
-
-func (g *GitWorkspaceSync) gitOnly() bool { return g.o.Mode == syncmode.GitOnly }
+func (g *GitWorkspaceSync) Mode() syncmode.Mode { return g.strat.Mode() }
 
 // Healthy reports whether the durability state is healthy.
 func (g *GitWorkspaceSync) Healthy() bool { return !g.o.Machine.Degraded() }
@@ -225,21 +228,8 @@ func (g *GitWorkspaceSync) commitLocked(ctx context.Context, message string) (st
 	if terr != nil {
 		g.log.Warn("reading the turn number", zap.String("sha", sha), zap.Error(terr))
 	}
-	if g.gitOnly() {
-		// Only git_only records from the pod; in dual_shadow the API's
-		// post-receive writes the row, in s3 nobody does (spec 3.1).
-		rec, err := g.o.Repo.Checkpoint(ctx, sha)
-		if err != nil {
-			g.log.Warn("reading commit metadata", zap.String("sha", sha), zap.Error(err))
-			rec = wire.CheckpointRecord{CommitSHA: sha, CommitSummary: wire.CommitSummary{Message: message, Branch: Branch},
-				CreatedAt: time.Now().UTC()}
-		}
-		rec.Turn = turn
-		if err := g.o.Recorder.Remember(rec); err != nil {
-			g.log.Warn("saving checkpoint journal", zap.String("sha", sha), zap.Error(err))
-		}
-	}
-	g.log.Info("committed turn", zap.String("sha", sha), zap.Int64("turn", turn), zap.String("mode", string(g.o.Mode)))
+	g.strat.Committed(ctx, g.w, Commit{SHA: sha, Turn: turn, Message: message})
+	g.log.Info("committed turn", zap.String("sha", sha), zap.Int64("turn", turn), zap.String("mode", string(g.Mode())))
 	testhook.Reach(testhook.AfterCommit)
 	return sha, nil
 }
@@ -256,26 +246,11 @@ func (g *GitWorkspaceSync) removeStaleLocks() {
 	}
 }
 
-// afterCommit is spec 6's afterCommit(sha): push large files, persist .git,
-// then record; then the S3 layers (layer 2 only when not suppressed).
-func (g *GitWorkspaceSync) afterCommit(ctx context.Context, sha string) {
-	if !g.gitOnly() {
-		// s3 and dual_shadow: S3 (layers + assets) first, it is what reads
-		// and cold starts trust; then the push in dual_shadow.
-		_ = g.s3Write(ctx)
-		_ = g.persistStep(ctx)
-		return
-	}
-	g.pushLargeFiles(ctx)
-	if err := g.persistStep(ctx); err == nil {
-		g.recordPending(ctx)
-		g.maybeRepack()
-	}
-	if g.o.S3 != nil && !g.Fenced() {
-		if err := g.o.S3.AfterTurn(ctx); err != nil {
-			g.log.Warn("s3sync after turn", zap.Error(err))
-		}
-	}
+// afterCommit is spec 6's afterCommit(sha): what the mode's strategy does
+// after a commit (git_only: push large files, persist .git, record, the
+// deps layer; s3 and dual_shadow: the S3 layers, then the push).
+func (g *GitWorkspaceSync) afterCommit(ctx context.Context, _ string) {
+	g.strat.AfterCommit(ctx, g.w)
 }
 
 // s3Write is the per-turn S3 write of s3 and dual_shadow: large files as
@@ -331,15 +306,9 @@ func (g *GitWorkspaceSync) pushLargeFiles(ctx context.Context) {
 // persistStep is one durability step: snapshot under the repository lock,
 // upload with bounded retries, report the outcome to the degrade machine.
 func (g *GitWorkspaceSync) persistStep(ctx context.Context) error {
-	var err error
-	switch g.o.Mode {
-	case syncmode.S3:
-		g.dirty.Store(false) // no durability step in s3 (spec 3.2)
-		return nil
-	case syncmode.DualShadow:
-		err = g.push(ctx)
-	default:
-		err = g.persist(ctx)
+	counted, err := g.strat.Durability(ctx, g.w)
+	if !counted {
+		return err
 	}
 	switch {
 	case err == nil:
@@ -351,7 +320,7 @@ func (g *GitWorkspaceSync) persistStep(ctx context.Context) error {
 		if g.o.Metrics != nil {
 			g.o.Metrics.PersistFailures.Inc()
 		}
-		g.log.Warn("durability step failed", zap.String("mode", string(g.o.Mode)), zap.Error(err),
+		g.log.Warn("durability step failed", zap.String("mode", string(g.Mode())), zap.Error(err),
 			zap.Int("consecutiveFailures", g.o.Machine.ConsecutiveFailures()+1))
 		g.o.Machine.Failure(err)
 		g.poke()
@@ -559,25 +528,17 @@ func (g *GitWorkspaceSync) flushLocked(ctx context.Context, fo FlushOptions) (wi
 	if _, err := g.commitLocked(ctx, msg); err != nil {
 		return wire.GitFlushResponse{}, err
 	}
-	if g.gitOnly() {
-		g.pushLargeFiles(ctx)
-	} else if !fo.skipS3 {
-		err := g.s3Write(ctx)
-		if errors.Is(err, ErrFenced) {
-			return wire.GitFlushResponse{}, err
-		}
-		if err != nil && g.o.Mode == syncmode.S3 {
-			return wire.GitFlushResponse{}, errors.Join(ErrNotPersisted, err)
-		}
+	if err := g.strat.FlushWrites(ctx, g.w, fo.skipS3); errors.Is(err, ErrFenced) {
+		return wire.GitFlushResponse{}, err
+	} else if err != nil {
+		return wire.GitFlushResponse{}, errors.Join(ErrNotPersisted, err)
 	}
 	if err := g.persistStep(ctx); errors.Is(err, ErrFenced) {
 		return wire.GitFlushResponse{}, err
 	} else if err != nil {
 		return wire.GitFlushResponse{}, errors.Join(ErrNotPersisted, err)
 	}
-	if g.gitOnly() {
-		g.recordPending(ctx)
-	}
+	g.strat.AfterFlush(ctx, g.w)
 	g.ensureDeps(ctx)
 	head, err := g.o.Repo.Head(ctx)
 	if err != nil {
@@ -680,31 +641,7 @@ func (g *GitWorkspaceSync) Resume(ctx context.Context) {
 	if g.Fenced() {
 		return
 	}
-	switch g.o.Mode {
-	case syncmode.S3:
-		return
-	case syncmode.DualShadow:
-		// A restarted pod may hold commits the origin lacks: push (a
-		// no-op when it is up to date).
-		if head, _ := g.o.Repo.Head(ctx); head != "" {
-			g.dirty.Store(true)
-			_ = g.persistStep(ctx)
-		}
-		return
-	}
-	unpersisted := false
-	for _, e := range g.o.Recorder.Pending() {
-		unpersisted = unpersisted || !e.Persisted
-	}
-	if unpersisted {
-		g.dirty.Store(true)
-		g.log.Info("resuming: persisting commits made before a restart")
-		g.pushLargeFiles(ctx)
-		if err := g.persistStep(ctx); err != nil {
-			return
-		}
-	}
-	g.recordPending(ctx)
+	g.strat.Resume(ctx, g.w)
 }
 
 // Run is the background retry loop: while degraded (or while a persist is
@@ -755,15 +692,7 @@ func (g *GitWorkspaceSync) needsWork() bool {
 	if g.dirty.Load() || g.s3Owed.Load() {
 		return true
 	}
-	if !g.gitOnly() {
-		return false
-	}
-	for _, e := range g.o.Recorder.Pending() {
-		if e.Persisted {
-			return true
-		}
-	}
-	return false
+	return g.strat.Owed(g.w)
 }
 
 // retryOnce makes one background attempt; it reports whether all work is done.
@@ -783,10 +712,7 @@ func (g *GitWorkspaceSync) retryOnce(ctx context.Context) bool {
 			return false
 		}
 	}
-	if !g.gitOnly() {
-		return true
-	}
-	return g.o.Recorder.Flush(ctx) == nil
+	return g.strat.Retry(ctx, g.w)
 }
 
 func (g *GitWorkspaceSync) poke() {

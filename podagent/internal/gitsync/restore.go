@@ -35,11 +35,7 @@ func (g *GitWorkspaceSync) Restore(ctx context.Context, sha string) (wire.Restor
 	if err != nil {
 		return resp, err
 	}
-	if p, ok := g.o.LFS.(puller); ok && g.gitOnly() {
-		if err := p.Pull(ctx); err != nil {
-			g.log.Warn("large-file pull after rollback", zap.Error(err))
-		}
-	}
+	g.strat.AfterRollback(ctx, g.w)
 	short := sha
 	if len(short) > 12 {
 		short = short[:12]

@@ -1,10 +1,10 @@
 // Package pod assembles a pod from its parts (spec 10.1): the git runner,
 // GitWorkspaceSync, the durable store with fencing, the checkpoint
 // recorder, the degrade machine, S3Sync, cold start, the HTTP server and the
-// shutdown sequence, for each sync mode (spec 3.1; docs/sync-modes.md):
-// git_only persists .git and records, dual_shadow writes the S3 layers and
-// pushes to the API origin, s3 writes the S3 layers only. cmd/podagent runs
-// it; tests run it in-process.
+// shutdown sequence. What differs per sync mode (spec 3.1;
+// docs/sync-modes.md §12) is the mode's syncstrategy.Strategy, chosen once
+// here; this package names no mode. cmd/podagent runs it; tests run it
+// in-process.
 package pod
 
 import (
@@ -27,12 +27,12 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/durable"
 	"github.com/svc-dev/svc/podagent/internal/gitsync"
 	"github.com/svc-dev/svc/podagent/internal/journal"
-	"github.com/svc-dev/svc/podagent/internal/lfs"
 	"github.com/svc-dev/svc/podagent/internal/metrics"
 	"github.com/svc-dev/svc/podagent/internal/ownership"
 	"github.com/svc-dev/svc/podagent/internal/s3sync"
 	"github.com/svc-dev/svc/podagent/internal/server"
 	"github.com/svc-dev/svc/podagent/internal/shutdown"
+	"github.com/svc-dev/svc/podagent/internal/syncstrategy"
 	"github.com/svc-dev/svc/podagent/internal/testhook"
 	"github.com/svc-dev/svc/podagent/internal/webhook"
 	"github.com/svc-dev/svc/shared/gitrun"
@@ -41,7 +41,6 @@ import (
 	_ "github.com/svc-dev/svc/shared/objstore/fs" // registers the fs backend
 	_ "github.com/svc-dev/svc/shared/objstore/s3" // registers the s3 backend
 	"github.com/svc-dev/svc/shared/repoarchive"
-	"github.com/svc-dev/svc/shared/syncmode"
 )
 
 // Options configure Start.
@@ -85,8 +84,10 @@ type Pod struct {
 	Recorder *checkpointjournal.Recorder
 	// Assets offloads large files in s3 and dual_shadow (and holds the
 	// legacy offload that git_only migrates to git-lfs).
-	Assets    *assets.Assets
-	Machine   *degrade.Machine
+	Assets  *assets.Assets
+	Machine *degrade.Machine
+	// Strategy is the pod's sync mode, chosen once at start.
+	Strategy  syncstrategy.Strategy
 	S3        *s3sync.S3Sync
 	Metrics   *metrics.Metrics
 	Echo      *echo.Echo
@@ -141,11 +142,11 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 		o.LayerStore = o.Store
 	}
 	runner := NewRunner(ws)
-	mode := cfg.Mode
-	if mode == "" {
-		mode = syncmode.GitOnly
+	strat, err := syncstrategy.For(cfg.Mode)
+	if err != nil {
+		return nil, err
 	}
-	p := &Pod{Config: cfg, Metrics: metrics.New(), log: log, afterTurn: o.AfterTurn}
+	p := &Pod{Config: cfg, Metrics: metrics.New(), log: log, afterTurn: o.AfterTurn, Strategy: strat}
 	// The record lives beside the layers (the same store outside tests,
 	// which take only the .git path down with a separate Store).
 	p.Lease = ownership.New(ownership.Options{Store: o.LayerStore, ProjectID: cfg.ProjectID, Generation: cfg.Generation, Log: log,
@@ -157,21 +158,13 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 			return runner.Command("rm", "--cached", "-q", "--ignore-unmatch").Dir(ws).Env("GIT_LITERAL_PATHSPECS=1").AddDashesAndList(paths...).Run(ctx)
 		}})
 	sopt := s3sync.Options{Store: o.LayerStore, ProjectID: cfg.ProjectID, Workspace: ws,
-		SuppressProjectArchive: mode == syncmode.GitOnly, Log: log, Lease: p.Lease,
+		Log: log, Lease: p.Lease,
 		StateFile: filepath.Join(ws, ".git", durable.StateDirName, "source-etag"),
 		Fenced:    p.Lease.Fenced,
 		Head:      func(ctx context.Context) string { h, _ := p.Repo.Head(ctx); return h }}
-	if mode != syncmode.GitOnly {
-		sopt.Exclude = p.Assets.IsOffloaded
-	}
+	strat.Source(&sopt, p.Assets)
 	p.S3 = s3sync.New(sopt)
-	// Layer 2 is suppressed only in git_only; in dual_shadow S3 stays
-	// authoritative, so degrading changes nothing there but the log line.
-	setSuppress := p.S3.SetSuppressProjectArchive
-	if mode != syncmode.GitOnly {
-		setSuppress = nil
-	}
-	p.Machine = degrade.New(cfg.Mode, cfg.DegradeAfterFailures, degrade.Callbacks{
+	p.Machine = degrade.New(strat.Mode(), cfg.DegradeAfterFailures, degrade.Callbacks{
 		OnDegrade: func() {
 			p.Metrics.Degraded.Set(1)
 			if o.OnDegrade != nil {
@@ -184,7 +177,7 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 				o.OnRecovered()
 			}
 		},
-		SetSuppressProjectArchive: setSuppress,
+		SetSuppressProjectArchive: strat.SuppressSource(p.S3),
 	}, log.Named("degrade"))
 	p.Durable = durable.New(durable.Options{Store: o.Store, ProjectID: cfg.ProjectID, Workspace: ws, Runner: runner, Log: log, Lease: p.Lease,
 		Manifest: func(ctx context.Context) (repoarchive.Manifest, error) {
@@ -210,31 +203,15 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 	}
 	p.Recorder.OnPendingChange = func(n int) { p.Metrics.RecordsPending.Set(float64(n)) }
 
-	// Large files through git-lfs and the API's batch endpoint (spec 10.3).
-	var large *lfs.LFS
-	switch {
-	case mode != syncmode.GitOnly:
-		// s3 and dual_shadow offload large files as assets (spec 10.3).
-	case cfg.LFS && cfg.APIURL == "":
-		log.Warn("SVC_LFS=true but SVC_API_URL is empty: large files are committed as ordinary blobs")
-	case cfg.LFS:
-		large = lfs.New(lfs.Options{Dir: ws, Runner: runner, APIURL: cfg.APIURL, ProjectID: cfg.ProjectID,
-			Token: cfg.RuntimeToken, Threshold: cfg.LargeFileBytes, Log: log})
-	}
-	sopts := gitsync.Options{Mode: mode, Repo: p.Repo, Persister: p.Durable, Lease: p.Lease, Recorder: p.Recorder, Machine: p.Machine,
+	// Large files (spec 10.3) and the origin are the mode's.
+	parts := syncstrategy.Parts{Config: cfg, Workspace: ws, Runner: runner, Assets: p.Assets, Lease: p.Lease, Log: log}
+	large, origin := strat.LargeFiles(parts), strat.Origin(parts)
+	sopts := gitsync.Options{Strategy: strat, Repo: p.Repo, Persister: p.Durable, Lease: p.Lease, Recorder: p.Recorder, Machine: p.Machine,
 		S3: p.S3, Metrics: p.Metrics, Log: log, RetryMin: cfg.PersistRetryMin, RetryMax: cfg.PersistRetryMax,
-		PersistAttempts: o.PersistAttempts, PersistTimeout: o.PersistTimeout, RepackLooseObjects: o.RepackLooseObjects}
-	copts := coldstart.Options{Mode: mode, Repo: p.Repo, Durable: p.Durable, S3: p.S3, Log: log}
-	if large != nil {
-		sopts.LFS, copts.LFS = large, large
-	}
-	if mode != syncmode.GitOnly {
-		sopts.LFS, copts.Assets = p.Assets, p.Assets
-	}
-	if mode == syncmode.DualShadow {
-		origin := &gitsync.Origin{APIURL: cfg.APIURL, ProjectID: cfg.ProjectID, Token: cfg.RuntimeToken, Epoch: p.Lease.Epoch}
-		sopts.Origin, copts.Origin = origin, origin
-	}
+		PersistAttempts: o.PersistAttempts, PersistTimeout: o.PersistTimeout, RepackLooseObjects: o.RepackLooseObjects,
+		LFS: large.Turn, Origin: origin}
+	copts := coldstart.Options{Repo: p.Repo, Durable: p.Durable, S3: p.S3, Log: log,
+		LFS: large.Cold, Assets: large.Assets, Origin: origin}
 	// The pod is the sole writer: a lock a killed git left blocks every
 	// later write, so it goes before anything runs git.
 	if removed, err := p.Repo.RemoveStaleLocks(); len(removed) > 0 || err != nil {
@@ -249,16 +226,14 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 	if err := p.Lease.Claim(ctx); err != nil && !errors.Is(err, ownership.ErrFenced) {
 		log.Warn("claiming the project failed; the first write claims it", zap.Error(err))
 	}
-	p.ColdStart, err = coldstart.Run(ctx, copts)
+	p.ColdStart, err = strat.Restore(ctx, copts)
 	if errors.Is(err, coldstart.ErrDiverged) {
 		_ = p.Lease.Fence(err.Error())
 	} else if err != nil && !errors.Is(err, durable.ErrFenced) {
 		return nil, fmt.Errorf("cold start: %w", err)
 	}
 	p.Sync.Resume(ctx)
-	if mode == syncmode.GitOnly && !p.Lease.Fenced() {
-		p.migrateLegacyAssets(ctx)
-	}
+	strat.AfterStart(ctx, p.started())
 
 	ready := func() error {
 		if p.Lease.Fenced() {
@@ -316,20 +291,15 @@ func (p *Pod) Shutdown(ctx context.Context) shutdown.Result {
 	return res
 }
 
-// ShutdownSteps wires the sequence to this pod. In s3 and dual_shadow
-// (and degraded git_only) the sequence ends with the S3 flush (spec 10.2.4):
-// Healthy reports false there, so the HEAD snapshot is git_only's alone,
-// and forceProjectArchive is set in git_only only.
+// ShutdownSteps wires the sequence to this pod; the strategy sets the
+// mode's part (in s3 and dual_shadow, and degraded git_only, the sequence
+// ends with the S3 flush, spec 10.2.4: the HEAD snapshot is git_only's
+// alone, and forceProjectArchive is set in git_only only).
 func (p *Pod) ShutdownSteps() shutdown.Steps {
-	gitOnly := p.Sync.Mode() == syncmode.GitOnly
-	healthy := p.Sync.Healthy
-	if !gitOnly {
-		healthy = func() bool { return false }
-	}
-	return shutdown.Steps{
+	s := shutdown.Steps{
 		Drain:    p.Sync.Drain,
 		GitFlush: p.Sync.FinalFlush,
-		Healthy:  healthy,
+		Healthy:  p.Sync.Healthy,
 		Fenced:   p.Sync.Fenced,
 		UploadHEADSnapshot: func(ctx context.Context) error {
 			path, err := p.Sync.SnapshotHEAD(ctx)
@@ -339,18 +309,21 @@ func (p *Pod) ShutdownSteps() shutdown.Steps {
 			defer os.Remove(path)
 			return p.S3.UploadProjectArchive(ctx, path)
 		},
-		S3Flush: func(ctx context.Context, force bool) error {
-			testhook.Reach(testhook.BeforeS3Flush)
-			var assetsErr error
-			if !gitOnly {
-				// Large files are uploaded at shutdown too (spec 2.7).
-				assetsErr = p.Assets.Push(ctx)
-			}
-			return errors.Join(assetsErr, p.S3.Flush(ctx, force))
-		},
-		ForceProjectArchive: gitOnly,
-		Log:                 p.log,
+		S3Flush: p.S3.Flush,
+		Log:     p.log,
 	}
+	p.Strategy.Shutdown(&s, p.started())
+	flush := s.S3Flush
+	s.S3Flush = func(ctx context.Context, force bool) error {
+		testhook.Reach(testhook.BeforeS3Flush)
+		return flush(ctx, force)
+	}
+	return s
+}
+
+// started is the running pod as its strategy sees it.
+func (p *Pod) started() syncstrategy.Started {
+	return syncstrategy.Started{Sync: p.Sync, Repo: p.Repo, Assets: p.Assets, S3: p.S3, Log: p.log}
 }
 
 // Close stops the background loop and background maintenance (a repack,

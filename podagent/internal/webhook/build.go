@@ -16,6 +16,7 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/inbox"
 	"github.com/svc-dev/svc/podagent/internal/journal"
 	"github.com/svc-dev/svc/podagent/internal/outbox"
+	"github.com/svc-dev/svc/podagent/internal/turnorder"
 	"github.com/svc-dev/svc/shared/internalapi"
 )
 
@@ -25,8 +26,9 @@ type PodOptions struct {
 	ProjectID    string
 	RuntimeToken string
 	Workspace    string
-	// Committer ends a turn that changed files (pod.Pod).
-	Committer agentloop.Committer
+	// Committer ends a turn that changed files (pod.Pod): commit, then
+	// the sync strategy's persist and record.
+	Committer turnorder.Committer
 	Ready     func() error
 	Settings  Settings
 	Log       *zap.Logger
@@ -53,7 +55,7 @@ func PodDeps(o PodOptions) (Deps, error) {
 		o.Log = zap.NewNop()
 	}
 	agent, err := agentloop.New(agentloop.Options{APIURL: o.APIURL, ProjectID: o.ProjectID, Token: o.RuntimeToken,
-		Model: s.AgentModel, HTTP: o.HTTP, Workspace: o.Workspace, Committer: o.Committer,
+		Model: s.AgentModel, HTTP: o.HTTP, Workspace: o.Workspace,
 		MaxIterations: s.MaxIterations, Log: o.Log})
 	if err != nil {
 		return Deps{}, fmt.Errorf("webhook: %w", err)
@@ -104,6 +106,7 @@ func PodDeps(o PodOptions) (Deps, error) {
 	return Deps{
 		Channel:      &channelcfg.Client{API: api, TTL: s.ChannelConfigTTL},
 		Agent:        agent,
+		Committer:    o.Committer,
 		Callbacks:    cb,
 		Outbox:       ob,
 		Journal:      messages,

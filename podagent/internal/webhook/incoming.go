@@ -19,6 +19,7 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/callback"
 	"github.com/svc-dev/svc/podagent/internal/inbox"
 	"github.com/svc-dev/svc/podagent/internal/testhook"
+	"github.com/svc-dev/svc/podagent/internal/turnorder"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -234,13 +235,13 @@ func (t *turn) request() agentloop.Request {
 		Channel: "webhook", CorrelationID: t.corr, Metadata: t.in.Metadata, WaitForLimits: t.async}
 }
 
-// run is one turn of the agent.
-func (h *Handler) run(t *turn, beforeCommit func(agentloop.Result, error)) (agentloop.Result, error) {
+// run is one turn (package turnorder owns its order): the agent, then journal
+// (the async inbox, before the commit), then the commit with its persist
+// and record; the caller delivers what it returns.
+func (h *Handler) run(t *turn, journal turnorder.Journal) (agentloop.Result, error) {
 	ctx, cancel := context.WithTimeout(h.base, h.d.TurnTimeout)
 	defer cancel()
-	req := t.request()
-	req.BeforeCommit = beforeCommit
-	res, err := h.d.Agent.Run(ctx, req)
+	res, err := h.turns.Run(ctx, t.request(), journal)
 	if res.Reply == "" && err == nil {
 		res.Reply = "(the agent finished without a reply)"
 	}

@@ -32,12 +32,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/podagent/internal/activity"
-	"github.com/svc-dev/svc/podagent/internal/agentloop"
 	"github.com/svc-dev/svc/podagent/internal/callback"
 	"github.com/svc-dev/svc/podagent/internal/channelcfg"
 	"github.com/svc-dev/svc/podagent/internal/inbox"
 	"github.com/svc-dev/svc/podagent/internal/outbox"
 	"github.com/svc-dev/svc/podagent/internal/poderr"
+	"github.com/svc-dev/svc/podagent/internal/turnorder"
 	"github.com/svc-dev/svc/shared/chans"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/settings"
@@ -48,9 +48,7 @@ import (
 const Prefix = internalapi.PodWebhook
 
 // Agent runs one turn (agentloop.Agent).
-type Agent interface {
-	Run(ctx context.Context, req agentloop.Request) (agentloop.Result, error)
-}
+type Agent = turnorder.Agent
 
 // Callbacks deliver async replies (callback.Deliverer).
 type Callbacks interface {
@@ -76,8 +74,12 @@ type taker interface {
 
 // Deps are what the handlers are built from.
 type Deps struct {
-	Channel   channelcfg.Source
+	Channel channelcfg.Source
+	// Agent talks to the model and runs tools; Committer commits what they
+	// changed (nil: nothing is committed). A turn's order is package
+	// turnorder's: agent → journal → commit (persist, record) → deliver.
 	Agent     Agent
+	Committer turnorder.Committer
 	Callbacks Callbacks
 	Outbox    Outbox           // nil: a new in-memory outbox.Outbox
 	Activity  *activity.Log    // nil: a new one
@@ -121,6 +123,7 @@ const outboxCloseGrace = 3 * time.Second
 // Handler serves the routes.
 type Handler struct {
 	d         Deps
+	turns     *turnorder.Runner
 	log       *zap.Logger
 	base      context.Context
 	cancel    context.CancelFunc
@@ -149,7 +152,8 @@ func New(d Deps) *Handler {
 	d.TurnTimeout = settings.PositiveOr(d.TurnTimeout, DefaultTurnTimeout)
 	d.MaxBodyBytes = settings.PositiveOr(d.MaxBodyBytes, DefaultMaxBodyBytes)
 	base, cancel := context.WithCancel(context.Background())
-	return &Handler{d: d, log: d.Log.Named("webhook"), base: base, cancel: cancel}
+	return &Handler{d: d, log: d.Log.Named("webhook"), base: base, cancel: cancel,
+		turns: turnorder.New(turnorder.Options{Agent: d.Agent, Committer: d.Committer, Log: d.Log})}
 }
 
 // The channel's handlers; the pod's route table (server.New) mounts them

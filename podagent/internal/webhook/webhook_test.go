@@ -99,6 +99,10 @@ type opts struct {
 	maxBody     int64
 	attempts    int
 	agent       webhook.Agent
+	// committer commits what the agent's tools changed (nil: nothing).
+	committer interface {
+		Turn(ctx context.Context, message string) (string, error)
+	}
 	// denyLoopback: SVC_CALLBACK_ALLOWED_NETS empty (default guard).
 	denyLoopback bool
 	// outbox: nil means the in-memory outbox the pod serves itself.
@@ -135,7 +139,7 @@ func newEnv(t testing.TB, o opts) *env {
 		Attempts: o.attempts, Log: logger(t), Recorder: o.recorder,
 		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }})
 	ev.h = webhook.New(webhook.Deps{
-		Channel: ev.src, Agent: a, Callbacks: cb, Log: logger(t),
+		Channel: ev.src, Agent: a, Committer: o.committer, Callbacks: cb, Log: logger(t),
 		Ready: func() error {
 			ev.readyM.Lock()
 			defer ev.readyM.Unlock()
@@ -701,7 +705,7 @@ func TestSyncWithToolLoop(t *testing.T) {
 	gw := fakegateway.New(t, "prj_1", runtimeToken)
 	ws := t.TempDir()
 	cm := &committer{}
-	a, err := agentloop.New(agentloop.Options{APIURL: gw.URL, ProjectID: "prj_1", Token: runtimeToken, Workspace: ws, Committer: cm})
+	a, err := agentloop.New(agentloop.Options{APIURL: gw.URL, ProjectID: "prj_1", Token: runtimeToken, Workspace: ws})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -710,7 +714,7 @@ func TestSyncWithToolLoop(t *testing.T) {
 		fakegateway.Reply{ToolCalls: []fakegateway.ToolCall{{ID: "1", Name: "write_file", Arguments: `{"path":"notes/todo.md","content":"- ship\n"}`}}},
 		fakegateway.Reply{Text: "Added notes/todo.md"},
 	)
-	ev := newEnv(t, opts{agent: a})
+	ev := newEnv(t, opts{agent: a, committer: cm})
 	r := ev.post(`{"message":"add a todo","metadata":{"issue":5}}`)
 	var rep wire.WebhookReply
 	r.json(t, &rep)

@@ -1,4 +1,4 @@
-package pod
+package syncstrategy
 
 import (
 	"context"
@@ -18,10 +18,10 @@ const MigrationMessage = "migrate offloaded large files to git-lfs"
 // block is dropped, and one flush commits them (git-lfs tracks them, the
 // bytes go to the batch endpoint) and persists. Each asset key whose file
 // is then in HEAD is deleted. A failure leaves the keys for the next start.
-func (p *Pod) migrateLegacyAssets(ctx context.Context) {
+func migrateLegacyAssets(ctx context.Context, p Started) {
 	keys, err := p.Assets.Keys(ctx)
 	if err != nil {
-		p.log.Warn("listing legacy assets", zap.Error(err))
+		p.Log.Warn("listing legacy assets", zap.Error(err))
 		return
 	}
 	if len(keys) == 0 {
@@ -29,15 +29,15 @@ func (p *Pod) migrateLegacyAssets(ctx context.Context) {
 		return
 	}
 	if _, err := p.Assets.Restore(ctx); err != nil {
-		p.log.Warn("downloading legacy assets", zap.Error(err))
+		p.Log.Warn("downloading legacy assets", zap.Error(err))
 		return
 	}
 	if err := p.Assets.ClearExclude(); err != nil {
-		p.log.Warn("clearing the asset exclude block", zap.Error(err))
+		p.Log.Warn("clearing the asset exclude block", zap.Error(err))
 		return
 	}
 	if _, err := p.Sync.Flush(ctx, gitsync.FlushOptions{Message: MigrationMessage}); err != nil {
-		p.log.Warn("legacy asset migration not persisted yet; it is retried at the next start", zap.Error(err))
+		p.Log.Warn("legacy asset migration not persisted yet; it is retried at the next start", zap.Error(err))
 		return
 	}
 	out, err := p.Repo.Runner.Command("ls-files", "-z").Dir(p.Repo.Dir).String(ctx)
@@ -51,7 +51,7 @@ func (p *Pod) migrateLegacyAssets(ctx context.Context) {
 	for _, rel := range keys {
 		if tracked[rel] {
 			if err := p.Assets.Delete(ctx, rel); err != nil {
-				p.log.Warn("deleting a migrated asset", zap.String("path", rel), zap.Error(err))
+				p.Log.Warn("deleting a migrated asset", zap.String("path", rel), zap.Error(err))
 			}
 		}
 	}
