@@ -454,8 +454,14 @@ func (r *report) streaming() {
 		ttfb             []time.Duration
 		frames, batched  int
 		streams, dropped int
+		allocs           int64
 	}
 	res := make([]acc, len(r.paths)+1)
+	scrape := map[int]int64{}
+	for _, p := range r.paths {
+		a, b := p.mallocs(r.b), p.mallocs(r.b)
+		scrape[p.pid] = b - a
+	}
 	for round := 0; round < rounds; round++ {
 		for i := -1; i < len(r.paths); i++ {
 			p := r.direct
@@ -463,6 +469,10 @@ func (r *report) streaming() {
 				p = r.paths[i]
 			}
 			a := &res[i+1]
+			var m0 int64
+			if i >= 0 {
+				m0 = p.mallocs(r.b)
+			}
 			for n := 0; n < per; n++ {
 				t, f, bt, err := p.streamOnce(r.up.gap)
 				if err != nil {
@@ -474,10 +484,13 @@ func (r *report) streaming() {
 				a.streams++
 				a.dropped += max(r.up.frames-f, 0)
 			}
+			if i >= 0 {
+				a.allocs += p.mallocs(r.b) - m0 - scrape[p.pid]
+			}
 		}
 	}
 	fmt.Printf("\n-- streams, one client (%d per path; upstream: %d frames %v apart)\n", per*rounds, r.up.frames, r.up.gap)
-	fmt.Printf("%-44s %12s %12s %12s %12s %8s %8s\n", "path", "TTFT p50 µs", "TTFT p99 µs", "added p50", "added p99", "dropped", "batched")
+	fmt.Printf("%-44s %12s %12s %12s %12s %8s %8s %13s\n", "path", "TTFT p50 µs", "TTFT p99 µs", "added p50", "added p99", "dropped", "batched", "allocs/stream")
 	d50, d99 := pct(res[0].ttfb, 50), pct(res[0].ttfb, 99)
 	for i := range res {
 		name := r.direct.name
@@ -486,7 +499,8 @@ func (r *report) streaming() {
 		}
 		a := res[i]
 		p50, p99 := pct(a.ttfb, 50), pct(a.ttfb, 99)
-		fmt.Printf("%-44s %12.0f %12.0f %12.0f %12.0f %8d %8d\n", name, us(p50), us(p99), us(p50-d50), us(p99-d99), a.dropped, a.batched)
+		fmt.Printf("%-44s %12.0f %12.0f %12.0f %12.0f %8d %8d %13.0f\n", name, us(p50), us(p99), us(p50-d50), us(p99-d99), a.dropped, a.batched,
+			float64(a.allocs)/float64(max(a.streams, 1)))
 	}
 }
 
