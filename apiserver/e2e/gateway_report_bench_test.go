@@ -190,11 +190,11 @@ models:
 
 // startAPIBinary starts another apiserver binary (a baseline build) on e's
 // database and catalog files.
-func startAPIBinary(e *env, bin string) *api {
+func startAPIBinary(e *env, bin string, extraEnv ...string) *api {
 	saved := apiserverBin
 	apiserverBin = bin
 	defer func() { apiserverBin = saved }()
-	return e.startAPI()
+	return e.startAPI(extraEnv...)
 }
 
 func (p benchPath) request(body []byte) *http.Request {
@@ -282,29 +282,6 @@ func (r *report) latency() {
 		if strings.HasPrefix(p.name, "gateway responses") || strings.HasPrefix(p.name, "gateway messages") {
 			fmt.Printf("%s over gateway chat: %+.0f µs p50\n", p.name, us(pct(lat[i], 50)-chat))
 		}
-	}
-	if dir := os.Getenv("SVC_BENCH_PROFILE_DIR"); dir != "" {
-		r.profilePaths(dir, per)
-	}
-}
-
-// profilePaths saves, for each gateway path, the apiserver's allocation
-// profile before and after one more block of requests (compare with `go
-// tool pprof -base before after`; GODEBUG=memprofilerate=1 makes it exact).
-func (r *report) profilePaths(dir string, n int) {
-	for i, p := range r.paths {
-		if p.pid != r.gw.cmd.Process.Pid {
-			continue
-		}
-		base := fmt.Sprintf("%s/path%d", dir, i)
-		saveProfile(r.b, "http://"+r.pprof+"/debug/pprof/allocs", base+"-before")
-		for range n {
-			if _, err := p.do(p.body); err != nil {
-				r.b.Fatal(err)
-			}
-		}
-		saveProfile(r.b, "http://"+r.pprof+"/debug/pprof/allocs", base+"-after")
-		fmt.Printf("profile of %s (%d requests): %s-{before,after}\n", p.name, n, base)
 	}
 }
 
