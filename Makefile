@@ -91,13 +91,17 @@ bench-modules:
 		(cd $$m && GOWORK=off SVC_BIN_DIR=$(BIN) $(GO) test $(BENCH_FLAGS) ./...); \
 	done
 
-# The gateway's added latency and throughput only: two deployments
-# with tracing off, and tracing on (PostgreSQL only, started by the test
-# harness unless SVC_TEST_DATABASE_URL is set). BENCH_COUNT repeats each.
-BENCH_COUNT ?= 3
+# The gateway's benchmark report (docs/performance.md, "The gateway report"): added
+# latency at one client, a concurrency sweep, streams (time to first token, dropped and
+# batched frames) and memory, each beside a bare Go reverse proxy in the same run.
+# BASELINE=<commit> also builds that commit's apiserver (scripts/bench-baseline.sh) and
+# measures it in the same run. Needs PostgreSQL only (started by the test harness unless
+# SVC_TEST_DATABASE_URL is set). BenchmarkGatewayAddedLatency{,Tracing} run under make bench.
 bench-gateway: build
-	cd apiserver && GOWORK=off SVC_BIN_DIR=$(BIN) $(GO) test -run '^$$' -bench 'BenchmarkGatewayAddedLatency' \
-		-benchmem -count=$(BENCH_COUNT) -timeout 30m ./e2e/
+	@base="$${SVC_BENCH_BASELINE_BIN:-}"; \
+	if [ -n "$(BASELINE)" ]; then base=$$(./scripts/bench-baseline.sh $(BASELINE)) || exit 1; fi; \
+	cd apiserver && GOWORK=off SVC_BIN_DIR=$(BIN) SVC_BENCH_BASELINE_BIN="$$base" $(GO) test -run '^$$' \
+		-bench '^BenchmarkGatewayReport$$' -benchtime 1x -count=1 -timeout 30m ./e2e/
 
 # make lint: no tracked build output (scripts/check-tracked-files.sh), gofmt, go vet and the
 # pinned staticcheck, per module with GOWORK=off.

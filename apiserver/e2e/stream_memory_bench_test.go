@@ -148,7 +148,7 @@ type memSample struct{ heap, stacks, rss, goroutines int64 }
 
 // memFigures forces a GC in the apiserver (pprof heap with gc=1), then reads
 // its Go and process metrics.
-func memFigures(b *testing.B, apiURL, pprofAddr string) memSample {
+func memFigures(b testing.TB, apiURL, pprofAddr string) memSample {
 	b.Helper()
 	gcs := 1
 	if n, err := strconv.Atoi(os.Getenv("SVC_BENCH_GCS")); err == nil && n > 0 {
@@ -193,7 +193,7 @@ func memFigures(b *testing.B, apiURL, pprofAddr string) memSample {
 }
 
 // saveProfile writes the profile at url to path (for `go tool pprof`).
-func saveProfile(b *testing.B, url, path string) {
+func saveProfile(b testing.TB, url, path string) {
 	b.Helper()
 	resp, err := http.Get(url)
 	must(b, err)

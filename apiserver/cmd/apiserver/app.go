@@ -198,7 +198,8 @@ func serve(ctx context.Context, args []string, dev bool) error {
 	c := a.cfg
 	srv := server.New(server.Deps{
 		Store: a.store, Catalog: a.cat, Log: a.log, Tracer: tracer,
-		Upstream: upstream.New(upstream.Options{HeaderTimeout: c.UpstreamTimeout, Propagator: tracer.Propagator()}),
+		Upstream: upstream.New(upstream.Options{HeaderTimeout: c.UpstreamTimeout, Propagator: tracer.Propagator(),
+			MaxIdleConnsPerHost: c.UpstreamMaxIdlePerHost, IdleConnTimeout: c.UpstreamIdleTimeout}),
 		Routing: upstream.RouterOptions{MaxAttempts: c.UpstreamMaxAttempts, BreakerFailures: c.UpstreamBreakerFailures,
 			BreakerCooldown: c.UpstreamCooldown, KeyCooldown: c.UpstreamKeyCooldown,
 			BackoffBase: c.UpstreamBackoffBase, BackoffMax: c.UpstreamBackoffMax},

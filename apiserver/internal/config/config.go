@@ -66,7 +66,10 @@ type Config struct {
 	UpstreamKeyCooldown     time.Duration
 	UpstreamBackoffBase     time.Duration
 	UpstreamBackoffMax      time.Duration
-	OTLPEndpoint            string
+	// The idle upstream connection pool (issue 26).
+	UpstreamMaxIdlePerHost int
+	UpstreamIdleTimeout    time.Duration
+	OTLPEndpoint           string
 	// LFSGCInterval runs the large-file retention job (internal/lfsgc) on
 	// every replica at this interval; 0 (the default) leaves it off, as
 	// spec 10.3 says objects are never auto-pruned.
@@ -101,6 +104,8 @@ var options = slices.Concat([]settings.Option[Config]{
 	{Flag: "upstream-key-cooldown", Env: "SVC_UPSTREAM_KEY_COOLDOWN", Def: "60s", Usage: "how long an upstream key answering 401/403 (or 429 without Retry-After) is skipped", Set: settings.Duration(func(c *Config) *time.Duration { return &c.UpstreamKeyCooldown })},
 	{Flag: "upstream-backoff-base", Env: "SVC_UPSTREAM_BACKOFF_BASE", Def: "100ms", Usage: "first wait before a deployment is retried (doubles, with jitter)", Set: settings.Duration(func(c *Config) *time.Duration { return &c.UpstreamBackoffBase })},
 	{Flag: "upstream-backoff-max", Env: "SVC_UPSTREAM_BACKOFF_MAX", Def: "2s", Usage: "longest wait between attempts; a longer Retry-After ends the retries", Set: settings.Duration(func(c *Config) *time.Duration { return &c.UpstreamBackoffMax })},
+	{Flag: "upstream-max-idle-conns-per-host", Env: "SVC_UPSTREAM_MAX_IDLE_CONNS_PER_HOST", Def: "64", Usage: "idle (kept-alive) connections kept per upstream host; more are closed when their request ends", Set: settings.PositiveInt(func(c *Config) *int { return &c.UpstreamMaxIdlePerHost })},
+	{Flag: "upstream-idle-conn-timeout", Env: "SVC_UPSTREAM_IDLE_CONN_TIMEOUT", Def: "90s", Usage: "an idle upstream connection is closed after this long", Set: settings.PositiveDuration(func(c *Config) *time.Duration { return &c.UpstreamIdleTimeout })},
 	{Flag: "otel-exporter-otlp-endpoint", Env: "SVC_OTEL_EXPORTER_OTLP_ENDPOINT", Usage: "OTLP/HTTP base URL for traces (else OTEL_EXPORTER_OTLP_ENDPOINT); empty: tracing off", Set: settings.String(func(c *Config) *string { return &c.OTLPEndpoint })},
 	{Flag: "webhook-answer-deadline", Env: "SVC_WEBHOOK_ANSWER_DEADLINE", Def: "30m", Usage: "an accepted async webhook message neither answered nor delivered by then shows up in the outbox as unanswered", Set: settings.PositiveDuration(func(c *Config) *time.Duration { return &c.WebhookAnswerDeadline })},
 	{Flag: "webhook-attempt-retention", Env: "SVC_WEBHOOK_ATTEMPT_RETENTION", Def: "168h", Usage: "how long the callback attempt log is kept", Set: settings.PositiveDuration(func(c *Config) *time.Duration { return &c.WebhookAttemptRetention })},

@@ -8,6 +8,7 @@ package metering
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -34,7 +35,7 @@ type Meter struct {
 func New(st *store.Store, rec *Recorder) *Meter {
 	m := &Meter{Store: st, Recorder: rec, Now: time.Now}
 	if rec != nil {
-		rec.onWritten = m.windows.invalidate
+		rec.onWritten = m.refreshWindows
 	}
 	return m
 }
@@ -59,6 +60,18 @@ func (a Admission) Headers() map[string]string {
 		"X-RateLimit-Remaining": strconv.FormatInt(max(a.Remaining, 0), 10),
 		"X-RateLimit-Reset":     strconv.FormatInt(a.Reset.Unix(), 10),
 	}
+}
+
+// SetHeaders writes the X-RateLimit-* headers of a into h, as Headers
+// would through Header.Set, without the map and the key canonicalisation
+// of every request.
+func (a Admission) SetHeaders(h http.Header) {
+	if a.Limit == 0 {
+		return
+	}
+	h["X-Ratelimit-Limit"] = []string{strconv.FormatInt(a.Limit, 10)}
+	h["X-Ratelimit-Remaining"] = []string{strconv.FormatInt(max(a.Remaining, 0), 10)}
+	h["X-Ratelimit-Reset"] = []string{strconv.FormatInt(a.Reset.Unix(), 10)}
 }
 
 type bucket struct {

@@ -3,6 +3,8 @@ package metering
 import (
 	"context"
 	"errors"
+	"net/http"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -114,6 +116,44 @@ func TestQuotaSeenAfterWrite(t *testing.T) {
 	}
 }
 
+// After the Recorder wrote a batch, the windows of the workspaces this
+// replica had cached are read back on the Recorder's goroutine: the next
+// admission finds them in the cache, with the written usage, and makes no
+// database round trip before its first byte (issue 26).
+func TestWindowsReadBackAfterWrite(t *testing.T) {
+	t.Parallel()
+	st, w := workspace(t)
+	ctx := context.Background()
+	rec := NewRecorder(st, zapNop())
+	m := New(st, rec)
+	plan := catalog.Plan{Name: "p", Windows: []catalog.Window{{Name: "5h", Duration: 5 * time.Hour, Credits: 100}}}
+	model := catalog.Model{ID: "m", Price: catalog.Price{InputPerMTok: 1000}}
+	p := auth.Principal{WorkspaceID: w.ID}
+	w2, err := st.CreateWorkspace(ctx, "w2", "free")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := auth.Principal{WorkspaceID: w2.ID}
+	if _, err := m.Admit(ctx, p, plan); err != nil { // caches p's windows
+		t.Fatal(err)
+	}
+	for _, pr := range []auth.Principal{p, other} {
+		if err := m.Record(ctx, pr, plan, model, "r-"+pr.WorkspaceID, Usage{PromptTokens: 1000}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rec.Close(ctx); err != nil { // written, and read back
+		t.Fatal(err)
+	}
+	got, ok := m.windows.get(w.ID, m.Now())
+	if !ok || len(got) != 1 || got[0].CreditsMicro != 1_000_000 {
+		t.Fatalf("cached windows after the write: %+v (cached %v), want the 5h window holding 1 credit", got, ok)
+	}
+	if _, ok := m.windows.get(other.WorkspaceID, m.Now()); ok {
+		t.Fatal("a workspace this replica had not cached was read back")
+	}
+}
+
 func zapNop() *zap.Logger { return zap.NewNop() }
 
 // fixedNow is the clock of the rate tests: 30 s into a minute.
@@ -176,5 +216,20 @@ func TestRejectionsLeaseNothing(t *testing.T) {
 	counts, _ = st.AddRateCounters(ctx, win, []store.RateIncrement{{Bucket: "key:" + p.KeyID}})
 	if k := counts["key:"+p.KeyID]; k != 4 {
 		t.Fatalf("key counter %d: the given-back permit was not used", k)
+	}
+}
+
+// SetHeaders writes exactly what Headers set through Header.Set would.
+func TestSetHeadersMatchesHeaders(t *testing.T) {
+	t.Parallel()
+	for _, a := range []Admission{{}, {Limit: 60, Remaining: 59, Reset: fixedNow}, {Limit: 5, Remaining: -1, Reset: fixedNow}} {
+		want, got := http.Header{}, http.Header{}
+		for k, v := range a.Headers() {
+			want.Set(k, v)
+		}
+		a.SetHeaders(got)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%+v: SetHeaders %v, Headers %v", a, got, want)
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
@@ -161,9 +162,7 @@ func (a *API) admit(c echo.Context, cd codec) (*exchange, error) {
 		return nil, err
 	}
 	x.adm = adm
-	for k, v := range adm.Headers() {
-		c.Response().Header().Set(k, v)
-	}
+	adm.SetHeaders(c.Response().Header())
 	return x, nil
 }
 
@@ -226,10 +225,19 @@ func (a *API) meter(x *exchange, u *metering.Usage, streamed bool) {
 		return
 	}
 	u.Deployment = x.deployment
-	mctx, mcancel := context.WithTimeout(x.ctx, 10*time.Second)
-	defer mcancel()
-	mctx, span := a.Tracer.Start(mctx, "meter")
-	defer span.End()
+	// A context of its own only when something uses it: the Recorder
+	// queues without one, and a span exists only with tracing on.
+	mctx := x.ctx
+	if a.Meter.Recorder == nil { // written inline: bounded
+		var mcancel context.CancelFunc
+		mctx, mcancel = context.WithTimeout(mctx, 10*time.Second)
+		defer mcancel()
+	}
+	if a.Tracer.On() {
+		var span trace.Span
+		mctx, span = a.Tracer.Start(mctx, "meter")
+		defer span.End()
+	}
 	if err := a.Meter.Record(mctx, x.p, x.plan, x.model, x.requestID, *u, streamed); err != nil {
 		a.Log.Error("recording usage failed", zap.String("workspace_id", x.p.WorkspaceID),
 			zap.String("request_id", x.requestID), zap.Error(err))

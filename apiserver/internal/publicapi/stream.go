@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"unsafe"
 
 	"github.com/labstack/echo/v4"
 	"github.com/tidwall/gjson"
@@ -299,22 +300,37 @@ func newChatStream(modelID string, clientWantsUsage bool) *chatStream {
 }
 
 func (c *chatStream) chunk(s *sink, payload []byte) *metering.Usage {
-	fields := gjson.GetManyBytes(payload, "error", "usage", "choices", "model")
-	if fields[0].Exists() {
+	// The fields are read in place (no copy of their raw values): payload
+	// is valid for this call, and nothing read here outlives it.
+	js := unsafe.String(unsafe.SliceData(payload), len(payload))
+	if gjson.Get(js, "error").Exists() {
 		s.emit("", payload)
 		return nil
 	}
 	out := payload
-	u := usageOf(fields[1])
+	usage := gjson.Get(js, "usage")
+	u := usageOf(usage)
 	if u != nil && !c.wantsUsage {
-		if ch := fields[2]; !ch.Exists() || ch.Type == gjson.Null || (ch.IsArray() && len(ch.Array()) == 0) {
+		if ch := gjson.Get(js, "choices"); !ch.Exists() || ch.Type == gjson.Null || (ch.IsArray() && len(ch.Array()) == 0) {
 			return u // the usage-only chunk the client did not ask for
 		}
 	}
-	if !c.wantsUsage && fields[1].Exists() {
+	if !c.wantsUsage && usage.Exists() {
 		out, _ = sjson.DeleteBytes(out, "usage")
+		js = string(out)
 	}
-	if fields[3].Exists() {
+	if m := gjson.Get(js, "model"); m.Exists() {
+		if m.Index > 0 && m.Index+len(m.Raw) <= len(out) && string(out[m.Index:m.Index+len(m.Raw)]) == m.Raw {
+			// The model's value replaced in a pooled buffer, as
+			// sjson.SetRawBytes would write it, without its allocations.
+			buf := outBufs.Get().(*[]byte)
+			b := append((*buf)[:0], out[:m.Index]...)
+			b = append(b, c.modelJSON...)
+			*buf = append(b, out[m.Index+len(m.Raw):]...)
+			s.emit("", *buf)
+			putOut(buf)
+			return u
+		}
 		out, _ = sjson.SetRawBytes(out, "model", c.modelJSON)
 	}
 	s.emit("", out)

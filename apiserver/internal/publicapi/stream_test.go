@@ -1,6 +1,7 @@
 package publicapi
 
 import (
+	"bytes"
 	"io"
 	"net/http/httptest"
 	"strings"
@@ -8,6 +9,8 @@ import (
 	"testing/iotest"
 
 	"github.com/labstack/echo/v4"
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 )
 
 const upstreamSSE = `data: {"id":"c","model":"up","choices":[{"index":0,"delta":{"content":"hi"}}],"usage":null}
@@ -182,3 +185,37 @@ func readLines(lr *lineReader) ([]string, error) {
 type readFunc func([]byte) (int, error)
 
 func (f readFunc) Read(p []byte) (int, error) { return f(p) }
+
+// The model rewrite of a relayed chunk (in place, without sjson) writes
+// exactly what sjson.SetRawBytes would.
+func TestChatChunkModelRewrite(t *testing.T) {
+	t.Parallel()
+	for _, payload := range []string{
+		`{"id":"c","model":"up","choices":[{"index":0,"delta":{"content":"hi"}}]}`,
+		`{"model":"up","choices":[]}`,
+		`{"choices":[{"delta":{"model":"inner"}}],"model" : "up-\"quoted\"" }`,
+		`{"id":"c","model":null,"choices":[{"delta":{"content":"x"}}]}`,
+		`{"id":"c","choices":[{"delta":{"content":"no model"}}]}`,
+		`{"id":"c","model":"up","choices":[{"delta":{"content":"x"}}],"usage":{"prompt_tokens":1}}`,
+	} {
+		for _, wantsUsage := range []bool{false, true} {
+			enc := newChatStream("svc-2-0", wantsUsage)
+			var got bytes.Buffer
+			enc.chunk(&sink{w: eventFunc(func(_ string, p []byte) error { got.Write(p); return nil })}, []byte(payload))
+			want := []byte(payload)
+			if !wantsUsage && gjson.Get(payload, "usage").Exists() {
+				want, _ = sjson.DeleteBytes(want, "usage")
+			}
+			if gjson.GetBytes(want, "model").Exists() {
+				want, _ = sjson.SetRawBytes(want, "model", []byte(`"svc-2-0"`))
+			}
+			if got.String() != string(want) {
+				t.Errorf("%s (usage %v):\n got %s\nwant %s", payload, wantsUsage, got.String(), want)
+			}
+		}
+	}
+}
+
+type eventFunc func(name string, payload []byte) error
+
+func (f eventFunc) event(name string, payload []byte) error { return f(name, payload) }

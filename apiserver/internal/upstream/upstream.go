@@ -30,7 +30,23 @@ type Options struct {
 	// Propagator, when set, writes the trace context (traceparent) into
 	// every upstream request; nil when tracing is off.
 	Propagator propagation.TextMapPropagator
+	// MaxIdleConnsPerHost bounds the idle (kept-alive) connections to one
+	// upstream host; a burst of streams opens one connection each
+	// (HTTP/1.1), and past this bound they are closed when the streams end
+	// instead of idling with two goroutines and their buffers each.
+	// Default DefaultMaxIdleConnsPerHost.
+	MaxIdleConnsPerHost int
+	// IdleConnTimeout closes an idle upstream connection after this long.
+	// Default DefaultIdleConnTimeout.
+	IdleConnTimeout time.Duration
 }
+
+// Defaults of the idle upstream pool (SVC_UPSTREAM_MAX_IDLE_CONNS_PER_HOST,
+// SVC_UPSTREAM_IDLE_CONN_TIMEOUT).
+const (
+	DefaultMaxIdleConnsPerHost = 64
+	DefaultIdleConnTimeout     = 90 * time.Second
+)
 
 // Client sends requests to providers.
 type Client struct {
@@ -47,12 +63,18 @@ func New(o Options) *Client {
 	if o.DialTimeout == 0 {
 		o.DialTimeout = 10 * time.Second
 	}
+	if o.MaxIdleConnsPerHost <= 0 {
+		o.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
+	}
+	if o.IdleConnTimeout <= 0 {
+		o.IdleConnTimeout = DefaultIdleConnTimeout
+	}
 	t := &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           (&net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:          1024,
-		MaxIdleConnsPerHost:   512,
-		IdleConnTimeout:       90 * time.Second,
+		MaxIdleConns:          max(1024, o.MaxIdleConnsPerHost),
+		MaxIdleConnsPerHost:   o.MaxIdleConnsPerHost,
+		IdleConnTimeout:       o.IdleConnTimeout,
 		ResponseHeaderTimeout: o.HeaderTimeout,
 		ForceAttemptHTTP2:     true,
 		DisableCompression:    true, // stream bytes as they come; no gzip buffering

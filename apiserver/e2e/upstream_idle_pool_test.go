@@ -1,0 +1,155 @@
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/svc-dev/svc/shared/testenv"
+)
+
+// The idle upstream pool is bounded (issue 26 point 3): after a burst of
+// streams, each of which held an upstream connection of its own, at most
+// SVC_UPSTREAM_MAX_IDLE_CONNS_PER_HOST connections stay idle, and after
+// SVC_UPSTREAM_IDLE_CONN_TIMEOUT none does: the process's goroutines and
+// heap come back to within 5 % of their idle baseline. A leak of anything
+// per stream (a goroutine, a connection, a buffer) keeps them above it.
+func TestUpstreamIdlePool(t *testing.T) {
+	t.Parallel()
+	const streams = 100
+	for _, tc := range []struct {
+		name string
+		env  []string
+		// idle is how many goroutines above the fresh process's the idle
+		// upstream connections kept after a burst may hold.
+		idle    int64
+		settled func(base, now memSample) bool
+		want    string
+	}{
+		{name: "bounded per host", env: []string{"SVC_UPSTREAM_MAX_IDLE_CONNS_PER_HOST=4", "SVC_UPSTREAM_IDLE_CONN_TIMEOUT=1h"},
+			// The baseline already holds the 4 idle connections (a read
+			// and a write loop each) the bound lets stay.
+			idle:    2 * 4,
+			settled: func(base, now memSample) bool { return now.goroutines <= base.goroutines+2 },
+			want:    "goroutines ≤ baseline + 2 (no more than 4 idle upstream connections)"},
+		{name: "idle timeout", env: []string{"SVC_UPSTREAM_IDLE_CONN_TIMEOUT=1s"},
+			settled: func(base, now memSample) bool {
+				return float64(now.goroutines) <= 1.05*float64(base.goroutines) && float64(now.heap) <= 1.05*float64(base.heap)
+			},
+			want: "goroutines and heap within 5 % of the idle baseline"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			up := newBenchUpstream(t, 2, 0)
+			e := newEnv(t)
+			must(t, writeModelsFor(e, up.BaseURL()))
+			port, err := testenv.FreePort()
+			must(t, err)
+			pprofAddr := fmt.Sprintf("127.0.0.1:%d", port)
+			a := e.startAPI(append([]string{"SVC_PPROF_ADDR=" + pprofAddr}, tc.env...)...)
+			acc := e.account("bench")
+			figures := func() memSample { return memFigures(t, a.URL, pprofAddr) }
+			fresh := figures()
+
+			// A first burst grows what is pooled on purpose (database
+			// connections); the idle baseline is taken once its upstream
+			// connections are gone, or down to the bound.
+			burst(t, up, a.URL, acc.key, streams, figures)
+			base := pollFigures(t, figures, func(m memSample) bool { return m.goroutines <= fresh.goroutines+2+tc.idle })
+			if base.goroutines > fresh.goroutines+2+tc.idle {
+				t.Fatalf("after the first burst: %d goroutines, fresh process %d: idle upstream connections not bounded", base.goroutines, fresh.goroutines)
+			}
+
+			held := burst(t, up, a.URL, acc.key, streams, figures)
+			if held.goroutines < base.goroutines+streams {
+				t.Fatalf("%d held streams: %d goroutines, baseline %d: the streams were not open together", streams, held.goroutines, base.goroutines)
+			}
+			last := pollFigures(t, figures, func(m memSample) bool { return tc.settled(base, m) })
+			if !tc.settled(base, last) {
+				t.Fatalf("after the streams ended: %d goroutines, heap %d B; idle baseline %d goroutines, heap %d B; want %s",
+					last.goroutines, last.heap, base.goroutines, base.heap, tc.want)
+			}
+		})
+	}
+}
+
+// writeModelsFor points e's models file at one upstream.
+func writeModelsFor(e *env, base string) error {
+	return os.WriteFile(e.models, fmt.Appendf(nil, `providers:
+  - {name: main, type: openai, base_url: %q, api_key_env: FAKE_UPSTREAM_KEY}
+models:
+  - {id: svc-2-0, tier: standard, provider: main, upstream_model: up-2, price: {input_per_mtok: 3, output_per_mtok: 15}}
+`, base), 0o600)
+}
+
+// pollFigures reads the figures until ok or 60 s have passed; it returns
+// the last ones read.
+func pollFigures(t *testing.T, figures func() memSample, ok func(memSample) bool) memSample {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		m := figures()
+		if ok(m) || time.Now().After(deadline) {
+			return m
+		}
+		time.Sleep(200 * time.Millisecond) // a poll interval, not a synchronisation
+	}
+}
+
+// burst opens n streams held by the upstream after their first frame,
+// reads the apiserver's figures while all are open, then releases and
+// reads them to the end.
+func burst(t *testing.T, up *benchUpstream, apiURL, key string, n int, figures func() memSample) memSample {
+	t.Helper()
+	body := []byte(`{"model":"svc-2-0","stream":true,"messages":[{"role":"user","content":"hold the stream"}]}`)
+	tr := &http.Transport{MaxIdleConnsPerHost: n}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr}
+	var wg sync.WaitGroup
+	opened := make(chan error, n)
+	bodies := make(chan io.ReadCloser, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := post(hc, apiURL+"/v1/chat/completions", key, body)
+			if err != nil {
+				opened <- err
+				return
+			}
+			line, err := bufio.NewReader(resp.Body).ReadString('\n')
+			if err == nil && !strings.HasPrefix(line, "data: {") {
+				err = fmt.Errorf("first line %q", line)
+			}
+			opened <- err
+			bodies <- resp.Body
+		}()
+	}
+	var firstErr error
+	for i := 0; i < n; i++ {
+		if err := <-opened; err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	var during memSample
+	if firstErr == nil {
+		during = figures()
+	}
+	up.release()
+	wg.Wait()
+	close(bodies)
+	for rc := range bodies {
+		_, _ = io.Copy(io.Discard, rc)
+		rc.Close()
+	}
+	if firstErr != nil {
+		t.Fatal(firstErr)
+	}
+	return during
+}
