@@ -344,3 +344,42 @@ func TestKubernetesChartOnRealNode(t *testing.T) {
 	}
 	t.Logf("idle stop → final flush in MinIO: %v", w.waitFlushed(t, idlePod, stopped))
 }
+
+// BenchmarkKubernetesRealNodeFirstReply: first webhook message → first
+// reply for a project with no pod on the real node, the images already in
+// containerd (driver, pod creation, scheduling, sandbox and CNI, both
+// containers started, podagent's cold start and startup probe, one agent
+// turn). Compare with BenchmarkKubernetesFirstReply on the kwok node.
+func BenchmarkKubernetesRealNodeFirstReply(b *testing.B) {
+	w := newNodeWorld(b, "30m")
+	w.e.upstream.Script(agentScript("notes/bench.txt", "bench", "wrote bench", nil))
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		w.newProject(b, fmt.Sprintf("bench-%d", i))
+		b.StartTimer()
+		if res, body := w.message(b, "write bench"); res.StatusCode != 200 {
+			b.Fatalf("first message: %d %s", res.StatusCode, body)
+		}
+	}
+}
+
+// BenchmarkKubernetesRealNodeWarmRequest: a request through the API pod to
+// a running runtime pod on the real node (health: routing and proxying
+// across the bridge, no agent turn).
+func BenchmarkKubernetesRealNodeWarmRequest(b *testing.B) {
+	w := newNodeWorld(b, "30m")
+	w.newProject(b, "bench-warm")
+	health := func() int {
+		res, _ := proxyDo(b, w.apiURL, w.project, w.acc.key, http.MethodGet, "/agent/channels/webhook/health", nil, nil)
+		return res.StatusCode
+	}
+	if st := health(); st != 200 {
+		b.Fatalf("health: %d", st)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if st := health(); st != 200 {
+			b.Fatalf("health: %d", st)
+		}
+	}
+}
