@@ -191,8 +191,12 @@ func (n *Node) startContainerd(t testing.TB, sandboxImage string) {
 			t.Fatal(err)
 		}
 	}
+	// isGateway false: the bridge already holds the gateway address
+	// (claimBridge) and the plugin leaves net.ipv4.ip_forward alone; pods get
+	// no default route, only their /24 — nothing they send leaves the
+	// machine.
 	conflist := fmt.Sprintf(`{"cniVersion": "0.4.0", "name": "svc-%[1]s", "plugins": [{
-  "type": "bridge", "bridge": %[1]q, "isGateway": true, "ipMasq": false, "hairpinMode": true,
+  "type": "bridge", "bridge": %[1]q, "isGateway": false, "ipMasq": false, "hairpinMode": true,
   "ipam": {"type": "host-local", "dataDir": %[2]q, "ranges": [[{"subnet": %[3]q, "gateway": %[4]q}]]}}]}`,
 		n.Bridge, n.path("cni-leases"), n.Subnet, n.Gateway)
 	if err := os.WriteFile(filepath.Join(cni, "10-svc.conflist"), []byte(conflist), 0o600); err != nil {
@@ -287,7 +291,7 @@ failSwapOn: false
 containerRuntimeEndpoint: unix://%s
 podLogsDir: %s
 resolvConf: ""
-evictionHard: {memory.available: "0%%", nodefs.available: "0%%", imagefs.available: "0%%", nodefs.inodesFree: "0%%"}
+evictionHard: {memory.available: "1Mi", nodefs.available: "1%%", imagefs.available: "1%%", nodefs.inodesFree: "1%%"}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false
