@@ -307,7 +307,7 @@ func TestKubernetesChartOnRealNode(t *testing.T) {
 	if len(pod.Status.ContainerStatuses) != 1 || pod.Status.ContainerStatuses[0].State.Running == nil {
 		t.Errorf("the agent container is not running: %s", kubetest.PodSummary(&pod))
 	}
-	if w.objectTime(w.project+"/repo.git.tar.gz").IsZero() {
+	if w.objectTime(w.project + "/repo.git.tar.gz").IsZero() {
 		t.Error("the turn is not durable: no <projectId>/repo.git.tar.gz in MinIO")
 	}
 	if !w.objectTime(w.project + "/project-src.tar.gz").IsZero() {
