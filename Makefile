@@ -3,7 +3,7 @@
 
 SHELL        := /bin/bash
 GO           ?= go
-MODULES      := shared migrations apiserver podagent charts
+MODULES      := shared shared/testenv migrations apiserver podagent charts
 BIN          := $(CURDIR)/bin
 DATA_DIR     ?= $(CURDIR)/.data
 # Tools (the pinned MinIO server and Helm) are built once into a cache outside the clone,
@@ -54,7 +54,7 @@ run: build
 # SVC_TEST_DATABASE_URL / SVC_TEST_S3_ENDPOINT are given), then runs every
 # module's tests against them with GOWORK=off, so a missing require fails.
 test: build tools
-	cd shared && $(GO) run ./cmd/svc-testenv -- $(MAKE) -C $(CURDIR) test-modules
+	cd shared/testenv && $(GO) run ./cmd/svc-testenv -- $(MAKE) -C $(CURDIR) test-modules
 	$(MAKE) fuzz
 
 # make fuzz (part of make test): every fuzz target runs FUZZ_TIME, each
@@ -85,7 +85,7 @@ test-modules:
 	done; if [ -n "$$failed" ]; then echo "FAILED modules:$$failed"; exit 1; fi
 
 bench: build tools
-	cd shared && $(GO) run ./cmd/svc-testenv -- $(MAKE) -C $(CURDIR) bench-modules
+	cd shared/testenv && $(GO) run ./cmd/svc-testenv -- $(MAKE) -C $(CURDIR) bench-modules
 
 bench-modules:
 	@set -e; for m in $(MODULES); do \
@@ -116,7 +116,7 @@ tools: $(MINIO_BIN) $(HELM_BIN) $(STATICCHECK_BIN) kube-tools
 kube-tools: $(KUBE_TOOLS)
 
 test-kube: build tools
-	cd shared && $(GO) run ./cmd/svc-testenv -- bash -c 'cd $(CURDIR)/apiserver && GOWORK=off SVC_BIN_DIR=$(BIN) $(GO) test $(TEST_FLAGS) -run Kubernetes ./e2e/'
+	cd shared/testenv && $(GO) run ./cmd/svc-testenv -- bash -c 'cd $(CURDIR)/apiserver && GOWORK=off SVC_BIN_DIR=$(BIN) $(GO) test $(TEST_FLAGS) -run Kubernetes ./e2e/'
 
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
 # kubelet, kwok and kwokctl from the Go module proxy (~7 min + the kubelet,

@@ -6,7 +6,7 @@ require (
 	github.com/glebarez/go-sqlite v1.21.2
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/pressly/goose/v3 v3.29.0
-	github.com/svc-dev/svc/shared v0.0.0-00010101000000-000000000000
+	github.com/svc-dev/svc/shared/testenv v0.0.0-00010101000000-000000000000
 )
 
 require (
@@ -46,3 +46,5 @@ require (
 )
 
 replace github.com/svc-dev/svc/shared => ../shared
+
+replace github.com/svc-dev/svc/shared/testenv => ../shared/testenv

@@ -14,6 +14,7 @@ require (
 	github.com/sethvargo/go-retry v0.5.0
 	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1
 	github.com/svc-dev/svc/shared v0.0.0-00010101000000-000000000000
+	github.com/svc-dev/svc/shared/testenv v0.0.0-00010101000000-000000000000
 	github.com/svix/svix-webhooks v1.44.0
 	go.uber.org/zap v1.28.0
 )
@@ -64,3 +65,5 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/ini.v1 v1.67.3 // indirect
 )
+
+replace github.com/svc-dev/svc/shared/testenv => ../shared/testenv

@@ -13,6 +13,6 @@ func TestLayers(t *testing.T) {
 	t.Parallel()
 	layers.Check(t, ".", layers.Rules{Forbidden: []layers.Edge{
 		{From: "objstore", To: "settings", Why: "settings declares the storage options over objstore, so objstore sits below it"},
-		{From: "", To: "testenv", Except: []string{"testenv", "cmd/svc-testenv"}, Why: "production packages never import the test harness"},
+		{From: "", To: "testenv", Why: "production packages never import the test harness (its own module, shared/testenv)"},
 	}})
 }

@@ -6,9 +6,8 @@
 // The commands are a cobra tree (as kubectl's and helm's), one file per
 // noun: workspace.go, user.go, key.go, project.go, channel.go, usage.go,
 // lfs.go, parity.go, pairing.go (pairing and runtime). A command's RunE
-// answers with the value to print; Run prints it. Commands written in the
-// older style (register with a flag.FlagSet) still run through legacy.go
-// until they are ported.
+// answers with the value to print; Run prints it. Tests: one table row per
+// command in admin_test.go.
 package admin
 
 import (
@@ -132,9 +131,6 @@ func (a *cli) root() *cobra.Command {
 		for _, c := range g(a) {
 			add(c)
 		}
-	}
-	for _, c := range a.legacyCommands() {
-		add(c)
 	}
 	return root
 }

@@ -126,6 +126,23 @@ func TestCommands(t *testing.T) {
 			}},
 		{name: "key create, not a member", args: func() []string { return []string{"key", "create", "--workspace", f.newWS, "--user", f.user} },
 			errText: "not a member"},
+		{name: "key set-budget", args: func() []string {
+			return []string{"key", "set-budget", "--id", f.key, "--credits", "2.5", "--window", "monthly"}
+		}, check: func(t *testing.T, m map[string]any) {
+			want(t, m, "keyId", f.key)
+			want(t, m, "limitMicro", 2_500_000.0)
+		}},
+		{name: "key set-budget, bad window", args: func() []string {
+			return []string{"key", "set-budget", "--id", f.key, "--credits", "1", "--window", "hourly"}
+		}, wantErr: admin.ErrUsage},
+		{name: "key set-budget, clear with credits", args: func() []string {
+			return []string{"key", "set-budget", "--id", f.key, "--clear", "--credits", "1"}
+		}, wantErr: admin.ErrUsage},
+		{name: "key set-budget, clear", args: func() []string { return []string{"key", "set-budget", "--id", f.key, "--clear"} },
+			check: func(t *testing.T, m map[string]any) { want(t, m, "cleared", true) }},
+		{name: "key set-budget, unknown key", args: func() []string {
+			return []string{"key", "set-budget", "--id", "key_nope", "--credits", "1", "--window", "daily"}
+		}, errText: "key_nope"},
 		{name: "key revoke", args: func() []string { return []string{"key", "revoke", "--id", f.key} },
 			check: func(t *testing.T, m map[string]any) { want(t, m, "id", f.key); str(t, m, "revokedAt") }},
 		{name: "project create", args: func() []string { return []string{"project", "create", "--workspace", f.ws, "--name", "two"} },
@@ -145,6 +162,24 @@ func TestCommands(t *testing.T) {
 			return []string{"channel", "set", "--project", f.proj, "--secret", "s", "--generate-secret"}
 		},
 			wantErr: admin.ErrUsage},
+		{name: "channel rotate-secret", args: func() []string { return []string{"channel", "rotate-secret", "--project", f.proj, "--overlap", "1h"} },
+			check: func(t *testing.T, m map[string]any) {
+				if !strings.HasPrefix(str(t, m, "secret"), "whsec_") {
+					t.Errorf("secret %v", m["secret"])
+				}
+				want(t, m, "projectId", f.proj) // the channel had no secret (row above): nothing to overlap
+				if _, ok := m["previousSecretExpiresAt"]; ok {
+					t.Errorf("an empty old secret got an overlap: %v", m)
+				}
+			}},
+		{name: "channel rotate-secret, overlap too long", args: func() []string {
+			return []string{"channel", "rotate-secret", "--project", f.proj, "--overlap", "721h"}
+		}, wantErr: admin.ErrUsage},
+		{name: "channel drop-old-secret", args: func() []string { return []string{"channel", "drop-old-secret", "--project", f.proj} },
+			check: func(t *testing.T, m map[string]any) {
+				want(t, m, "previousSecret", false)
+				want(t, m, "projectId", f.proj)
+			}},
 		{name: "project show", args: func() []string { return []string{"project", "show", "--id", f.proj} },
 			check: func(t *testing.T, m map[string]any) { want(t, m, "id", f.proj); str(t, m, "channelId") }},
 		{name: "project set-sync-mode", args: func() []string { return []string{"project", "set-sync-mode", "--id", f.proj, "--mode", "s3"} },
@@ -234,7 +269,8 @@ func TestUsage(t *testing.T) {
 	u := admin.Usage()
 	for _, c := range []string{"workspace create", "workspace set", "user create", "user set-password", "user login-link",
 		"member add", "key create", "key revoke", "project create", "project show", "project set-sync-mode",
-		"project restart", "project runtime-token", "project publish", "channel set", "usage show", "lfs gc",
+		"project restart", "project runtime-token", "project publish", "channel set", "channel rotate-secret",
+		"channel drop-old-secret", "key set-budget", "usage show", "lfs gc",
 		"parity-check", "pairing create", "pairing revoke", "pairing list", "runtime show"} {
 		if !strings.Contains(u, "\n  "+c+" ") {
 			t.Errorf("usage lacks %q:\n%s", c, u)

@@ -21,5 +21,5 @@ func (a *cli) keyCommands() []*cobra.Command {
 		return a.env.Store.RevokeAPIKey(ctx, id)
 	})
 	revoke.Flags().StringVar(&id, "id", "", "key id")
-	return []*cobra.Command{noun("key", create, revoke)}
+	return []*cobra.Command{noun("key", create, revoke, a.keySetBudget())}
 }

@@ -124,7 +124,7 @@ func TestChannelSecretRotation(t *testing.T) {
 // per attempt (insert and endpoint health update), in batches of 20 as the
 // pod hands them over:
 //
-//	go run ./cmd/svc-testenv -- bash -c 'cd ../apiserver && GOWORK=off go test -run "^$" -bench RecordWebhookAttempts ./internal/store/'
+//	go run ./cmd/svc-testenv -- bash -c 'cd ../../apiserver && GOWORK=off go test -run "^$" -bench RecordWebhookAttempts ./internal/store/'
 func BenchmarkRecordWebhookAttempts(b *testing.B) {
 	for _, dc := range []struct {
 		name string
