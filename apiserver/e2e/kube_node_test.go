@@ -65,8 +65,8 @@ func nodeImages(t testing.TB) (pause kubetest.NodeImage, images []kubetest.NodeI
 	bins := staticBinaries(t)
 	pauseBin := filepath.Join(t.TempDir(), "pause")
 	_, file, _, _ := runtime.Caller(0)
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", pauseBin, "./testenv/kubetest/pause")
-	cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..", "shared")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", pauseBin, "./kubetest/pause")
+	cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..", "shared", "testenv")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build pause: %v\n%s", err, b)
