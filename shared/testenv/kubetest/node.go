@@ -203,6 +203,10 @@ func (n *Node) startContainerd(t testing.TB, sandboxImage string) {
 		t.Fatal(err)
 	}
 	runc, _ := exec.LookPath("runc")
+	// restrict_oom_score_adj: root here lacks CAP_SYS_RESOURCE, so runc
+	// cannot lower a process's oom_score_adj below containerd's; without it
+	// every sandbox (the CRI asks -998) fails "can't get final child's PID
+	// from pipe: EOF".
 	cfg := fmt.Sprintf(`version = 2
 root = %[1]q
 state = %[2]q
@@ -219,6 +223,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   sandbox_image = %[5]q
   disable_apparmor = true
   netns_mounts_under_state_dir = true
+  restrict_oom_score_adj = true
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
   [plugins."io.containerd.grpc.v1.cri".containerd]
