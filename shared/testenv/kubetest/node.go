@@ -356,8 +356,35 @@ func (n *Node) Forward(t testing.TB, target func() string) string {
 	if err != nil {
 		t.Fatalf("kubetest: forward: %v", err)
 	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { l.Close(); wg.Wait() })
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		conns  = map[net.Conn]bool{}
+		closed bool
+	)
+	track := func(c net.Conn, on bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case on && closed:
+			c.Close()
+		case on:
+			conns[c] = true
+		default:
+			delete(conns, c)
+		}
+	}
+	// Long-lived relays (a watch, a database pool) are cut when the test ends.
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		closed = true
+		for c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -370,10 +397,14 @@ func (n *Node) Forward(t testing.TB, target func() string) string {
 			go func() {
 				defer wg.Done()
 				defer c.Close()
+				track(c, true)
+				defer track(c, false)
 				u, err := net.DialTimeout("tcp", target(), 10*time.Second)
 				if err != nil {
 					return
 				}
+				track(u, true)
+				defer track(u, false)
 				defer u.Close()
 				done := make(chan struct{})
 				go func() { _, _ = io.Copy(u, c); u.(*net.TCPConn).CloseWrite(); close(done) }()
