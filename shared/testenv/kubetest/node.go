@@ -357,8 +357,8 @@ func (n *Node) Forward(t testing.TB, target func() string) string {
 		t.Fatalf("kubetest: forward: %v", err)
 	}
 	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
+		wg     sync.WaitGroup
+		mu     sync.Mutex
 		conns  = map[net.Conn]bool{}
 		closed bool
 	)
