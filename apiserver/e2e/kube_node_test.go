@@ -300,12 +300,19 @@ func TestKubernetesChartOnRealNode(t *testing.T) {
 		pod.Spec.InitContainers[0].RestartPolicy == nil || *pod.Spec.InitContainers[0].RestartPolicy != corev1.ContainerRestartPolicyAlways {
 		t.Fatalf("podagent is not a native sidecar: %+v", pod.Spec.InitContainers)
 	}
-	st := pod.Status.InitContainerStatuses
-	if len(st) != 1 || st[0].State.Running == nil || st[0].Started == nil || !*st[0].Started || st[0].RestartCount != 0 {
-		t.Errorf("the podagent sidecar is not running as started: %s", kubetest.PodSummary(&pod))
-	}
-	if len(pod.Status.ContainerStatuses) != 1 || pod.Status.ContainerStatuses[0].State.Running == nil {
-		t.Errorf("the agent container is not running: %s", kubetest.PodSummary(&pod))
+	// The driver probes podagent itself; the kubelet's startup probe
+	// (every 2 s) may report a moment later.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		st, cs := pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses
+		if len(st) == 1 && st[0].State.Running != nil && st[0].Started != nil && *st[0].Started && st[0].RestartCount == 0 &&
+			len(cs) == 1 && cs[0].State.Running != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the podagent sidecar and the agent container are not both running: %s", kubetest.PodSummary(&pod))
+		}
+		time.Sleep(200 * time.Millisecond) // poll with a deadline
+		pod = w.runtimePod(t)
 	}
 	if w.objectTime(w.project + "/repo.git.tar.gz").IsZero() {
 		t.Error("the turn is not durable: no <projectId>/repo.git.tar.gz in MinIO")
