@@ -19,9 +19,7 @@ package webhook
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"io"
@@ -250,7 +248,7 @@ func (h *Handler) config(c echo.Context) (wire.ChannelConfig, error) {
 
 // authenticate checks X-Webhook-Secret against the channel secret, and the
 // ones a rotation replaced while their overlap lasts (issue 24), in
-// constant time (secretMatches).
+// constant time (wire.WebhookSecretMatches).
 func (h *Handler) authenticate(c echo.Context) (wire.ChannelConfig, error) {
 	cfg, err := h.config(c)
 	if err != nil {
@@ -260,7 +258,7 @@ func (h *Handler) authenticate(c echo.Context) (wire.ChannelConfig, error) {
 		return cfg, &Error{Code: "channel_secret_not_set",
 			Message: "This channel has no secret configured, so it rejects every request. Set one in the channel settings."}
 	}
-	if !secretMatches(c.Request().Header.Get(wire.HeaderWebhookSecret), append([]string{cfg.Secret}, cfg.PreviousSecrets...)) {
+	if !wire.WebhookSecretMatches(c.Request().Header.Get(wire.HeaderWebhookSecret), append([]string{cfg.Secret}, cfg.PreviousSecrets...)) {
 		return cfg, &Error{Code: "invalid_webhook_secret",
 			Message: "Missing or invalid X-Webhook-Secret header."}
 	}
@@ -301,24 +299,6 @@ func (h *Handler) activity(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, wire.WebhookActivity{Events: h.d.Activity.List()})
-}
-
-// secretMatches compares got with every non-empty candidate as SHA-256
-// digests (equal lengths, so a length does not leak) with hmac.Equal, all
-// of them whatever the outcome of the others.
-func secretMatches(got string, candidates []string) bool {
-	g := sha256.Sum256([]byte(got))
-	ok := 0
-	for _, c := range candidates {
-		if c == "" {
-			continue
-		}
-		w := sha256.Sum256([]byte(c))
-		if hmac.Equal(g[:], w[:]) {
-			ok = 1
-		}
-	}
-	return ok == 1
 }
 
 func (h *Handler) now() time.Time { return h.d.Now().UTC() }
