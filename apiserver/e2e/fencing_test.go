@@ -267,6 +267,9 @@ func TestDualShadowPushRefusedAsNotOwnerFences(t *testing.T) {
 	if code := <-done; code != http.StatusConflict {
 		t.Fatalf("the held pod's flush: %d, want 409 fenced\n%s", code, a.logs.String())
 	}
+	// The 409 can reach the test before the pod's log line has come through
+	// its output pipe: wait for the line, then count.
+	waitLog(t, a.logs, "FENCED", 10*time.Second)
 	logs := a.logs.String()
 	if strings.Count(logs, "FENCED") != 1 || !strings.Contains(logs, "refused the push") {
 		t.Fatalf("the refused push did not fence the pod once:\n%s", logs)
