@@ -292,7 +292,7 @@ func TestKubernetesChartOnRealNode(t *testing.T) {
 	began := time.Now()
 	res, body := w.message(t, "write a")
 	if res.StatusCode != 200 || !strings.Contains(string(body), "wrote a") {
-		t.Fatalf("first message: %d %s\nkubelet:\n%s", res.StatusCode, body, w.node.Log("kubelet", 4000))
+		t.Fatalf("first message: %d %s\npods:\n%s\nkubelet:\n%s", res.StatusCode, body, w.node.PodLogs(w.ns, 6000), w.node.Log("kubelet", 2000))
 	}
 	t.Logf("first reply of a project with no pod: %s", time.Since(began).Round(time.Millisecond))
 	pod := w.runtimePod(t)

@@ -166,6 +166,26 @@ func (w lockedBuf) Write(p []byte) (int, error) {
 	return w.b.Write(p)
 }
 
+// PodLogs is what the containers of the pods in namespace ns wrote (the
+// kubelet's pod log files), the last limit bytes of each, for failure
+// messages.
+func (n *Node) PodLogs(ns string, limit int) string {
+	var out strings.Builder
+	files, _ := filepath.Glob(n.path("pod-logs", ns+"_*", "*", "*.log"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if limit > 0 && len(b) > limit {
+			b = b[len(b)-limit:]
+		}
+		rel, _ := filepath.Rel(n.path("pod-logs"), f)
+		fmt.Fprintf(&out, "== %s\n%s\n", rel, b)
+	}
+	return out.String()
+}
+
 // Log is the output of the node's containerd or kubelet so far (its last
 // limit bytes when limit > 0).
 func (n *Node) Log(name string, limit int) string {
