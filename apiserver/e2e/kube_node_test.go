@@ -22,6 +22,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -175,6 +176,10 @@ func newNodeWorld(t testing.TB, idle string) *nodeWorld {
 	if ip == "" {
 		t.Fatalf("no Ready API pod: %+v", pods.Items)
 	}
+	for _, p := range pods.Items {
+		t.Logf("API pod %s on node %q: phase %s, IP %s, ready %v, %s", p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.PodIP,
+			podReady(&p), kubetest.PodSummary(&p))
+	}
 	apiPod.Lock()
 	apiPod.addr = net.JoinHostPort(ip, "8080")
 	apiPod.Unlock()
@@ -292,6 +297,11 @@ func TestKubernetesChartOnRealNode(t *testing.T) {
 	began := time.Now()
 	res, body := w.message(t, "write a")
 	if res.StatusCode != 200 || !strings.Contains(string(body), "wrote a") {
+		if r, err := http.Get(w.apiURL + "/readyz"); err == nil {
+			b, _ := io.ReadAll(r.Body)
+			r.Body.Close()
+			t.Logf("GET %s/readyz: %d %s %v", w.apiURL, r.StatusCode, b, r.Header)
+		}
 		t.Fatalf("first message: %d %s\npods:\n%s\nkubelet:\n%s", res.StatusCode, body, w.node.PodLogs(w.ns, 6000), w.node.Log("kubelet", 2000))
 	}
 	t.Logf("first reply of a project with no pod: %s", time.Since(began).Round(time.Millisecond))

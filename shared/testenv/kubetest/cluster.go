@@ -133,6 +133,12 @@ func StartWith(ctx context.Context, o Options) (*Cluster, error) {
 		"--kube-controller-manager-binary", bins["kube-controller-manager"],
 		"--kube-scheduler-binary", bins["kube-scheduler"], "--kwok-controller-binary", bins["kwok"],
 		"--kubeconfig", c.Kubeconfig, "--wait", "90s")
+	if o.NoFakeNode {
+		// The kwok controller fakes the status of every node's pods (a pod IP
+		// from its own CIDR, Running, Ready): with a real node it would claim
+		// that node's pods before the kubelet reports them.
+		cmd.Args = append(cmd.Args, "--disable", "kwok-controller")
+	}
 	cmd.Env = c.env()
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
