@@ -19,14 +19,16 @@ TEST_FLAGS   ?= -race -count=1 -timeout 20m
 BENCH_FLAGS  ?= -run '^$$' -bench . -benchmem -count=1 -timeout 30m
 
 # The Kubernetes control plane of the kubernetes driver's and the chart's
-# tests (scripts/kube-tools.sh builds each into $(TOOLS_DIR)/<tool>/<version>/).
+# tests, and the real node's kubelet (scripts/kube-tools.sh builds each into
+# $(TOOLS_DIR)/<tool>/<version>/).
 K8S_VERSION  ?= v1.37.2
 ETCD_VERSION ?= v3.6.16
 KWOK_VERSION ?= v0.8.0
 KUBE_TOOLS   := $(TOOLS_DIR)/kube-apiserver/$(K8S_VERSION)/kube-apiserver $(TOOLS_DIR)/etcd/$(ETCD_VERSION)/etcd \
                 $(TOOLS_DIR)/kwokctl/$(KWOK_VERSION)/kwokctl $(TOOLS_DIR)/kwok/$(KWOK_VERSION)/kwok \
                 $(TOOLS_DIR)/kube-controller-manager/$(K8S_VERSION)/kube-controller-manager \
-                $(TOOLS_DIR)/kube-scheduler/$(K8S_VERSION)/kube-scheduler $(TOOLS_DIR)/kubectl/$(K8S_VERSION)/kubectl
+                $(TOOLS_DIR)/kube-scheduler/$(K8S_VERSION)/kube-scheduler $(TOOLS_DIR)/kubectl/$(K8S_VERSION)/kubectl \
+                $(TOOLS_DIR)/kubelet/$(K8S_VERSION)/kubelet
 # `make build` and the images build alike: static, reproducible paths.
 GO_BUILD     := CGO_ENABLED=0 $(GO) build -trimpath
 IMAGE_TAG    ?= $(shell awk -F'"' '/^appVersion:/{print $$2}' charts/svc/Chart.yaml)
@@ -121,7 +123,8 @@ test-kube: build tools
 	cd shared/testenv && $(GO) run ./cmd/svc-testenv -- bash -c 'cd $(CURDIR)/apiserver && GOWORK=off SVC_BIN_DIR=$(BIN) $(GO) test $(TEST_FLAGS) -run Kubernetes ./e2e/'
 
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
-# kwok and kwokctl from the Go module proxy (~7 min and ~2.9 GB once).
+# kubelet, kwok and kwokctl from the Go module proxy (~7 min + the kubelet,
+# and ~2.9 GB once).
 $(KUBE_TOOLS):
 	TOOLS_DIR=$(TOOLS_DIR) K8S_VERSION=$(K8S_VERSION) ETCD_VERSION=$(ETCD_VERSION) KWOK_VERSION=$(KWOK_VERSION) \
 		./scripts/kube-tools.sh

@@ -50,7 +50,7 @@ func containerImages(t *testing.T, pm *testenv.Podman) (apiImage, agentImage str
 
 // staticBinaries are apiserver, podagent and svc-image as `make build`
 // leaves them in $SVC_BIN_DIR (static), else built here with CGO off.
-func staticBinaries(t *testing.T) map[string]string {
+func staticBinaries(t testing.TB) map[string]string {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..")

@@ -3,7 +3,9 @@
 // kube-controller-manager, kube-scheduler — started by kwokctl with
 // `--runtime binary` on 127.0.0.1, plus one kwok fake node whose podCIDR
 // (127.1.0.0/24) gives pods loopback IPs. kwok runs no containers; Kubelet
-// plays the kubelet for the podagent sidecar (kubelet.go). The binaries are
+// plays the kubelet for the podagent sidecar (kubelet.go). StartNode
+// (node.go) is the real node: a kubelet with containerd, runc and the CNI
+// bridge, for the proof that the chart runs (issue 27). The binaries are
 // built by `make tools` into ~/.cache/svc-tools/<tool>/<version>/
 // (scripts/kube-tools.sh).
 //
@@ -73,10 +75,23 @@ func Tool(name string) (string, error) {
 // kwokctlConfig: everything on 127.0.0.1; kubeVersion tells kwokctl which
 // flags the binaries it starts understand; kubectl is ours (kwokctl would
 // download its own for its health checks).
-func kwokctlConfig(kubectl string) string {
-	return "kind: KwokctlConfiguration\napiVersion: config.kwok.x-k8s.io/v1alpha1\noptions:\n" +
+func kwokctlConfig(kubectl string, sans []string) string {
+	s := "kind: KwokctlConfiguration\napiVersion: config.kwok.x-k8s.io/v1alpha1\noptions:\n" +
 		"  bindAddress: 127.0.0.1\n  kubeVersion: " + K8sVersion + "\n  kwokVersion: " + KwokVersion + "\n" +
 		"  kubectlBinary: " + kubectl + "\n"
+	if len(sans) > 0 {
+		s += "  kubeApiserverCertSANs: [" + strings.Join(sans, ", ") + "]\n"
+	}
+	return s
+}
+
+// Options shape a control plane.
+type Options struct {
+	// CertSANs are extra names of the kube-apiserver's serving certificate
+	// (the address the real node's pods reach it at).
+	CertSANs []string
+	// NoFakeNode: no kwok node (the real node is the only one).
+	NoFakeNode bool
 }
 
 // Cluster is a running control plane.
@@ -90,7 +105,10 @@ type Cluster struct {
 }
 
 // Start creates a cluster (3–5 s warm) with one fake node.
-func Start(ctx context.Context) (*Cluster, error) {
+func Start(ctx context.Context) (*Cluster, error) { return StartWith(ctx, Options{}) }
+
+// StartWith creates a cluster shaped by o.
+func StartWith(ctx context.Context, o Options) (*Cluster, error) {
 	bins := map[string]string{}
 	for _, n := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kwokctl", "kubectl"} {
 		p, err := Tool(n)
@@ -106,7 +124,7 @@ func Start(ctx context.Context) (*Cluster, error) {
 	c := &Cluster{Name: fmt.Sprintf("svc-%d", os.Getpid()), workdir: workdir, kwokctl: bins["kwokctl"],
 		Kubeconfig: filepath.Join(workdir, "kubeconfig")}
 	cfg := filepath.Join(workdir, "kwokctl.yaml")
-	if err := os.WriteFile(cfg, []byte(kwokctlConfig(bins["kubectl"])), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(kwokctlConfig(bins["kubectl"], o.CertSANs)), 0o600); err != nil {
 		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, bins["kwokctl"], "--config", cfg, "--name", c.Name, "create", "cluster",
@@ -115,6 +133,12 @@ func Start(ctx context.Context) (*Cluster, error) {
 		"--kube-controller-manager-binary", bins["kube-controller-manager"],
 		"--kube-scheduler-binary", bins["kube-scheduler"], "--kwok-controller-binary", bins["kwok"],
 		"--kubeconfig", c.Kubeconfig, "--wait", "90s")
+	if o.NoFakeNode {
+		// The kwok controller fakes the status of every node's pods (a pod IP
+		// from its own CIDR, Running, Ready): with a real node it would claim
+		// that node's pods before the kubelet reports them.
+		cmd.Args = append(cmd.Args, "--disable", "kwok-controller")
+	}
 	cmd.Env = c.env()
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -129,6 +153,9 @@ func Start(ctx context.Context) (*Cluster, error) {
 	if c.Client, err = k8s.NewForConfig(c.Config); err != nil {
 		c.Delete()
 		return nil, err
+	}
+	if o.NoFakeNode {
+		return c, nil
 	}
 	if err := c.AddNode(ctx, NodeName, "127.1.0.0/24", nil); err != nil {
 		c.Delete()
