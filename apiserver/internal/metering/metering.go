@@ -35,7 +35,12 @@ type Meter struct {
 func New(st *store.Store, rec *Recorder) *Meter {
 	m := &Meter{Store: st, Recorder: rec, Now: time.Now}
 	if rec != nil {
-		rec.onWritten = m.refreshWindows
+		// A written batch drops the cached windows of its workspaces, so the
+		// next admission reads them (and a database outage answers 503,
+		// TestDatabaseDown). Reading them back here instead took that read
+		// off the first byte but let admission run on cached windows while
+		// the database was down (issue 26, reverted).
+		rec.onWritten = func(ids ...string) { m.windows.invalidate(ids...) }
 	}
 	return m
 }

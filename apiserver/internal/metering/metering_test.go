@@ -116,44 +116,6 @@ func TestQuotaSeenAfterWrite(t *testing.T) {
 	}
 }
 
-// After the Recorder wrote a batch, the windows of the workspaces this
-// replica had cached are read back on the Recorder's goroutine: the next
-// admission finds them in the cache, with the written usage, and makes no
-// database round trip before its first byte (issue 26).
-func TestWindowsReadBackAfterWrite(t *testing.T) {
-	t.Parallel()
-	st, w := workspace(t)
-	ctx := context.Background()
-	rec := NewRecorder(st, zapNop())
-	m := New(st, rec)
-	plan := catalog.Plan{Name: "p", Windows: []catalog.Window{{Name: "5h", Duration: 5 * time.Hour, Credits: 100}}}
-	model := catalog.Model{ID: "m", Price: catalog.Price{InputPerMTok: 1000}}
-	p := auth.Principal{WorkspaceID: w.ID}
-	w2, err := st.CreateWorkspace(ctx, "w2", "free")
-	if err != nil {
-		t.Fatal(err)
-	}
-	other := auth.Principal{WorkspaceID: w2.ID}
-	if _, err := m.Admit(ctx, p, plan); err != nil { // caches p's windows
-		t.Fatal(err)
-	}
-	for _, pr := range []auth.Principal{p, other} {
-		if err := m.Record(ctx, pr, plan, model, "r-"+pr.WorkspaceID, Usage{PromptTokens: 1000}, false); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := rec.Close(ctx); err != nil { // written, and read back
-		t.Fatal(err)
-	}
-	got, ok := m.windows.get(w.ID, m.Now())
-	if !ok || len(got) != 1 || got[0].CreditsMicro != 1_000_000 {
-		t.Fatalf("cached windows after the write: %+v (cached %v), want the 5h window holding 1 credit", got, ok)
-	}
-	if _, ok := m.windows.get(other.WorkspaceID, m.Now()); ok {
-		t.Fatal("a workspace this replica had not cached was read back")
-	}
-}
-
 func zapNop() *zap.Logger { return zap.NewNop() }
 
 // fixedNow is the clock of the rate tests: 30 s into a minute.

@@ -1,7 +1,6 @@
 package metering
 
 import (
-	"context"
 	"sync"
 	"time"
 
@@ -70,37 +69,4 @@ func (c *windowCache) invalidate(workspaceIDs ...string) []string {
 		}
 	}
 	return held
-}
-
-// maxRefresh bounds the workspaces whose windows one written batch reads
-// back.
-const maxRefresh = 64
-
-// refreshWindows runs after the Recorder wrote a batch (on its goroutine):
-// it drops the cached windows of the batch's workspaces, as before, then
-// reads back those it held and caches them again. Without the read-back the
-// next request of each workspace read its windows in admission, before its
-// first byte: with streams longer than the Recorder's flush interval that
-// was every request at one client (issue 26). A read an invalidation
-// overtakes is not cached (generation).
-func (m *Meter) refreshWindows(workspaceIDs ...string) {
-	held := m.windows.invalidate(workspaceIDs...)
-	if len(held) > maxRefresh {
-		held = held[:maxRefresh]
-	}
-	seen := make(map[string]bool, len(held))
-	for _, id := range held {
-		if seen[id] {
-			continue
-		}
-		seen[id] = true
-		gen := m.windows.generation()
-		now := m.Now()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		w, err := m.Store.UsageWindows(ctx, id)
-		cancel()
-		if err == nil {
-			m.windows.put(id, w, now, gen)
-		}
-	}
 }

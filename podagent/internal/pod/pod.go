@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -187,14 +188,22 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 	client := &internalapi.Client{BaseURL: cfg.APIURL, ProjectID: cfg.ProjectID, Token: cfg.RuntimeToken, HTTP: o.HTTPClient}
 	// The journal is opened before cold start (a catch-up commit is
 	// remembered in it); a restore that replaces a headless .git carries the
-	// open file over (durable.Restore).
-	if p.Journal, err = journal.OpenState(filepath.Join(ws, ".git", durable.StateDirName), journal.Options{Log: log}); err != nil {
+	// open file over (durable.Restore). A start that fails on a workspace
+	// that had no .git leaves none behind (a refused restore puts nothing in
+	// place, the journal's folder included).
+	dotGit := filepath.Join(ws, ".git")
+	_, statErr := os.Lstat(dotGit)
+	hadGit := !errors.Is(statErr, fs.ErrNotExist)
+	if p.Journal, err = journal.OpenState(filepath.Join(dotGit, durable.StateDirName), journal.Options{Log: log}); err != nil {
 		return nil, err
 	}
 	started := false
 	defer func() {
 		if !started {
 			_ = p.Journal.Close()
+			if !hadGit {
+				_ = os.RemoveAll(dotGit)
+			}
 		}
 	}()
 	p.Recorder, err = checkpointjournal.Open(p.Journal, client, log)
