@@ -25,10 +25,10 @@ func TestLayers(t *testing.T) {
 // domainBelowHandlers forbids every domain package to import a handler
 // package.
 func domainBelowHandlers() []layers.Edge {
-	handlers := []string{"agentproxy", "channelapi", "checkpointreads", "checkpointrecord", "console", "gitserver",
-		"lfsbatch", "openapi", "outboxapi", "pairing", "publicapi", "publish"}
-	domain := []string{"apikey", "catalog", "hydrate", "janitor", "lfsgc", "metering", "objstoreopen", "parity", "runtime",
-		"tracing", "upstream"}
+	handlers := []string{"agentapi", "agentproxy", "checkpointreads", "console", "gateway", "gitserver", "pairing",
+		"publish"}
+	domain := []string{"apikey", "catalog", "hydrate", "janitor", "lfsgc", "metering", "outbox", "parity", "runtimes",
+		"storage", "tracing", "upstream", "webhookchannel", "webhooklog"}
 	var out []layers.Edge
 	for _, d := range domain {
 		for _, h := range handlers {

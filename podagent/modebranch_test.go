@@ -16,10 +16,6 @@ import (
 // The mode table is shared/syncmode, outside this module.
 var modeBranchAllowed = map[string]string{
 	"internal/syncstrategy": "the one implementation per mode",
-	// Cold start's two dual_shadow checks (fetch from the origin, push the
-	// seed) are the cold-start rework's to replace with o.Origin != nil;
-	// the strategy already picks the origin.
-	"internal/coldstart": "cold start: origin fetch and seed push (see comment)",
 }
 
 // No `if mode` outside the strategies: a comparison (==, !=) or a switch

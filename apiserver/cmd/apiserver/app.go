@@ -25,14 +25,14 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/janitor"
 	"github.com/svc-dev/svc/apiserver/internal/lfsgc"
-	"github.com/svc-dev/svc/apiserver/internal/objstoreopen"
 	"github.com/svc-dev/svc/apiserver/internal/pairing"
 	"github.com/svc-dev/svc/apiserver/internal/parity"
-	"github.com/svc-dev/svc/apiserver/internal/runtime"
-	kubedriver "github.com/svc-dev/svc/apiserver/internal/runtime/kubernetes"
-	"github.com/svc-dev/svc/apiserver/internal/runtime/local"
-	"github.com/svc-dev/svc/apiserver/internal/runtime/metal"
+	"github.com/svc-dev/svc/apiserver/internal/runtimes"
+	kubedriver "github.com/svc-dev/svc/apiserver/internal/runtimes/kubernetes"
+	"github.com/svc-dev/svc/apiserver/internal/runtimes/local"
+	"github.com/svc-dev/svc/apiserver/internal/runtimes/metal"
 	"github.com/svc-dev/svc/apiserver/internal/server"
+	"github.com/svc-dev/svc/apiserver/internal/storage"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/tracing"
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
@@ -117,9 +117,9 @@ func (a *app) adminEnv() *admin.Env {
 		}
 	}
 	return &admin.Env{Store: a.store, Catalog: a.cat, RuntimeSecret: []byte(secret),
-		Out: os.Stdout, In: os.Stdin, PublicURL: objstoreopen.PublicURL(a.cfg), Publish: publishFunc, Log: a.log,
+		Out: os.Stdout, In: os.Stdin, PublicURL: storage.PublicURL(a.cfg), Publish: publishFunc, Log: a.log,
 		Objects: func(ctx context.Context) (objstore.Store, error) {
-			o, err := objstoreopen.Open(ctx, a.cfg, a.log)
+			o, err := storage.Open(ctx, a.cfg, a.log)
 			return o.Store, err
 		}}
 }
@@ -148,7 +148,7 @@ func serve(ctx context.Context, args []string, dev bool) error {
 		}
 		a.cfg.RuntimeAuthSecret = secret
 	}
-	objs, err := objstoreopen.Open(ctx, a.cfg, a.log)
+	objs, err := storage.Open(ctx, a.cfg, a.log)
 	if err != nil {
 		return err
 	}
@@ -208,8 +208,8 @@ func serve(ctx context.Context, args []string, dev bool) error {
 		AgentProxy: proxy, Pairing: hub, Relay: relay, AnswerDeadline: a.cfg.WebhookAnswerDeadline,
 		WebhookFailingAfter: a.cfg.WebhookFailingAfter,
 		StorageErr:          objs.Health.Err,
-		Console: &console.Options{PublicURL: objstoreopen.PublicURL(a.cfg),
-			SecureCookies: strings.HasPrefix(objstoreopen.PublicURL(a.cfg), "https://")},
+		Console: &console.Options{PublicURL: storage.PublicURL(a.cfg),
+			SecureCookies: strings.HasPrefix(storage.PublicURL(a.cfg), "https://")},
 	})
 	for _, name := range slices.Sorted(maps.Keys(a.cat.Providers)) {
 		p := a.cat.Providers[name]
@@ -282,10 +282,10 @@ func serve(ctx context.Context, args []string, dev bool) error {
 // configured default driver (local: one podagent per project) and the paired
 // machines' hub, plus the relay proxy other replicas reach this one's tunnels
 // through. Local pods reach this server on loopback at addr's port.
-func (a *app) runtimeDeps(addr net.Addr, advertise string) (*agentproxy.Proxy, *agentproxy.Proxy, *pairing.Hub, *runtime.Router, error) {
+func (a *app) runtimeDeps(addr net.Addr, advertise string) (*agentproxy.Proxy, *agentproxy.Proxy, *pairing.Hub, *runtimes.Router, error) {
 	secret := []byte(a.cfg.RuntimeAuthSecret)
 	port := addr.(*net.TCPAddr).Port
-	var def runtime.Driver
+	var def runtimes.Driver
 	switch a.cfg.RuntimeDriver {
 	case local.Name:
 		c := a.cfg
@@ -313,7 +313,7 @@ func (a *app) runtimeDeps(addr net.Addr, advertise string) (*agentproxy.Proxy, *
 	transport := agentproxy.NewTransport()
 	hub := pairing.NewHub(pairing.Options{Store: a.store, RuntimeSecret: secret, AdvertiseURL: advertise,
 		RelayTransport: transport, Log: a.log})
-	router := &runtime.Router{Store: a.store, Default: def, Paired: hub, Instance: store.NewID("api"), Log: a.log.Named("runtime")}
+	router := &runtimes.Router{Store: a.store, Default: def, Paired: hub, Instance: store.NewID("api"), Log: a.log.Named("runtime")}
 	proxy := &agentproxy.Proxy{Runtime: router, Transport: transport, Timeout: a.cfg.AgentProxyTimeout,
 		Log: a.log.Named("agentproxy")}
 	relay := &agentproxy.Proxy{Runtime: hub.Local(), Relay: true, Prefixes: agentproxy.RelayPrefixes, Timeout: a.cfg.AgentProxyTimeout,

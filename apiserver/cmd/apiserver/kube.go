@@ -8,7 +8,7 @@ import (
 
 	k8s "k8s.io/client-go/kubernetes"
 
-	kubedriver "github.com/svc-dev/svc/apiserver/internal/runtime/kubernetes"
+	kubedriver "github.com/svc-dev/svc/apiserver/internal/runtimes/kubernetes"
 )
 
 // inClusterNamespace is where a pod's own namespace is mounted.

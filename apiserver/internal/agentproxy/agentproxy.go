@@ -23,7 +23,7 @@
 // at most once too.
 //
 // The outbox poll (GET .../outbox/{channelId}) is not proxied: the server
-// mounts package outboxapi's route, which serves it from the database, on the
+// mounts package outbox's route, which serves it from the database, on the
 // same group ahead of this catch-all.
 package agentproxy
 
@@ -46,7 +46,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
-	"github.com/svc-dev/svc/apiserver/internal/runtime"
+	"github.com/svc-dev/svc/apiserver/internal/runtimes"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/wire"
@@ -70,8 +70,8 @@ var RelayPrefixes = append(append([]string(nil), DefaultPrefixes...), internalap
 
 // Proxy forwards agent-proxy requests to the project's runtime.
 type Proxy struct {
-	// Runtime finds or starts the project's agent (runtime.Router).
-	Runtime runtime.Driver
+	// Runtime finds or starts the project's agent (runtimes.Router).
+	Runtime runtimes.Driver
 	// Transport carries requests to endpoints without their own transport.
 	Transport http.RoundTripper
 	// Timeout bounds the exchange with the agent (DefaultTimeout when zero);
@@ -87,7 +87,7 @@ type Proxy struct {
 	Relay bool
 	// Accepted, when set, records an async message the agent accepted (its
 	// 202 to POST .../incoming), before the 202 reaches the caller
-	// (outboxapi.API.RecordAccepted). A failure is logged: the pod's own
+	// (outbox.Outbox.RecordAccepted). A failure is logged: the pod's own
 	// journal still holds the message.
 	Accepted func(ctx context.Context, projectID, correlationID string) error
 	Log      *zap.Logger
@@ -311,7 +311,7 @@ func singleJoin(base, rest string) string {
 }
 
 func (p *Proxy) runtimeError(reqCtx context.Context, log *zap.Logger, err error) error {
-	var se *runtime.StartError
+	var se *runtimes.StartError
 	switch {
 	case errors.As(err, &se):
 		msg := "The project's agent failed to start. Retry later."
@@ -323,7 +323,7 @@ func (p *Proxy) runtimeError(reqCtx context.Context, log *zap.Logger, err error)
 		e.Headers = map[string]string{"Retry-After": strconv.Itoa(max(secs, 1))}
 		e.Cause = err
 		return e
-	case errors.Is(err, runtime.ErrOffline):
+	case errors.Is(err, runtimes.ErrOffline):
 		return InstanceOffline()
 	case reqCtx.Err() != nil:
 		return clientGone(reqCtx)
@@ -345,7 +345,7 @@ func (p *Proxy) upstreamError(reqCtx, ctx context.Context, log *zap.Logger, err 
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		log.Warn("agent did not answer in time", zap.Error(err))
 		return wire.Coded("agent_timeout", "The agent did not answer in time.")
-	case errors.Is(err, runtime.ErrOffline):
+	case errors.Is(err, runtimes.ErrOffline):
 		return InstanceOffline()
 	}
 	e := wire.Coded("agent_unreachable", "The project's agent could not be reached.")

@@ -17,7 +17,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/auth"
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
-	"github.com/svc-dev/svc/apiserver/internal/runtime"
+	"github.com/svc-dev/svc/apiserver/internal/runtimes"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 )
 
@@ -56,19 +56,19 @@ func TestAgentPath(t *testing.T) {
 	}
 }
 
-// driver is a runtime.Driver returning a fixed endpoint or error.
+// driver is a runtimes.Driver returning a fixed endpoint or error.
 type driver struct {
-	ep  runtime.Endpoint
+	ep  runtimes.Endpoint
 	err error
 }
 
 func (d driver) Name() string { return "test" }
-func (d driver) Ensure(context.Context, store.Project) (runtime.Endpoint, error) {
+func (d driver) Ensure(context.Context, store.Project) (runtimes.Endpoint, error) {
 	return d.ep, d.err
 }
 func (d driver) Stop(context.Context, string) error { return nil }
-func (d driver) Status(context.Context, string) (runtime.Status, error) {
-	return runtime.Status{}, nil
+func (d driver) Status(context.Context, string) (runtimes.Status, error) {
+	return runtimes.Status{}, nil
 }
 
 func serve(t *testing.T, p *Proxy, method, path string, body io.Reader) *httptest.ResponseRecorder {
@@ -86,8 +86,8 @@ func serve(t *testing.T, p *Proxy, method, path string, body io.Reader) *httptes
 
 func TestRuntimeErrorsMapToSpecCodes(t *testing.T) {
 	t.Parallel()
-	start := &runtime.StartError{ProjectID: "prj_1", RetryAfter: 2500 * time.Millisecond, Err: errors.New("boom")}
-	withReason := &runtime.StartError{ProjectID: "prj_1", RetryAfter: time.Second, Err: errors.New("boom"),
+	start := &runtimes.StartError{ProjectID: "prj_1", RetryAfter: 2500 * time.Millisecond, Err: errors.New("boom")}
+	withReason := &runtimes.StartError{ProjectID: "prj_1", RetryAfter: time.Second, Err: errors.New("boom"),
 		Reason: "pod p: not Ready within 3s"}
 	for _, c := range []struct {
 		err    error
@@ -98,7 +98,7 @@ func TestRuntimeErrorsMapToSpecCodes(t *testing.T) {
 	}{
 		{start, 503, "agent_start_failed", "3", ""},
 		{withReason, 503, "agent_start_failed", "1", "(pod p: not Ready within 3s)"},
-		{runtime.ErrOffline, 503, "instance_offline", "", ""},
+		{runtimes.ErrOffline, 503, "instance_offline", "", ""},
 		{errors.New("database down"), 500, "internal_error", "", ""},
 	} {
 		rec := serve(t, &Proxy{Runtime: driver{err: c.err}}, http.MethodPost,
@@ -128,7 +128,7 @@ func TestAgentTimeoutIs504(t *testing.T) {
 	defer agent.Close()
 	defer close(release)
 	u, _ := url.Parse(agent.URL)
-	rec := serve(t, &Proxy{Runtime: driver{ep: runtime.Endpoint{URL: u, Token: "rt"}}, Timeout: 50 * time.Millisecond},
+	rec := serve(t, &Proxy{Runtime: driver{ep: runtimes.Endpoint{URL: u, Token: "rt"}}, Timeout: 50 * time.Millisecond},
 		http.MethodGet, "/api/projects/prj_1/agent-proxy/agent/channels/webhook/outbox/ch_1?wait=30", nil)
 	if rec.Code != http.StatusGatewayTimeout || !strings.Contains(rec.Body.String(), "agent_timeout") {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
@@ -144,7 +144,7 @@ func TestEndpointPathAndTransport(t *testing.T) {
 			Body: io.NopCloser(strings.NewReader(`{"status":"accepted"}`)), Request: r}, nil
 	})
 	u, _ := url.Parse("http://paired.invalid/base/")
-	rec := serve(t, &Proxy{Runtime: driver{ep: runtime.Endpoint{URL: u, Token: "rt", Transport: rt}}},
+	rec := serve(t, &Proxy{Runtime: driver{ep: runtimes.Endpoint{URL: u, Token: "rt", Transport: rt}}},
 		http.MethodPost, "/api/projects/prj_1/agent-proxy/agent/channels/webhook/incoming?a=b", strings.NewReader(`{"message":"x"}`))
 	if rec.Code != 202 || rec.Body.String() != `{"status":"accepted"}` {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
@@ -168,7 +168,7 @@ func TestRelayMode(t *testing.T) {
 	})
 	var ensured []string
 	u, _ := url.Parse("http://paired.invalid")
-	p := &Proxy{Relay: true, Log: zaptest.NewLogger(t), Runtime: recordingDriver{driver: driver{ep: runtime.Endpoint{URL: u, Token: "rt", Transport: rt}}, ids: &ensured}}
+	p := &Proxy{Relay: true, Log: zaptest.NewLogger(t), Runtime: recordingDriver{driver: driver{ep: runtimes.Endpoint{URL: u, Token: "rt", Transport: rt}}, ids: &ensured}}
 	e := echo.New()
 	e.HTTPErrorHandler = apierr.Handler(p.Log)
 	e.Any("/internal/projects/:id/relay/*", p.Handle, func(next echo.HandlerFunc) echo.HandlerFunc {
@@ -215,7 +215,7 @@ type recordingDriver struct {
 	ids *[]string
 }
 
-func (d recordingDriver) Ensure(ctx context.Context, p store.Project) (runtime.Endpoint, error) {
+func (d recordingDriver) Ensure(ctx context.Context, p store.Project) (runtimes.Endpoint, error) {
 	*d.ids = append(*d.ids, p.ID)
 	return d.driver.Ensure(ctx, p)
 }

@@ -18,8 +18,8 @@ import (
 
 	"github.com/svc-dev/svc/apiserver/internal/apikey"
 	"github.com/svc-dev/svc/apiserver/internal/store"
-	"github.com/svc-dev/svc/shared/chans"
 	"github.com/svc-dev/svc/shared/runtimetoken"
+	"github.com/svc-dev/svc/shared/wait"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -164,4 +164,4 @@ func (a *Authenticator) touch(id string) {
 // Close waits, until ctx ends, for the last-use writes still in flight; call
 // it after the HTTP server has stopped taking requests and before the
 // database closes.
-func (a *Authenticator) Close(ctx context.Context) error { return chans.Wait(ctx, &a.touches) }
+func (a *Authenticator) Close(ctx context.Context) error { return wait.Group(ctx, &a.touches) }

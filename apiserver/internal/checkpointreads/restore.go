@@ -9,7 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
-	"github.com/svc-dev/svc/apiserver/internal/runtime"
+	"github.com/svc-dev/svc/apiserver/internal/runtimes"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/wire"
@@ -17,7 +17,7 @@ import (
 
 // Runtime finds (or starts) the agent of a project.
 type Runtime interface {
-	Ensure(ctx context.Context, p store.Project) (runtime.Endpoint, error)
+	Ensure(ctx context.Context, p store.Project) (runtimes.Endpoint, error)
 }
 
 // RestoreTimeout bounds the pod's rollback (commit, persist, record).
@@ -51,7 +51,7 @@ func (a *API) Restore(c echo.Context) error {
 	}
 	ep, err := a.Runtime.Ensure(ctx, proj)
 	if err != nil {
-		return runtime.Unavailable(err)
+		return runtimes.Unavailable(err)
 	}
 	pc := &internalapi.PodClient{BaseURL: ep.URL.String(), Token: ep.Token,
 		HTTP: &http.Client{Transport: ep.Transport}, Timeout: RestoreTimeout}

@@ -12,9 +12,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/svc-dev/svc/apiserver/internal/channelapi"
-	"github.com/svc-dev/svc/apiserver/internal/runtime"
+	"github.com/svc-dev/svc/apiserver/internal/runtimes"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/apiserver/internal/webhookchannel"
 	"github.com/svc-dev/svc/apiserver/internal/webhooklog"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/wire"
@@ -89,7 +89,7 @@ func (c *Console) channelData(ec echo.Context, p page, newSecret string) (channe
 		return channelData{}, err
 	}
 	d := channelData{Project: proj, Channel: ch, HasSecret: ch.Secret != "", NewSecret: newSecret, Owner: isOwner(p)}
-	hs, _ := channelapi.DecodeCallbackHeaders(ch.CallbackHeaders)
+	hs, _ := webhookchannel.DecodeCallbackHeaders(ch.CallbackHeaders)
 	for k, v := range hs {
 		d.Headers = append(d.Headers, headerRow{k, v})
 	}
@@ -148,7 +148,7 @@ func (c *Console) SetSecret(ec echo.Context) error {
 		if err != nil {
 			return c.channelPage(ec, http.StatusBadRequest, "", "", err.Error())
 		}
-		secret = channelapi.NewSecret()
+		secret = webhookchannel.NewSecret()
 		if _, err := c.o.Store.RotateChannelSecret(ec.Request().Context(), proj.ID, secret, overlap); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		} else if err == nil {
@@ -203,7 +203,7 @@ func (c *Console) SetHeaders(ec echo.Context) error {
 		}
 		h[n] = v
 	}
-	if err := channelapi.ValidateCallbackHeaders(h); err != nil {
+	if err := webhookchannel.ValidateCallbackHeaders(h); err != nil {
 		return c.channelPage(ec, http.StatusBadRequest, "", "", "Callback headers not saved: "+err.Error()+".")
 	}
 	b, _ := json.Marshal(h)
@@ -278,7 +278,7 @@ func (c *Console) live(ctx context.Context, proj store.Project, wsID, secret str
 	d := liveData{Project: proj, WSID: wsID, Checked: c.o.Now().UTC()}
 	st := c.runtimeStatus(ctx, proj.ID)
 	d.State = string(st.State)
-	d.Running = st.State == runtime.StateRunning
+	d.Running = st.State == runtimes.StateRunning
 	if !d.Running {
 		return d
 	}

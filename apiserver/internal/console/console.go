@@ -33,7 +33,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
 	"github.com/svc-dev/svc/apiserver/internal/checkpointreads"
 	"github.com/svc-dev/svc/apiserver/internal/console/login"
-	"github.com/svc-dev/svc/apiserver/internal/runtime"
+	"github.com/svc-dev/svc/apiserver/internal/runtimes"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/webhooklog"
 	"github.com/svc-dev/svc/shared/settings"
@@ -65,7 +65,7 @@ type Options struct {
 	Checkpoints *checkpointreads.API
 	// Runtime reaches a project's agent for channel health, activity and
 	// test messages (nil: not shown).
-	Runtime runtime.Driver
+	Runtime runtimes.Driver
 	// Transport carries requests to agents whose endpoint has none.
 	Transport http.RoundTripper
 	// Webhooks is the webhook attempt log, replay and endpoint health

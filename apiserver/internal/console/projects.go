@@ -11,7 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/apiserver/internal/checkpointreads"
-	"github.com/svc-dev/svc/apiserver/internal/runtime"
+	"github.com/svc-dev/svc/apiserver/internal/runtimes"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/shared/wire"
 )
@@ -21,7 +21,7 @@ const GraphPageSize = 30
 
 type projectRow struct {
 	store.Project
-	Runtime        runtime.Status
+	Runtime        runtimes.Status
 	LastCheckpoint *store.Checkpoint
 }
 
@@ -49,20 +49,20 @@ func (c *Console) ProjectsPage(ec echo.Context) error {
 	return c.render(ec, http.StatusOK, "projects", p)
 }
 
-func (c *Console) runtimeStatus(ctx context.Context, projectID string) runtime.Status {
+func (c *Console) runtimeStatus(ctx context.Context, projectID string) runtimes.Status {
 	if c.o.Runtime == nil {
-		return runtime.Status{State: "unknown"}
+		return runtimes.Status{State: "unknown"}
 	}
 	st, err := c.o.Runtime.Status(ctx, projectID)
 	if err != nil {
-		return runtime.Status{State: "unknown", LastError: err.Error()}
+		return runtimes.Status{State: "unknown", LastError: err.Error()}
 	}
 	return st
 }
 
 type projectData struct {
 	Project   store.Project
-	Runtime   runtime.Status
+	Runtime   runtimes.Status
 	Status    *checkpointreads.StatusResponse
 	Graph     *checkpointreads.GraphResponse
 	ReadError string

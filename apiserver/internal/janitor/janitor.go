@@ -14,7 +14,7 @@ import (
 
 	"github.com/svc-dev/svc/apiserver/internal/metering"
 	"github.com/svc-dev/svc/apiserver/internal/store"
-	"github.com/svc-dev/svc/shared/periodic"
+	"github.com/svc-dev/svc/shared/wait"
 )
 
 // Defaults.
@@ -83,7 +83,7 @@ func (j *Janitor) Sweep(ctx context.Context) error {
 
 // Run sweeps every interval until ctx ends.
 func (j *Janitor) Run(ctx context.Context, interval time.Duration) {
-	periodic.EveryFromNow(ctx, interval, func(ctx context.Context) {
+	wait.EveryFromNow(ctx, interval, func(ctx context.Context) {
 		if err := j.Sweep(ctx); err != nil && ctx.Err() == nil {
 			j.Log.Warn("janitor sweep failed", zap.Error(err))
 		}

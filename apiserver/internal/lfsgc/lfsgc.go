@@ -28,7 +28,7 @@ import (
 	"github.com/svc-dev/svc/shared/archive"
 	"github.com/svc-dev/svc/shared/gitrun"
 	"github.com/svc-dev/svc/shared/objstore"
-	"github.com/svc-dev/svc/shared/periodic"
+	"github.com/svc-dev/svc/shared/wait"
 )
 
 // Defaults.
@@ -273,7 +273,7 @@ func (g *GC) Job(ctx context.Context, projects func(ctx context.Context) ([]stri
 	if interval <= 0 {
 		interval = DefaultInterval
 	}
-	periodic.Every(ctx, interval, func(ctx context.Context) {
+	wait.Every(ctx, interval, func(ctx context.Context) {
 		ids, err := projects(ctx)
 		if err != nil {
 			return

@@ -41,11 +41,11 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/apiserver/internal/auth"
-	"github.com/svc-dev/svc/apiserver/internal/runtime"
+	"github.com/svc-dev/svc/apiserver/internal/runtimes"
 	"github.com/svc-dev/svc/apiserver/internal/store"
-	"github.com/svc-dev/svc/shared/chans"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/runtimetoken"
+	"github.com/svc-dev/svc/shared/wait"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -82,7 +82,7 @@ type Options struct {
 }
 
 // Hub holds the connected tunnels, one per project (the last machine to
-// connect wins), and implements runtime.Driver for them: a project whose
+// connect wins), and implements runtimes.Driver for them: a project whose
 // tunnel is on another replica is relayed there.
 type Hub struct {
 	store     *store.Store
@@ -111,7 +111,7 @@ type tunnel struct {
 	done        chan struct{} // closed when the connection is gone
 }
 
-func (t *tunnel) gone() bool { return chans.Closed(t.done) }
+func (t *tunnel) gone() bool { return wait.Closed(t.done) }
 
 // NewHub returns a hub.
 func NewHub(o Options) *Hub {
@@ -289,29 +289,29 @@ func (h *Hub) get(projectID string) *tunnel {
 // Connected reports whether the project's paired machine is connected here.
 func (h *Hub) Connected(projectID string) bool { return h.get(projectID) != nil }
 
-// Name implements runtime.Driver.
+// Name implements runtimes.Driver.
 func (h *Hub) Name() string { return DriverName }
 
-// Ensure implements runtime.Driver: the API cannot start a paired machine;
+// Ensure implements runtimes.Driver: the API cannot start a paired machine;
 // it is connected (here or on the replica the assignment names) or the
 // project is offline.
-func (h *Hub) Ensure(ctx context.Context, p store.Project) (runtime.Endpoint, error) {
+func (h *Hub) Ensure(ctx context.Context, p store.Project) (runtimes.Endpoint, error) {
 	a, err := h.store.GetRuntimeAssignment(ctx, p.ID)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && a.Driver != DriverName) {
 		return h.ensureLocal(p.ID)
 	}
 	if err != nil {
-		return runtime.Endpoint{}, err
+		return runtimes.Endpoint{}, err
 	}
 	return h.EnsurePinned(ctx, p, a)
 }
 
-// EnsurePinned implements runtime.PinnedDriver. The assignment names the
+// EnsurePinned implements runtimes.PinnedDriver. The assignment names the
 // replica holding the machine's tunnel: this one (or none recorded) → the
 // local tunnel; another → a relay to it. A local tunnel of a project whose
 // assignment names another replica has been superseded by a newer
 // connection there, and is dropped.
-func (h *Hub) EnsurePinned(_ context.Context, p store.Project, a store.RuntimeAssignment) (runtime.Endpoint, error) {
+func (h *Hub) EnsurePinned(_ context.Context, p store.Project, a store.RuntimeAssignment) (runtimes.Endpoint, error) {
 	if a.Endpoint == "" || h.advertise == "" || a.Endpoint == h.advertise {
 		return h.ensureLocal(p.ID)
 	}
@@ -321,56 +321,56 @@ func (h *Hub) EnsurePinned(_ context.Context, p store.Project, a store.RuntimeAs
 		t.cancel()
 	}
 	if len(h.secret) == 0 {
-		return runtime.Endpoint{}, errNoSecret(p.ID)
+		return runtimes.Endpoint{}, errNoSecret(p.ID)
 	}
 	base, err := url.Parse(a.Endpoint)
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
 		h.log.Warn("the runtime assignment names an unusable replica URL", zap.String("projectId", p.ID),
 			zap.String("holder", a.Endpoint))
-		return runtime.Endpoint{}, runtime.ErrOffline
+		return runtimes.Endpoint{}, runtimes.ErrOffline
 	}
 	base.Path = strings.TrimSuffix(base.Path, "/") + internalapi.ProjectPath(p.ID, internalapi.PathRelay)
 	base.RawPath, base.RawQuery, base.Fragment = "", "", ""
-	return runtime.Endpoint{URL: base,
+	return runtimes.Endpoint{URL: base,
 		Token: runtimetoken.Mint(h.secret, p.ID), Transport: relayTransport{h.relayRT}}, nil
 }
 
-func (h *Hub) ensureLocal(projectID string) (runtime.Endpoint, error) {
+func (h *Hub) ensureLocal(projectID string) (runtimes.Endpoint, error) {
 	t := h.get(projectID)
 	if t == nil {
-		return runtime.Endpoint{}, runtime.ErrOffline
+		return runtimes.Endpoint{}, runtimes.ErrOffline
 	}
 	if len(h.secret) == 0 {
-		return runtime.Endpoint{}, errNoSecret(projectID)
+		return runtimes.Endpoint{}, errNoSecret(projectID)
 	}
-	return runtime.Endpoint{URL: &url.URL{Scheme: "http", Host: tunnelHost},
+	return runtimes.Endpoint{URL: &url.URL{Scheme: "http", Host: tunnelHost},
 		Token: runtimetoken.Mint(h.secret, projectID), Transport: tunnelTransport{t}}, nil
 }
 
 func errNoSecret(projectID string) error {
-	return &runtime.StartError{ProjectID: projectID, RetryAfter: time.Minute,
+	return &runtimes.StartError{ProjectID: projectID, RetryAfter: time.Minute,
 		Err: errors.New("SVC_RUNTIME_AUTH_SECRET is not set")}
 }
 
 // Local is the driver of the relay route: only the tunnels attached to this
 // replica, whatever the assignment says, so a relayed request is never
 // relayed again.
-func (h *Hub) Local() runtime.Driver { return localDriver{h} }
+func (h *Hub) Local() runtimes.Driver { return localDriver{h} }
 
 type localDriver struct{ h *Hub }
 
 func (d localDriver) Name() string { return DriverName }
-func (d localDriver) Ensure(_ context.Context, p store.Project) (runtime.Endpoint, error) {
+func (d localDriver) Ensure(_ context.Context, p store.Project) (runtimes.Endpoint, error) {
 	return d.h.ensureLocal(p.ID)
 }
 func (d localDriver) Stop(ctx context.Context, projectID string) error {
 	return d.h.Stop(ctx, projectID)
 }
-func (d localDriver) Status(ctx context.Context, projectID string) (runtime.Status, error) {
+func (d localDriver) Status(ctx context.Context, projectID string) (runtimes.Status, error) {
 	return d.h.Status(ctx, projectID)
 }
 
-// Stop implements runtime.Driver: it drops the project's tunnel (the machine
+// Stop implements runtimes.Driver: it drops the project's tunnel (the machine
 // reconnects if its token is still valid).
 func (h *Hub) Stop(_ context.Context, projectID string) error {
 	h.mu.Lock()
@@ -383,13 +383,13 @@ func (h *Hub) Stop(_ context.Context, projectID string) error {
 	return nil
 }
 
-// Status implements runtime.Driver.
-func (h *Hub) Status(_ context.Context, projectID string) (runtime.Status, error) {
+// Status implements runtimes.Driver.
+func (h *Hub) Status(_ context.Context, projectID string) (runtimes.Status, error) {
 	t := h.get(projectID)
 	if t == nil {
-		return runtime.Status{Driver: DriverName, State: runtime.StateOffline}, nil
+		return runtimes.Status{Driver: DriverName, State: runtimes.StateOffline}, nil
 	}
-	return runtime.Status{Driver: DriverName, State: runtime.StateRunning, Endpoint: "tunnel:" + t.pairingID,
+	return runtimes.Status{Driver: DriverName, State: runtimes.StateRunning, Endpoint: "tunnel:" + t.pairingID,
 		StartedAt: t.connectedAt}, nil
 }
 
@@ -402,27 +402,27 @@ func (h *Hub) Close(ctx context.Context) error {
 		t.cancel() // does not block: the handler's own goroutine ends the tunnel
 	}
 	h.mu.Unlock()
-	return chans.Wait(ctx, &h.wg)
+	return wait.Group(ctx, &h.wg)
 }
 
 // tunnelTransport sends a request over one tunnel; a tunnel that is gone is
-// runtime.ErrOffline.
+// runtimes.ErrOffline.
 type tunnelTransport struct{ t *tunnel }
 
 func (tt tunnelTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if tt.t.gone() {
-		return nil, runtime.ErrOffline
+		return nil, runtimes.ErrOffline
 	}
 	res, err := tt.t.cc.RoundTrip(r)
 	if err != nil && tt.t.gone() {
-		return nil, errors.Join(runtime.ErrOffline, err)
+		return nil, errors.Join(runtimes.ErrOffline, err)
 	}
 	return res, err
 }
 
 // relayTransport sends a request to the replica holding the tunnel; a
 // replica that cannot be dialled (gone, or never reachable) is
-// runtime.ErrOffline. Nothing is retried: the agent-proxy's once-only
+// runtimes.ErrOffline. Nothing is retried: the agent-proxy's once-only
 // transport sits above this one.
 type relayTransport struct{ rt http.RoundTripper }
 
@@ -430,7 +430,7 @@ func (rt relayTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	res, err := rt.rt.RoundTrip(r)
 	var op *net.OpError
 	if err != nil && errors.As(err, &op) && op.Op == "dial" {
-		return nil, errors.Join(runtime.ErrOffline, err)
+		return nil, errors.Join(runtimes.ErrOffline, err)
 	}
 	return res, err
 }

@@ -10,7 +10,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
-	"github.com/svc-dev/svc/apiserver/internal/runtime"
+	"github.com/svc-dev/svc/apiserver/internal/runtimes"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/shared/runtimetoken"
 	"github.com/svc-dev/svc/shared/testenv"
@@ -40,17 +40,17 @@ func TestEnsurePinnedRelaysToTheHolder(t *testing.T) {
 		"ftp://10.0.0.2",       // unusable
 		"http://%zz",           // unparsable
 	} {
-		if _, err := h.EnsurePinned(context.Background(), p, pinned(endpoint)); !errors.Is(err, runtime.ErrOffline) {
+		if _, err := h.EnsurePinned(context.Background(), p, pinned(endpoint)); !errors.Is(err, runtimes.ErrOffline) {
 			t.Errorf("holder %q: %v, want ErrOffline", endpoint, err)
 		}
 	}
 	// The relay route's driver never relays.
-	if _, err := h.Local().Ensure(context.Background(), p); !errors.Is(err, runtime.ErrOffline) {
+	if _, err := h.Local().Ensure(context.Background(), p); !errors.Is(err, runtimes.ErrOffline) {
 		t.Errorf("local: %v", err)
 	}
 	// Without the runtime secret no token can be minted for the relay.
 	nosecret := NewHub(Options{AdvertiseURL: "http://10.0.0.1:8080"})
-	var se *runtime.StartError
+	var se *runtimes.StartError
 	if _, err := nosecret.EnsurePinned(context.Background(), p, pinned("http://10.0.0.2:8080")); !errors.As(err, &se) {
 		t.Errorf("no secret: %v", err)
 	}
@@ -63,7 +63,7 @@ func TestRelayTransportDialFailureIsOffline(t *testing.T) {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/internal/projects/prj_1/relay/healthz", nil)
 	_, err = relayTransport{&http.Transport{}}.RoundTrip(req)
-	if !errors.Is(err, runtime.ErrOffline) {
+	if !errors.Is(err, runtimes.ErrOffline) {
 		t.Fatalf("dial failure: %v, want ErrOffline", err)
 	}
 }

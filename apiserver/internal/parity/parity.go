@@ -16,8 +16,8 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/shared/objstore"
-	"github.com/svc-dev/svc/shared/periodic"
 	"github.com/svc-dev/svc/shared/syncmode"
+	"github.com/svc-dev/svc/shared/wait"
 )
 
 // Defaults of the periodic job.
@@ -245,7 +245,7 @@ func (g *Gauge) Set(r Report) {
 
 // Job runs the check periodically and sets the gauge.
 func (c *Checker) Job(ctx context.Context, g *Gauge, every, window time.Duration, onErr func(error)) {
-	periodic.EveryFromNow(ctx, every, func(ctx context.Context) {
+	wait.EveryFromNow(ctx, every, func(ctx context.Context) {
 		rep, err := c.Run(ctx, "", window)
 		if err != nil && onErr != nil && ctx.Err() == nil {
 			onErr(err)

@@ -9,7 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
-	"github.com/svc-dev/svc/apiserver/internal/runtime"
+	"github.com/svc-dev/svc/apiserver/internal/runtimes"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/wire"
@@ -17,7 +17,7 @@ import (
 
 // Runtime finds (or starts) the agent of a project.
 type Runtime interface {
-	Ensure(ctx context.Context, p store.Project) (runtime.Endpoint, error)
+	Ensure(ctx context.Context, p store.Project) (runtimes.Endpoint, error)
 }
 
 // API is the HTTP form of publish (spec 10.4): POST
@@ -45,7 +45,7 @@ func (a *API) Handle(c echo.Context) error {
 	p := httpmw.ProjectFrom(c)
 	ep, err := a.Runtime.Ensure(c.Request().Context(), p)
 	if err != nil {
-		return runtime.Unavailable(err)
+		return runtimes.Unavailable(err)
 	}
 	now := time.Now
 	if a.Now != nil {

@@ -1,16 +1,12 @@
 package server
 
 import (
-	"github.com/labstack/echo/v4"
-
-	"github.com/svc-dev/svc/apiserver/internal/channelapi"
+	"github.com/svc-dev/svc/apiserver/internal/agentapi"
 	"github.com/svc-dev/svc/apiserver/internal/checkpointreads"
-	"github.com/svc-dev/svc/apiserver/internal/checkpointrecord"
 	"github.com/svc-dev/svc/apiserver/internal/console"
+	"github.com/svc-dev/svc/apiserver/internal/gateway"
 	"github.com/svc-dev/svc/apiserver/internal/gitserver"
-	"github.com/svc-dev/svc/apiserver/internal/lfsbatch"
 	"github.com/svc-dev/svc/apiserver/internal/metering"
-	"github.com/svc-dev/svc/apiserver/internal/publicapi"
 	"github.com/svc-dev/svc/apiserver/internal/publish"
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
 	"github.com/svc-dev/svc/apiserver/internal/webhooklog"
@@ -20,10 +16,9 @@ import (
 // Deps; routes only mounts them. A nil field is a surface whose Deps are
 // absent, and routes leaves its paths unmounted.
 type handlers struct {
-	api              *publicapi.API
-	checkpointRecord echo.HandlerFunc
-	channel          echo.HandlerFunc
-	lfs              *lfsbatch.API
+	api *gateway.API
+	// agent serves every call of a project's pod (runtime token).
+	agent *agentapi.API
 	// reads is the one checkpoint-reads value: the API's routes and the
 	// console's project pages both read through it.
 	reads   *checkpointreads.API
@@ -41,19 +36,16 @@ func (s *Server) buildHandlers(d Deps) (handlers, error) {
 	routing := d.Routing
 	routing.Registerer, routing.Tracer, routing.Log = s.Registry, d.Tracer, d.Log.Named("upstream")
 	h := handlers{
-		api: &publicapi.API{Catalog: d.Catalog, Meter: metering.New(d.Store, s.Usage),
+		api: &gateway.API{Catalog: d.Catalog, Meter: metering.New(d.Store, s.Usage),
 			Router: upstream.NewRouter(d.Upstream, d.Catalog, routing), Tracer: d.Tracer,
-			Log: d.Log.Named("publicapi"), MaxBody: d.MaxBodyBytes, Metrics: publicapi.NewMetrics(s.Registry),
+			Log: d.Log.Named("gateway"), MaxBody: d.MaxBodyBytes, Metrics: gateway.NewMetrics(s.Registry),
 			Streams: s.Streams},
-		checkpointRecord: checkpointrecord.Handler(d.Store),
-		channel:          channelapi.Handler(d.Store),
-		webhooks:         &webhooklog.Handlers{Log: s.Webhooks},
+		agent: &agentapi.API{Store: d.Store, Outbox: s.Outbox, Attempts: s.Webhooks, Objects: d.Objects,
+			Log: d.Log.Named("agentapi")},
+		webhooks: &webhooklog.Handlers{Log: s.Webhooks},
 	}
 	if d.AgentProxy != nil {
 		h.webhooks.Pod = webhooklog.PodFromRuntime(d.AgentProxy.Runtime, d.AgentProxy.Transport)
-	}
-	if d.Objects != nil {
-		h.lfs = lfsbatch.New(d.Objects, d.Log)
 	}
 	if d.Hydrate != nil {
 		r := checkpointreads.API{Hydrate: d.Hydrate, Store: d.Store, Objects: d.Objects, Log: d.Log.Named("checkpoints")}

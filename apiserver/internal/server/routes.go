@@ -8,8 +8,7 @@ import (
 
 	"github.com/svc-dev/svc/apiserver/internal/gitserver"
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
-	"github.com/svc-dev/svc/apiserver/internal/objstoreopen"
-	"github.com/svc-dev/svc/apiserver/internal/openapi"
+	"github.com/svc-dev/svc/apiserver/internal/storage"
 	"github.com/svc-dev/svc/shared/internalapi"
 )
 
@@ -31,7 +30,7 @@ func (s *Server) routes(e *echo.Echo) {
 	api := h.api
 	for _, prefix := range []string{"/api/v1", "/v1"} {
 		// The OpenAPI document is public (no key), like the SDKs' own specs.
-		e.GET(prefix+"/openapi.json", openapi.Handler)
+		e.GET(prefix+"/openapi.json", openAPI)
 		g := e.Group(prefix, api.Observe, apiKey)
 		g.GET("/models", api.ListModels)
 		g.GET("/models/:id", api.RetrieveModel)
@@ -43,17 +42,17 @@ func (s *Server) routes(e *echo.Echo) {
 	}
 
 	// Internal routes pods call with their project's runtime token (spec
-	// 4.3, 5.3, 10.3); the paths are shared/internalapi's.
+	// 4.3, 5.3, 10.3; package agentapi); the paths are shared/internalapi's.
 	internal := e.Group(internalapi.ProjectGroup, httpmw.Runtime(s.Auth, "id"))
 	internal.POST(internalapi.PathChatCompletions, api.ChatCompletions, api.Observe)
-	internal.POST(internalapi.PathCheckpointRecord, h.checkpointRecord)
-	internal.GET(internalapi.PathChannel, h.channel)
-	internal.POST(internalapi.PathOutbox, s.Outbox.Put) // durable webhook outbox
-	internal.GET(internalapi.PathOutboxPending, s.Outbox.Pending)
-	internal.POST(internalapi.PathWebhookAttempts, h.webhooks.Put) // the callback attempt log (issue 24)
-	if h.lfs != nil {
-		internal.POST(internalapi.PathLFSBatch, h.lfs.Batch)
-		internal.POST(internalapi.PathLFSVerify, h.lfs.Verify)
+	internal.POST(internalapi.PathCheckpointRecord, h.agent.RecordCheckpoint)
+	internal.GET(internalapi.PathChannel, h.agent.Channel)
+	internal.POST(internalapi.PathOutbox, h.agent.OutboxPut) // durable webhook outbox
+	internal.GET(internalapi.PathOutboxPending, h.agent.OutboxPending)
+	internal.POST(internalapi.PathWebhookAttempts, h.agent.WebhookAttempts) // the callback attempt log (issue 24)
+	if d.Objects != nil {
+		internal.POST(internalapi.PathLFSBatch, h.agent.LFSBatch)
+		internal.POST(internalapi.PathLFSVerify, h.agent.LFSVerify)
 	}
 	if d.Relay != nil {
 		internal.Any(internalapi.PathRelay+"/*", d.Relay.Handle)
@@ -111,7 +110,7 @@ func (s *Server) routes(e *echo.Echo) {
 
 	// The fs object store's presigned URLs.
 	if d.ObjectsHandler != nil {
-		e.Any(objstoreopen.FSBasePath+"/*", echo.WrapHandler(d.ObjectsHandler))
+		e.Any(storage.FSBasePath+"/*", echo.WrapHandler(d.ObjectsHandler))
 	}
 
 	// The web console and its JSON key API (console.go).

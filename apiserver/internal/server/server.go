@@ -21,11 +21,11 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/auth"
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
 	"github.com/svc-dev/svc/apiserver/internal/console"
+	"github.com/svc-dev/svc/apiserver/internal/gateway"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/metering"
-	"github.com/svc-dev/svc/apiserver/internal/outboxapi"
+	"github.com/svc-dev/svc/apiserver/internal/outbox"
 	"github.com/svc-dev/svc/apiserver/internal/pairing"
-	"github.com/svc-dev/svc/apiserver/internal/publicapi"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/tracing"
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
@@ -50,7 +50,7 @@ type Deps struct {
 	// Hydrate serves checkpoint reads and smart-HTTP git (nil: not mounted).
 	Hydrate *hydrate.Manager
 	// ObjectsHandler serves the fs object store's presigned URLs at
-	// objstoreopen.FSBasePath (nil for s3).
+	// storage.FSBasePath (nil for s3).
 	ObjectsHandler http.Handler
 	// Objects is the object store (spec 2.7); the LFS batch endpoint signs
 	// URLs of <projectId>/lfs/objects/<oid> with it (nil: not mounted).
@@ -67,12 +67,12 @@ type Deps struct {
 	Relay *agentproxy.Proxy
 	// AnswerDeadline: an accepted async message neither answered nor
 	// delivered by then is served by the outbox as unanswered (0: the
-	// outboxapi default).
+	// outbox default).
 	AnswerDeadline time.Duration
 	// WebhookFailingAfter: a callback endpoint every attempt to which
 	// failed for this long is marked failing (0: the webhooklog default).
 	WebhookFailingAfter time.Duration
-	// StorageErr reports object storage (objstoreopen.Health.Err; nil: no
+	// StorageErr reports object storage (storage.Health.Err; nil: no
 	// check): /readyz detail and svc_object_storage_up.
 	StorageErr func() error
 	// Console mounts the web console and the JSON key API with these
@@ -89,7 +89,7 @@ type Server struct {
 	Usage    *metering.Recorder
 	// Outbox is the durable webhook outbox (the pod's POST and the
 	// integrations' long-poll).
-	Outbox *outboxapi.API
+	Outbox *outbox.Outbox
 	// Webhooks is the webhook attempt log, replay and endpoint health
 	// (issue 24), shared by the routes and the console.
 	Webhooks *webhooklog.Log
@@ -98,7 +98,7 @@ type Server struct {
 	// Streams are the streamed completions relayed past their handler
 	// (taken-over HTTP/1.1 connections): http.Server.Shutdown does not wait
 	// for them, Streams.Shutdown does.
-	Streams *publicapi.Streams
+	Streams *gateway.Streams
 	deps    Deps
 	h       handlers
 }
@@ -128,8 +128,8 @@ func New(d Deps) *Server {
 		}))
 	}
 	a := auth.New(d.Store, d.RuntimeSecret, d.Log.Named("auth"))
-	s := &Server{Echo: e, Auth: a, Registry: reg, deps: d, Outbox: outboxapi.New(d.Store, d.Log.Named("outbox")),
-		Streams: &publicapi.Streams{}}
+	s := &Server{Echo: e, Auth: a, Registry: reg, deps: d, Outbox: outbox.New(d.Store, d.Log.Named("outbox")),
+		Streams: &gateway.Streams{}}
 	s.Outbox.AnswerDeadline = d.AnswerDeadline
 	s.Webhooks = webhooklog.New(d.Store, d.Log.Named("webhooklog"), reg)
 	s.Webhooks.FailingAfter = d.WebhookFailingAfter

@@ -16,7 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
-	"github.com/svc-dev/svc/apiserver/internal/publicapi"
+	"github.com/svc-dev/svc/apiserver/internal/gateway"
 	"github.com/svc-dev/svc/apiserver/internal/server"
 	"github.com/svc-dev/svc/apiserver/internal/server/servertest"
 	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
@@ -29,22 +29,22 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// gateway is an in-process API server on Postgres with a fake upstream.
-type gateway struct {
+// harness is an in-process API server on Postgres with a fake upstream.
+type harness struct {
 	url, key string
 	up       *fakeupstream.Server
 	spans    *tracetest.SpanRecorder
-	streams  *publicapi.Streams
+	streams  *gateway.Streams
 }
 
-func newGateway(t *testing.T, tracer func(*tracetest.SpanRecorder) *tracing.Tracer) *gateway {
+func newGateway(t *testing.T, tracer func(*tracetest.SpanRecorder) *tracing.Tracer) *harness {
 	t.Helper()
 	return newGatewayTB(t, tracer)
 }
 
-func newGatewayTB(t testing.TB, tracer func(*tracetest.SpanRecorder) *tracing.Tracer) *gateway {
+func newGatewayTB(t testing.TB, tracer func(*tracetest.SpanRecorder) *tracing.Tracer) *harness {
 	t.Helper()
-	g := &gateway{up: fakeupstream.New(t), spans: tracetest.NewSpanRecorder()}
+	g := &harness{up: fakeupstream.New(t), spans: tracetest.NewSpanRecorder()}
 	models := filepath.Join(t.TempDir(), "models.yaml")
 	if err := os.WriteFile(models, []byte(fmt.Sprintf(`providers:
   - {name: main, type: openai, base_url: %q}
@@ -72,7 +72,7 @@ models:
 	return g
 }
 
-func (g *gateway) post(t *testing.T, body string, h http.Header) (*http.Response, string) {
+func (g *harness) post(t *testing.T, body string, h http.Header) (*http.Response, string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, g.url+"/v1/chat/completions", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")

@@ -19,7 +19,7 @@ func noTracer(*tracetest.SpanRecorder) *tracing.Tracer { return nil }
 
 // openStream starts a streamed completion whose upstream holds after its
 // first chunk, and reads that chunk.
-func openStream(t *testing.T, g *gateway, hold chan struct{}) (*http.Response, *bufio.Reader) {
+func openStream(t *testing.T, g *harness, hold chan struct{}) (*http.Response, *bufio.Reader) {
 	t.Helper()
 	g.up.Script(func(fakeupstream.Request) fakeupstream.Reply {
 		return fakeupstream.Reply{Text: "one two", PromptTokens: 5, CompletionTokens: 2, Hold: hold}

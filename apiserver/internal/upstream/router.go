@@ -19,8 +19,8 @@ import (
 
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
 	"github.com/svc-dev/svc/apiserver/internal/tracing"
-	"github.com/svc-dev/svc/shared/pause"
 	"github.com/svc-dev/svc/shared/settings"
+	"github.com/svc-dev/svc/shared/wait"
 )
 
 // RouterOptions tune fallbacks, retries, cooldowns and key pools
@@ -92,7 +92,7 @@ type deployment struct {
 func NewRouter(c *Client, cat *catalog.Catalog, o RouterOptions) *Router {
 	o.defaults()
 	r := &Router{c: c, o: o, deps: map[string]*deployment{}, byModel: map[string][]*deployment{}, m: newRouterMetrics(o.Registerer),
-		now: time.Now, sleep: pause.For}
+		now: time.Now, sleep: wait.For}
 	if cat == nil {
 		return r // no models: every Send fails with ErrNoDeployment
 	}

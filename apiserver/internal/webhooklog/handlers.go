@@ -6,24 +6,16 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
-	"github.com/svc-dev/svc/apiserver/internal/outboxapi"
-	"github.com/svc-dev/svc/apiserver/internal/runtime"
+	"github.com/svc-dev/svc/apiserver/internal/runtimes"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/apiserver/internal/webhookchannel"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/wire"
-)
-
-// Bounds of the pod's POST.
-const (
-	MaxBodyBytes       = 4 << 20
-	MaxAttemptsPerPost = 500
 )
 
 // PodFunc returns the typed client of a project's pod (starting it when
@@ -37,90 +29,10 @@ type Handlers struct {
 	Pod PodFunc
 }
 
-// Put is POST /internal/projects/:id/webhook/attempts.
-func (h *Handlers) Put(c echo.Context) error {
-	projectID := c.Param("id")
-	if p := httpmw.PrincipalFrom(c); !p.Runtime() || p.ProjectID != projectID {
-		return wire.Coded("runtime_token_required", "Only the project's own runtime may record its callback attempts.")
-	}
-	body, err := io.ReadAll(io.LimitReader(c.Request().Body, MaxBodyBytes+1))
-	if err != nil {
-		return wire.Coded("invalid_body", "The body could not be read.")
-	}
-	if len(body) > MaxBodyBytes {
-		return wire.Coded("request_too_large",
-			"Too many attempt records in one request.")
-	}
-	var in wire.WebhookAttemptsPut
-	if err := json.Unmarshal(body, &in); err != nil {
-		return wire.Coded("invalid_body", "The body must be JSON attempt records: "+err.Error())
-	}
-	if err := validate(in.Attempts); err != nil {
-		return wire.Coded("invalid_webhook_attempt", err.Error())
-	}
-	ctx := c.Request().Context()
-	ch, err := h.Log.Store.GetChannel(ctx, projectID)
-	if errors.Is(err, store.ErrNotFound) {
-		return wire.Coded("channel_not_found", "No channel with this id on this project.")
-	}
-	if err != nil {
-		return wire.Unavailable(err)
-	}
-	for _, a := range in.Attempts {
-		if a.ChannelID != ch.ID {
-			return wire.Coded("channel_not_found", "No channel with this id on this project.")
-		}
-	}
-	n, err := h.Log.Record(ctx, projectID, in.Attempts)
-	if err != nil {
-		return wire.Unavailable(err)
-	}
-	return c.JSON(http.StatusOK, wire.WebhookAttemptsPutResponse{Stored: n})
-}
-
-// validate names every offending record.
-func validate(as []wire.WebhookAttempt) error {
-	if len(as) > MaxAttemptsPerPost {
-		return errors.New("at most 500 attempts per request")
-	}
-	var bad []string
-	for i, a := range as {
-		var why []string
-		if a.ID == "" || len(a.ID) > maxIDBytes {
-			why = append(why, "id")
-		}
-		if a.CorrelationID == "" || len(a.CorrelationID) > maxIDBytes || len(a.WebhookID) > maxIDBytes {
-			why = append(why, "correlationId/webhookId")
-		}
-		switch a.Kind {
-		case wire.AttemptDelivery, wire.AttemptReplay, wire.AttemptTest:
-		default:
-			why = append(why, "kind")
-		}
-		switch a.Outcome {
-		case wire.AttemptDelivered, wire.AttemptRetrying, wire.AttemptFailed:
-		default:
-			why = append(why, "outcome")
-		}
-		if a.AttemptedAt.IsZero() || a.Attempt < 1 {
-			why = append(why, "attemptedAt/attempt")
-		}
-		if len(why) > 0 {
-			bad = append(bad, "attempts["+itoa(i)+"]: "+strings.Join(why, ", "))
-		}
-	}
-	if len(bad) > 0 {
-		return errors.New(strings.Join(bad, "; "))
-	}
-	return nil
-}
-
-func itoa(i int) string { return strconv.Itoa(i) }
-
 // List is GET …/webhook/attempts.
 func (h *Handlers) List(c echo.Context) error {
 	proj := httpmw.ProjectFrom(c)
-	if _, err := outboxapi.Authenticate(c, h.Log.Store, proj.ID); err != nil {
+	if _, err := webhookchannel.Authenticate(c, h.Log.Store, proj.ID); err != nil {
 		return err
 	}
 	limit, err := ParseLimit(c.QueryParam("limit"))
@@ -140,7 +52,7 @@ func (h *Handlers) List(c echo.Context) error {
 // Endpoints is GET …/webhook/endpoints: endpoints with failures.
 func (h *Handlers) Endpoints(c echo.Context) error {
 	proj := httpmw.ProjectFrom(c)
-	if _, err := outboxapi.Authenticate(c, h.Log.Store, proj.ID); err != nil {
+	if _, err := webhookchannel.Authenticate(c, h.Log.Store, proj.ID); err != nil {
 		return err
 	}
 	rows, err := h.Log.Store.ListWebhookEndpoints(c.Request().Context(), proj.ID, false)
@@ -172,7 +84,7 @@ func EndpointHealth(r store.WebhookEndpoint) wire.WebhookEndpointHealth {
 // Replay is POST …/webhook/replay/:correlationId.
 func (h *Handlers) Replay(c echo.Context) error {
 	proj := httpmw.ProjectFrom(c)
-	ch, err := outboxapi.Authenticate(c, h.Log.Store, proj.ID)
+	ch, err := webhookchannel.Authenticate(c, h.Log.Store, proj.ID)
 	if err != nil {
 		return err
 	}
@@ -186,7 +98,7 @@ func (h *Handlers) Replay(c echo.Context) error {
 // Test is POST …/webhook/endpoints/test {callbackUrl}.
 func (h *Handlers) Test(c echo.Context) error {
 	proj := httpmw.ProjectFrom(c)
-	ch, err := outboxapi.Authenticate(c, h.Log.Store, proj.ID)
+	ch, err := webhookchannel.Authenticate(c, h.Log.Store, proj.ID)
 	if err != nil {
 		return err
 	}
@@ -234,7 +146,7 @@ func podError(err error) error {
 // PodFromRuntime reaches a project's pod through the runtime driver (its
 // runtime token, and the tunnel's transport for a paired machine), as the
 // agent-proxy does; tr carries requests to endpoints without a transport.
-func PodFromRuntime(drv runtime.Driver, tr http.RoundTripper) PodFunc {
+func PodFromRuntime(drv runtimes.Driver, tr http.RoundTripper) PodFunc {
 	if tr == nil {
 		tr = http.DefaultTransport
 	}

@@ -37,7 +37,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/apiserver/internal/store"
-	"github.com/svc-dev/svc/shared/periodic"
+	"github.com/svc-dev/svc/shared/wait"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -79,7 +79,7 @@ const GaugeInterval = time.Minute
 // interval until ctx ends (every replica runs it; the gauge is the same on
 // all of them).
 func (l *Log) Job(ctx context.Context, c Counter, interval time.Duration) {
-	periodic.EveryFromNow(ctx, interval, func(ctx context.Context) {
+	wait.EveryFromNow(ctx, interval, func(ctx context.Context) {
 		if err := l.RefreshGauge(ctx, c); err != nil && ctx.Err() == nil {
 			l.Log.Warn("counting failing webhook endpoints failed", zap.Error(err))
 		}

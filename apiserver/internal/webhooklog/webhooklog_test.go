@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/svc-dev/svc/apiserver/internal/agentapi"
 	"github.com/svc-dev/svc/apiserver/internal/apierr"
 	"github.com/svc-dev/svc/apiserver/internal/auth"
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
@@ -71,7 +72,7 @@ func newWorld(t *testing.T, s *store.Store) *world {
 		}
 	}
 	// The routes of server.routes, with stand-in authentication.
-	e.POST(internalapi.ProjectGroup+internalapi.PathWebhookAttempts, h.Put, runtime)
+	e.POST(internalapi.ProjectGroup+internalapi.PathWebhookAttempts, (&agentapi.API{Attempts: w.log}).WebhookAttempts, runtime)
 	proxy := e.Group("/api/projects/:id/agent-proxy", member, httpmw.ProjectMember(s, "id"))
 	proxy.GET(internalapi.PodWebhook+"/attempts", h.List)
 	proxy.GET(internalapi.PodWebhook+"/endpoints", h.Endpoints)

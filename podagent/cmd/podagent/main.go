@@ -1,7 +1,7 @@
 // Command podagent is the pod-side agent of one project (docs/design.md §5).
 //
 //	podagent serve [flags]   settings from SVC_* env (see -h)
-//	podagent paired --api URL --token PAIRING_TOKEN [flags]   serve the agent through a tunnel (internal/paired)
+//	podagent paired --api URL --token PAIRING_TOKEN [flags]   serve the agent through a tunnel (internal/pairedmachine)
 //	podagent guest [--root DIR]   micro-VM guest mode (internal/metal/guest); also PID 1 of a guest
 //	                              (SVC_METAL_GUEST_INIT=1 from the guest kernel's command line; PID 1 of a container serves normally)
 //
@@ -25,7 +25,7 @@ import (
 
 	"github.com/svc-dev/svc/podagent/internal/config"
 	"github.com/svc-dev/svc/podagent/internal/metal/guest"
-	"github.com/svc-dev/svc/podagent/internal/paired"
+	"github.com/svc-dev/svc/podagent/internal/pairedmachine"
 	"github.com/svc-dev/svc/podagent/internal/pod"
 	"github.com/svc-dev/svc/podagent/internal/shutdown"
 	"github.com/svc-dev/svc/shared/cli"
@@ -43,7 +43,7 @@ func run(args []string) int {
 		return guestMain(args)
 	}
 	if len(args) > 0 && args[0] == "paired" {
-		return paired.Main(args[1:], serve)
+		return pairedmachine.Main(args[1:], serve)
 	}
 	if len(args) == 0 || args[0] != "serve" {
 		fmt.Fprintln(os.Stderr, "usage: podagent serve [flags]   (podagent serve -h lists the settings)")

@@ -10,7 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/svc-dev/svc/shared/pause"
+	"github.com/svc-dev/svc/shared/wait"
 )
 
 // Plan limits (issue 28): a model call refused by the workspace's plan —
@@ -54,11 +54,11 @@ func LimitWait(err error, now time.Time) (time.Duration, bool) {
 }
 
 // completeWaiting is complete, retried after a plan limit's wait when
-// wait is set and the wait ends before ctx's deadline.
-func (a *Agent) completeWaiting(ctx context.Context, msgs []message, wait bool, corr string) (*chatResponse, error) {
+// retry is set and the wait ends before ctx's deadline.
+func (a *Agent) completeWaiting(ctx context.Context, msgs []message, retry bool, corr string) (*chatResponse, error) {
 	for {
 		resp, err := a.complete(ctx, msgs)
-		if err == nil || !wait {
+		if err == nil || !retry {
 			return resp, err
 		}
 		d, ok := LimitWait(err, time.Now())
@@ -70,7 +70,7 @@ func (a *Agent) completeWaiting(ctx context.Context, msgs []message, wait bool, 
 		}
 		a.log.Info("model call refused by the plan's limit; waiting to retry", zap.String("correlationId", corr),
 			zap.Duration("wait", d), zap.Error(err))
-		if pause.For(ctx, d) != nil {
+		if wait.For(ctx, d) != nil {
 			return nil, ContextError(ctx)
 		}
 	}

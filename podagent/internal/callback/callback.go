@@ -29,8 +29,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/podagent/internal/testhook"
-	"github.com/svc-dev/svc/shared/pause"
 	"github.com/svc-dev/svc/shared/settings"
+	"github.com/svc-dev/svc/shared/wait"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -104,7 +104,7 @@ func New(o Options) *Deliverer {
 		o.Now = time.Now
 	}
 	if o.Sleep == nil {
-		o.Sleep = pause.For
+		o.Sleep = wait.For
 	}
 	g := o.Guard
 	if g == nil {

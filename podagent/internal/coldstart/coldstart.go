@@ -54,9 +54,11 @@ type LargeFiles interface {
 type Options struct {
 	// Mode picks the procedure: git_only (empty) as above; s3 and
 	// dual_shadow in modes.go.
-	Mode    syncmode.Mode
-	Origin  *gitsync.Origin // dual_shadow
-	Assets  Assets          // s3 and dual_shadow; nil: none
+	Mode syncmode.Mode
+	// Origin is the API origin the history is fetched from first and the
+	// seed is pushed to (the dual_shadow strategy sets it; nil: none).
+	Origin  *gitsync.Origin
+	Assets  Assets // s3 and dual_shadow; nil: none
 	Repo    *gitsync.Repo
 	Durable *durable.Persister
 	Sync    Persister

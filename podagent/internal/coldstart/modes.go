@@ -9,8 +9,6 @@ import (
 	"strings"
 
 	"go.uber.org/zap"
-
-	"github.com/svc-dev/svc/shared/syncmode"
 )
 
 // Assets is the large-file offload of s3 and dual_shadow (package assets).
@@ -91,10 +89,7 @@ func runS3Modes(ctx context.Context, o Options, res *Result, log *zap.Logger) er
 		return err
 	}
 	hasHistory := false
-	if o.Mode == syncmode.DualShadow {
-		if o.Origin == nil {
-			return fmt.Errorf("coldstart: dual_shadow needs the API origin (SVC_API_URL)")
-		}
+	if o.Origin != nil {
 		var err error
 		if hasHistory, err = o.Origin.Fetch(ctx, o.Repo); err != nil {
 			return fmt.Errorf("coldstart: %w", err)
@@ -130,7 +125,7 @@ func runS3Modes(ctx context.Context, o Options, res *Result, log *zap.Logger) er
 		return fmt.Errorf("coldstart: initial commit: %w", err)
 	}
 	res.Seeded, res.Head = true, head
-	if o.Mode == syncmode.DualShadow {
+	if o.Origin != nil {
 		if err := o.Sync.PersistNow(ctx); err != nil {
 			log.Warn("pushing the seeded repository failed", zap.Error(err))
 		}

@@ -25,10 +25,9 @@ import (
 	"github.com/sethvargo/go-retry"
 	"go.uber.org/zap"
 
-	"github.com/svc-dev/svc/podagent/internal/checkpointjournal"
+	"github.com/svc-dev/svc/podagent/internal/checkpoints"
 	"github.com/svc-dev/svc/podagent/internal/degrade"
 	"github.com/svc-dev/svc/podagent/internal/durable"
-	"github.com/svc-dev/svc/podagent/internal/metrics"
 	"github.com/svc-dev/svc/podagent/internal/ownership"
 	"github.com/svc-dev/svc/podagent/internal/s3sync"
 	"github.com/svc-dev/svc/podagent/internal/testhook"
@@ -69,11 +68,11 @@ type Options struct {
 	// Lease fences every durable write of the pod, in every mode
 	// (docs/sync-modes.md §11); nil means the Persister's.
 	Lease    *ownership.Lease
-	Recorder *checkpointjournal.Recorder
+	Recorder *checkpoints.Recorder
 	Machine  *degrade.Machine
 	S3       *s3sync.S3Sync
 	LFS      LargeFiles
-	Metrics  *metrics.Metrics
+	Metrics  *Metrics
 	Log      *zap.Logger
 
 	// PersistAttempts is how many uploads one durability step tries

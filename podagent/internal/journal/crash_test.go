@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/podagent/internal/activity"
-	"github.com/svc-dev/svc/podagent/internal/checkpointjournal"
+	"github.com/svc-dev/svc/podagent/internal/checkpoints"
 	"github.com/svc-dev/svc/podagent/internal/inbox"
 	"github.com/svc-dev/svc/podagent/internal/journal"
 	"github.com/svc-dev/svc/podagent/internal/outbox"
@@ -36,7 +36,7 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 type views struct {
 	db       *journal.DB
 	inbox    *inbox.Journal
-	recorder *checkpointjournal.Recorder
+	recorder *checkpoints.Recorder
 	relay    *outbox.Relay
 	activity *activity.Log
 }
@@ -51,7 +51,7 @@ func openViews(dir string) (*views, error) {
 	if v.inbox, bad, err = inbox.Open(db); err != nil || len(bad) > 0 {
 		return nil, fmt.Errorf("inbox: %v, bad %v", err, bad)
 	}
-	if v.recorder, err = checkpointjournal.Open(db, nil, nil); err != nil {
+	if v.recorder, err = checkpoints.Open(db, nil, nil); err != nil {
 		return nil, err
 	}
 	// An API nobody answers: the outbox keeps every message.

@@ -8,7 +8,7 @@
 // journal.db, never archived), one bucket per kind of entry. Every write is
 // one transaction, fsynced before it returns (bbolt's default): after a
 // crash an entry is in the state of its last acknowledged write, never half
-// of one. The typed views (inbox, outbox.Relay, checkpointjournal,
+// of one. The typed views (inbox, outbox.Relay, checkpoints,
 // activity) hold their entries in memory and write through a Table.
 //
 // A file that is not a valid journal is set aside (renamed

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svc-dev/svc/podagent/internal/checkpointjournal"
+	"github.com/svc-dev/svc/podagent/internal/checkpoints"
 	"github.com/svc-dev/svc/podagent/internal/degrade"
 	"github.com/svc-dev/svc/podagent/internal/journal"
 	"github.com/svc-dev/svc/shared/objstore"
@@ -141,7 +141,7 @@ func TestRecordFailuresAreRetriedAndSurviveRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	onDisk, _, err := journal.TableOf[checkpointjournal.Entry](db, journal.Checkpoints).Load(nil)
+	onDisk, _, err := journal.TableOf[checkpoints.Entry](db, journal.Checkpoints).Load(nil)
 	_ = db.Close()
 	if err != nil || len(onDisk) != 4 || onDisk[3].Value.Record.CommitSHA == "" {
 		t.Fatalf("journal: %+v %v", onDisk, err)

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/svc-dev/svc/podagent/internal/checkpointjournal"
+	"github.com/svc-dev/svc/podagent/internal/checkpoints"
 	"github.com/svc-dev/svc/podagent/internal/journal"
 )
 
@@ -47,7 +47,7 @@ func TestJournalSurvivesTheRestoreOfDotGit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	onDisk, _, err := journal.TableOf[checkpointjournal.Entry](db, journal.Checkpoints).Load(nil)
+	onDisk, _, err := journal.TableOf[checkpoints.Entry](db, journal.Checkpoints).Load(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

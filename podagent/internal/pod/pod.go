@@ -21,14 +21,13 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/podagent/internal/assets"
-	"github.com/svc-dev/svc/podagent/internal/checkpointjournal"
+	"github.com/svc-dev/svc/podagent/internal/checkpoints"
 	"github.com/svc-dev/svc/podagent/internal/coldstart"
 	"github.com/svc-dev/svc/podagent/internal/config"
 	"github.com/svc-dev/svc/podagent/internal/degrade"
 	"github.com/svc-dev/svc/podagent/internal/durable"
 	"github.com/svc-dev/svc/podagent/internal/gitsync"
 	"github.com/svc-dev/svc/podagent/internal/journal"
-	"github.com/svc-dev/svc/podagent/internal/metrics"
 	"github.com/svc-dev/svc/podagent/internal/ownership"
 	"github.com/svc-dev/svc/podagent/internal/s3sync"
 	"github.com/svc-dev/svc/podagent/internal/server"
@@ -82,7 +81,7 @@ type Pod struct {
 	// records, accepted webhook messages, outbox messages, counters, the
 	// activity window): <workspace>/.git/svc-agent/journal.db.
 	Journal  *journal.DB
-	Recorder *checkpointjournal.Recorder
+	Recorder *checkpoints.Recorder
 	// Assets offloads large files in s3 and dual_shadow (and holds the
 	// legacy offload that git_only migrates to git-lfs).
 	Assets  *assets.Assets
@@ -90,7 +89,7 @@ type Pod struct {
 	// Strategy is the pod's sync mode, chosen once at start.
 	Strategy  syncstrategy.Strategy
 	S3        *s3sync.S3Sync
-	Metrics   *metrics.Metrics
+	Metrics   *gitsync.Metrics
 	Echo      *echo.Echo
 	ColdStart coldstart.Result
 	// Webhook serves /agent/channels/webhook/*.
@@ -147,7 +146,7 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Pod{Config: cfg, Metrics: metrics.New(), log: log, afterTurn: o.AfterTurn, Strategy: strat}
+	p := &Pod{Config: cfg, Metrics: gitsync.NewMetrics(), log: log, afterTurn: o.AfterTurn, Strategy: strat}
 	// The record lives beside the layers (the same store outside tests,
 	// which take only the .git path down with a separate Store).
 	p.Lease = ownership.New(ownership.Options{Store: o.LayerStore, ProjectID: cfg.ProjectID, Generation: cfg.Generation, Log: log,
@@ -206,7 +205,7 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 			}
 		}
 	}()
-	p.Recorder, err = checkpointjournal.Open(p.Journal, client, log)
+	p.Recorder, err = checkpoints.Open(p.Journal, client, log)
 	if err != nil {
 		return nil, err
 	}

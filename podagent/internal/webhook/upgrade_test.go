@@ -19,7 +19,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/svc-dev/svc/podagent/internal/agentloop/fakegateway"
-	"github.com/svc-dev/svc/podagent/internal/checkpointjournal"
+	"github.com/svc-dev/svc/podagent/internal/checkpoints"
 	"github.com/svc-dev/svc/podagent/internal/config"
 	"github.com/svc-dev/svc/podagent/internal/inbox"
 	"github.com/svc-dev/svc/podagent/internal/journal"
@@ -121,7 +121,7 @@ func TestUpgradeKeepsThePromisesOfTheJSONJournals(t *testing.T) {
 		Direction: wire.DirectionInbound, Preview: "before the upgrade", Status: wire.ActivityReplied, CreatedAt: t0}})
 	writeJSON(t, filepath.Join(state, "outbox", legacyName("cor_outbox")), wire.OutboxPut{ChannelID: "ch_1",
 		OutboxReply: wire.OutboxReply{CorrelationID: "cor_outbox", Reply: "late reply", CreatedAt: t0}})
-	writeJSON(t, filepath.Join(state, "checkpoints.json"), []checkpointjournal.Entry{{
+	writeJSON(t, filepath.Join(state, "checkpoints.json"), []checkpoints.Entry{{
 		Record: wire.CheckpointRecord{CommitSHA: sha, CommitSummary: wire.CommitSummary{Message: "before the upgrade"}}, Persisted: true}})
 	recordsBefore := len(gw.Records())
 

@@ -38,9 +38,9 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/outbox"
 	"github.com/svc-dev/svc/podagent/internal/poderr"
 	"github.com/svc-dev/svc/podagent/internal/turnorder"
-	"github.com/svc-dev/svc/shared/chans"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/settings"
+	"github.com/svc-dev/svc/shared/wait"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -193,7 +193,7 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 	h.mu.Lock()
 	h.closing.Store(true)
 	h.mu.Unlock()
-	err := chans.Wait(ctx, &h.wg)
+	err := wait.Group(ctx, &h.wg)
 	h.cancel()
 	h.wg.Wait()
 	h.closeOnce.Do(func() {

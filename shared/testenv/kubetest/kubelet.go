@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/svc-dev/svc/shared/chans"
+	"github.com/svc-dev/svc/shared/wait"
 )
 
 // Kubelet plays the kubelet of the fake nodes for one container of the pods
@@ -265,7 +265,7 @@ func releaseIP(ip string, p *Process) {
 // grace), as a kubelet stopping the container (an orphan's end, in tests).
 func (p *Process) Stop(grace time.Duration) { p.stop(grace) }
 
-func (p *Process) stopping() bool { return chans.Closed(p.Done) }
+func (p *Process) stopping() bool { return wait.Closed(p.Done) }
 
 func (p *Process) stop(grace time.Duration) {
 	if p.cmd == nil || p.cmd.Process == nil {

@@ -11,9 +11,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/svc-dev/svc/shared/chans"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/objstore"
+	"github.com/svc-dev/svc/shared/wait"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -35,7 +35,7 @@ func keyOf(id, part string) string {
 // exportLoop pulls .git and the data archive every ExportInterval.
 func (h *Host) exportLoop(p *project) {
 	defer close(p.loopDone)
-	chans.Every(p.loopStop, h.o.ExportInterval, func() bool {
+	wait.Ticks(p.loopStop, h.o.ExportInterval, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		if err := h.Export(ctx, p.id, false); err != nil {
 			h.log.Warn("periodic export failed", zap.String("projectId", p.id), zap.Error(err))

@@ -14,10 +14,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/podagent/internal/metal/guest"
-	"github.com/svc-dev/svc/shared/chans"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/objstore"
 	"github.com/svc-dev/svc/shared/repoarchive"
+	"github.com/svc-dev/svc/shared/wait"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -103,7 +103,7 @@ func (h *Host) finish(p *project, state, lastErr string) {
 // HealthFailures failures in a row the VM is discarded (rescued first).
 func (h *Host) healthGate(p *project) {
 	failures := 0
-	chans.Every(p.vm.Done(), h.o.HealthInterval, func() bool {
+	wait.Ticks(p.vm.Done(), h.o.HealthInterval, func() bool {
 		p.mu.Lock()
 		stopping := p.stopping
 		p.mu.Unlock()

@@ -21,8 +21,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/svc-dev/svc/shared/chans"
 	"github.com/svc-dev/svc/shared/settings"
+	"github.com/svc-dev/svc/shared/wait"
 )
 
 // Config describes one VM.
@@ -195,7 +195,7 @@ func (v *VM) Done() <-chan struct{} { return v.done }
 func (v *VM) ExitErr() error { return v.exitErr }
 
 // Alive reports whether QEMU still runs.
-func (v *VM) Alive() bool { return !chans.Closed(v.done) }
+func (v *VM) Alive() bool { return !wait.Closed(v.done) }
 
 // Kill ends QEMU at once and waits for it.
 func (v *VM) Kill() {

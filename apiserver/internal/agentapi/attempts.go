@@ -1,0 +1,29 @@
+package agentapi
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/svc-dev/svc/apiserver/internal/webhooklog"
+	"github.com/svc-dev/svc/shared/wire"
+)
+
+// WebhookAttempts is POST /internal/projects/{id}/webhook/attempts: the pod's
+// batch of callback attempt records for the attempt log (issue 24,
+// docs/webhook-delivery.md), stored idempotently by record id.
+func (a *API) WebhookAttempts(c echo.Context) error {
+	projectID, err := ownProject(c, "record its callback attempts")
+	if err != nil {
+		return err
+	}
+	var in wire.WebhookAttemptsPut
+	if err := readJSON(c, webhooklog.MaxBodyBytes, &in, "JSON attempt records"); err != nil {
+		return err
+	}
+	n, err := a.Attempts.Put(c.Request().Context(), projectID, in.Attempts)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, wire.WebhookAttemptsPutResponse{Stored: n})
+}

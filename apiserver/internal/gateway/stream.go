@@ -1,0 +1,359 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"unsafe"
+
+	"github.com/labstack/echo/v4"
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
+	"github.com/svc-dev/svc/apiserver/internal/metering"
+)
+
+// maxSSELine bounds one upstream event line.
+const maxSSELine = 4 << 20
+
+// initialSSELine is the line buffer a stream takes from the pool: events are
+// typically a few hundred bytes, and a longer line doubles its own buffer up
+// to maxSSELine (a 64 KiB buffer per stream was two thirds of the heap at
+// 2,000 open streams).
+const initialSSELine = 1 << 10
+
+// lineBufs pools the line buffers and outBufs the buffers that frame an
+// event. A stream holds a line buffer only while part of a line is pending
+// and an output buffer only while writing one event, so an open stream
+// waiting for its next event holds neither. Only buffers of about the
+// initial size go back (a grown buffer is dropped).
+var (
+	lineBufs = sync.Pool{New: func() any { b := make([]byte, initialSSELine); return &b }}
+	outBufs  = sync.Pool{New: func() any { b := make([]byte, 0, initialSSELine); return &b }}
+)
+
+var (
+	dataPrefix = []byte("data:")
+	doneMarker = []byte("[DONE]")
+)
+
+// errTooLong: an upstream line longer than maxSSELine.
+var errTooLong = errors.New("gateway: upstream event line too long")
+
+// lineReader splits an upstream stream into lines (as bufio.ScanLines: "\n"
+// ends a line, a "\r" before it is dropped, a last line without "\n" still
+// counts). While it waits for the next line it blocks on a one-byte read into
+// itself and holds no buffer; what follows that byte is read into a pooled
+// buffer that goes back as soon as no partial line is left.
+type lineReader struct {
+	r          io.Reader
+	one        [1]byte
+	buf        *[]byte // nil while no bytes are pending
+	start, end int     // pending bytes: (*buf)[start:end]
+	err        error   // the reader's error, returned once the pending bytes are used up
+}
+
+// next returns the next line, valid until the following call; at the end it
+// returns io.EOF, or the reader's error, or errTooLong.
+func (l *lineReader) next() ([]byte, error) {
+	empty := 0
+	for {
+		if l.buf != nil {
+			b := (*l.buf)[l.start:l.end]
+			if i := bytes.IndexByte(b, '\n'); i >= 0 {
+				l.start += i + 1
+				return dropCR(b[:i]), nil
+			}
+			if l.err != nil && len(b) > 0 {
+				l.start = l.end
+				return dropCR(b), nil
+			}
+			if len(b) == 0 {
+				l.release()
+			}
+		}
+		if l.err != nil {
+			return nil, l.err
+		}
+		var n int
+		var err error
+		if l.buf == nil {
+			// Nothing pending: wait for the next byte without a buffer.
+			n, err = l.r.Read(l.one[:])
+			if n > 0 {
+				l.buf = lineBufs.Get().(*[]byte)
+				(*l.buf)[0] = l.one[0]
+				l.start, l.end = 0, 1
+			}
+		} else {
+			if err := l.room(); err != nil {
+				l.release()
+				l.err = err
+				return nil, err
+			}
+			n, err = l.r.Read((*l.buf)[l.end:])
+			l.end += n
+		}
+		if err != nil {
+			l.err = err
+		} else if n == 0 {
+			if empty++; empty >= 100 {
+				l.err = io.ErrNoProgress
+			}
+		}
+	}
+}
+
+// room makes space after the pending bytes: it moves them to the front, or
+// doubles the buffer up to maxSSELine.
+func (l *lineReader) room() error {
+	b := *l.buf
+	if l.end < len(b) {
+		return nil
+	}
+	if l.start > 0 {
+		l.end = copy(b, b[l.start:l.end])
+		l.start = 0
+		return nil
+	}
+	if len(b) >= maxSSELine {
+		return errTooLong
+	}
+	grown := make([]byte, min(2*len(b), maxSSELine))
+	end := copy(grown, b[:l.end])
+	l.release()
+	l.buf, l.end = &grown, end
+	return nil
+}
+
+// release gives the buffer back (only one of the initial size is pooled).
+func (l *lineReader) release() {
+	if l.buf != nil && len(*l.buf) == initialSSELine {
+		lineBufs.Put(l.buf)
+	}
+	l.buf, l.start, l.end = nil, 0, 0
+}
+
+func dropCR(b []byte) []byte {
+	if len(b) > 0 && b[len(b)-1] == '\r' {
+		return b[:len(b)-1]
+	}
+	return b
+}
+
+// eventWriter sends one server-sent event to the client, framed and
+// flushed: through echo's response (responseEvents) or on a connection
+// taken over from net/http (connEvents). name is the event's "event:"
+// field (empty for the chat-completions stream, which has none).
+type eventWriter interface {
+	event(name string, payload []byte) error
+}
+
+// responseEvents writes events through the handler's response.
+type responseEvents struct{ w *echo.Response }
+
+func (r responseEvents) event(name string, payload []byte) error {
+	out := outBufs.Get().(*[]byte)
+	*out = appendSSE((*out)[:0], name, payload)
+	_, err := r.w.Write(*out)
+	if err == nil {
+		r.w.Flush()
+	}
+	putOut(out)
+	return err
+}
+
+// putOut gives an output buffer back (a grown one is dropped).
+func putOut(out *[]byte) {
+	if cap(*out) <= 4*initialSSELine {
+		outBufs.Put(out)
+	}
+}
+
+// setSSEHeaders sets the headers of a streamed answer; connection is the
+// Connection header's value.
+func setSSEHeaders(h http.Header, connection string) {
+	h.Set(echo.HeaderContentType, "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", connection)
+	h.Set("X-Accel-Buffering", "no")
+}
+
+// stream answers with the relayed chat-completion chunks through the
+// handler's response (the path of clients that are not taken over: HTTP/2,
+// HTTP/1.0); see relayEvents.
+func (a *API) stream(c echo.Context, body io.Reader, modelID string, clientWantsUsage bool, done func()) *metering.Usage {
+	return a.streamWith(c, body, newChatStream(modelID, clientWantsUsage), done)
+}
+
+// streamWith answers with the upstream's stream encoded by enc through the
+// handler's response; see relayWith.
+func (a *API) streamWith(c echo.Context, body io.Reader, enc streamEncoder, done func()) *metering.Usage {
+	w := c.Response()
+	setSSEHeaders(w.Header(), "keep-alive")
+	w.WriteHeader(http.StatusOK)
+	w.Flush()
+	return relayWith(responseEvents{w}, body, enc, done)
+}
+
+// sink is the client's side of a relay: once a write fails the client is
+// gone and nothing more is written (the relay still reads the upstream to
+// its end, for the usage).
+type sink struct {
+	w    eventWriter
+	gone bool
+}
+
+func (s *sink) emit(name string, payload []byte) {
+	if !s.gone && s.w.event(name, payload) != nil {
+		s.gone = true
+	}
+}
+
+// streamEncoder is a codec's side of a stream: it turns the upstream's
+// chat-completion chunks into the client's events.
+type streamEncoder interface {
+	// chunk encodes one upstream chunk (valid JSON) and returns the usage
+	// it reports, if any.
+	chunk(s *sink, payload []byte) *metering.Usage
+	// done ends a complete stream (the upstream sent [DONE]).
+	done(s *sink)
+	// fail ends a broken stream with one error event saying msg.
+	fail(s *sink, msg string)
+}
+
+// relayEvents relays an upstream chat-completions stream to a
+// chat-completions client (chatStream); see relayWith.
+func relayEvents(w eventWriter, body io.Reader, modelID string, clientWantsUsage bool, done func()) *metering.Usage {
+	return relayWith(w, body, newChatStream(modelID, clientWantsUsage), done)
+}
+
+// relayWith reads the upstream's server-sent events and hands each chunk to
+// enc, which writes the client's events; each is flushed as it is written.
+// A broken upstream stream ends with enc's error event. When the client
+// goes away (a write fails) it keeps reading (without writing) so the final
+// usage chunk is still seen; the usage found is returned for metering. done
+// is called when the upstream's stream has ended, before the last event is
+// flushed.
+func relayWith(w eventWriter, body io.Reader, enc streamEncoder, done func()) *metering.Usage {
+	s := sink{w: w}
+	var usage *metering.Usage
+	sawDone, ended := false, false
+	end := func() {
+		if !ended {
+			ended = true
+			done()
+		}
+	}
+	lr := lineReader{r: body}
+	var err error
+	for {
+		var line []byte
+		if line, err = lr.next(); err != nil {
+			break
+		}
+		if !bytes.HasPrefix(line, dataPrefix) {
+			continue // blank separators, comments, event/id fields
+		}
+		payload := bytes.TrimSpace(line[len(dataPrefix):])
+		if bytes.Equal(payload, doneMarker) {
+			sawDone = true
+			end()
+			enc.done(&s)
+			continue
+		}
+		if !gjson.ValidBytes(payload) {
+			continue
+		}
+		if u := enc.chunk(&s, payload); u != nil {
+			usage = u
+		}
+	}
+	if err == io.EOF {
+		err = nil
+	}
+	if err != nil || !sawDone {
+		end()
+		msg := "The model provider's stream ended before it was complete."
+		if errors.Is(err, errTooLong) {
+			msg = "The model provider sent an event larger than this server accepts."
+		}
+		enc.fail(&s, msg)
+	}
+	return usage
+}
+
+// chatStream encodes for chat-completions clients: the upstream's chunks
+// as they are, with model rewritten to the public id, the usage chunk (and
+// the usage:null fields) removed when the client did not ask for usage.
+type chatStream struct {
+	modelJSON  []byte
+	wantsUsage bool
+}
+
+func newChatStream(modelID string, clientWantsUsage bool) *chatStream {
+	m, _ := json.Marshal(modelID)
+	return &chatStream{modelJSON: m, wantsUsage: clientWantsUsage}
+}
+
+func (c *chatStream) chunk(s *sink, payload []byte) *metering.Usage {
+	// The fields are read in place (no copy of their raw values): payload
+	// is valid for this call, and nothing read here outlives it.
+	js := unsafe.String(unsafe.SliceData(payload), len(payload))
+	if gjson.Get(js, "error").Exists() {
+		s.emit("", payload)
+		return nil
+	}
+	out := payload
+	usage := gjson.Get(js, "usage")
+	u := usageOf(usage)
+	if u != nil && !c.wantsUsage {
+		if ch := gjson.Get(js, "choices"); !ch.Exists() || ch.Type == gjson.Null || (ch.IsArray() && len(ch.Array()) == 0) {
+			return u // the usage-only chunk the client did not ask for
+		}
+	}
+	if !c.wantsUsage && usage.Exists() {
+		out, _ = sjson.DeleteBytes(out, "usage")
+		js = string(out)
+	}
+	if m := gjson.Get(js, "model"); m.Exists() {
+		if m.Index > 0 && m.Index+len(m.Raw) <= len(out) && string(out[m.Index:m.Index+len(m.Raw)]) == m.Raw {
+			// The model's value replaced in a pooled buffer, as
+			// sjson.SetRawBytes would write it, without its allocations.
+			buf := outBufs.Get().(*[]byte)
+			b := append((*buf)[:0], out[:m.Index]...)
+			b = append(b, c.modelJSON...)
+			*buf = append(b, out[m.Index+len(m.Raw):]...)
+			s.emit("", *buf)
+			putOut(buf)
+			return u
+		}
+		out, _ = sjson.SetRawBytes(out, "model", c.modelJSON)
+	}
+	s.emit("", out)
+	return u
+}
+
+func (c *chatStream) done(s *sink) { s.emit("", doneMarker) }
+
+func (c *chatStream) fail(s *sink, msg string) {
+	ev, _ := json.Marshal(map[string]any{"error": map[string]string{
+		"message": msg, "type": "server_error", "code": "upstream_stream_error"}})
+	s.emit("", ev)
+}
+
+// appendSSE appends payload framed as one server-sent event, named when
+// name is not empty.
+func appendSSE(b []byte, name string, payload []byte) []byte {
+	if name != "" {
+		b = append(b, "event: "...)
+		b = append(b, name...)
+		b = append(b, '\n')
+	}
+	b = append(b, "data: "...)
+	b = append(b, payload...)
+	return append(b, '\n', '\n')
+}

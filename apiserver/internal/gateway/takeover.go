@@ -1,0 +1,153 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// StreamWriteTimeout bounds one write of a taken-over stream: a client that
+// stops reading for that long (its socket buffers full) is treated as gone,
+// so it cannot pin the stream's goroutine.
+const StreamWriteTimeout = 30 * time.Second
+
+// A streamed answer to an HTTP/1.1 client is relayed on a connection taken
+// over from net/http once the upstream has answered 200: the handler writes
+// the status line and headers itself, returns, and one fresh goroutine
+// relays the events as hand-written chunks, meters, ends the response with
+// the last chunk and closes the connection (Connection: close: the
+// connection is not reused after a stream). net/http's connection goroutine
+// (its stack is deep after admission), its background reader and its
+// connection buffers are released for the stream's life; see
+// docs/performance.md. HTTP/2 and HTTP/1.0 clients keep the handler path.
+
+// detached is one taken-over stream: what its goroutine needs after the
+// handler returned (the echo context is recycled by then).
+type detached struct {
+	x      *exchange
+	body   io.ReadCloser // the upstream's
+	cancel context.CancelFunc
+	w      *connEvents
+	held   *held
+	span   trace.Span // the server span, ended here instead of by Observe
+	route  string
+}
+
+// detach takes the client's connection over for x's stream and starts its
+// relay; false when the connection cannot be taken over (the caller then
+// streams through the handler). cancel ends x.ctx.
+func (a *API) detach(c echo.Context, x *exchange, resp *http.Response, cancel context.CancelFunc) bool {
+	req := c.Request()
+	if a.Streams == nil || req.ProtoMajor != 1 || req.ProtoMinor != 1 {
+		return false
+	}
+	res := c.Response()
+	conn, brw, err := http.NewResponseController(res).Hijack()
+	if err != nil {
+		return false
+	}
+	brw.Reader, brw.Writer = nil, nil // net/http's buffers are not used
+	res.Committed = true              // nothing else may answer
+
+	h := res.Header()
+	timingOf(c).writeHeaders(h) // the Before hook a written header would run
+	setSSEHeaders(h, "close")
+	h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
+	h.Set("Transfer-Encoding", "chunked")
+	w := &connEvents{conn: conn}
+	w.head(h)
+
+	d := &detached{x: x, body: resp.Body, cancel: cancel, w: w,
+		span: trace.SpanFromContext(req.Context()), route: c.Path()}
+	timingOf(c).detached = true
+	d.held = a.Streams.add(conn, cancel)
+	go a.relayDetached(d)
+	return true
+}
+
+// relayDetached relays, meters and ends a taken-over stream, on a goroutine
+// of its own.
+func (a *API) relayDetached(d *detached) {
+	x := d.x
+	_, span := a.Tracer.Start(x.ctx, "stream")
+	u := relayWith(d.w, d.body, x.codec.stream(x), func() { x.observe(a) })
+	span.End()
+	d.body.Close()
+	a.meter(x, u, true)
+	d.w.finish()
+	d.cancel()
+	a.Streams.remove(d.held)
+	endServerSpan(d.span, http.StatusOK, d.route, x.requestID)
+}
+
+// connEvents writes a taken-over stream as HTTP/1.1 chunks, one event a
+// chunk, each write bounded by StreamWriteTimeout. After a failed write the
+// connection is closed and every later write fails.
+type connEvents struct {
+	conn    net.Conn
+	timeout time.Duration // 0: StreamWriteTimeout
+	err     error
+}
+
+// head writes the status line and h.
+func (w *connEvents) head(h http.Header) {
+	var b bytes.Buffer
+	b.WriteString("HTTP/1.1 200 OK\r\n")
+	_ = h.Write(&b)
+	b.WriteString("\r\n")
+	w.write(b.Bytes())
+}
+
+func (w *connEvents) event(name string, payload []byte) error {
+	if w.err != nil {
+		return w.err
+	}
+	out := outBufs.Get().(*[]byte)
+	n := len("data: ") + len(payload) + 2
+	if name != "" {
+		n += len("event: ") + len(name) + 1
+	}
+	b := strconv.AppendInt((*out)[:0], int64(n), 16)
+	b = append(b, '\r', '\n')
+	b = appendSSE(b, name, payload)
+	*out = append(b, '\r', '\n')
+	w.write(*out)
+	putOut(out)
+	return w.err
+}
+
+// finish writes the last chunk (unless the client is gone) and closes the
+// connection, our side first (as net/http does, so the client reads the end
+// rather than a reset).
+func (w *connEvents) finish() {
+	w.write([]byte("0\r\n\r\n"))
+	if w.err == nil {
+		if cw, ok := w.conn.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		}
+		w.conn.Close()
+	}
+}
+
+func (w *connEvents) write(b []byte) {
+	if w.err != nil {
+		return
+	}
+	timeout := w.timeout
+	if timeout <= 0 {
+		timeout = StreamWriteTimeout
+	}
+	if w.err = w.conn.SetWriteDeadline(time.Now().Add(timeout)); w.err == nil {
+		_, w.err = w.conn.Write(b)
+	}
+	if w.err != nil {
+		w.conn.Close()
+	}
+}

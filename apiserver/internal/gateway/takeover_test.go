@@ -1,0 +1,145 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v4"
+)
+
+// TestConnEventsIsHTTP: a taken-over stream, read back by net/http's own
+// response parser, is a valid chunked HTTP/1.1 answer that closes the
+// connection, with the handler's headers and the same events the handler
+// path sends.
+func TestConnEventsIsHTTP(t *testing.T) {
+	t.Parallel()
+	server, client := net.Pipe()
+	h := http.Header{}
+	h.Set("X-Request-Id", "req-1")
+	setSSEHeaders(h, "close")
+	h.Set("Transfer-Encoding", "chunked")
+	go func() {
+		w := &connEvents{conn: server}
+		w.head(h)
+		relayEvents(w, strings.NewReader(upstreamSSE), "svc-2-0", true, func() {})
+		w.finish()
+	}()
+	resp, err := http.ReadResponse(bufio.NewReader(client), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading the chunked body: %v", err)
+	}
+	want, _ := relay(t, upstreamSSE, true)
+	if resp.StatusCode != 200 || !resp.Close || len(resp.TransferEncoding) != 1 || resp.TransferEncoding[0] != "chunked" ||
+		resp.Header.Get("Content-Type") != "text/event-stream" || resp.Header.Get("X-Request-Id") != "req-1" {
+		t.Fatalf("status %d, close %v, transfer-encoding %v, headers %v", resp.StatusCode, resp.Close, resp.TransferEncoding, resp.Header)
+	}
+	if string(body) != want {
+		t.Fatalf("body differs from the handler path's\n got: %q\nwant: %q", body, want)
+	}
+	if _, err := client.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("connection not closed after the last chunk: %v", err)
+	}
+}
+
+// TestConnEventsStalledClient: a client that stops reading fails the write
+// after the write timeout; the relay then keeps reading the upstream to the
+// end, so the usage is still returned.
+func TestConnEventsStalledClient(t *testing.T) {
+	t.Parallel()
+	server, client := net.Pipe() // unbuffered: a write waits for a read
+	defer client.Close()
+	w := &connEvents{conn: server, timeout: 50 * time.Millisecond}
+	u := relayEvents(w, strings.NewReader(upstreamSSE), "svc-2-0", false, func() {})
+	if !errors.Is(w.err, os.ErrDeadlineExceeded) {
+		t.Fatalf("write error %v, want the deadline", w.err)
+	}
+	if u == nil || u.PromptTokens != 7 || u.CompletionTokens != 3 {
+		t.Fatalf("usage after the client stalled: %+v", u)
+	}
+	if _, err := server.Write([]byte("x")); err == nil {
+		t.Fatal("connection still open after a failed write")
+	}
+}
+
+// TestStreamsShutdown: Shutdown returns once the open streams end; at its
+// deadline it cancels and closes the ones still open and waits for them to
+// end; a stream opening after that is cut at once.
+func TestStreamsShutdown(t *testing.T) {
+	t.Parallel()
+	var s Streams
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatalf("nothing open: %v", err)
+	}
+
+	// Drained: the stream ends while Shutdown waits.
+	c1, p1 := net.Pipe()
+	defer p1.Close()
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	h1 := s.add(c1, cancel1)
+	done := make(chan error)
+	go func() { done <- s.Shutdown(context.Background()) }()
+	s.remove(h1)
+	if err := <-done; err != nil {
+		t.Fatalf("drained: %v", err)
+	}
+	if ctx1.Err() != nil {
+		t.Fatal("a drained stream was cancelled")
+	}
+
+	// Cut: the deadline passes with a stream open; its relay sees the
+	// cancel and ends.
+	c2, p2 := net.Pipe()
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	h2 := s.add(c2, cancel2)
+	go func() {
+		<-ctx2.Done()
+		s.remove(h2)
+	}()
+	dctx, dcancel := context.WithCancel(context.Background())
+	dcancel()
+	if err := s.Shutdown(dctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cut: %v", err)
+	}
+	if _, err := p2.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("client connection of a cut stream: %v", err)
+	}
+	if s.Open() != 0 {
+		t.Fatalf("%d streams still open", s.Open())
+	}
+
+	// After the cut, a new stream is cut at once.
+	c3, p3 := net.Pipe()
+	defer p3.Close()
+	ctx3, cancel3 := context.WithCancel(context.Background())
+	s.remove(s.add(c3, cancel3))
+	if ctx3.Err() == nil {
+		t.Fatal("a stream opened after the cut was not cancelled")
+	}
+}
+
+// TestDetachOnlyHTTP11: HTTP/1.0 and HTTP/2 requests are not taken over.
+func TestDetachOnlyHTTP11(t *testing.T) {
+	t.Parallel()
+	a := &API{Streams: &Streams{}}
+	for _, proto := range []struct{ major, minor int }{{1, 0}, {2, 0}} {
+		req := httptest.NewRequest("POST", "/", nil)
+		req.ProtoMajor, req.ProtoMinor = proto.major, proto.minor
+		c := echo.New().NewContext(req, httptest.NewRecorder())
+		if a.detach(c, &exchange{}, &http.Response{Body: http.NoBody}, func() {}) {
+			t.Fatalf("HTTP/%d.%d taken over", proto.major, proto.minor)
+		}
+	}
+}
