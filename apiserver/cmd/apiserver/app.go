@@ -253,7 +253,7 @@ func serve(ctx context.Context, args []string, dev bool) error {
 		parity.Window, func(err error) { a.log.Warn("parity check", zap.Error(err)) })
 	hs := &http.Server{Handler: srv.Echo, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- hs.Serve(srv.Streams.Listen(ln)) }()
 	select {
 	case err := <-errc:
 		return err

@@ -19,6 +19,9 @@ type Streams struct {
 	open  map[*held]struct{}
 	empty chan struct{} // closed when open empties (made by a waiter)
 	cut   bool          // past the shutdown deadline: streams are cut
+	// listener takes the connections of finished streams back (Listen;
+	// nil: they are closed).
+	listener *recyclingListener
 }
 
 // held is one open stream: its client connection and the cancel of its

@@ -21,11 +21,14 @@ const StreamWriteTimeout = 30 * time.Second
 // A streamed answer to an HTTP/1.1 client is relayed on a connection taken
 // over from net/http once the upstream has answered 200: the handler writes
 // the status line and headers itself, returns, and one fresh goroutine
-// relays the events as hand-written chunks, meters, ends the response with
-// the last chunk and closes the connection (Connection: close: the
-// connection is not reused after a stream). net/http's connection goroutine
-// (its stack is deep after admission), its background reader and its
-// connection buffers are released for the stream's life; see
+// relays the events as hand-written chunks, meters and ends the response
+// with the last chunk. Then the connection goes back to net/http through
+// the server's listener (recycle.go), so the client's next request reuses
+// it; when it cannot (no Streams.Listen, bytes of a next request already
+// read, a client that asked to close, a failed write) the answer says
+// Connection: close and the connection is closed. net/http's connection
+// goroutine (its stack is deep after admission), its background reader and
+// its connection buffers are released for the stream's life; see
 // docs/performance.md. HTTP/2 and HTTP/1.0 clients keep the handler path.
 
 // detached is one taken-over stream: what its goroutine needs after the
@@ -34,10 +37,12 @@ type detached struct {
 	x      *exchange
 	body   io.ReadCloser // the upstream's
 	cancel context.CancelFunc
-	w      *connEvents
-	held   *held
-	span   trace.Span // the server span, ended here instead of by Observe
-	route  string
+	// back takes the client connection after a clean end (nil: close it).
+	back  *recyclingListener
+	w     *connEvents
+	held  *held
+	span  trace.Span // the server span, ended here instead of by Observe
+	route string
 }
 
 // detach takes the client's connection over for x's stream and starts its
@@ -49,22 +54,36 @@ func (a *API) detach(c echo.Context, x *exchange, resp *http.Response, cancel co
 		return false
 	}
 	res := c.Response()
+	back := a.Streams.recycler()
+	if back != nil && (req.Close || !bodyRead(req)) {
+		back = nil
+	}
 	conn, brw, err := http.NewResponseController(res).Hijack()
 	if err != nil {
 		return false
+	}
+	if brw.Reader.Buffered() > 0 {
+		back = nil // bytes of a next request: net/http cannot get them back
+	}
+	if _, tcp := conn.(*net.TCPConn); !tcp {
+		back = nil // TLS served by this process, or a test pipe
 	}
 	brw.Reader, brw.Writer = nil, nil // net/http's buffers are not used
 	res.Committed = true              // nothing else may answer
 
 	h := res.Header()
 	timingOf(c).writeHeaders(h) // the Before hook a written header would run
-	setSSEHeaders(h, "close")
+	connection := "close"
+	if back != nil {
+		connection = "keep-alive"
+	}
+	setSSEHeaders(h, connection)
 	h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
 	h.Set("Transfer-Encoding", "chunked")
 	w := &connEvents{conn: conn}
 	w.head(h)
 
-	d := &detached{x: x, body: resp.Body, cancel: cancel, w: w,
+	d := &detached{x: x, body: resp.Body, cancel: cancel, w: w, back: back,
 		span: trace.SpanFromContext(req.Context()), route: c.Path()}
 	timingOf(c).detached = true
 	d.held = a.Streams.add(conn, cancel)
@@ -81,10 +100,21 @@ func (a *API) relayDetached(d *detached) {
 	span.End()
 	d.body.Close()
 	a.meter(x, u, true)
-	d.w.finish()
+	d.w.finish(d.back)
 	d.cancel()
 	a.Streams.remove(d.held)
 	endServerSpan(d.span, http.StatusOK, d.route, x.requestID)
+}
+
+// bodyRead reports whether the request's body was read to its end (the
+// handler decoded it), so nothing of it is left on the connection.
+func bodyRead(req *http.Request) bool {
+	if req.Body == nil || req.Body == http.NoBody {
+		return true
+	}
+	var one [1]byte
+	n, err := req.Body.Read(one[:])
+	return n == 0 && err == io.EOF
 }
 
 // connEvents writes a taken-over stream as HTTP/1.1 chunks, one event a
@@ -123,11 +153,15 @@ func (w *connEvents) event(name string, payload []byte) error {
 	return w.err
 }
 
-// finish writes the last chunk (unless the client is gone) and closes the
-// connection, our side first (as net/http does, so the client reads the end
+// finish writes the last chunk (unless the client is gone) and gives the
+// connection back to l when it is set and the answer ended cleanly, else
+// closes it, our side first (as net/http does, so the client reads the end
 // rather than a reset).
-func (w *connEvents) finish() {
+func (w *connEvents) finish(l *recyclingListener) {
 	w.write([]byte("0\r\n\r\n"))
+	if w.err == nil && l != nil && w.conn.SetDeadline(time.Time{}) == nil && l.giveBack(w.conn) {
+		return
+	}
 	if w.err == nil {
 		if cw, ok := w.conn.(interface{ CloseWrite() error }); ok {
 			_ = cw.CloseWrite()

@@ -31,7 +31,7 @@ func TestConnEventsIsHTTP(t *testing.T) {
 		w := &connEvents{conn: server}
 		w.head(h)
 		relayEvents(w, strings.NewReader(upstreamSSE), "svc-2-0", true, func() {})
-		w.finish()
+		w.finish(nil)
 	}()
 	resp, err := http.ReadResponse(bufio.NewReader(client), nil)
 	if err != nil {

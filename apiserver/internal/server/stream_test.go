@@ -6,7 +6,9 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
+	"sync"
 	"testing"
 
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -41,14 +43,18 @@ func openStream(t *testing.T, g *harness, hold chan struct{}) (*http.Response, *
 }
 
 // An HTTP/1.1 stream is relayed on a connection taken over from net/http:
-// the answer says Connection: close and keeps the API's headers, and
+// the answer keeps the connection alive and the API's headers, and
 // shutdown waits for it to end.
 func TestStreamTakenOverDrainsAtShutdown(t *testing.T) {
 	t.Parallel()
 	g := newGateway(t, noTracer)
 	hold := make(chan struct{})
+	var release sync.Once
+	// A failed check below must not leave the stream held: the server's
+	// cleanup would wait for it.
+	t.Cleanup(func() { release.Do(func() { close(hold) }) })
 	resp, br := openStream(t, g, hold)
-	if !resp.Close || resp.Header.Get("Content-Type") != "text/event-stream" || resp.Header.Get("X-Request-Id") == "" ||
+	if resp.Close || resp.Header.Get("Content-Type") != "text/event-stream" || resp.Header.Get("X-Request-Id") == "" ||
 		!strings.Contains(resp.Header.Get("Server-Timing"), "upstream;dur=") || resp.Header.Get("X-Svc-Overhead-Duration-Ms") == "" {
 		t.Fatalf("close %v, headers %v", resp.Close, resp.Header)
 	}
@@ -57,7 +63,7 @@ func TestStreamTakenOverDrainsAtShutdown(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- g.streams.Shutdown(context.Background()) }()
-	close(hold)
+	release.Do(func() { close(hold) })
 	rest, err := io.ReadAll(br)
 	if err != nil || !strings.HasSuffix(string(rest), "data: [DONE]\n\n") {
 		t.Fatalf("rest of the stream %q: %v", rest, err)
@@ -85,5 +91,69 @@ func TestStreamTakenOverCutAtShutdownDeadline(t *testing.T) {
 	}
 	if _, err := io.ReadAll(br); !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("a cut stream read to %v, want an unexpected EOF", err)
+	}
+}
+
+// A taken-over stream gives its connection back when it ends (issue 26): a
+// keep-alive client sends its next streams and a plain completion on the
+// same connection, each answered in full; a client that asks to close gets
+// Connection: close, and its next request dials again.
+func TestStreamKeepsTheConnectionAlive(t *testing.T) {
+	t.Parallel()
+	g := newGateway(t, noTracer)
+	g.up.Script(func(fakeupstream.Request) fakeupstream.Reply {
+		return fakeupstream.Reply{Text: "one two", PromptTokens: 5, CompletionTokens: 2}
+	})
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	t.Cleanup(hc.CloseIdleConnections)
+	// do sends one completion and reads it to the end; it returns whether
+	// the connection was reused and whether the answer closes it.
+	do := func(stream, close bool) (reused, closes bool) {
+		t.Helper()
+		body := `{"model":"svc-2-0","messages":[{"role":"user","content":"hi"}]}`
+		if stream {
+			body = `{"model":"svc-2-0","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+		}
+		req, _ := http.NewRequest(http.MethodPost, g.url+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+g.key)
+		req.Header.Set("Content-Type", "application/json")
+		req.Close = close
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+			GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused }}))
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("status %d, body %q: %v", resp.StatusCode, b, err)
+		}
+		if stream && !strings.HasSuffix(string(b), "data: [DONE]\n\n") {
+			t.Fatalf("stream did not end with [DONE]: %q", b)
+		}
+		if !stream && !strings.Contains(string(b), `"one two"`) {
+			t.Fatalf("completion %q", b)
+		}
+		return reused, resp.Close
+	}
+	for i, tc := range []struct {
+		name                   string
+		stream, close          bool
+		wantReused, wantCloses bool
+	}{
+		{"first stream dials", true, false, false, false},
+		{"second stream reuses the connection", true, false, true, false},
+		{"a plain completion after a stream reuses it", false, false, true, false},
+		{"a stream after a plain completion reuses it", true, false, true, false},
+		{"a client asking to close gets close", true, true, true, true},
+		{"so the next stream dials again", true, false, false, false},
+	} {
+		if reused, closes := do(tc.stream, tc.close); reused != tc.wantReused || closes != tc.wantCloses {
+			t.Fatalf("%d %s: reused %v, answer closes %v; want %v, %v", i, tc.name, reused, closes, tc.wantReused, tc.wantCloses)
+		}
+	}
+	if n := g.streams.Open(); n != 0 {
+		t.Fatalf("%d streams still tracked", n)
 	}
 }

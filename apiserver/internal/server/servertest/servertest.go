@@ -47,7 +47,9 @@ func New(t testing.TB, d server.Deps) *Server {
 		d.RuntimeSecret = []byte(RuntimeSecret)
 	}
 	srv := server.New(d)
-	hs := httptest.NewServer(srv.Echo)
+	hs := httptest.NewUnstartedServer(srv.Echo)
+	hs.Listener = srv.Streams.Listen(hs.Listener) // as cmd/apiserver serves
+	hs.Start()
 	t.Cleanup(func() {
 		hs.Close()
 		_ = srv.Streams.Shutdown(context.Background())
