@@ -107,8 +107,40 @@ type Cluster struct {
 // Start creates a cluster (3–5 s warm) with one fake node.
 func Start(ctx context.Context) (*Cluster, error) { return StartWith(ctx, Options{}) }
 
-// StartWith creates a cluster shaped by o.
+// StartWith creates a cluster shaped by o. A control plane that is not
+// served within attemptTimeout is deleted, its components' logs kept for the
+// error, and started again under a new name (fresh ports): kwokctl picks its
+// ports free before the binaries bind them, so two test binaries starting
+// clusters at once can collide, and a kube-apiserver that never listens
+// otherwise costs the whole test binary.
 func StartWith(ctx context.Context, o Options) (*Cluster, error) {
+	var failures []string
+	for attempt := 1; attempt <= startAttempts; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		c, err := startOnce(actx, o, attempt)
+		cancel()
+		if err == nil {
+			if attempt > 1 {
+				fmt.Fprintf(os.Stderr, "kubetest: control plane up on attempt %d; earlier:\n%s\n", attempt, strings.Join(failures, "\n"))
+			}
+			return c, nil
+		}
+		failures = append(failures, fmt.Sprintf("attempt %d: %v", attempt, err))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, fmt.Errorf("kubetest: no control plane after %d attempts:\n%s", len(failures), strings.Join(failures, "\n"))
+}
+
+const (
+	startAttempts = 3
+	// attemptTimeout bounds one kwokctl create: a healthy start takes 3–5 s
+	// warm and under 30 s on a loaded machine.
+	attemptTimeout = 100 * time.Second
+)
+
+func startOnce(ctx context.Context, o Options, attempt int) (*Cluster, error) {
 	bins := map[string]string{}
 	for _, n := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kwokctl", "kubectl"} {
 		p, err := Tool(n)
@@ -121,7 +153,7 @@ func StartWith(ctx context.Context, o Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Name: fmt.Sprintf("svc-%d", os.Getpid()), workdir: workdir, kwokctl: bins["kwokctl"],
+	c := &Cluster{Name: fmt.Sprintf("svc-%d-%d", os.Getpid(), attempt), workdir: workdir, kwokctl: bins["kwokctl"],
 		Kubeconfig: filepath.Join(workdir, "kubeconfig")}
 	cfg := filepath.Join(workdir, "kwokctl.yaml")
 	if err := os.WriteFile(cfg, []byte(kwokctlConfig(bins["kubectl"], o.CertSANs)), 0o600); err != nil {
@@ -132,7 +164,7 @@ func StartWith(ctx context.Context, o Options) (*Cluster, error) {
 		"--etcd-binary", bins["etcd"], "--kube-apiserver-binary", bins["kube-apiserver"],
 		"--kube-controller-manager-binary", bins["kube-controller-manager"],
 		"--kube-scheduler-binary", bins["kube-scheduler"], "--kwok-controller-binary", bins["kwok"],
-		"--kubeconfig", c.Kubeconfig, "--wait", "90s")
+		"--kubeconfig", c.Kubeconfig, "--wait", "60s")
 	if o.NoFakeNode {
 		// The kwok controller fakes the status of every node's pods (a pod IP
 		// from its own CIDR, Running, Ready): with a real node it would claim
@@ -143,8 +175,9 @@ func StartWith(ctx context.Context, o Options) (*Cluster, error) {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
+		logs := c.componentLogs()
 		c.Delete()
-		return nil, fmt.Errorf("kubetest: kwokctl create cluster: %v\n%s", err, out.String())
+		return nil, fmt.Errorf("kwokctl create cluster: %v\n%s\n%s", err, lastLines(out.String(), 6), logs)
 	}
 	if c.Config, err = clientcmd.BuildConfigFromFlags("", c.Kubeconfig); err != nil {
 		c.Delete()
@@ -162,6 +195,29 @@ func StartWith(ctx context.Context, o Options) (*Cluster, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// componentLogs is the end of each control-plane component's log
+// (kwokctl writes them under <workdir>/clusters/<name>/logs).
+func (c *Cluster) componentLogs() string {
+	files, _ := filepath.Glob(filepath.Join(c.workdir, "clusters", c.Name, "logs", "*.log"))
+	var b strings.Builder
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		fmt.Fprintf(&b, "--- %s (last lines)\n%s\n", filepath.Base(f), lastLines(string(data), 15))
+	}
+	return b.String()
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
 
 func (c *Cluster) env() []string {
@@ -286,7 +342,7 @@ var shared struct {
 func Shared(t testing.TB) *Cluster {
 	t.Helper()
 	shared.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), startAttempts*attemptTimeout)
 		defer cancel()
 		began := time.Now()
 		shared.c, shared.err = Start(ctx)

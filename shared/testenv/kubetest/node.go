@@ -96,7 +96,7 @@ func StartNode(t testing.TB, pause NodeImage, images ...NodeImage) *Node {
 	}
 	t.Cleanup(n.teardown)
 	n.Name = "svc-node-" + strings.TrimPrefix(n.Bridge, "svcbr")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), startAttempts*attemptTimeout)
 	defer cancel()
 	began := time.Now()
 	if n.Cluster, err = StartWith(ctx, Options{CertSANs: []string{n.Gateway}, NoFakeNode: true}); err != nil {
