@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -143,6 +145,23 @@ func newBenchUpstream(b testing.TB, frames int, gap time.Duration) *benchUpstrea
 	u.Start()
 	b.Cleanup(func() { u.release(); u.Close() })
 	return u
+}
+
+// newBenchUpstreamTLS is a benchUpstream served over TLS with HTTP/2, as
+// model providers serve; certFile (PEM) is its certificate, for the client's
+// SSL_CERT_FILE.
+func newBenchUpstreamTLS(b testing.TB, frames int, gap time.Duration) (u *benchUpstream, certFile string) {
+	u = &benchUpstream{frames: frames, gap: gap, hold: make(chan struct{})}
+	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(u.serve))
+	u.EnableHTTP2 = true
+	u.StartTLS()
+	b.Cleanup(func() { u.release(); u.Close() })
+	certFile = filepath.Join(b.TempDir(), "upstream.pem")
+	pemBytes := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: u.Certificate().Raw})
+	if err := os.WriteFile(certFile, pemBytes, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	return u, certFile
 }
 
 func (u *benchUpstream) BaseURL() string { return u.URL + "/v1" }

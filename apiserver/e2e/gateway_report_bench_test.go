@@ -83,6 +83,8 @@ type benchPath struct {
 type report struct {
 	b        *testing.B
 	up       *benchUpstream
+	h2up     *benchUpstream // the same over TLS and HTTP/2 (heldStreams)
+	h2       benchPath      // the gateway's chat to h2up
 	bare     *bareProxy
 	gw, base *api
 	pprof    string
@@ -112,22 +114,28 @@ func newReport(b *testing.B) *report {
 		duration: envDuration("SVC_BENCH_DURATION", 2*time.Second), streams: envInt("SVC_BENCH_STREAMS", 2000)}
 	r.up = newBenchUpstream(b, envInt("SVC_BENCH_FRAMES", 8), envDuration("SVC_BENCH_FRAME_GAP", 2*time.Millisecond))
 	backup := newBenchUpstream(b, 1, 0)
+	h2up, h2cert := newBenchUpstreamTLS(b, envInt("SVC_BENCH_FRAMES", 8), envDuration("SVC_BENCH_FRAME_GAP", 2*time.Millisecond))
+	r.h2up = h2up
 	e := newEnv(b)
 	must(b, os.WriteFile(e.models, fmt.Appendf(nil, `providers:
   - {name: main, type: openai, base_url: %q, api_key_env: FAKE_UPSTREAM_KEY}
   - {name: pool, type: openai, base_url: %q,
      api_keys: [{name: a, env: FAKE_UPSTREAM_KEY}, {name: b, env: FAKE_UPSTREAM_KEY}]}
   - {name: backup, type: openai, base_url: %q, api_key_env: FAKE_UPSTREAM_KEY}
+  - {name: h2, type: openai, base_url: %q, api_key_env: FAKE_UPSTREAM_KEY}
 models:
   - {id: svc-plain, tier: standard, provider: main, upstream_model: up-2, reasoning_effort: medium,
      price: {input_per_mtok: 3, output_per_mtok: 15}}
   - {id: svc-pool, tier: standard, reasoning_effort: medium, price: {input_per_mtok: 3, output_per_mtok: 15},
      deployments: [{provider: pool, upstream_model: up-2}, {provider: backup, upstream_model: up-2}]}
-`, r.up.BaseURL(), r.up.BaseURL(), backup.BaseURL()), 0o600))
+  - {id: svc-h2, tier: standard, provider: h2, upstream_model: up-2, price: {input_per_mtok: 3, output_per_mtok: 15}}
+`, r.up.BaseURL(), r.up.BaseURL(), backup.BaseURL(), h2up.BaseURL()), 0o600))
 	port, err := testenv.FreePort()
 	must(b, err)
 	r.pprof = fmt.Sprintf("127.0.0.1:%d", port)
-	r.gw = e.startAPI("SVC_PPROF_ADDR=" + r.pprof)
+	// SSL_CERT_FILE: the gateway trusts the TLS upstream's certificate
+	// (and only it; every other upstream here is plain HTTP).
+	r.gw = e.startAPI("SVC_PPROF_ADDR="+r.pprof, "SSL_CERT_FILE="+h2cert)
 	if bin := os.Getenv("SVC_BENCH_BASELINE_BIN"); bin != "" {
 		r.base = startAPIBinary(e, bin)
 	}
@@ -163,6 +171,14 @@ models:
 		body:   []byte(`{"model":"svc-plain","max_tokens":64,"messages":[{"role":"user","content":"benchmark request body"}]}`),
 		stream: []byte(`{"model":"svc-plain","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"benchmark request body"}]}`),
 		marker: []byte(`"type":"text_delta"`), pid: r.gw.cmd.Process.Pid, stats: r.gw.URL + "/metrics", hc: client()})
+	h2Plain, h2Stream := chat("svc-h2")
+	r.h2 = benchPath{name: "gateway chat, HTTP/2 upstream (TLS)", url: r.gw.URL + "/v1/chat/completions", header: bearer,
+		body: h2Plain, stream: h2Stream, marker: chatMarker, pid: r.gw.cmd.Process.Pid, stats: r.gw.URL + "/metrics", hc: client()}
+	for i := 0; i < 50; i++ {
+		if _, err := r.h2.do(r.h2.body); err != nil {
+			b.Fatalf("%s: %v", r.h2.name, err)
+		}
+	}
 	if r.base != nil {
 		r.paths = append(r.paths, benchPath{name: "baseline chat", url: r.base.URL + "/v1/chat/completions", header: bearer,
 			body: plain, stream: plainStream, marker: chatMarker, pid: r.base.cmd.Process.Pid, stats: r.base.URL + "/metrics", hc: client()})
@@ -482,11 +498,15 @@ func (r *report) streaming() {
 }
 
 // heldStreams: memory per open stream with SVC_BENCH_STREAMS streams held
-// after their first frame, for the bare proxy and the gateway.
+// after their first frame, for the bare proxy and the gateway, and for the
+// gateway with an HTTP/2 upstream (net/http's HTTP/1 client keeps a read and
+// a write goroutine per upstream connection, so each stream to an HTTP/1.1
+// upstream costs two goroutines besides its relay; over HTTP/2 the streams
+// share one connection's).
 func (r *report) heldStreams() {
 	fmt.Printf("\n-- %d held streams (after a GC): memory per open stream\n", r.streams)
 	fmt.Printf("%-44s %16s %14s %14s %16s\n", "path", "heap+stacks KiB", "stacks KiB", "RSS KiB", "goroutines")
-	for _, p := range r.paths[:2] { // the bare proxy and the gateway's chat
+	for _, p := range append(r.paths[:2:2], r.h2) { // the bare proxy, the gateway's chat, over HTTP/2
 		stats := func() memSample { return r.memOf(p) }
 		before := stats()
 		body := bytes.Replace(p.stream, []byte("benchmark request body"), []byte("hold the stream"), 1)
@@ -517,11 +537,13 @@ func (r *report) heldStreams() {
 		for s := 0; s < r.streams; s++ {
 			if err := <-opened; err != nil {
 				r.up.release()
+				r.h2up.release()
 				r.b.Fatalf("%s: stream %d: %v", p.name, s, err)
 			}
 		}
 		during := stats()
 		r.up.release()
+		r.h2up.release()
 		wg.Wait()
 		close(bodies)
 		for rc := range bodies {

@@ -17,7 +17,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/svc-dev/svc/shared/archive"
 	"github.com/svc-dev/svc/shared/objstore"
 )
 
@@ -161,28 +160,23 @@ func referenceObjectsIn(b *testing.B, store objstore.Store, project string, repa
 	if err := p.S3.EnsureDeps(ctx); err != nil {
 		b.Fatal(err)
 	}
-	// The floor untars the issue's gzip form of the same layer.
-	f, err := os.CreateTemp(dir, "floor-deps-*.tar.gz")
+	// The floor fetches the pod's own deps layer (zstd): record its key.
+	hash, err := p.S3.LockfileHash()
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer os.Remove(f.Name())
-	if _, err := archive.CreateTarGz(f, filepath.Join(ws, "node_modules"), archive.CreateOptions{Prefix: "node_modules/", Level: 1}); err != nil {
-		b.Fatal(err)
+	floorDepsKey = objstore.DepsKeyZstd(hash)
+	if _, err := store.Head(ctx, floorDepsKey); err != nil {
+		b.Fatalf("the deps layer %s: %v", floorDepsKey, err)
 	}
-	size, _ := f.Seek(0, io.SeekCurrent)
-	f.Seek(0, io.SeekStart)
-	if _, err := store.Put(ctx, floorDepsKey, f, size, objstore.PutOptions{}); err != nil {
-		b.Fatal(err)
-	}
-	f.Close()
 	loose, _ := p.Repo.LooseObjects()
 	packs, _ := p.Repo.Packs()
 	b.Logf("durable .git: %d loose objects, %d packs", loose, packs)
 }
 
-// floorDepsKey holds the gzip form of the reference deps layer.
-const floorDepsKey = "floor/deps.tar.gz"
+// floorDepsKey is the reference workspace's deps layer (zstd), as the pod
+// wrote it.
+var floorDepsKey string
 
 // workspaceRoots are the file systems the cold start is measured on: tmpfs
 // (SVC_BENCH_TMPFS, default /dev/shm) and disk (the temp dir).
@@ -218,9 +212,10 @@ func sysTime() time.Duration {
 // BenchmarkColdStartReference: the cold start of the reference workspace,
 // pod against the floor, on tmpfs and on disk, in the same run.
 // pod: pod.Start into an empty directory until the tree is complete (.git,
-// work tree at HEAD, node_modules). floor: the raw cost of the same bytes,
-// `GET | tar xzf` of the deps layer in parallel with `GET | tar xzf` of
-// repo.git.tar.gz followed by `git reset --hard` (the checkout).
+// work tree at HEAD, node_modules). floor: the raw cost of the same bytes
+// (issue 26's floor), `GET | zstd -d | tar x` of the deps layer in parallel
+// with `GET | tar xz` of repo.git.tar.gz followed by `git reset --hard` (the
+// checkout).
 // Reported: ms per cold start of each, and pod/floor.
 func BenchmarkColdStartReference(b *testing.B) {
 	store := benchStore(b)
@@ -327,7 +322,7 @@ func floorOnce(b *testing.B, store objstore.Store, project, root string) (time.D
 	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
-	untar := func(key, dir string, then ...string) {
+	untar := func(key, dir, tarCmd string, then ...string) {
 		defer wg.Done()
 		rc, _, err := store.Get(context.Background(), key)
 		if err != nil {
@@ -335,7 +330,7 @@ func floorOnce(b *testing.B, store objstore.Store, project, root string) (time.D
 			return
 		}
 		defer rc.Close()
-		cmd := exec.Command("tar", "-xzf", "-", "-C", dir)
+		cmd := exec.Command("sh", "-c", tarCmd, "sh", dir)
 		cmd.Stdin = rc
 		if out, err := cmd.CombinedOutput(); err != nil {
 			errs <- fmt.Errorf("tar %s: %v %s", key, err, out)
@@ -352,8 +347,8 @@ func floorOnce(b *testing.B, store objstore.Store, project, root string) (time.D
 		}
 	}
 	wg.Add(2)
-	go untar(depsKey, dst)
-	go untar(objstore.RepoKey(project), filepath.Join(dst, ".git"), "reset", "-q", "--hard")
+	go untar(depsKey, dst, `zstd -d -q | tar -xf - -C "$1"`)
+	go untar(objstore.RepoKey(project), filepath.Join(dst, ".git"), `tar -xzf - -C "$1"`, "reset", "-q", "--hard")
 	wg.Wait()
 	took := time.Since(start)
 	close(errs)
