@@ -16,6 +16,7 @@ package archive
 
 import (
 	"archive/tar"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -279,121 +280,165 @@ func ExtractTarGz(r io.Reader, dst string, opts ExtractOptions) (Stats, error) {
 // On error, entries extracted so far stay; callers extract into a staging
 // directory and move it into place on success.
 func ExtractTar(r io.Reader, dst string, opts ExtractOptions) (Stats, error) {
-	opts.MaxEntryBytes = settings.PositiveOr(opts.MaxEntryBytes, DefaultMaxEntryBytes)
-	opts.MaxTotalBytes = settings.PositiveOr(opts.MaxTotalBytes, DefaultMaxTotalBytes)
-	opts.MaxEntries = settings.PositiveOr(opts.MaxEntries, DefaultMaxEntries)
-	var st Stats
-	if err := os.MkdirAll(dst, 0o755); err != nil {
-		return st, err
-	}
-	root, err := os.OpenRoot(dst)
+	e, err := NewExtractor(dst, opts)
 	if err != nil {
-		return st, err
+		return Stats{}, err
 	}
-	defer root.Close()
-	strip := strings.Trim(opts.StripPrefix, "/")
-	x := &extractor{root: root, dirs: map[string]bool{".": true}}
-	defer x.forget()
-
+	defer e.Close()
 	tr := tar.NewReader(r)
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			if !opts.DeferSymlinkCheck {
-				return st, CheckSymlinks(dst, st.Symlinks)
+				return e.Stats(), CheckSymlinks(dst, e.st.Symlinks)
 			}
-			return st, nil
+			return e.Stats(), nil
 		}
 		if err != nil {
-			return st, fmt.Errorf("archive: reading tar: %w", err)
+			return e.Stats(), fmt.Errorf("archive: reading tar: %w", err)
 		}
-		if hdr.Typeflag == tar.TypeXGlobalHeader {
-			continue // metadata only (git archive writes one with the commit id)
+		if err := e.Entry(hdr, tr); err != nil {
+			return e.Stats(), err
 		}
-		name, err := entryName(hdr.Name, strip)
+	}
+}
+
+// Extractor writes the entries of one archive into its target, one at a
+// time, with every check and limit of ExtractTar (which is a loop over it).
+// A parallel extraction gives each of its writers one, over the same target,
+// with DeferSymlinkCheck. It is not safe for concurrent use; Close it.
+type Extractor struct {
+	opts  ExtractOptions
+	strip string
+	root  *os.Root
+	x     *extractor
+	st    Stats
+}
+
+// NewExtractor opens dst (created if absent) for extraction.
+func NewExtractor(dst string, opts ExtractOptions) (*Extractor, error) {
+	opts.MaxEntryBytes = settings.PositiveOr(opts.MaxEntryBytes, DefaultMaxEntryBytes)
+	opts.MaxTotalBytes = settings.PositiveOr(opts.MaxTotalBytes, DefaultMaxTotalBytes)
+	opts.MaxEntries = settings.PositiveOr(opts.MaxEntries, DefaultMaxEntries)
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return nil, err
+	}
+	root, err := os.OpenRoot(dst)
+	if err != nil {
+		return nil, err
+	}
+	return &Extractor{opts: opts, strip: strings.Trim(opts.StripPrefix, "/"), root: root,
+		x: &extractor{root: root, dirs: map[string]bool{".": true}}}, nil
+}
+
+// Stats is what was extracted so far.
+func (e *Extractor) Stats() Stats { return e.st }
+
+// Close releases the target (the symlink check is the caller's: ExtractTar
+// runs it at the end, a parallel extraction once every writer closed).
+func (e *Extractor) Close() error {
+	e.x.forget()
+	return e.root.Close()
+}
+
+// Entry extracts one entry; a regular file's content is read from content
+// (hdr.Size bytes; a *bytes.Reader holding exactly them is written in one
+// write). A refused entry is an *EntryError.
+func (e *Extractor) Entry(hdr *tar.Header, content io.Reader) error {
+	opts, x, root, st := &e.opts, e.x, e.root, &e.st
+	if hdr.Typeflag == tar.TypeXGlobalHeader {
+		return nil // metadata only (git archive writes one with the commit id)
+	}
+	name, err := entryName(hdr.Name, e.strip)
+	if err != nil {
+		return err
+	}
+	if name == "" {
+		return nil // the root itself
+	}
+	if st.Entries++; st.Entries > opts.MaxEntries {
+		return &EntryError{Name: hdr.Name, Reason: fmt.Sprintf("more than %d entries", opts.MaxEntries), Kind: ErrTooLarge}
+	}
+	mode := fs.FileMode(hdr.Mode).Perm()
+	if opts.NoLinks && (hdr.Typeflag == tar.TypeSymlink || hdr.Typeflag == tar.TypeLink) {
+		return &EntryError{Name: hdr.Name, Reason: "links are not allowed in this archive", Kind: ErrUnsafeEntry}
+	}
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+		if err := x.mkdirAll(name); err != nil {
+			return fmt.Errorf("archive: %s: %w", hdr.Name, err)
+		}
+	case tar.TypeReg: // the reader reports old-style (TypeRegA) entries as TypeReg
+		if hdr.Size < 0 || hdr.Size > opts.MaxEntryBytes {
+			return &EntryError{Name: hdr.Name, Reason: fmt.Sprintf("entry of %d bytes exceeds the per-entry limit of %d bytes", hdr.Size, opts.MaxEntryBytes), Kind: ErrTooLarge}
+		}
+		if st.Bytes+hdr.Size > opts.MaxTotalBytes {
+			return &EntryError{Name: hdr.Name, Reason: fmt.Sprintf("archive content exceeds the total limit of %d bytes", opts.MaxTotalBytes), Kind: ErrTooLarge}
+		}
+		f, err := x.create(name, mode|0o200)
 		if err != nil {
-			return st, err
+			return fmt.Errorf("archive: %s: %w", hdr.Name, err)
 		}
-		if name == "" {
-			continue // the root itself
-		}
-		if st.Entries++; st.Entries > opts.MaxEntries {
-			return st, &EntryError{Name: hdr.Name, Reason: fmt.Sprintf("more than %d entries", opts.MaxEntries), Kind: ErrTooLarge}
-		}
-		mode := fs.FileMode(hdr.Mode).Perm()
-		if opts.NoLinks && (hdr.Typeflag == tar.TypeSymlink || hdr.Typeflag == tar.TypeLink) {
-			return st, &EntryError{Name: hdr.Name, Reason: "links are not allowed in this archive", Kind: ErrUnsafeEntry}
-		}
-		switch hdr.Typeflag {
-		case tar.TypeDir:
-			if err := x.mkdirAll(name); err != nil {
-				return st, fmt.Errorf("archive: %s: %w", hdr.Name, err)
-			}
-		case tar.TypeReg: // the reader reports old-style (TypeRegA) entries as TypeReg
-			if hdr.Size < 0 || hdr.Size > opts.MaxEntryBytes {
-				return st, &EntryError{Name: hdr.Name, Reason: fmt.Sprintf("entry of %d bytes exceeds the per-entry limit of %d bytes", hdr.Size, opts.MaxEntryBytes), Kind: ErrTooLarge}
-			}
-			if st.Bytes+hdr.Size > opts.MaxTotalBytes {
-				return st, &EntryError{Name: hdr.Name, Reason: fmt.Sprintf("archive content exceeds the total limit of %d bytes", opts.MaxTotalBytes), Kind: ErrTooLarge}
-			}
-			f, err := x.create(name, mode|0o200)
-			if err != nil {
-				return st, fmt.Errorf("archive: %s: %w", hdr.Name, err)
-			}
+		var n int64
+		if br, ok := content.(*bytes.Reader); ok && int64(br.Len()) == hdr.Size {
+			// Content already in memory: one write, no copy buffer.
+			n, err = br.WriteTo(f)
+		} else {
 			if x.buf == nil {
 				x.buf = make([]byte, 64<<10)
 			}
-			n, err := io.CopyBuffer(f, io.LimitReader(tr, hdr.Size), x.buf)
-			st.Bytes += n
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return st, fmt.Errorf("archive: %s: %w", hdr.Name, err)
-			}
-			if n != hdr.Size {
-				return st, fmt.Errorf("archive: %s: truncated entry (%d of %d bytes)", hdr.Name, n, hdr.Size)
-			}
-			if mode&0o200 == 0 {
-				_ = root.Chmod(name, mode)
-			}
-		case tar.TypeSymlink:
-			if err := checkLinkTarget(name, hdr.Linkname); err != nil {
-				return st, &EntryError{Name: hdr.Name, Reason: err.Error(), Kind: ErrUnsafeEntry}
-			}
-			if err := x.prepareParent(name); err != nil {
-				return st, fmt.Errorf("archive: %s: %w", hdr.Name, err)
-			}
-			if err := root.Symlink(hdr.Linkname, name); err != nil {
-				return st, fmt.Errorf("archive: %s: %w", hdr.Name, err)
-			}
-			st.Symlinks = append(st.Symlinks, name)
-		case tar.TypeLink:
-			target, err := entryName(hdr.Linkname, strip)
-			if err != nil || target == "" {
-				return st, &EntryError{Name: hdr.Name, Reason: fmt.Sprintf("hard link to %q points outside the target", hdr.Linkname), Kind: ErrUnsafeEntry}
-			}
-			fi, err := root.Lstat(target)
-			if err != nil || !fi.Mode().IsRegular() {
-				return st, &EntryError{Name: hdr.Name, Reason: fmt.Sprintf("hard link to %q, which is not an extracted regular file", hdr.Linkname), Kind: ErrUnsafeEntry}
-			}
-			if err := x.prepareParent(name); err != nil {
-				return st, fmt.Errorf("archive: %s: %w", hdr.Name, err)
-			}
-			if err := root.Link(target, name); err != nil {
-				return st, fmt.Errorf("archive: %s: %w", hdr.Name, err)
-			}
-		case tar.TypeChar, tar.TypeBlock:
-			return st, &EntryError{Name: hdr.Name, Reason: "device files are not allowed", Kind: ErrUnsafeEntry}
-		case tar.TypeFifo:
-			return st, &EntryError{Name: hdr.Name, Reason: "FIFOs are not allowed", Kind: ErrUnsafeEntry}
-		default:
-			return st, &EntryError{Name: hdr.Name, Reason: fmt.Sprintf("unsupported entry type %q", hdr.Typeflag), Kind: ErrUnsafeEntry}
+			n, err = io.CopyBuffer(f, io.LimitReader(content, hdr.Size), x.buf)
 		}
-		if opts.PreserveModTime && !hdr.ModTime.IsZero() && hdr.Typeflag != tar.TypeSymlink && hdr.Typeflag != tar.TypeLink {
-			_ = root.Chtimes(name, hdr.ModTime, hdr.ModTime)
+		st.Bytes += n
+		if cerr := f.Close(); err == nil {
+			err = cerr
 		}
+		if err != nil {
+			return fmt.Errorf("archive: %s: %w", hdr.Name, err)
+		}
+		if n != hdr.Size {
+			return fmt.Errorf("archive: %s: truncated entry (%d of %d bytes)", hdr.Name, n, hdr.Size)
+		}
+		if mode&0o200 == 0 {
+			_ = root.Chmod(name, mode)
+		}
+	case tar.TypeSymlink:
+		if err := checkLinkTarget(name, hdr.Linkname); err != nil {
+			return &EntryError{Name: hdr.Name, Reason: err.Error(), Kind: ErrUnsafeEntry}
+		}
+		if err := x.prepareParent(name); err != nil {
+			return fmt.Errorf("archive: %s: %w", hdr.Name, err)
+		}
+		if err := root.Symlink(hdr.Linkname, name); err != nil {
+			return fmt.Errorf("archive: %s: %w", hdr.Name, err)
+		}
+		st.Symlinks = append(st.Symlinks, name)
+	case tar.TypeLink:
+		target, err := entryName(hdr.Linkname, e.strip)
+		if err != nil || target == "" {
+			return &EntryError{Name: hdr.Name, Reason: fmt.Sprintf("hard link to %q points outside the target", hdr.Linkname), Kind: ErrUnsafeEntry}
+		}
+		fi, err := root.Lstat(target)
+		if err != nil || !fi.Mode().IsRegular() {
+			return &EntryError{Name: hdr.Name, Reason: fmt.Sprintf("hard link to %q, which is not an extracted regular file", hdr.Linkname), Kind: ErrUnsafeEntry}
+		}
+		if err := x.prepareParent(name); err != nil {
+			return fmt.Errorf("archive: %s: %w", hdr.Name, err)
+		}
+		if err := root.Link(target, name); err != nil {
+			return fmt.Errorf("archive: %s: %w", hdr.Name, err)
+		}
+	case tar.TypeChar, tar.TypeBlock:
+		return &EntryError{Name: hdr.Name, Reason: "device files are not allowed", Kind: ErrUnsafeEntry}
+	case tar.TypeFifo:
+		return &EntryError{Name: hdr.Name, Reason: "FIFOs are not allowed", Kind: ErrUnsafeEntry}
+	default:
+		return &EntryError{Name: hdr.Name, Reason: fmt.Sprintf("unsupported entry type %q", hdr.Typeflag), Kind: ErrUnsafeEntry}
 	}
+	if opts.PreserveModTime && !hdr.ModTime.IsZero() && hdr.Typeflag != tar.TypeSymlink && hdr.Typeflag != tar.TypeLink {
+		_ = root.Chtimes(name, hdr.ModTime, hdr.ModTime)
+	}
+	return nil
 }
 
 // entryName validates a tar name and returns it relative to the target

@@ -2,15 +2,17 @@ package s3sync
 
 import (
 	"archive/tar"
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path"
 	"strings"
-	"sync"
+	"sync/atomic"
 
 	"github.com/klauspost/readahead"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/svc-dev/svc/shared/archive"
 	"github.com/svc-dev/svc/shared/settings"
@@ -98,13 +100,34 @@ func extractCompressed(r io.Reader, decompress func(io.Reader) (io.ReadCloser, e
 	return extractTarParallel(plain, dst, opts, ExtractWorkers, tap)
 }
 
+// A writer of a parallel extraction: an archive.Extractor on the target,
+// fed entries in archive order through its queue.
 type extractWriter struct {
-	pw   *io.PipeWriter
-	tw   *tar.Writer
-	st   archive.Stats
-	err  error
-	done chan struct{}
+	items chan extractItem
+	st    archive.Stats
+	err   error
+	done  chan struct{}
 }
+
+// extractItem is one entry for a writer: a regular file's content in data
+// (up to maxInMemoryEntry bytes, read by the feeder) or streamed through
+// body (larger ones); nil for the other entry types.
+type extractItem struct {
+	hdr  *tar.Header
+	data []byte
+	body *io.PipeReader
+}
+
+const (
+	// maxInMemoryEntry: regular files up to this size are read into
+	// memory by the feeder and handed over whole (node_modules is mostly
+	// files of a few KiB); larger ones are streamed to their writer.
+	maxInMemoryEntry = 1 << 20
+	// maxInFlightBytes bounds the file content read ahead of the writers.
+	maxInFlightBytes = 32 << 20
+	// writerQueue is how many entries one writer may have waiting.
+	writerQueue = 256
+)
 
 // ExtractTarParallel extracts an uncompressed tar into dst with n writers
 // (see ExtractTarGz). n <= 1 is archive.ExtractTar.
@@ -112,6 +135,10 @@ func ExtractTarParallel(r io.Reader, dst string, opts archive.ExtractOptions, n 
 	return extractTarParallel(r, dst, opts, n, nil)
 }
 
+// extractTarParallel: one feeder (this goroutine) reads the tar, enforces
+// the archive-wide limits and hands each entry to its writer's queue; each
+// writer extracts its entries in order with an archive.Extractor (every
+// per-entry check). Nothing is re-encoded: headers are passed as parsed.
 func extractTarParallel(r io.Reader, dst string, opts archive.ExtractOptions, n int, tap *Tap) (archive.Stats, error) {
 	if n <= 1 && tap == nil {
 		return archive.ExtractTar(r, dst, opts)
@@ -120,32 +147,46 @@ func extractTarParallel(r io.Reader, dst string, opts archive.ExtractOptions, n 
 	maxEntries, maxTotal := opts.MaxEntries, opts.MaxTotalBytes
 	maxEntries = settings.PositiveOr(maxEntries, archive.DefaultMaxEntries)
 	maxTotal = settings.PositiveOr(maxTotal, archive.DefaultMaxTotalBytes)
-	if err := os.MkdirAll(dst, 0o755); err != nil {
-		return archive.Stats{}, err
-	}
 	wopts := opts
 	wopts.DeferSymlinkCheck = true // checked below, once every writer finished
+	budget := semaphore.NewWeighted(maxInFlightBytes)
+	var failed atomic.Bool // a writer failed: the feeder stops
 	ws := make([]*extractWriter, n)
 	for i := range ws {
-		pr, pw := io.Pipe()
-		w := &extractWriter{pw: pw, tw: tar.NewWriter(pw), done: make(chan struct{})}
+		x, err := archive.NewExtractor(dst, wopts)
+		if err != nil {
+			for _, w := range ws[:i] {
+				close(w.items)
+				<-w.done
+			}
+			return archive.Stats{}, err
+		}
+		w := &extractWriter{items: make(chan extractItem, writerQueue), done: make(chan struct{})}
 		ws[i] = w
 		go func() {
 			defer close(w.done)
-			w.st, w.err = archive.ExtractTar(pr, dst, wopts)
-			if w.err == nil {
-				_, w.err = io.Copy(io.Discard, pr) // drain the end-of-archive blocks
+			defer x.Close()
+			var br bytes.Reader
+			for it := range w.items {
+				if w.err == nil {
+					var content io.Reader
+					if it.body != nil {
+						content = it.body
+					} else {
+						br.Reset(it.data)
+						content = &br
+					}
+					if w.err = x.Entry(it.hdr, content); w.err != nil {
+						failed.Store(true)
+					}
+				}
+				if it.body != nil {
+					it.body.CloseWithError(orAborted(w.err)) // the feeder's copy ends
+				}
+				budget.Release(int64(len(it.data)))
 			}
-			pr.CloseWithError(orAborted(w.err))
+			w.st = x.Stats()
 		}()
-	}
-	var once sync.Once
-	abort := func(err error) {
-		once.Do(func() {
-			for _, w := range ws {
-				w.pw.CloseWithError(err)
-			}
-		})
 	}
 	feedErr := func() error {
 		tr := tar.NewReader(r)
@@ -153,6 +194,9 @@ func extractTarParallel(r io.Reader, dst string, opts archive.ExtractOptions, n 
 		var entries int
 		var total int64
 		for {
+			if failed.Load() {
+				return errAborted
+			}
 			hdr, err := tr.Next()
 			if errors.Is(err, io.EOF) {
 				return nil
@@ -187,23 +231,34 @@ func extractTarParallel(r io.Reader, dst string, opts archive.ExtractOptions, n 
 				key = hdr.Linkname
 			}
 			w := ws[partition(key, len(ws))]
-			if err := w.tw.WriteHeader(hdr); err != nil {
-				return err
+			it := extractItem{hdr: hdr}
+			switch {
+			case hdr.Typeflag != tar.TypeReg:
+			case hdr.Size <= maxInMemoryEntry:
+				if err := budget.Acquire(context.Background(), hdr.Size); err != nil {
+					return err
+				}
+				it.data = make([]byte, hdr.Size)
+				if _, err := io.ReadFull(tr, it.data); err != nil {
+					budget.Release(hdr.Size)
+					return fmt.Errorf("archive: reading %s: %w", hdr.Name, err)
+				}
+			default:
+				pr, pw := io.Pipe()
+				it.body = pr
+				w.items <- it
+				_, err := io.CopyBuffer(pw, tr, buf)
+				pw.CloseWithError(err)
+				if err != nil {
+					return orAborted(err)
+				}
+				continue
 			}
-			if _, err := io.CopyBuffer(w.tw, tr, buf); err != nil {
-				return err
-			}
+			w.items <- it
 		}
 	}()
-	if feedErr == nil {
-		for _, w := range ws {
-			if err := w.tw.Close(); err != nil && feedErr == nil {
-				feedErr = err
-			}
-			w.pw.Close()
-		}
-	} else {
-		abort(errAborted)
+	for _, w := range ws {
+		close(w.items)
 	}
 	var st archive.Stats
 	var werr error
@@ -212,7 +267,7 @@ func extractTarParallel(r io.Reader, dst string, opts archive.ExtractOptions, n 
 		st.Entries += w.st.Entries
 		st.Bytes += w.st.Bytes
 		st.Symlinks = append(st.Symlinks, w.st.Symlinks...)
-		if w.err != nil && !errors.Is(w.err, errAborted) && werr == nil {
+		if w.err != nil && werr == nil {
 			werr = w.err
 		}
 	}

@@ -81,6 +81,34 @@ func TestExtractParallel(t *testing.T) {
 	}
 }
 
+// Files over maxInMemoryEntry are streamed to their writer rather than read
+// into memory: their content arrives whole, beside small ones, and a writer
+// that refuses such an entry stops the feed (no hang, its own error).
+func TestExtractParallelLargeEntries(t *testing.T) {
+	t.Parallel()
+	big := func(seed byte) string {
+		b := bytes.Repeat([]byte{seed}, maxInMemoryEntry+12345)
+		b[len(b)-1] = '!'
+		return string(b)
+	}
+	entries := []entry{{name: "node_modules/a/small.js", body: "small\n"}, {name: "node_modules/a/big.bin", body: big('a')},
+		{name: "node_modules/b/big.bin", body: big('b')}, {name: "node_modules/b/small.js", body: "after\n"}}
+	dst := t.TempDir()
+	if _, err := ExtractTarGz(bytes.NewReader(tarGz(t, entries)), dst, archive.ExtractOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if b, err := os.ReadFile(filepath.Join(dst, e.name)); err != nil || string(b) != e.body {
+			t.Fatalf("%s: %d bytes, %v", e.name, len(b), err)
+		}
+	}
+	// Over the per-entry limit: refused by the writer mid-feed.
+	_, err := ExtractTarGz(bytes.NewReader(tarGz(t, entries)), t.TempDir(), archive.ExtractOptions{MaxEntryBytes: maxInMemoryEntry})
+	if !errors.Is(err, archive.ErrTooLarge) {
+		t.Fatalf("err = %v, want ErrTooLarge", err)
+	}
+}
+
 // TestExtractParallelRefusesHostile: the shared extractor's checks hold
 // through the parallel path, whichever writer gets the entry.
 func TestExtractParallelRefusesHostile(t *testing.T) {
