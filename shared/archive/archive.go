@@ -139,16 +139,6 @@ func CreateTarZstd(w io.Writer, root string, opts CreateOptions) (Stats, error) 
 	return st, zw.Close()
 }
 
-// NewZstdReader returns a zstd decompressor bounded for untrusted input
-// (window and memory limits); the caller closes it.
-func NewZstdReader(r io.Reader) (io.ReadCloser, error) {
-	zr, err := zstd.NewReader(r, zstd.WithDecoderMaxWindow(64<<20))
-	if err != nil {
-		return nil, fmt.Errorf("archive: not a zstd stream: %w", err)
-	}
-	return zr.IOReadCloser(), nil
-}
-
 // CreateTar writes an uncompressed tar of root to w, in lexical order.
 func CreateTar(w io.Writer, root string, opts CreateOptions) (Stats, error) {
 	var st Stats

@@ -94,7 +94,7 @@ func Build(s Spec) (v1.Image, error) {
 	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
 	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
 	img, err = mutate.Append(img,
-		mutate.Addendum{Layer: base, History: v1.History{Created: v1.Time{Time: Epoch}, CreatedBy: "svc-image: git, git-lfs, sh, CA certificates, user 65532"}},
+		mutate.Addendum{Layer: base, History: v1.History{Created: v1.Time{Time: Epoch}, CreatedBy: "svc-image: " + toolNames(s.Tools) + ", CA certificates, user 65532"}},
 		mutate.Addendum{Layer: app, History: v1.History{Created: v1.Time{Time: Epoch}, CreatedBy: "svc-image: /usr/local/bin/" + s.Name}})
 	if err != nil {
 		return nil, err
@@ -353,4 +353,12 @@ func Sizes(img v1.Image) (Size, error) {
 		s.Uncompressed += n
 	}
 	return s, nil
+}
+
+// toolNames names the programs of the base layer (its history entry).
+func toolNames(t guestimage.Tools) string {
+	if t.Zstd != "" {
+		return "git, git-lfs, sh, zstd"
+	}
+	return "git, git-lfs, sh"
 }

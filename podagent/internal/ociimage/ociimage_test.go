@@ -163,8 +163,8 @@ func tarEntries(t *testing.T, rc io.Reader) map[string]tarEntry {
 	}
 }
 
-// The image holds only what runs: the binary, git, git-lfs, sh and their
-// shared objects (the guest image's set), the CA bundle, passwd/group
+// The image holds only what runs: the binary, git, git-lfs, sh, zstd (the
+// cold start's decompressor) and their shared objects, the CA bundle, passwd/group
 // naming user 65532; it runs as 65532 with the binary as entrypoint.
 func TestImageHoldsOnlyWhatRuns(t *testing.T) {
 	t.Parallel()
@@ -209,7 +209,7 @@ func TestImageHoldsOnlyWhatRuns(t *testing.T) {
 	if len(got) != len(want) {
 		t.Errorf("base layer files %v, want %v", got, want)
 	}
-	for _, p := range []string{"/usr/bin/git", "/usr/bin/git-lfs", "/bin/sh"} {
+	for _, p := range []string{"/usr/bin/git", "/usr/bin/git-lfs", "/bin/sh", "/usr/bin/zstd"} {
 		if e := base[p]; e.mode != 0o755 || len(e.data) == 0 {
 			t.Errorf("%s: mode %o, %d bytes", p, e.mode, len(e.data))
 		}
