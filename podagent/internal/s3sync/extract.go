@@ -9,6 +9,7 @@ import (
 	"io"
 	"path"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/klauspost/readahead"
@@ -184,6 +185,7 @@ func extractTarParallel(r io.Reader, dst string, opts archive.ExtractOptions, n 
 					it.body.CloseWithError(orAborted(w.err)) // the feeder's copy ends
 				}
 				budget.Release(int64(len(it.data)))
+				putEntryBuf(it.data)
 			}
 			w.st = x.Stats()
 		}()
@@ -238,8 +240,9 @@ func extractTarParallel(r io.Reader, dst string, opts archive.ExtractOptions, n 
 				if err := budget.Acquire(context.Background(), hdr.Size); err != nil {
 					return err
 				}
-				it.data = make([]byte, hdr.Size)
+				it.data = getEntryBuf(int(hdr.Size))
 				if _, err := io.ReadFull(tr, it.data); err != nil {
+					putEntryBuf(it.data)
 					budget.Release(hdr.Size)
 					return fmt.Errorf("archive: reading %s: %w", hdr.Name, err)
 				}
@@ -285,6 +288,37 @@ func extractTarParallel(r io.Reader, dst string, opts archive.ExtractOptions, n 
 		return st, archive.CheckSymlinks(dst, st.Symlinks)
 	}
 	return st, nil
+}
+
+// entryBufs pool the in-memory entries' buffers by size class (4 KiB to
+// maxInMemoryEntry, ×4 apart): a deps layer is tens of thousands of small
+// files, and a fresh buffer each is as much allocation as the layer is large.
+var entryBufs [6]sync.Pool
+
+func entryClass(n int) int {
+	c, size := 0, 4<<10
+	for size < n {
+		c, size = c+1, size<<2
+	}
+	return c
+}
+
+func getEntryBuf(n int) []byte {
+	c := entryClass(n)
+	if b, ok := entryBufs[c].Get().(*[]byte); ok {
+		return (*b)[:n]
+	}
+	return make([]byte, n, 4<<10<<(2*c))
+}
+
+func putEntryBuf(b []byte) {
+	if b == nil {
+		return
+	}
+	c := entryClass(cap(b))
+	if c < len(entryBufs) && cap(b) == 4<<10<<(2*c) {
+		entryBufs[c].Put(&b)
+	}
 }
 
 func orAborted(err error) error {
