@@ -144,7 +144,11 @@ func post(hc *http.Client, url, key string, body []byte) (*http.Response, error)
 	return resp, nil
 }
 
-type memSample struct{ heap, stacks, rss, goroutines int64 }
+// memSample is one reading of the apiserver's figures: heap is the bytes of
+// in-use heap spans plus goroutine stacks (what a held stream costs); live
+// is the bytes of live heap objects after a collection, which fragmentation
+// does not inflate (what a leak grows).
+type memSample struct{ heap, live, stacks, rss, goroutines int64 }
 
 // memFigures forces a GC in the apiserver (pprof heap with gc=1), then reads
 // its Go and process metrics.
@@ -177,6 +181,8 @@ func memFigures(b testing.TB, apiURL, pprofAddr string) memSample {
 		switch name {
 		case "go_memstats_heap_inuse_bytes":
 			m.heap += int64(f)
+		case "go_memstats_heap_alloc_bytes":
+			m.live = int64(f)
 		case "go_memstats_stack_inuse_bytes":
 			m.heap += int64(f)
 			m.stacks = int64(f)

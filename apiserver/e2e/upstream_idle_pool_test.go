@@ -18,8 +18,11 @@ import (
 // streams, each of which held an upstream connection of its own, at most
 // SVC_UPSTREAM_MAX_IDLE_CONNS_PER_HOST connections stay idle, and after
 // SVC_UPSTREAM_IDLE_CONN_TIMEOUT none does: the process's goroutines and
-// heap come back to within 5 % of their idle baseline. A leak of anything
-// per stream (a goroutine, a connection, a buffer) keeps them above it.
+// live heap come back to within 5 % of their idle baseline. A leak of
+// anything per stream (a goroutine, a connection, a buffer) keeps them above
+// it. The live heap is read after collections, not the in-use spans: a span
+// with one long-lived object stays in use, so the spans a burst touched
+// need not come back (CI once saw 13 % more span bytes and equal goroutines).
 func TestUpstreamIdlePool(t *testing.T) {
 	t.Parallel()
 	const streams = 100
@@ -40,9 +43,9 @@ func TestUpstreamIdlePool(t *testing.T) {
 			want:    "goroutines ≤ baseline + 2 (no more than 4 idle upstream connections)"},
 		{name: "idle timeout", env: []string{"SVC_UPSTREAM_IDLE_CONN_TIMEOUT=1s"},
 			settled: func(base, now memSample) bool {
-				return float64(now.goroutines) <= 1.05*float64(base.goroutines) && float64(now.heap) <= 1.05*float64(base.heap)
+				return float64(now.goroutines) <= 1.05*float64(base.goroutines) && float64(now.live) <= 1.05*float64(base.live)
 			},
-			want: "goroutines and heap within 5 % of the idle baseline"},
+			want: "goroutines and live heap within 5 % of the idle baseline"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -72,8 +75,8 @@ func TestUpstreamIdlePool(t *testing.T) {
 			}
 			last := pollFigures(t, figures, func(m memSample) bool { return tc.settled(base, m) })
 			if !tc.settled(base, last) {
-				t.Fatalf("after the streams ended: %d goroutines, heap %d B; idle baseline %d goroutines, heap %d B; want %s",
-					last.goroutines, last.heap, base.goroutines, base.heap, tc.want)
+				t.Fatalf("after the streams ended: %d goroutines, live heap %d B; idle baseline %d goroutines, live heap %d B; want %s",
+					last.goroutines, last.live, base.goroutines, base.live, tc.want)
 			}
 		})
 	}

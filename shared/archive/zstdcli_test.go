@@ -10,8 +10,8 @@ import (
 )
 
 // Both decoders — the zstd program (the system's, when installed) and the
-// Go one — give back what CreateTarZstd wrote, and report a damaged or
-// truncated stream as an error rather than a short, clean end.
+// Go one — give back what CreateTarZstd wrote, and report a damaged
+// (checksum) or truncated stream as an error rather than a short, clean end.
 func TestZstdDecoders(t *testing.T) {
 	src := t.TempDir()
 	for i := 0; i < 50; i++ {
@@ -56,8 +56,11 @@ func TestZstdDecoders(t *testing.T) {
 			if _, err := ExtractTar(bytes.NewReader(got), t.TempDir(), ExtractOptions{}); err != nil {
 				t.Fatalf("the decompressed layer is not a tar: %v", err)
 			}
+			// The last byte is the frame's content checksum: a changed
+			// byte elsewhere may decode to the same output (unused table
+			// bits), one there cannot pass (CI once drew such a byte).
 			damaged := bytes.Clone(layer.Bytes())
-			damaged[len(damaged)/2] ^= 0xff
+			damaged[len(damaged)-1] ^= 0xff
 			for name, in := range map[string][]byte{"truncated": layer.Bytes()[:layer.Len()*2/3], "damaged": damaged, "not zstd": []byte("plain text")} {
 				if _, err := plain(t, in); err == nil {
 					t.Errorf("%s: decompressed without error", name)
