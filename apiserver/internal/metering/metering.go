@@ -35,12 +35,10 @@ type Meter struct {
 func New(st *store.Store, rec *Recorder) *Meter {
 	m := &Meter{Store: st, Recorder: rec, Now: time.Now}
 	if rec != nil {
-		// A written batch drops the cached windows of its workspaces, so the
-		// next admission reads them (and a database outage answers 503,
-		// TestDatabaseDown). Reading them back here instead took that read
-		// off the first byte but let admission run on cached windows while
-		// the database was down (issue 26, reverted).
-		rec.onWritten = func(ids ...string) { m.windows.invalidate(ids...) }
+		// A written batch adds its credits to the cached windows instead of
+		// dropping them: the next admission needs no database read
+		// (windows.go; issue 26 point 2).
+		rec.windows = &m.windows
 	}
 	return m
 }
@@ -274,7 +272,12 @@ func (m *Meter) Record(ctx context.Context, p auth.Principal, plan catalog.Plan,
 		m.Recorder.Enqueue(rec, specs)
 		return nil
 	}
-	err := m.Store.RecordUsage(ctx, rec, specs, m.Now())
-	m.windows.invalidate(rec.WorkspaceID)
-	return err
+	gen := m.windows.beginWrite()
+	now := m.Now()
+	if err := m.Store.RecordUsage(ctx, rec, specs, now); err != nil {
+		m.windows.failed(rec.WorkspaceID)
+		return err
+	}
+	m.windows.written(windowCredits([]store.UsageRecord{rec}, [][]store.WindowSpec{specs}), now.UnixMilli(), gen)
+	return nil
 }

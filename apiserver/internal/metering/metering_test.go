@@ -116,6 +116,44 @@ func TestQuotaSeenAfterWrite(t *testing.T) {
 	}
 }
 
+// The usage a replica writes is added to its cached windows (write-through):
+// the next admission is decided without reading them back, for at most
+// WindowCacheTTL. The database's window is zeroed behind the replica's back
+// to tell the two apart: a read would admit, the cache refuses.
+func TestWindowsWriteThrough(t *testing.T) {
+	t.Parallel()
+	st, w := workspace(t)
+	ctx := context.Background()
+	m := New(st, nil)
+	now := fixedNow
+	m.Now = func() time.Time { return now }
+	plan := catalog.Plan{Name: "p", Windows: []catalog.Window{{Name: "5h", Duration: 5 * time.Hour, Credits: 1}}}
+	model := catalog.Model{ID: "m", Price: catalog.Price{InputPerMTok: 1000}} // 600 prompt tokens = 0.6 credits
+	p := auth.Principal{WorkspaceID: w.ID}
+	spend := func(id string) {
+		t.Helper()
+		if err := m.Record(ctx, p, plan, model, id, Usage{PromptTokens: 600}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spend("r1") // creates the window: the cached (empty) view is dropped
+	if _, err := m.Admit(ctx, p, plan); err != nil {
+		t.Fatalf("0.6 of 1 credit spent: %v", err)
+	}
+	if _, err := st.DB().ExecContext(ctx, "UPDATE usage_windows SET credits_micro = 0 WHERE workspace_id = $1", w.ID); err != nil {
+		t.Fatal(err)
+	}
+	spend("r2") // the database holds 0.6 now, this replica's cache 1.2
+	var ae *wire.Error
+	if _, err := m.Admit(ctx, p, plan); !errors.As(err, &ae) || ae.Code != "usage_limit_reached" {
+		t.Fatalf("after this replica's write: %v, want usage_limit_reached from the cached windows", err)
+	}
+	now = now.Add(WindowCacheTTL)
+	if _, err := m.Admit(ctx, p, plan); err != nil {
+		t.Fatalf("after WindowCacheTTL the windows are read again (0.6 of 1 credit): %v", err)
+	}
+}
+
 func zapNop() *zap.Logger { return zap.NewNop() }
 
 // fixedNow is the clock of the rate tests: 30 s into a minute.

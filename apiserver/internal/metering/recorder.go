@@ -14,8 +14,10 @@ import (
 // queued and written in batches (one transaction per batch), so a client on
 // a kept-alive connection never waits for metering. A full queue makes the
 // caller wait instead of dropping a record; Close writes what is queued.
-// What a crash of the process can lose is the batch not yet written (at most
-// FlushInterval of usage); see README, "Metering".
+// A batch the database refuses is retried with backoff for RetryFor (a
+// database outage), then logged and dropped. What a crash of the process can
+// lose is the batch not yet written (at most FlushInterval of usage, or what
+// queued during an outage); see README, "Metering".
 type Recorder struct {
 	store *store.Store
 	log   *zap.Logger
@@ -23,9 +25,9 @@ type Recorder struct {
 	queue chan pending
 	done  chan struct{}
 	once  sync.Once
-	// onWritten is told which workspaces' usage a batch wrote (the Meter
-	// drops its cached windows of those).
-	onWritten func(workspaceIDs ...string)
+	// windows, when set, is the Meter's window cache: each write adds its
+	// credits to it as it commits (windows.go).
+	windows *windowCache
 }
 
 type pending struct {
@@ -38,6 +40,9 @@ const (
 	FlushInterval = 20 * time.Millisecond
 	maxBatch      = 512
 	queueSize     = 8192
+	// RetryFor bounds how long a batch is retried while the database
+	// refuses it; backoff grows by 200 ms per attempt up to 5 s.
+	RetryFor = 2 * time.Minute
 )
 
 // NewRecorder starts the background writer.
@@ -94,28 +99,35 @@ func (r *Recorder) loop() {
 func (r *Recorder) write(batch []pending) {
 	recs := make([]store.UsageRecord, len(batch))
 	wins := make([][]store.WindowSpec, len(batch))
+	ids := make([]string, len(batch))
 	for i, p := range batch {
-		recs[i], wins[i] = p.rec, p.windows
+		recs[i], wins[i], ids[i] = p.rec, p.windows, p.rec.WorkspaceID
 	}
+	credits := windowCredits(recs, wins)
+	giveUp := r.now().Add(RetryFor)
 	for attempt := 1; ; attempt++ {
+		var gen uint64
+		if r.windows != nil {
+			gen = r.windows.beginWrite()
+		}
+		now := r.now()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := r.store.RecordUsageBatch(ctx, recs, wins, r.now())
+		err := r.store.RecordUsageBatch(ctx, recs, wins, now)
 		cancel()
 		if err == nil {
-			if r.onWritten != nil {
-				ids := make([]string, 0, len(recs))
-				for _, rec := range recs {
-					ids = append(ids, rec.WorkspaceID)
-				}
-				r.onWritten(ids...)
+			if r.windows != nil {
+				r.windows.written(credits, now.UnixMilli(), gen)
 			}
 			return
 		}
+		if r.windows != nil {
+			r.windows.failed(ids...)
+		}
 		r.log.Error("writing usage records failed", zap.Int("records", len(recs)), zap.Int("attempt", attempt), zap.Error(err))
-		if attempt == 5 {
-			r.log.Error("usage records dropped after retries", zap.Int("records", len(recs)))
+		if r.now().After(giveUp) {
+			r.log.Error("usage records dropped after retries", zap.Int("records", len(recs)), zap.Duration("retried_for", RetryFor))
 			return
 		}
-		time.Sleep(time.Duration(attempt) * 200 * time.Millisecond) // database outage backoff
+		time.Sleep(min(time.Duration(attempt)*200*time.Millisecond, 5*time.Second)) // database outage backoff
 	}
 }

@@ -8,25 +8,34 @@ import (
 )
 
 // WindowCacheTTL bounds how stale a replica's view of a workspace's usage
-// windows can be. Usage lands asynchronously anyway (Recorder); a replica
-// drops its cached view as soon as it writes usage of that workspace, so on
-// one replica a quota is seen as soon as the usage is written, and on others
-// within this TTL.
+// windows can be. Usage lands asynchronously anyway (Recorder). A replica
+// adds the usage it writes to its cached view as the write commits
+// (write-through), so on one replica a quota is seen as soon as the usage
+// is written, without reading the windows back; other replicas see it
+// within this TTL. Admission without a database round trip therefore runs
+// for at most this long into a database outage; after it, admission fails
+// closed (docs/performance.md, "Usage windows: write-through").
 const WindowCacheTTL = time.Second
 
 type cachedWindows struct {
 	windows []store.UsageWindow
 	at      time.Time
+	gen     uint64 // the generation the read started in
 }
 
+// windowCache holds each workspace's windows as last read. Its generation
+// is bumped when a usage write begins and when it ends: a read that
+// overlapped either is not cached, and a write adds its credits only to
+// entries read before it began (later ones may hold them already; they
+// are dropped instead).
 type windowCache struct {
 	mu  sync.Mutex
 	m   map[string]cachedWindows
-	gen uint64 // bumped by every invalidation
+	gen uint64
 }
 
-// generation is read before a database read; put ignores a read that an
-// invalidation overtook, so a stale view is never cached.
+// generation is read before a database read; put ignores a read that a
+// write overtook, so a stale view is never cached.
 func (c *windowCache) generation() uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -52,21 +61,77 @@ func (c *windowCache) put(workspaceID string, w []store.UsageWindow, at time.Tim
 	if c.m == nil || len(c.m) > 100_000 {
 		c.m = map[string]cachedWindows{}
 	}
-	c.m[workspaceID] = cachedWindows{windows: w, at: at}
+	c.m[workspaceID] = cachedWindows{windows: w, at: at, gen: gen}
 }
 
-// invalidate drops the cached windows of the given workspaces; it returns
-// those it held (the workspaces this replica serves now).
-func (c *windowCache) invalidate(workspaceIDs ...string) []string {
+// beginWrite is called before a usage write; it returns the generation
+// the write's end passes to written or failed.
+func (c *windowCache) beginWrite() uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
-	var held []string
+	return c.gen
+}
+
+// written adds the credits a committed write added (workspace → window
+// name → credits) to the cached windows, as the store's upsert did at
+// nowMs. An entry read after the write began, or lacking a window the write
+// touched, or holding it expired (the store restarted it), is dropped: the
+// next admission reads it.
+func (c *windowCache) written(credits map[string]map[string]int64, nowMs int64, writeGen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	for ws, byName := range credits {
+		e, ok := c.m[ws]
+		if !ok {
+			continue
+		}
+		if e.gen >= writeGen {
+			delete(c.m, ws)
+			continue
+		}
+		// Readers hold the old slice: the entry gets a new one.
+		w := append([]store.UsageWindow(nil), e.windows...)
+		applied := 0
+		for i := range w {
+			if add, ok := byName[w[i].WindowName]; ok && w[i].ResetsAt > nowMs {
+				w[i].CreditsMicro += add
+				applied++
+			}
+		}
+		if applied != len(byName) {
+			delete(c.m, ws)
+			continue
+		}
+		e.windows = w
+		c.m[ws] = e
+	}
+}
+
+// failed ends a write that may or may not have committed: the cached
+// windows of its workspaces are dropped.
+func (c *windowCache) failed(workspaceIDs ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
 	for _, id := range workspaceIDs {
-		if _, ok := c.m[id]; ok {
-			held = append(held, id)
-			delete(c.m, id)
+		delete(c.m, id)
+	}
+}
+
+// windowCredits sums what records add to each workspace's windows.
+func windowCredits(recs []store.UsageRecord, windows [][]store.WindowSpec) map[string]map[string]int64 {
+	out := map[string]map[string]int64{}
+	for i, r := range recs {
+		byName := out[r.WorkspaceID]
+		if byName == nil {
+			byName = map[string]int64{}
+			out[r.WorkspaceID] = byName
+		}
+		for _, w := range windows[i] {
+			byName[w.Name] += r.CreditsMicro
 		}
 	}
-	return held
+	return out
 }
