@@ -135,6 +135,19 @@ type benchUpstream struct {
 	mu     sync.Mutex
 	hold   chan struct{}
 	served atomic.Int64
+	open   atomic.Int64 // connections open (the gateway's pool and streams)
+}
+
+// countConns keeps u.open; call before the server starts.
+func (u *benchUpstream) countConns() {
+	u.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			u.open.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			u.open.Add(-1)
+		}
+	}
 }
 
 const benchPlainAnswer = `{"id":"chatcmpl-b","object":"chat.completion","created":1700000000,"model":"up-2","choices":[{"index":0,"message":{"role":"assistant","content":"benchmark answer"},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15}}`
@@ -142,6 +155,7 @@ const benchPlainAnswer = `{"id":"chatcmpl-b","object":"chat.completion","created
 func newBenchUpstream(b testing.TB, frames int, gap time.Duration) *benchUpstream {
 	u := &benchUpstream{frames: frames, gap: gap, hold: make(chan struct{})}
 	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(u.serve))
+	u.countConns()
 	u.Start()
 	b.Cleanup(func() { u.release(); u.Close() })
 	return u
@@ -153,6 +167,7 @@ func newBenchUpstream(b testing.TB, frames int, gap time.Duration) *benchUpstrea
 func newBenchUpstreamTLS(b testing.TB, frames int, gap time.Duration) (u *benchUpstream, certFile string) {
 	u = &benchUpstream{frames: frames, gap: gap, hold: make(chan struct{})}
 	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(u.serve))
+	u.countConns()
 	u.EnableHTTP2 = true
 	u.StartTLS()
 	b.Cleanup(func() { u.release(); u.Close() })

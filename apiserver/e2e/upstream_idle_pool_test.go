@@ -16,36 +16,40 @@ import (
 
 // The idle upstream pool is bounded (issue 26 point 3): after a burst of
 // streams, each of which held an upstream connection of its own, at most
-// SVC_UPSTREAM_MAX_IDLE_CONNS_PER_HOST connections stay idle, and after
-// SVC_UPSTREAM_IDLE_CONN_TIMEOUT none does: the process's goroutines and
-// live heap come back to within 5 % of their idle baseline. A leak of
-// anything per stream (a goroutine, a connection, a buffer) keeps them above
-// it. The live heap is read after collections, not the in-use spans: a span
-// with one long-lived object stays in use, so the spans a burst touched
-// need not come back (CI once saw 13 % more span bytes and equal goroutines).
+// SVC_UPSTREAM_MAX_IDLE_CONNS_PER_HOST connections stay open to the upstream
+// (it counts them), and after SVC_UPSTREAM_IDLE_CONN_TIMEOUT none does: the
+// process's goroutines and live heap come back to within 5 % of their idle
+// baseline. A leak of anything per stream (a goroutine, a connection, a
+// buffer) keeps them above it. The live heap is read after collections, not
+// the in-use spans: a span with one long-lived object stays in use, so the
+// spans a burst touched need not come back (CI once saw 13 % more span bytes
+// and equal goroutines). Goroutines may be 2 above the baseline: the
+// database driver's background reader of a connection (pgx) comes and goes
+// with the connection's last use, and 5 % of ~18 is less than one; a leak
+// per stream is 100 of them. While the streams are held, each costs at most two
+// goroutines (point 3; an HTTP/1.1 client and upstream: one, the relay).
 func TestUpstreamIdlePool(t *testing.T) {
 	t.Parallel()
 	const streams = 100
 	for _, tc := range []struct {
 		name string
 		env  []string
-		// idle is how many goroutines above the fresh process's the idle
-		// upstream connections kept after a burst may hold.
-		idle    int64
+		// conns is how many upstream connections may stay open once the
+		// streams ended and the pool settled.
+		conns   int64
 		settled func(base, now memSample) bool
 		want    string
 	}{
 		{name: "bounded per host", env: []string{"SVC_UPSTREAM_MAX_IDLE_CONNS_PER_HOST=4", "SVC_UPSTREAM_IDLE_CONN_TIMEOUT=1h"},
-			// The baseline already holds the 4 idle connections (a read
-			// and a write loop each) the bound lets stay.
-			idle:    2 * 4,
+			conns:   4,
 			settled: func(base, now memSample) bool { return now.goroutines <= base.goroutines+2 },
-			want:    "goroutines ≤ baseline + 2 (no more than 4 idle upstream connections)"},
+			want:    "goroutines ≤ baseline + 2"},
 		{name: "idle timeout", env: []string{"SVC_UPSTREAM_IDLE_CONN_TIMEOUT=1s"},
+			conns: 0,
 			settled: func(base, now memSample) bool {
-				return float64(now.goroutines) <= 1.05*float64(base.goroutines) && float64(now.live) <= 1.05*float64(base.live)
+				return now.goroutines <= max(base.goroutines+2, base.goroutines*105/100) && float64(now.live) <= 1.05*float64(base.live)
 			},
-			want: "goroutines and live heap within 5 % of the idle baseline"},
+			want: "goroutines within 5 % (or 2) and live heap within 5 % of the idle baseline"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -55,28 +59,36 @@ func TestUpstreamIdlePool(t *testing.T) {
 			port, err := testenv.FreePort()
 			must(t, err)
 			pprofAddr := fmt.Sprintf("127.0.0.1:%d", port)
-			a := e.startAPI(append([]string{"SVC_PPROF_ADDR=" + pprofAddr}, tc.env...)...)
+			// Four database connections: the first burst opens them all,
+			// so the baseline already holds what the database pool keeps.
+			a := e.startAPI(append([]string{"SVC_PPROF_ADDR=" + pprofAddr, "SVC_DATABASE_MAX_CONNS=4"}, tc.env...)...)
 			acc := e.account("bench")
 			figures := func() memSample { return memFigures(t, a.URL, pprofAddr) }
 			fresh := figures()
+			pooled := func() bool { return up.open.Load() <= tc.conns }
 
 			// A first burst grows what is pooled on purpose (database
 			// connections); the idle baseline is taken once its upstream
 			// connections are gone, or down to the bound.
 			burst(t, up, a.URL, acc.key, streams, figures)
-			base := pollFigures(t, figures, func(m memSample) bool { return m.goroutines <= fresh.goroutines+2+tc.idle })
-			if base.goroutines > fresh.goroutines+2+tc.idle {
-				t.Fatalf("after the first burst: %d goroutines, fresh process %d: idle upstream connections not bounded", base.goroutines, fresh.goroutines)
+			base := pollFigures(t, figures, func(m memSample) bool { return pooled() && m.goroutines <= fresh.goroutines+2 })
+			if !pooled() {
+				t.Fatalf("after the first burst: %d upstream connections open, want ≤ %d", up.open.Load(), tc.conns)
 			}
 
-			held := burst(t, up, a.URL, acc.key, streams, figures)
-			if held.goroutines < base.goroutines+streams {
-				t.Fatalf("%d held streams: %d goroutines, baseline %d: the streams were not open together", streams, held.goroutines, base.goroutines)
+			var open int64
+			held := burst(t, up, a.URL, acc.key, streams, func() memSample { open = up.open.Load(); return figures() })
+			if open < streams {
+				t.Fatalf("%d held streams: %d upstream connections open: the streams were not open together", streams, open)
 			}
-			last := pollFigures(t, figures, func(m memSample) bool { return tc.settled(base, m) })
-			if !tc.settled(base, last) {
-				t.Fatalf("after the streams ended: %d goroutines, live heap %d B; idle baseline %d goroutines, live heap %d B; want %s",
-					last.goroutines, last.live, base.goroutines, base.live, tc.want)
+			if per := float64(held.goroutines-base.goroutines) / streams; per > 2 {
+				t.Fatalf("%d held streams: %.2f goroutines per stream, want ≤ 2", streams, per)
+			}
+			last := pollFigures(t, figures, func(m memSample) bool { return pooled() && tc.settled(base, m) })
+			if !pooled() || !tc.settled(base, last) {
+				t.Logf("the apiserver's goroutines:\n%s", pprofText(t, pprofAddr, "goroutine?debug=1"))
+				t.Fatalf("after the streams ended: %d upstream connections open (want ≤ %d); %d goroutines, live heap %d B; idle baseline %d goroutines, live heap %d B; want %s",
+					up.open.Load(), tc.conns, last.goroutines, last.live, base.goroutines, base.live, tc.want)
 			}
 		})
 	}
@@ -155,4 +167,17 @@ func burst(t *testing.T, up *benchUpstream, apiURL, key string, n int, figures f
 		t.Fatal(firstErr)
 	}
 	return during
+}
+
+// pprofText is one of the apiserver's pprof pages (path after
+// /debug/pprof/), for a failure's log.
+func pprofText(t *testing.T, pprofAddr, path string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + pprofAddr + "/debug/pprof/" + path)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }

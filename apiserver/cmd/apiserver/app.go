@@ -71,6 +71,7 @@ func open(name string, args []string) (*app, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	st.SetMaxConns(cfg.DatabaseMaxConns)
 	return &app{cfg: cfg, log: log, store: st, cat: cat}, fs.Args(), nil
 }
 

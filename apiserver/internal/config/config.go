@@ -21,6 +21,8 @@ type Config struct {
 	HTTPAddr    string
 	DataDir     string
 	DatabaseURL string
+	// DatabaseMaxConns bounds the PostgreSQL connections of this replica.
+	DatabaseMaxConns int
 	// Store is SVC_STORAGE and SVC_S3_* (its fs Dir is set at open).
 	Store             objstore.Config
 	RuntimeAuthSecret string
@@ -80,6 +82,7 @@ var options = slices.Concat([]settings.Option[Config]{
 	{Flag: "http-addr", Env: "SVC_HTTP_ADDR", Def: "127.0.0.1:8080", Usage: "listen address", Set: settings.String(func(c *Config) *string { return &c.HTTPAddr })},
 	{Flag: "data-dir", Env: "SVC_DATA_DIR", Def: "./.data", Usage: "data directory (SQLite, fs object store, hydrated repos)", Set: settings.String(func(c *Config) *string { return &c.DataDir })},
 	{Flag: "database-url", Env: "SVC_DATABASE_URL", Usage: "postgres:// URL or SQLite path; empty: SQLite under the data dir", Secret: true, Set: settings.String(func(c *Config) *string { return &c.DatabaseURL })},
+	{Flag: "database-max-conns", Env: "SVC_DATABASE_MAX_CONNS", Def: "32", Usage: "PostgreSQL connections one replica opens at most (and keeps idle up to 5 minutes); replicas × this must stay under the server's max_connections", Set: settings.PositiveInt(func(c *Config) *int { return &c.DatabaseMaxConns })},
 	{Flag: "runtime-auth-secret", Env: "SVC_RUNTIME_AUTH_SECRET", Usage: "secret runtime tokens are derived from", Secret: true, Set: settings.String(func(c *Config) *string { return &c.RuntimeAuthSecret })},
 	{Flag: "runtime-driver", Env: "SVC_RUNTIME_DRIVER", Def: "local", Usage: "runtime driver: local, kubernetes or metal", Set: settings.String(func(c *Config) *string { return &c.RuntimeDriver })},
 	{Flag: "models-file", Env: "SVC_MODELS_FILE", Usage: "models YAML; empty: built-in", Set: settings.String(func(c *Config) *string { return &c.ModelsFile })},

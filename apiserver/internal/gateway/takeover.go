@@ -81,7 +81,7 @@ func (a *API) detach(c echo.Context, x *exchange, resp *http.Response, cancel co
 	h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
 	h.Set("Transfer-Encoding", "chunked")
 	w := &connEvents{conn: conn}
-	w.head(h)
+	w.head(h, eventBuffered(resp.Body))
 
 	d := &detached{x: x, body: resp.Body, cancel: cancel, w: w, back: back,
 		span: trace.SpanFromContext(req.Context()), route: c.Path()}
@@ -117,6 +117,14 @@ func bodyRead(req *http.Request) bool {
 	return n == 0 && err == io.EOF
 }
 
+// eventBuffered reports whether the upstream's first event came in with its
+// headers: the body's transport holds a whole event (an SSE event ends in a
+// blank line) that a read returns at once.
+func eventBuffered(body io.Reader) bool {
+	b, ok := body.(interface{ Buffered() []byte })
+	return ok && bytes.Contains(b.Buffered(), []byte("\n\n"))
+}
+
 // connEvents writes a taken-over stream as HTTP/1.1 chunks, one event a
 // chunk, each write bounded by StreamWriteTimeout. After a failed write the
 // connection is closed and every later write fails.
@@ -124,14 +132,24 @@ type connEvents struct {
 	conn    net.Conn
 	timeout time.Duration // 0: StreamWriteTimeout
 	err     error
+	// pending is the status line and headers when they wait for the first
+	// event, to go out in the same write.
+	pending []byte
 }
 
-// head writes the status line and h.
-func (w *connEvents) head(h http.Header) {
+// head writes the status line and h, or keeps them for the first write when
+// that write is ready to follow (the upstream's first event is buffered): the
+// client then reads its answer's start in one segment, as from a proxy that
+// flushes its first write, and the stream costs one system call less.
+func (w *connEvents) head(h http.Header, withFirstEvent bool) {
 	var b bytes.Buffer
 	b.WriteString("HTTP/1.1 200 OK\r\n")
 	_ = h.Write(&b)
 	b.WriteString("\r\n")
+	if withFirstEvent {
+		w.pending = b.Bytes()
+		return
+	}
 	w.write(b.Bytes())
 }
 
@@ -179,7 +197,13 @@ func (w *connEvents) write(b []byte) {
 		timeout = StreamWriteTimeout
 	}
 	if w.err = w.conn.SetWriteDeadline(time.Now().Add(timeout)); w.err == nil {
-		_, w.err = w.conn.Write(b)
+		if w.pending != nil {
+			bufs := net.Buffers{w.pending, b}
+			w.pending = nil
+			_, w.err = bufs.WriteTo(w.conn)
+		} else {
+			_, w.err = w.conn.Write(b)
+		}
 	}
 	if w.err != nil {
 		w.conn.Close()

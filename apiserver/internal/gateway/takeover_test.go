@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -19,40 +20,69 @@ import (
 // TestConnEventsIsHTTP: a taken-over stream, read back by net/http's own
 // response parser, is a valid chunked HTTP/1.1 answer that closes the
 // connection, with the handler's headers and the same events the handler
-// path sends.
+// path sends — whether its headers go out at once or with the first event.
 func TestConnEventsIsHTTP(t *testing.T) {
 	t.Parallel()
-	server, client := net.Pipe()
-	h := http.Header{}
-	h.Set("X-Request-Id", "req-1")
-	setSSEHeaders(h, "close")
-	h.Set("Transfer-Encoding", "chunked")
-	go func() {
-		w := &connEvents{conn: server}
-		w.head(h)
-		relayEvents(w, strings.NewReader(upstreamSSE), "svc-2-0", true, func() {})
-		w.finish(nil)
-	}()
-	resp, err := http.ReadResponse(bufio.NewReader(client), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("reading the chunked body: %v", err)
-	}
-	want, _ := relay(t, upstreamSSE, true)
-	if resp.StatusCode != 200 || !resp.Close || len(resp.TransferEncoding) != 1 || resp.TransferEncoding[0] != "chunked" ||
-		resp.Header.Get("Content-Type") != "text/event-stream" || resp.Header.Get("X-Request-Id") != "req-1" {
-		t.Fatalf("status %d, close %v, transfer-encoding %v, headers %v", resp.StatusCode, resp.Close, resp.TransferEncoding, resp.Header)
-	}
-	if string(body) != want {
-		t.Fatalf("body differs from the handler path's\n got: %q\nwant: %q", body, want)
-	}
-	if _, err := client.Read(make([]byte, 1)); err != io.EOF {
-		t.Fatalf("connection not closed after the last chunk: %v", err)
+	for _, withFirstEvent := range []bool{false, true} {
+		t.Run(fmt.Sprintf("with first event %v", withFirstEvent), func(t *testing.T) {
+			t.Parallel()
+			server, client := net.Pipe()
+			h := http.Header{}
+			h.Set("X-Request-Id", "req-1")
+			setSSEHeaders(h, "close")
+			h.Set("Transfer-Encoding", "chunked")
+			go func() {
+				w := &connEvents{conn: server}
+				w.head(h, withFirstEvent)
+				relayEvents(w, strings.NewReader(upstreamSSE), "svc-2-0", true, func() {})
+				w.finish(nil)
+			}()
+			resp, err := http.ReadResponse(bufio.NewReader(client), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatalf("reading the chunked body: %v", err)
+			}
+			want, _ := relay(t, upstreamSSE, true)
+			if resp.StatusCode != 200 || !resp.Close || len(resp.TransferEncoding) != 1 || resp.TransferEncoding[0] != "chunked" ||
+				resp.Header.Get("Content-Type") != "text/event-stream" || resp.Header.Get("X-Request-Id") != "req-1" {
+				t.Fatalf("status %d, close %v, transfer-encoding %v, headers %v", resp.StatusCode, resp.Close, resp.TransferEncoding, resp.Header)
+			}
+			if string(body) != want {
+				t.Fatalf("body differs from the handler path's\n got: %q\nwant: %q", body, want)
+			}
+			if _, err := client.Read(make([]byte, 1)); err != io.EOF {
+				t.Fatalf("connection not closed after the last chunk: %v", err)
+			}
+		})
 	}
 }
+
+// TestEventBuffered: headers wait for the first event only when a whole
+// event is already in the upstream body's buffer.
+func TestEventBuffered(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		body io.Reader
+		want bool
+	}{
+		{strings.NewReader("data: 1\n\n"), false}, // no Buffered: net/http's bodies
+		{bufferedBody("9\r\ndata: 1\n\n\r\n"), true},
+		{bufferedBody("9\r\ndata: 1"), false}, // half an event: it may take its time
+		{bufferedBody(""), false},
+	} {
+		if got := eventBuffered(tc.body); got != tc.want {
+			t.Errorf("eventBuffered(%T %v) = %v, want %v", tc.body, tc.body, got, tc.want)
+		}
+	}
+}
+
+type bufferedBody string
+
+func (b bufferedBody) Read([]byte) (int, error) { return 0, io.EOF }
+func (b bufferedBody) Buffered() []byte         { return []byte(b) }
 
 // TestConnEventsStalledClient: a client that stops reading fails the write
 // after the write timeout; the relay then keeps reading the upstream to the

@@ -81,11 +81,25 @@ func Open(url, dataDir string) (*Store, error) {
 		// turns lock contention into queueing instead of SQLITE_BUSY.
 		sqlDB.SetMaxOpenConns(1)
 	} else {
-		sqlDB.SetMaxOpenConns(32)
-		sqlDB.SetMaxIdleConns(32)
+		sqlDB.SetMaxOpenConns(DefaultMaxConns)
+		sqlDB.SetMaxIdleConns(DefaultMaxConns)
 		sqlDB.SetConnMaxIdleTime(5 * time.Minute)
 	}
 	return &Store{db: db, sqlDB: sqlDB, dialect: dialect}, nil
+}
+
+// DefaultMaxConns is a PostgreSQL store's connection bound
+// (SVC_DATABASE_MAX_CONNS).
+const DefaultMaxConns = 32
+
+// SetMaxConns bounds the open (and idle) PostgreSQL connections; SQLite
+// keeps its one.
+func (s *Store) SetMaxConns(n int) {
+	if s.dialect == migrations.SQLite || n <= 0 {
+		return
+	}
+	s.sqlDB.SetMaxOpenConns(n)
+	s.sqlDB.SetMaxIdleConns(n)
 }
 
 // Migrate applies pending migrations (under an advisory lock on Postgres).

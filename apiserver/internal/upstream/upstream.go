@@ -69,9 +69,10 @@ func New(o Options) *Client {
 	if o.IdleConnTimeout <= 0 {
 		o.IdleConnTimeout = DefaultIdleConnTimeout
 	}
+	dial := (&net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}).DialContext
 	t := &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           dial,
 		MaxIdleConns:          max(1024, o.MaxIdleConnsPerHost),
 		MaxIdleConnsPerHost:   o.MaxIdleConnsPerHost,
 		IdleConnTimeout:       o.IdleConnTimeout,
@@ -85,7 +86,31 @@ func New(o Options) *Client {
 		WriteBufferSize: upstreamWriteBuffer,
 		ReadBufferSize:  upstreamReadBuffer,
 	}
-	return &Client{http: &http.Client{Transport: t}, dev: DevTransport{}, prop: o.Propagator}
+	tr := transports{h1: newH1Transport(dial, o), std: t}
+	return &Client{http: &http.Client{Transport: tr}, dev: DevTransport{}, prop: o.Propagator}
+}
+
+// transports sends plain-http requests that no proxy handles through h1 (no
+// goroutines per connection) and the rest — HTTPS, which providers answer
+// with HTTP/2, and proxied requests — through net/http's Transport.
+type transports struct {
+	h1  *h1Transport
+	std *http.Transport
+}
+
+func (t transports) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme == "http" {
+		if proxy, err := t.std.Proxy(req); err == nil && proxy == nil {
+			return t.h1.RoundTrip(req)
+		}
+	}
+	return t.std.RoundTrip(req)
+}
+
+// CloseIdleConnections closes both transports' idle connections.
+func (t transports) CloseIdleConnections() {
+	t.h1.CloseIdleConnections()
+	t.std.CloseIdleConnections()
 }
 
 // Buffer sizes of an upstream connection (net/http's default is 4 KiB each).
