@@ -5,3 +5,5 @@ package gitrun
 import "os/exec"
 
 func setProcessGroup(cmd *exec.Cmd) {}
+
+func setNice(pid, n int) {}
