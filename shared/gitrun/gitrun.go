@@ -207,13 +207,7 @@ func (c *Cmd) Run(ctx context.Context) error {
 	cmd.WaitDelay = 5 * time.Second
 
 	start := time.Now()
-	err := cmd.Start()
-	if err == nil {
-		if n, ok := ctx.Value(niceKey{}).(int); ok {
-			setNice(cmd.Process.Pid, n)
-		}
-		err = cmd.Wait()
-	}
+	err := cmd.Run()
 	if err == nil {
 		return nil
 	}
@@ -229,18 +223,6 @@ func (c *Cmd) Run(ctx context.Context) error {
 		}
 	}
 	return gerr
-}
-
-// niceKey is the context key of Niced.
-type niceKey struct{}
-
-// Niced makes the commands run with ctx yield the CPU to the rest of the
-// machine: their scheduling niceness is n (1–19, best effort: an error
-// leaves the default). The pod's cold start runs its git work this way
-// while the dependency layer is being unpacked beside it, so the path that
-// decides when the pod is ready gets the cores first.
-func Niced(ctx context.Context, n int) context.Context {
-	return context.WithValue(ctx, niceKey{}, n)
 }
 
 // environ builds the fixed environment: the process's PATH (and TMPDIR),

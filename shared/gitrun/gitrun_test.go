@@ -116,15 +116,3 @@ func newBlockingReader() (*os.File, func()) {
 	}
 	return pr, func() { pw.Close(); pr.Close() }
 }
-
-// TestNiced: a command run with a Niced context runs at that niceness (the
-// child waits until it sees it; without it, it times out).
-func TestNiced(t *testing.T) {
-	t.Parallel()
-	r := &Runner{Bin: "/bin/sh", Timeout: 10 * time.Second}
-	const script = `while [ "$(cut -d' ' -f19 /proc/$$/stat)" != 7 ]; do :; done; echo niced`
-	out, err := r.Command("-c", script).String(Niced(context.Background(), 7))
-	if err != nil || out != "niced" {
-		t.Fatalf("out %q, err %v", out, err)
-	}
-}

@@ -5,5 +5,3 @@ package gitrun
 import "os/exec"
 
 func setProcessGroup(cmd *exec.Cmd) {}
-
-func setNice(pid, n int) {}

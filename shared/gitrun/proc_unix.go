@@ -19,8 +19,3 @@ func setProcessGroup(cmd *exec.Cmd) {
 		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}
 }
-
-// setNice sets pid's niceness to n, best effort.
-func setNice(pid, n int) {
-	_ = syscall.Setpriority(syscall.PRIO_PROCESS, pid, n)
-}

@@ -29,7 +29,6 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/gitsync"
 	"github.com/svc-dev/svc/podagent/internal/s3sync"
 	"github.com/svc-dev/svc/shared/archive"
-	"github.com/svc-dev/svc/shared/gitrun"
 	"github.com/svc-dev/svc/shared/repoarchive"
 	"github.com/svc-dev/svc/shared/syncmode"
 )
@@ -115,15 +114,6 @@ func Run(ctx context.Context, o Options) (Result, error) {
 
 	// deps runs layer 1 concurrently with the rest of the cold start.
 	var deps *depsJob
-	// beside is the context of git work that runs beside deps: niced, so
-	// that the unpacking, which decides when the pod is ready, gets the
-	// cores first (the git work ends well before it).
-	beside := func() context.Context {
-		if deps != nil {
-			return gitrun.Niced(ctx, besideDepsNice)
-		}
-		return ctx
-	}
 	defer func() {
 		if deps != nil {
 			deps.cancel()
@@ -178,7 +168,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 						deps = startDeps(ctx, o, hash)
 					}
 				}
-				if err := o.Repo.ResetHard(beside()); err != nil {
+				if err := o.Repo.ResetHard(ctx); err != nil {
 					return res, fmt.Errorf("coldstart: reset to HEAD: %w", err)
 				}
 			}
@@ -186,7 +176,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 				deps = startDeps(ctx, o, "") // from the lockfile on disk, now that the tree is reset
 			}
 			phase("reset")
-			if err := o.Repo.FsckConnectivity(beside()); err != nil {
+			if err := o.Repo.FsckConnectivity(ctx); err != nil {
 				return res, fmt.Errorf("coldstart: restored repository fails fsck: %w", err)
 			}
 			phase("fsck")
@@ -236,10 +226,10 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	if o.LFS != nil {
 		if !res.Seeded {
-			if err := o.LFS.Setup(beside()); err != nil {
+			if err := o.LFS.Setup(ctx); err != nil {
 				return res, err
 			}
-			if err := o.LFS.Pull(beside()); err != nil {
+			if err := o.LFS.Pull(ctx); err != nil {
 				log.Warn("large-file pull failed", zap.Error(err))
 			}
 		}
@@ -265,10 +255,6 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		zap.Bool("seeded", res.Seeded), zap.Bool("depsRestored", res.DepsRestored), zap.String("head", head), zap.Duration("took", res.Took), zap.Any("phases", res.Phases))
 	return res, nil
 }
-
-// besideDepsNice is the niceness of the git work beside the deps layer's
-// restore.
-const besideDepsNice = 10
 
 // depsJob is layer 1's restore running beside the main path.
 type depsJob struct {
