@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svc-dev/svc/apiserver/internal/gateway"
 	"github.com/svc-dev/svc/shared/testenv"
 )
 
@@ -404,7 +405,7 @@ func (r *report) sweep() {
 
 // stream opens one stream and reads it to the end: time to the first
 // content frame, frames seen and frames batched.
-func (p benchPath) streamOnce(gap time.Duration) (ttfb time.Duration, frames, batched int, err error) {
+func (p benchPath) streamOnce(gap time.Duration, timings map[string][]time.Duration) (ttfb time.Duration, frames, batched int, err error) {
 	start := time.Now()
 	resp, err := p.hc.Do(p.request(p.stream))
 	if err != nil {
@@ -414,6 +415,7 @@ func (p benchPath) streamOnce(gap time.Duration) (ttfb time.Duration, frames, ba
 	if resp.StatusCode != http.StatusOK {
 		return 0, 0, 0, fmt.Errorf("status %d", resp.StatusCode)
 	}
+	serverTimings(resp.Header, timings)
 	br := bufio.NewReaderSize(resp.Body, 4096)
 	var last time.Time
 	for {
@@ -438,6 +440,28 @@ func (p benchPath) streamOnce(gap time.Duration) (ttfb time.Duration, frames, ba
 	return ttfb, frames, batched, nil
 }
 
+// serverTimings adds a gateway answer's overhead and Server-Timing phases
+// (auth, admit, upstream) to into, by name.
+func serverTimings(h http.Header, into map[string][]time.Duration) {
+	if into == nil {
+		return
+	}
+	add := func(name, ms string) {
+		if v, err := strconv.ParseFloat(ms, 64); err == nil {
+			into[name] = append(into[name], time.Duration(v*float64(time.Millisecond)))
+		}
+	}
+	if v := h.Get(gateway.HeaderOverhead); v != "" {
+		add("overhead", v)
+	}
+	for _, part := range strings.Split(h.Get(gateway.HeaderServerTiming), ",") {
+		name, dur, ok := strings.Cut(strings.TrimSpace(part), ";dur=")
+		if ok {
+			add(name, dur)
+		}
+	}
+}
+
 // streaming: added time to the first token at one client, dropped and
 // batched frames.
 func (r *report) streaming() {
@@ -448,6 +472,7 @@ func (r *report) streaming() {
 		frames, batched  int
 		streams, dropped int
 		allocs           int64
+		timings          map[string][]time.Duration
 	}
 	res := make([]acc, len(r.paths)+1)
 	scrape := map[int]int64{}
@@ -467,7 +492,10 @@ func (r *report) streaming() {
 				m0 = p.mallocs(r.b)
 			}
 			for n := 0; n < per; n++ {
-				t, f, bt, err := p.streamOnce(r.up.gap)
+				if a.timings == nil {
+					a.timings = map[string][]time.Duration{}
+				}
+				t, f, bt, err := p.streamOnce(r.up.gap, a.timings)
 				if err != nil {
 					r.b.Fatalf("%s stream: %v", p.name, err)
 				}
@@ -494,6 +522,16 @@ func (r *report) streaming() {
 		p50, p99 := pct(a.ttfb, 50), pct(a.ttfb, 99)
 		fmt.Printf("%-44s %12.0f %12.0f %12.0f %12.0f %8d %8d %13.0f\n", name, us(p50), us(p99), us(p50-d50), us(p99-d99), a.dropped, a.batched,
 			float64(a.allocs)/float64(max(a.streams, 1)))
+	}
+	fmt.Printf("the gateways' own account (X-Svc-Overhead-Duration-Ms, Server-Timing), p50 µs:\n")
+	fmt.Printf("%-44s %10s %10s %10s %10s\n", "path", "overhead", "auth", "admit", "upstream")
+	for i := 1; i < len(res); i++ {
+		tm := res[i].timings
+		if len(tm["overhead"]) == 0 {
+			continue
+		}
+		fmt.Printf("%-44s %10.0f %10.0f %10.0f %10.0f\n", r.paths[i-1].name, us(pct(tm["overhead"], 50)), us(pct(tm["auth"], 50)),
+			us(pct(tm["admit"], 50)), us(pct(tm["upstream"], 50)))
 	}
 }
 
