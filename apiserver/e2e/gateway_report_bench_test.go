@@ -45,7 +45,7 @@ import (
 // SVC_BENCH_DURATION (per sweep level, default 2s), SVC_BENCH_STREAMS
 // (default 2000), SVC_BENCH_FRAMES and SVC_BENCH_FRAME_GAP (upstream stream
 // shape, default 8 frames 2 ms apart), SVC_BENCH_SKIP (comma list of
-// latency,sweep,stream,memory,sustained).
+// latency,sweep,c32,stream,memory,sustained).
 func BenchmarkGatewayReport(b *testing.B) {
 	r := newReport(b)
 	skip := os.Getenv("SVC_BENCH_SKIP")
@@ -56,6 +56,9 @@ func BenchmarkGatewayReport(b *testing.B) {
 		}
 		if !strings.Contains(skip, "sweep") {
 			r.sweep()
+		}
+		if !strings.Contains(skip, "c32") {
+			r.throughput()
 		}
 		if !strings.Contains(skip, "stream") {
 			r.streaming()
