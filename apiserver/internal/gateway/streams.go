@@ -24,8 +24,8 @@ type Streams struct {
 	listener *recyclingListener
 }
 
-// held is one open stream: its client connection and the cancel of its
-// upstream exchange.
+// held is one open stream: its client connection (nil until it is taken
+// over) and the cancel of its upstream exchange.
 type held struct {
 	conn   net.Conn
 	cancel context.CancelFunc
@@ -35,14 +35,17 @@ type held struct {
 // relay then ends on a failed write and never writes the last chunk, so the
 // client sees a cut answer rather than a clean end.
 func (h *held) cutOff() {
-	h.conn.Close()
+	if h.conn != nil {
+		h.conn.Close()
+	}
 	h.cancel()
 }
 
-// add records an open stream; one that opens after the shutdown deadline is
-// cut at once (it still ends through remove).
-func (s *Streams) add(conn net.Conn, cancel context.CancelFunc) *held {
-	h := &held{conn: conn, cancel: cancel}
+// add records an open stream, before its connection is taken over; one that
+// opens after the shutdown deadline is cut at once (it still ends through
+// remove).
+func (s *Streams) add(cancel context.CancelFunc) *held {
+	h := &held{cancel: cancel}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.open == nil {
@@ -53,6 +56,17 @@ func (s *Streams) add(conn net.Conn, cancel context.CancelFunc) *held {
 		h.cutOff()
 	}
 	return h
+}
+
+// attach records the connection a stream was taken over on; past the
+// shutdown deadline the stream is cut at once.
+func (s *Streams) attach(h *held, conn net.Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h.conn = conn
+	if s.cut {
+		h.cutOff()
+	}
 }
 
 // remove records the end of a stream (after it was metered).

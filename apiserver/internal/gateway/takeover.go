@@ -58,10 +58,17 @@ func (a *API) detach(c echo.Context, x *exchange, resp *http.Response, cancel co
 	if back != nil && (req.Close || !bodyRead(req)) {
 		back = nil
 	}
+	// Tracked before the connection leaves net/http's hands: at every
+	// moment the stream is either a request http.Server.Shutdown waits for
+	// or an open stream Streams.Shutdown waits for, so a shutdown never
+	// closes the usage recorder under a stream that still has to meter.
+	held := a.Streams.add(cancel)
 	conn, brw, err := http.NewResponseController(res).Hijack()
 	if err != nil {
+		a.Streams.remove(held)
 		return false
 	}
+	a.Streams.attach(held, conn)
 	if brw.Reader.Buffered() > 0 {
 		back = nil // bytes of a next request: net/http cannot get them back
 	}
@@ -83,10 +90,9 @@ func (a *API) detach(c echo.Context, x *exchange, resp *http.Response, cancel co
 	w := &connEvents{conn: conn}
 	w.head(h, eventBuffered(resp.Body))
 
-	d := &detached{x: x, body: resp.Body, cancel: cancel, w: w, back: back,
+	d := &detached{x: x, body: resp.Body, cancel: cancel, w: w, back: back, held: held,
 		span: trace.SpanFromContext(req.Context()), route: c.Path()}
 	timingOf(c).detached = true
-	d.held = a.Streams.add(conn, cancel)
 	go a.relayDetached(d)
 	return true
 }

@@ -118,7 +118,8 @@ func TestStreamsShutdown(t *testing.T) {
 	c1, p1 := net.Pipe()
 	defer p1.Close()
 	ctx1, cancel1 := context.WithCancel(context.Background())
-	h1 := s.add(c1, cancel1)
+	h1 := s.add(cancel1)
+	s.attach(h1, c1)
 	done := make(chan error)
 	go func() { done <- s.Shutdown(context.Background()) }()
 	s.remove(h1)
@@ -129,14 +130,25 @@ func TestStreamsShutdown(t *testing.T) {
 		t.Fatal("a drained stream was cancelled")
 	}
 
-	// Cut: the deadline passes with a stream open; its relay sees the
-	// cancel and ends.
+	// Cut: the deadline passes with two streams open, one not yet taken
+	// over (its handler between add and attach); each relay sees the
+	// cancel and ends, and the late one's connection is closed as it is
+	// attached.
 	c2, p2 := net.Pipe()
 	ctx2, cancel2 := context.WithCancel(context.Background())
-	h2 := s.add(c2, cancel2)
+	h2 := s.add(cancel2)
+	s.attach(h2, c2)
 	go func() {
 		<-ctx2.Done()
 		s.remove(h2)
+	}()
+	ctx4, cancel4 := context.WithCancel(context.Background())
+	h4 := s.add(cancel4)
+	c4, p4 := net.Pipe()
+	go func() {
+		<-ctx4.Done()
+		s.attach(h4, c4) // taken over after the cut
+		s.remove(h4)
 	}()
 	dctx, dcancel := context.WithCancel(context.Background())
 	dcancel()
@@ -146,6 +158,9 @@ func TestStreamsShutdown(t *testing.T) {
 	if _, err := p2.Read(make([]byte, 1)); err != io.EOF {
 		t.Fatalf("client connection of a cut stream: %v", err)
 	}
+	if _, err := p4.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("client connection of a stream taken over after the cut: %v", err)
+	}
 	if s.Open() != 0 {
 		t.Fatalf("%d streams still open", s.Open())
 	}
@@ -154,7 +169,9 @@ func TestStreamsShutdown(t *testing.T) {
 	c3, p3 := net.Pipe()
 	defer p3.Close()
 	ctx3, cancel3 := context.WithCancel(context.Background())
-	s.remove(s.add(c3, cancel3))
+	h3 := s.add(cancel3)
+	s.attach(h3, c3)
+	s.remove(h3)
 	if ctx3.Err() == nil {
 		t.Fatal("a stream opened after the cut was not cancelled")
 	}

@@ -162,3 +162,72 @@ func TestStreamKeepsTheConnectionAlive(t *testing.T) {
 		t.Fatalf("streams still open after their answers ended: %v (%d)", err, g.streams.Open())
 	}
 }
+
+// A stream is taken over whichever comes first from the upstream (issue 26):
+// its first event with the headers (they then go out together, in one
+// write), or the headers alone with the first token still to come (they go
+// out at once: a slow first token must not delay them). Either way the
+// client gets the API's headers, the whole stream and a connection that
+// stays alive, and the stream is tracked from before its headers until its
+// relay ends.
+func TestStreamTakeoverEitherOrder(t *testing.T) {
+	t.Parallel()
+	for _, firstTokenLate := range []bool{false, true} {
+		name := "first event with the headers"
+		if firstTokenLate {
+			name = "headers before the first token"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			g := newGateway(t, noTracer)
+			hold := make(chan struct{})
+			var release sync.Once
+			t.Cleanup(func() { release.Do(func() { close(hold) }) })
+			g.up.Script(func(fakeupstream.Request) fakeupstream.Reply {
+				r := fakeupstream.Reply{Text: "one two", PromptTokens: 5, CompletionTokens: 2}
+				if firstTokenLate {
+					r.HoldFirst = hold
+				} else {
+					r.Hold = hold
+				}
+				return r
+			})
+			req, _ := http.NewRequest(http.MethodPost, g.url+"/v1/chat/completions",
+				strings.NewReader(`{"model":"svc-2-0","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+			req.Header.Set("Authorization", "Bearer "+g.key)
+			req.Header.Set("Content-Type", "application/json")
+			hc := &http.Client{Transport: &http.Transport{}}
+			t.Cleanup(hc.CloseIdleConnections)
+			// The headers arrive while the upstream still holds: before the
+			// first token (late), or after the first event (early).
+			resp, err := hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != 200 || resp.Close || resp.Header.Get("Content-Type") != "text/event-stream" ||
+				resp.Header.Get("X-Request-Id") == "" || !strings.Contains(resp.Header.Get("Server-Timing"), "upstream;dur=") {
+				t.Fatalf("status %d, close %v, headers %v", resp.StatusCode, resp.Close, resp.Header)
+			}
+			br := bufio.NewReader(resp.Body)
+			if !firstTokenLate {
+				if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "data: {") {
+					t.Fatalf("first line %q: %v", line, err)
+				}
+			}
+			if g.streams.Open() != 1 {
+				t.Fatalf("%d streams taken over while the upstream holds, want 1", g.streams.Open())
+			}
+			release.Do(func() { close(hold) })
+			rest, err := io.ReadAll(br)
+			if err != nil || !strings.Contains(string(rest), `"content":" two"`) || !strings.HasSuffix(string(rest), "data: [DONE]\n\n") {
+				t.Fatalf("rest of the stream %q: %v", rest, err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := g.streams.Shutdown(ctx); err != nil {
+				t.Fatalf("relay still open after its answer ended: %v", err)
+			}
+		})
+	}
+}

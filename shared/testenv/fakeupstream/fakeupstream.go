@@ -48,6 +48,9 @@ type Reply struct {
 	Gate chan struct{}
 	// Hold, for streams, blocks after the first chunk until closed.
 	Hold chan struct{}
+	// HoldFirst, for streams, sends the headers and blocks before the
+	// first chunk until closed (a model slow to its first token).
+	HoldFirst chan struct{}
 	// BreakMidStream sends two chunks, then drops the connection.
 	BreakMidStream bool
 	// RetryAfter is a 429's Retry-After header (default "7").
@@ -309,6 +312,14 @@ func (s *Upstream) streamReply(w http.ResponseWriter, model string, rep Reply, m
 		b, _ := json.Marshal(c)
 		fmt.Fprintf(w, "data: %s\n\n", b)
 		fl.Flush()
+	}
+	if rep.HoldFirst != nil {
+		fl.Flush()
+		select {
+		case <-rep.HoldFirst:
+		case <-s.closing:
+			return
+		}
 	}
 	send([]any{map[string]any{"index": 0, "delta": map[string]any{"role": "assistant", "content": ""}}}, nil)
 	if rep.Hold != nil {
