@@ -3,7 +3,8 @@ package e2e
 // A test agent for the agent-proxy tests: the e2e test binary itself, run by
 // the local runtime driver through a wrapper script that sets
 // E2E_FAKE_AGENT=1 (init runs before TestMain and never returns then). It
-// serves the pod's surface (/readyz, /agent/*) on SVC_HTTP_ADDR, records every
+// serves the pod's surface (/readyz, /agent/*) on the listener the driver
+// hands it (SVC_HTTP_LISTEN_FD) or SVC_HTTP_ADDR, records every
 // request it receives, and has introspection routes under
 // /agent/channels/test/ that are not recorded.
 
@@ -11,12 +12,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 const fakeAgentEnv = "E2E_FAKE_AGENT"
@@ -50,7 +55,9 @@ func runFakeAgent() int {
 		once    sync.Once
 	)
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, `{"status":"ready"}`) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(wire.PodReadiness{Status: "ready", ProjectID: os.Getenv("SVC_PROJECT_ID")})
+	})
 	mux.HandleFunc("GET /agent/channels/test/seen", func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -92,7 +99,19 @@ func runFakeAgent() int {
 			_ = json.NewEncoder(w).Encode(map[string]any{"reply": "fake: " + string(body)})
 		}
 	})
-	if err := http.ListenAndServe(os.Getenv("SVC_HTTP_ADDR"), mux); err != nil {
+	var (
+		ln  net.Listener
+		err error
+	)
+	if fd, _ := strconv.Atoi(os.Getenv("SVC_HTTP_LISTEN_FD")); fd > 0 {
+		ln, err = net.FileListener(os.NewFile(uintptr(fd), "http-listener"))
+	} else {
+		ln, err = net.Listen("tcp", os.Getenv("SVC_HTTP_ADDR"))
+	}
+	if err == nil {
+		err = http.Serve(ln, mux)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "fake agent:", err)
 		return 1
 	}

@@ -2,6 +2,7 @@ package internalapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +23,11 @@ type PodClient struct {
 	HTTP    *http.Client
 	// Timeout of one call; zero means DefaultTimeout.
 	Timeout time.Duration
+	// ProjectID, when set, is the project whose pod Ready expects: a
+	// readiness answer naming another project (or, with Generation, another
+	// generation) is a *wire.WrongPodError.
+	ProjectID  string
+	Generation int64
 }
 
 // GitFlush asks the pod to commit, persist and (with a tag) tag its work
@@ -35,7 +41,8 @@ func (p *PodClient) Restore(ctx context.Context, req wire.RestoreRequest) (wire.
 	return podJSON[wire.RestoreResponse](ctx, p, "restore", http.MethodPost, PodRestore, nil, req)
 }
 
-// Ready reports whether the pod's /readyz answers 200.
+// Ready reports whether the pod's /readyz answers 200 and, with ProjectID
+// set, names that project (and Generation).
 func (p *PodClient) Ready(ctx context.Context) error {
 	if err := p.checkURL(); err != nil {
 		return err
@@ -56,12 +63,22 @@ func (p *PodClient) Ready(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswer))
+	b, rerr := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return &StatusError{Op: "readyz", Status: resp.StatusCode}
 	}
-	return nil
+	if p.ProjectID == "" {
+		return nil
+	}
+	if rerr != nil {
+		return rerr
+	}
+	var r wire.PodReadiness
+	if err := json.Unmarshal(b, &r); err != nil {
+		return fmt.Errorf("readyz: the answer is not a pod's readiness: %w", err)
+	}
+	return r.Serves(p.ProjectID, p.Generation)
 }
 
 // podJSON is one JSON call to the pod's path with the runtime token and

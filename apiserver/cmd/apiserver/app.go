@@ -230,6 +230,9 @@ func serve(ctx context.Context, args []string, dev bool) error {
 	if a.cfg.PprofAddr != "" {
 		go servePprof(a.cfg.PprofAddr, a.log)
 	}
+	if a.kube != nil {
+		a.kube.RegisterMetrics(srv.Registry)
+	}
 	go (&janitor.Janitor{Store: a.store, Log: a.log.Named("janitor"), AttemptRetention: a.cfg.WebhookAttemptRetention}).Run(ctx, janitor.Interval)
 	// svc_webhook_endpoints_failing (issue 24).
 	go srv.Webhooks.Job(ctx, a.store, webhooklog.GaugeInterval)

@@ -38,6 +38,10 @@ func (a *app) kubernetesDriver(ctx context.Context) (*kubedriver.Driver, error) 
 		return nil, err
 	}
 	rc.UserAgent = "svc-apiserver"
+	// client-go's default (5/s, burst 10) throttles a fleet's informer
+	// resyncs and a rush of creations; the pod creations have their own
+	// gate below (docs/scale.md).
+	rc.QPS, rc.Burst = float32(c.KubeClientQPS), c.KubeClientBurst
 	client, err := k8s.NewForConfig(rc)
 	if err != nil {
 		return nil, err
@@ -48,7 +52,8 @@ func (a *app) kubernetesDriver(ctx context.Context) (*kubedriver.Driver, error) 
 	}
 	return kubedriver.New(ctx, kubedriver.Options{Client: client, Namespace: ns, Template: tmpl, Store: a.store,
 		RuntimeSecret: []byte(c.RuntimeAuthSecret), APIURL: c.RuntimePodAPIURL, Env: podOnlyEnv(os.Environ()),
-		StartTimeout: c.RuntimeStartTimeout, IdleTimeout: idle, Log: a.log})
+		StartTimeout: c.RuntimeStartTimeout, IdleTimeout: idle, Log: a.log,
+		CreateQPS: float64(c.PodCreateQPS), CreateBurst: c.PodCreateBurst, CreateQueue: c.PodCreateQueue})
 }
 
 // podOnlyEnv passes SVC_POD_<NAME>=v of the API server's environment to

@@ -50,6 +50,13 @@ type Config struct {
 	RuntimePodTemplate string
 	RuntimeIdleTimeout time.Duration
 	RuntimePodAPIURL   string
+	// Client-side rate limits of the kubernetes driver (docs/scale.md): the
+	// Kubernetes client's requests, and pod creations with their queue.
+	KubeClientQPS   int
+	KubeClientBurst int
+	PodCreateQPS    int
+	PodCreateBurst  int
+	PodCreateQueue  int
 	// WebhookAnswerDeadline: accepted async messages not answered by then
 	// show up in the outbox as unanswered.
 	WebhookAnswerDeadline time.Duration
@@ -117,6 +124,11 @@ var options = slices.Concat([]settings.Option[Config]{
 	{Flag: "runtime-namespace", Env: "SVC_RUNTIME_NAMESPACE", Usage: "kubernetes driver: namespace of runtime pods (default: the namespace of this pod)", Set: settings.String(func(c *Config) *string { return &c.RuntimeNamespace })},
 	{Flag: "runtime-pod-template-file", Env: "SVC_RUNTIME_POD_TEMPLATE_FILE", Usage: "kubernetes driver: the runtime pod template (the chart's ConfigMap)", Set: settings.String(func(c *Config) *string { return &c.RuntimePodTemplate })},
 	{Flag: "runtime-idle-timeout", Env: "SVC_RUNTIME_IDLE_TIMEOUT", Def: "30m", Usage: "kubernetes driver: stop a runtime pod no request used for this long (0: never)", Set: settings.Duration(func(c *Config) *time.Duration { return &c.RuntimeIdleTimeout })},
+	{Flag: "kube-client-qps", Env: "SVC_KUBE_CLIENT_QPS", Def: "50", Usage: "kubernetes driver: requests per second of its Kubernetes client (client-go rate limit)", Set: settings.PositiveInt(func(c *Config) *int { return &c.KubeClientQPS })},
+	{Flag: "kube-client-burst", Env: "SVC_KUBE_CLIENT_BURST", Def: "100", Usage: "kubernetes driver: burst of its Kubernetes client's rate limit", Set: settings.PositiveInt(func(c *Config) *int { return &c.KubeClientBurst })},
+	{Flag: "runtime-pod-create-qps", Env: "SVC_RUNTIME_POD_CREATE_QPS", Def: "20", Usage: "kubernetes driver: runtime pods created per second by this replica; more wait in a queue", Set: settings.PositiveInt(func(c *Config) *int { return &c.PodCreateQPS })},
+	{Flag: "runtime-pod-create-burst", Env: "SVC_RUNTIME_POD_CREATE_BURST", Def: "40", Usage: "kubernetes driver: runtime pods created at once before the rate applies", Set: settings.PositiveInt(func(c *Config) *int { return &c.PodCreateBurst })},
+	{Flag: "runtime-pod-create-queue", Env: "SVC_RUNTIME_POD_CREATE_QUEUE", Def: "500", Usage: "kubernetes driver: pod creations that may wait for their turn; beyond it a first message answers 503 with Retry-After", Set: settings.PositiveInt(func(c *Config) *int { return &c.PodCreateQueue })},
 	{Flag: "runtime-pod-api-url", Env: "SVC_RUNTIME_POD_API_URL", Usage: "kubernetes driver: SVC_API_URL of runtime pods, replacing the template's (an API server outside the cluster)", Set: settings.String(func(c *Config) *string { return &c.RuntimePodAPIURL })},
 	{Flag: "agent-proxy-timeout", Env: "SVC_AGENT_PROXY_TIMEOUT", Def: "150s", Usage: "agent-proxy: one exchange with the agent (above the 120 s sync reply timeout)", Set: settings.Duration(func(c *Config) *time.Duration { return &c.AgentProxyTimeout })},
 	{Flag: "lfs-gc-interval", Env: "SVC_LFS_GC_INTERVAL", Def: "0", Usage: "run the large-file retention job (objects no ref or tag reaches, 7-day grace) at this interval; 0: off, as spec 10.3 never auto-prunes (admin lfs gc runs it by hand)", Set: settings.Duration(func(c *Config) *time.Duration { return &c.LFSGCInterval })},

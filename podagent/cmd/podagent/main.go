@@ -65,6 +65,25 @@ func serve(cfg *config.Config, log *zap.Logger, ln net.Listener) error {
 	return serveWith(cfg, log, ln, extras{})
 }
 
+// listen opens the pod's HTTP listener: the socket the runtime driver
+// handed over (SVC_HTTP_LISTEN_FD; opened by the driver on a port nobody else
+// holds), else a new one on SVC_HTTP_ADDR.
+func listen(cfg *config.Config) (net.Listener, error) {
+	if cfg.HTTPListenFD <= 0 {
+		return net.Listen("tcp", cfg.HTTPAddr)
+	}
+	f := os.NewFile(uintptr(cfg.HTTPListenFD), "http-listener")
+	if f == nil {
+		return nil, fmt.Errorf("SVC_HTTP_LISTEN_FD=%d is not an open descriptor", cfg.HTTPListenFD)
+	}
+	defer f.Close() // FileListener holds its own duplicate
+	ln, err := net.FileListener(f)
+	if err != nil {
+		return nil, fmt.Errorf("SVC_HTTP_LISTEN_FD=%d: %w", cfg.HTTPListenFD, err)
+	}
+	return ln, nil
+}
+
 // extras adapt serve to a mode: the micro-VM guest adds its export routes
 // and flushes its disk after each turn.
 type extras struct {
@@ -104,7 +123,7 @@ func serveWith(cfg *config.Config, log *zap.Logger, ln net.Listener, x extras) e
 		x.setup(p, store)
 	}
 	if ln == nil {
-		if ln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+		if ln, err = listen(cfg); err != nil {
 			p.Close()
 			return err
 		}

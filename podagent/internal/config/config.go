@@ -37,6 +37,10 @@ type Config struct {
 	LargeFileBytes       int64
 	DegradeAfterFailures int
 	HTTPAddr             string
+	// HTTPListenFD, when positive, is an inherited listening socket the pod
+	// serves on instead of opening HTTPAddr (the local runtime driver opens
+	// it on port 0 and hands it over, so no two pods race for a port).
+	HTTPListenFD int
 	PprofAddr            string
 	Log                  logging.Options
 	PersistRetryMin      time.Duration
@@ -73,6 +77,7 @@ var options = slices.Concat([]settings.Option[Config]{
 	{Flag: "large-file-bytes", Env: "LARGE_FILE_BYTES", Def: strconv.Itoa(DefaultLargeFileBytes), Usage: "files above this size are tracked as large files", Set: settings.Int(func(c *Config) *int64 { return &c.LargeFileBytes })},
 	{Flag: "degrade-after-failures", Env: "SVC_DEGRADE_AFTER_FAILURES", Def: "3", Usage: "degradeAfterFailures: consecutive persist failures before degraded", Set: settings.Int(func(c *Config) *int { return &c.DegradeAfterFailures })},
 	{Flag: "http-addr", Env: "SVC_HTTP_ADDR", Def: "127.0.0.1:8081", Usage: "listen address", Set: settings.String(func(c *Config) *string { return &c.HTTPAddr })},
+	{Flag: "http-listen-fd", Env: "SVC_HTTP_LISTEN_FD", Def: "0", Usage: "serve on this inherited listening socket instead of http-addr (set by the local runtime driver)", Set: settings.Int(func(c *Config) *int { return &c.HTTPListenFD })},
 	{Flag: "pprof-addr", Env: "SVC_PPROF_ADDR", Usage: "serve net/http/pprof on this address (off when empty; keep it on loopback)", Set: settings.String(func(c *Config) *string { return &c.PprofAddr })},
 	{Flag: "persist-retry-min", Env: "SVC_PERSIST_RETRY_MIN", Def: "1s", Usage: "first backoff of background persist/record retries", Set: settings.Duration(func(c *Config) *time.Duration { return &c.PersistRetryMin })},
 	{Flag: "persist-retry-max", Env: "SVC_PERSIST_RETRY_MAX", Def: "60s", Usage: "cap of background persist/record retry backoff", Set: settings.Duration(func(c *Config) *time.Duration { return &c.PersistRetryMax })},

@@ -257,7 +257,7 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 		return nil, err
 	}
 	p.Webhook = webhook.New(wdeps)
-	p.Echo = server.New(server.Options{RuntimeToken: cfg.RuntimeToken, Registry: p.Metrics.Registry, Flusher: p.Sync, Restorer: p.Sync,
+	p.Echo = server.New(server.Options{RuntimeToken: cfg.RuntimeToken, ProjectID: cfg.ProjectID, Generation: cfg.Generation, Registry: p.Metrics.Registry, Flusher: p.Sync, Restorer: p.Sync,
 		Webhook: p.Webhook, Log: log, Ready: ready})
 	p.Webhook.Resume() // accepted async messages an earlier run did not finish
 

@@ -31,7 +31,12 @@ type Flusher interface {
 // Options configure the server.
 type Options struct {
 	RuntimeToken string
-	Registry     *prometheus.Registry
+	// ProjectID and Generation name this pod in its /readyz answer
+	// (wire.PodReadiness): the runtime driver routes a project's messages
+	// only to a pod that says it is that project's.
+	ProjectID  string
+	Generation int64
+	Registry   *prometheus.Registry
 	// Ready returns nil when the pod can serve turns.
 	Ready   func() error
 	Flusher Flusher
@@ -71,7 +76,7 @@ func routes(e *echo.Echo, o Options) {
 				return wire.Coded("not_ready", err.Error())
 			}
 		}
-		return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+		return c.JSON(http.StatusOK, wire.PodReadiness{Status: "ready", ProjectID: o.ProjectID, Generation: o.Generation})
 	})
 	if o.Registry != nil {
 		e.GET(internalapi.PodMetrics, echo.WrapHandler(promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{})))

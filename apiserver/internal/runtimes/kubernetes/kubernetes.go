@@ -23,7 +23,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -46,9 +45,11 @@ import (
 
 	"github.com/svc-dev/svc/apiserver/internal/runtimes"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/runtimetoken"
 	"github.com/svc-dev/svc/shared/settings"
 	"github.com/svc-dev/svc/shared/syncmode"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // Name is the driver name recorded in runtime assignments.
@@ -92,7 +93,16 @@ type Options struct {
 	ReapInterval time.Duration
 	// RetryAfter is told to clients after a failed cold start (default 10 s).
 	RetryAfter time.Duration
-	Log        *zap.Logger
+	// CreateQPS and CreateBurst rate-limit pod creations on this replica
+	// (default 20/s, burst 40): a rush of first messages queues for its
+	// turn instead of flooding the Kubernetes API. CreateQueue is how many
+	// creations may wait (default 500); beyond it, or when a creation's turn
+	// is later than half of StartTimeout, the start answers 503 with the
+	// wait as Retry-After (docs/scale.md).
+	CreateQPS   float64
+	CreateBurst int
+	CreateQueue int
+	Log         *zap.Logger
 }
 
 // Driver is the kubernetes runtime driver.
@@ -102,6 +112,8 @@ type Driver struct {
 	pods   listerscorev1.PodLister
 	client *http.Client
 	sf     singleflight.Group
+	gate   *createGate
+	m      *metrics
 	cancel context.CancelFunc
 	done   chan struct{}
 
@@ -129,10 +141,16 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 	}
 	o.ReapInterval = settings.PositiveOr(o.ReapInterval, min(max(o.IdleTimeout/4, time.Second), time.Minute))
 	o.RetryAfter = settings.PositiveOr(o.RetryAfter, 10*time.Second)
+	if o.CreateQPS <= 0 {
+		o.CreateQPS = 20
+	}
+	o.CreateBurst = settings.PositiveOr(o.CreateBurst, 40)
+	o.CreateQueue = settings.PositiveOr(o.CreateQueue, 500)
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
 	d := &Driver{o: o, log: o.Log.Named("runtime.kubernetes"), changed: make(chan struct{}),
+		gate: newCreateGate(o.CreateQPS, o.CreateBurst, o.CreateQueue), m: newMetrics(),
 		client:   &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}},
 		lastUsed: map[string]time.Time{}, inFlight: map[string]int{}, marked: map[string]time.Time{}, lastErr: map[string]string{},
 		done: make(chan struct{})}
@@ -141,6 +159,11 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 			lo.LabelSelector = LabelManagedBy + "=" + ManagedBy
 		}))
 	inf := factory.Core().V1().Pods()
+	// The cache keeps lean pods (no managed fields, no spec beyond the
+	// sidecar's port): docs/scale.md measures the saving.
+	if err := inf.Informer().SetTransform(leanPod); err != nil {
+		return nil, err
+	}
 	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { d.notify() },
 		UpdateFunc: func(any, any) { d.notify() },
@@ -195,6 +218,7 @@ var errReplaced = errors.New("the runtime assignment moved to a newer generation
 // pod when it is Ready (no Kubernetes or database call beyond the Router's
 // read of the assignment), else a cold start of the assignment's generation.
 func (d *Driver) EnsureAssigned(ctx context.Context, p store.Project, cur *store.RuntimeAssignment) (runtimes.Endpoint, error) {
+	began := time.Now()
 	mode := p.CloudSyncMode
 	if mode == "" {
 		mode = syncmode.Default
@@ -217,6 +241,7 @@ func (d *Driver) EnsureAssigned(ctx context.Context, p store.Project, cur *store
 		if pod != nil && podReady(pod) {
 			if ep, u, err := d.endpoint(p.ID, pod); err == nil && a.Endpoint == u {
 				d.touch(pod)
+				d.m.route.Observe(time.Since(began).Seconds())
 				return ep, nil
 			}
 		}
@@ -261,8 +286,10 @@ func (d *Driver) start(p store.Project, mode syncmode.Mode, gen int64) (runtimes
 	ctx, cancel := context.WithTimeout(context.Background(), d.o.StartTimeout)
 	defer cancel()
 	began := time.Now()
+	ph := d.m.phases(began)
 	name := PodName(p.ID, gen)
 	fail := func(err error) (runtimes.Endpoint, error) {
+		d.m.starts.WithLabelValues(startFailed).Inc()
 		d.log.Error("runtime pod start failed", zap.String("projectId", p.ID), zap.String("pod", name), zap.Error(err))
 		// The next request starts a fresh pod: this one is replaced.
 		if _, aerr := d.o.Store.AdvanceRuntime(context.Background(), p.ID, Name, gen); aerr != nil {
@@ -279,6 +306,19 @@ func (d *Driver) start(p store.Project, mode syncmode.Mode, gen int64) (runtimes
 		if err := d.retireOlder(ctx, p.ID, gen); err != nil {
 			return fail(err)
 		}
+		// A rush of creations takes turns; one whose turn is too far away
+		// is told when to come back (503 + Retry-After), the generation
+		// unchanged, nothing created.
+		if err := d.gate.wait(ctx, d.o.StartTimeout/2); err != nil {
+			var full *errGateFull
+			if errors.As(err, &full) {
+				d.m.starts.WithLabelValues(startThrottled).Inc()
+				return runtimes.Endpoint{}, &runtimes.StartError{ProjectID: p.ID, Err: err,
+					RetryAfter: max(full.After, time.Second), Reason: "too many runtime pods are starting; retry later"}
+			}
+			return fail(err)
+		}
+		ph.mark(phaseQueued)
 		var err error
 		if pod, err = d.applyPod(ctx, p, mode, gen); err != nil {
 			if errors.Is(err, errReplaced) {
@@ -286,14 +326,16 @@ func (d *Driver) start(p store.Project, mode syncmode.Mode, gen int64) (runtimes
 			}
 			return fail(err)
 		}
+		ph.mark(phaseCreated)
 	}
 	if err := d.applySecret(ctx, p.ID, pod); err != nil {
 		return fail(fmt.Errorf("runtime token Secret: %w", err))
 	}
-	ep, u, err := d.waitReady(ctx, p.ID, name)
+	ep, u, err := d.waitReady(ctx, p.ID, gen, name, ph)
 	if err != nil {
 		return fail(err)
 	}
+	ph.mark(phaseProbed)
 	podMode := pod.Annotations[AnnotationSyncMode]
 	if err := d.o.Store.SetRuntimeEndpoint(context.Background(), p.ID, Name, gen, u, name, podMode); err != nil {
 		if errors.Is(err, store.ErrStaleGeneration) {
@@ -304,6 +346,7 @@ func (d *Driver) start(p store.Project, mode syncmode.Mode, gen int64) (runtimes
 	d.mu.Lock()
 	delete(d.lastErr, p.ID)
 	d.mu.Unlock()
+	d.m.starts.WithLabelValues(startReady).Inc()
 	d.log.Info("runtime pod ready", zap.String("projectId", p.ID), zap.String("pod", name), zap.String("url", u),
 		zap.String("mode", podMode), zap.Duration("took", time.Since(began)))
 	return ep, nil
@@ -424,8 +467,9 @@ func applyBody(obj any) ([]byte, error) {
 }
 
 // waitReady waits, on informer events, until the pod is Ready and its
-// podagent answers /readyz, or fails with the pod's reason.
-func (d *Driver) waitReady(ctx context.Context, projectID, name string) (runtimes.Endpoint, string, error) {
+// podagent answers /readyz as the project's pod of generation gen, or fails
+// with the pod's reason.
+func (d *Driver) waitReady(ctx context.Context, projectID string, gen int64, name string, ph *phases) (runtimes.Endpoint, string, error) {
 	probeWait := 20 * time.Millisecond
 	var last *corev1.Pod
 	for {
@@ -434,6 +478,7 @@ func (d *Driver) waitReady(ctx context.Context, projectID, name string) (runtime
 		var retry <-chan time.Time
 		if pod != nil {
 			last = pod
+			ph.observe(pod)
 			if why := podFailure(pod); why != "" {
 				return runtimes.Endpoint{}, "", errors.New(why)
 			}
@@ -442,8 +487,15 @@ func (d *Driver) waitReady(ctx context.Context, projectID, name string) (runtime
 				if err != nil {
 					return runtimes.Endpoint{}, "", err
 				}
-				if d.probe(ctx, u) {
+				err = d.probe(ctx, projectID, gen, u)
+				if err == nil {
 					return ep, u, nil
+				}
+				var wrong *wire.WrongPodError
+				if errors.As(err, &wrong) {
+					// Another pod answers at this pod's address: never
+					// route the project's messages there.
+					return runtimes.Endpoint{}, "", err
 				}
 				// Ready for Kubernetes but not reachable from here yet.
 				t := time.NewTimer(probeWait)
@@ -461,18 +513,11 @@ func (d *Driver) waitReady(ctx context.Context, projectID, name string) (runtime
 	}
 }
 
-func (d *Driver) probe(ctx context.Context, base string) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/readyz", nil)
-	if err != nil {
-		return false
-	}
-	resp, err := d.client.Do(req)
-	if err != nil {
-		return false
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+// probe is nil when the podagent at base answers /readyz as the project's
+// pod of generation gen.
+func (d *Driver) probe(ctx context.Context, projectID string, gen int64, base string) error {
+	pod := internalapi.PodClient{BaseURL: base, HTTP: d.client, ProjectID: projectID, Generation: gen}
+	return pod.Ready(ctx)
 }
 
 // endpoint is how the API reaches pod: its IP and the sidecar's port.

@@ -33,6 +33,7 @@ import (
 	"github.com/svc-dev/svc/shared/settings"
 	"github.com/svc-dev/svc/shared/syncmode"
 	"github.com/svc-dev/svc/shared/wait"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // Name is the driver name recorded in runtime assignments.
@@ -145,8 +146,7 @@ func (d *Driver) running(projectID string) *proc {
 }
 
 // start runs one cold start: exec, then wait for /readyz. A process that
-// exits before it is ready (a port taken between choosing and binding it,
-// most often) is tried once more.
+// exits before it is ready is tried once more.
 func (d *Driver) start(p store.Project) (*proc, error) {
 	fail := func(err error) (*proc, error) {
 		d.mu.Lock()
@@ -217,11 +217,20 @@ func (d *Driver) startOnce(projectID string, mode syncmode.Mode, deadline time.T
 	if err := os.MkdirAll(filepath.Join(dir, "workspace"), 0o700); err != nil {
 		return nil, err
 	}
-	port, err := localproc.FreePort("127.0.0.1")
+	// The driver opens the pod's listener (port 0: the kernel picks a port
+	// no other socket holds) and hands it over as descriptor 3, so two pods
+	// starting at once never race for one port.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	lnFile, err := ln.(*net.TCPListener).File()
+	addr := ln.Addr().String()
+	_ = ln.Close() // lnFile is a duplicate: the socket stays open
+	if err != nil {
+		return nil, err
+	}
+	defer lnFile.Close() // the child holds its own descriptor
 	logPath := filepath.Join(dir, "podagent.log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -232,6 +241,7 @@ func (d *Driver) startOnce(projectID string, mode syncmode.Mode, deadline time.T
 	cmd := exec.Command(d.o.Binary, "serve")
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.ExtraFiles = []*os.File{lnFile} // descriptor 3
 	cmd.Env = append(baseEnv(os.Environ()), d.o.Env...)
 	cmd.Env = append(cmd.Env,
 		"SVC_PROJECT_ID="+projectID,
@@ -241,6 +251,7 @@ func (d *Driver) startOnce(projectID string, mode syncmode.Mode, deadline time.T
 		"SVC_DATA_DIR="+dataDir,
 		"SVC_WORKSPACE_DIR="+filepath.Join(dir, "workspace"),
 		"SVC_HTTP_ADDR="+addr,
+		"SVC_HTTP_LISTEN_FD=3",
 		// The pod fits its shutdown (drain, 5 s git, 10 s S3 flush) into the
 		// time before this driver's SIGKILL.
 		"SVC_SHUTDOWN_GRACE="+d.o.StopGrace.String(),
@@ -254,21 +265,29 @@ func (d *Driver) startOnce(projectID string, mode syncmode.Mode, deadline time.T
 		pr.exitErr = cmd.Wait()
 		close(pr.done)
 	}()
-	if err := d.waitReady(pr, deadline); err != nil {
+	if err := d.waitReady(projectID, pr, deadline); err != nil {
 		d.terminate(pr)
 		return nil, fmt.Errorf("%w (podagent log: %s)", err, localproc.Tail(logPath, 1024))
 	}
 	return pr, nil
 }
 
-// waitReady polls /readyz until it answers 200, the process exits, or the
-// deadline passes.
-func (d *Driver) waitReady(pr *proc, deadline time.Time) error {
+// waitReady polls /readyz until the project's pod answers 200, the process
+// exits, or the deadline passes. A ready answer that names another project
+// fails the start at once: the message would reach another project's pod.
+// Until the pod serves, the poll waits in the listener's backlog, so it is
+// answered the moment the pod is ready.
+func (d *Driver) waitReady(projectID string, pr *proc, deadline time.Time) error {
 	backoff := 10 * time.Millisecond
-	pod := internalapi.PodClient{BaseURL: pr.url.String(), HTTP: d.client}
+	pod := internalapi.PodClient{BaseURL: pr.url.String(), HTTP: d.client, ProjectID: projectID}
 	for {
-		if pod.Ready(context.Background()) == nil {
+		err := pod.Ready(context.Background())
+		if err == nil {
 			return nil
+		}
+		var wrong *wire.WrongPodError
+		if errors.As(err, &wrong) {
+			return err
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("podagent was not ready within %s", d.o.StartTimeout)
