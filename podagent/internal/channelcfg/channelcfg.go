@@ -9,8 +9,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
+
+	"github.com/sethvargo/go-retry"
 
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/settings"
@@ -43,7 +46,12 @@ type Client struct {
 	TTL time.Duration
 	// Timeout of one fetch (default 5 s).
 	Timeout time.Duration
-	Now     func() time.Time
+	// Patience is how long a fetch that got no answer (a timeout, a refused
+	// connection: an API swamped by a rush of starting pods) is tried again,
+	// within the caller's context (default 30 s). An answer, even an error,
+	// is not retried.
+	Patience time.Duration
+	Now      func() time.Time
 
 	mu  sync.Mutex // held across a fetch: concurrent callers share it
 	cfg wire.ChannelConfig
@@ -77,7 +85,26 @@ func (c *Client) Channel(ctx context.Context) (wire.ChannelConfig, error) {
 }
 
 func (c *Client) fetch(ctx context.Context) (wire.ChannelConfig, error) {
-	timeout := c.Timeout
-	timeout = settings.PositiveOr(timeout, 5*time.Second)
-	return c.API.ChannelConfig(ctx, timeout)
+	timeout := settings.PositiveOr(c.Timeout, 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, settings.PositiveOr(c.Patience, 30*time.Second))
+	defer cancel()
+	var (
+		cfg  wire.ChannelConfig
+		last error
+	)
+	b := retry.WithCappedDuration(2*time.Second, retry.NewExponential(100*time.Millisecond))
+	err := retry.Do(ctx, b, func(ctx context.Context) error {
+		var err error
+		cfg, err = c.API.ChannelConfig(ctx, timeout)
+		var noAnswer net.Error // a timeout, a refused or reset connection
+		if _, answered := internalapi.AsStatus(err); !answered && errors.As(err, &noAnswer) && ctx.Err() == nil {
+			last = err
+			return retry.RetryableError(err)
+		}
+		return err
+	})
+	if err != nil && last != nil && errors.Is(err, ctx.Err()) {
+		err = fmt.Errorf("%w (last attempt: %w)", err, last)
+	}
+	return cfg, err
 }

@@ -2,8 +2,12 @@ package channelcfg_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,5 +52,26 @@ func TestFetchCacheAndChange(t *testing.T) {
 	bad := &channelcfg.Client{API: &internalapi.Client{BaseURL: gw.URL, ProjectID: "prj_1", Token: "wrong"}}
 	if _, err := bad.Channel(ctx); !errors.Is(err, channelcfg.ErrUnavailable) {
 		t.Fatalf("wrong token: %v", err)
+	}
+}
+
+// A fetch that gets no answer in time (an API swamped by a rush of starting
+// pods) is tried again within the caller's context; an answer is not.
+func TestFetchRetriesWithoutAnswer(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			<-r.Context().Done() // the first call outlasts its timeout
+			return
+		}
+		_ = json.NewEncoder(w).Encode(wire.ChannelConfig{Configured: true, ChannelID: "ch_1", Secret: "s"})
+	}))
+	defer srv.Close()
+	c := &channelcfg.Client{API: &internalapi.Client{BaseURL: srv.URL, ProjectID: "prj_1", Token: "tok"},
+		Timeout: 200 * time.Millisecond, Patience: 20 * time.Second}
+	cfg, err := c.Channel(context.Background())
+	if err != nil || cfg.ChannelID != "ch_1" || calls.Load() != 2 {
+		t.Fatalf("Channel = %+v, %v after %d calls; want the second call's answer", cfg, err, calls.Load())
 	}
 }

@@ -130,3 +130,22 @@ func TestOptionalRoutesUnmounted(t *testing.T) {
 		}
 	}
 }
+
+// A ready pod names its project and generation, so the runtime driver can
+// tell its own pod from another at the same address.
+func TestReadyzNamesThePod(t *testing.T) {
+	t.Parallel()
+	e := server.New(server.Options{RuntimeToken: token, ProjectID: "prj_a", Generation: 4, Flusher: &flusher{}})
+	rec := httptest.NewRecorder()
+	e.ServeHTTP(rec, httptest.NewRequest("GET", internalapi.PodReadyz, nil))
+	var got wire.PodReadiness
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || rec.Code != 200 {
+		t.Fatalf("readyz: %d %s", rec.Code, rec.Body)
+	}
+	if want := (wire.PodReadiness{Status: "ready", ProjectID: "prj_a", Generation: 4}); got != want {
+		t.Fatalf("readyz %+v, want %+v", got, want)
+	}
+	if err := got.Serves("prj_b", 0); err == nil {
+		t.Fatal("the readiness of prj_a serves prj_b")
+	}
+}

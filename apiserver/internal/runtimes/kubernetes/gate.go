@@ -42,22 +42,16 @@ func newCreateGate(qps float64, burst, maxQueued int) *createGate {
 // than budget, and ends early with ctx.
 func (g *createGate) wait(ctx context.Context, budget time.Duration) error {
 	g.mu.Lock()
-	if g.queued >= g.maxQueued {
-		n := g.queued
-		g.mu.Unlock()
-		return &errGateFull{After: g.drainTime(n), Queued: n}
-	}
 	r := g.lim.Reserve()
 	delay := r.Delay()
-	if delay > budget {
-		r.Cancel()
-		n := g.queued
-		g.mu.Unlock()
-		return &errGateFull{After: delay, Queued: n}
-	}
 	if delay == 0 {
 		g.mu.Unlock()
 		return nil
+	}
+	if n := g.queued; n >= g.maxQueued || delay > budget {
+		r.Cancel()
+		g.mu.Unlock()
+		return &errGateFull{After: max(delay, g.drainTime(n)), Queued: n}
 	}
 	g.queued++
 	g.mu.Unlock()
