@@ -40,11 +40,11 @@ type Config struct {
 	// HTTPListenFD, when positive, is an inherited listening socket the pod
 	// serves on instead of opening HTTPAddr (the local runtime driver opens
 	// it on port 0 and hands it over, so no two pods race for a port).
-	HTTPListenFD int
-	PprofAddr            string
-	Log                  logging.Options
-	PersistRetryMin      time.Duration
-	PersistRetryMax      time.Duration
+	HTTPListenFD    int
+	PprofAddr       string
+	Log             logging.Options
+	PersistRetryMin time.Duration
+	PersistRetryMax time.Duration
 	// ShutdownGrace is the time between SIGTERM and SIGKILL that the
 	// runtime gives the pod (the local driver's stop grace, the pod's
 	// terminationGracePeriodSeconds): the drain gets what is left after the
