@@ -366,18 +366,108 @@ func TestKubernetesChartOnRealNode(t *testing.T) {
 // reply for a project with no pod on the real node, the images already in
 // containerd (driver, pod creation, scheduling, sandbox and CNI, both
 // containers started, podagent's cold start and startup probe, one agent
-// turn). Compare with BenchmarkKubernetesFirstReply on the kwok node.
+// turn). Compare with BenchmarkKubernetesFirstReply on the kwok node. Each
+// measured project's pod is stopped (clock stopped) before the next, so the
+// node's requests never run out however many rounds: docs/scale.md has the
+// command, -benchtime=10x. The phases come from the API's
+// svc_runtime_pod_start_phase_seconds (means per cold start, as s/<phase>).
 func BenchmarkKubernetesRealNodeFirstReply(b *testing.B) {
 	w := newNodeWorld(b, "30m")
 	w.e.upstream.Script(agentScript("notes/bench.txt", "bench", "wrote bench", nil))
+	before := startPhases(b, w.apiURL)
+	var total time.Duration
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		w.newProject(b, fmt.Sprintf("bench-%d", i))
 		b.StartTimer()
+		began := time.Now()
 		if res, body := w.message(b, "write bench"); res.StatusCode != 200 {
 			b.Fatalf("first message: %d %s", res.StatusCode, body)
 		}
+		total += time.Since(began)
+		b.StopTimer()
+		w.stopRuntimePods(b)
+		b.StartTimer()
 	}
+	after := startPhases(b, w.apiURL)
+	probed := 0.0
+	for phase, a := range after {
+		if n := a.count - before[phase].count; n > 0 {
+			mean := (a.sum - before[phase].sum) / n
+			b.ReportMetric(mean, "s/"+phase)
+			if phase == "probed" {
+				probed = mean
+			}
+		}
+	}
+	if b.N > 0 && probed > 0 {
+		b.ReportMetric(total.Seconds()/float64(b.N)-probed, "s/restore+reply")
+	}
+}
+
+// stopRuntimePods deletes the project's runtime pods and waits (bounded)
+// until they are gone, so their requests are free for the next project.
+func (w *nodeWorld) stopRuntimePods(t testing.TB) {
+	t.Helper()
+	ctx := context.Background()
+	sel := metav1.ListOptions{LabelSelector: "svc.dev/project-id=" + w.project}
+	must(t, w.node.Cluster.Client.CoreV1().Pods(w.ns).DeleteCollection(ctx, metav1.DeleteOptions{}, sel))
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		l, err := w.node.Cluster.Client.CoreV1().Pods(w.ns).List(ctx, sel)
+		if err == nil && len(l.Items) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the runtime pods of %s did not stop within 3 min", w.project)
+		}
+		time.Sleep(100 * time.Millisecond) // poll with a deadline
+	}
+}
+
+// phaseTotals is one phase of svc_runtime_pod_start_phase_seconds.
+type phaseTotals struct{ sum, count float64 }
+
+// startPhases reads the API's cold-start phase histograms from /metrics.
+func startPhases(t testing.TB, apiURL string) map[string]phaseTotals {
+	t.Helper()
+	res, err := http.Get(apiURL + "/metrics")
+	must(t, err)
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	must(t, err)
+	return parsePhases(string(b))
+}
+
+func parsePhases(text string) map[string]phaseTotals {
+	out := map[string]phaseTotals{}
+	const name = "svc_runtime_pod_start_phase_seconds"
+	for _, line := range strings.Split(text, "\n") {
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok {
+			continue
+		}
+		kind, rest, ok := strings.Cut(rest, `{phase="`)
+		if !ok || (kind != "_sum" && kind != "_count") {
+			continue
+		}
+		phase, val, ok := strings.Cut(rest, `"} `)
+		if !ok {
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscan(val, &v); err != nil {
+			continue
+		}
+		pt := out[phase]
+		if kind == "_sum" {
+			pt.sum = v
+		} else {
+			pt.count = v
+		}
+		out[phase] = pt
+	}
+	return out
 }
 
 // BenchmarkKubernetesRealNodeWarmRequest: a request through the API pod to

@@ -26,6 +26,16 @@ Credentials are files under svc.secretsDir, passed as SVC_*_FILE.
   value: {{ .Values.runtime.idleTimeout | quote }}
 - name: SVC_RUNTIME_START_TIMEOUT
   value: {{ .Values.runtime.startTimeout | quote }}
+- name: SVC_KUBE_CLIENT_QPS
+  value: {{ .Values.runtime.rateLimits.kubeClient.qps | quote }}
+- name: SVC_KUBE_CLIENT_BURST
+  value: {{ .Values.runtime.rateLimits.kubeClient.burst | quote }}
+- name: SVC_RUNTIME_POD_CREATE_QPS
+  value: {{ .Values.runtime.rateLimits.podCreate.qps | quote }}
+- name: SVC_RUNTIME_POD_CREATE_BURST
+  value: {{ .Values.runtime.rateLimits.podCreate.burst | quote }}
+- name: SVC_RUNTIME_POD_CREATE_QUEUE
+  value: {{ .Values.runtime.rateLimits.podCreate.queue | quote }}
 - name: SVC_MODELS_FILE
   value: /etc/svc/catalog/models.yaml
 - name: SVC_PLANS_FILE
