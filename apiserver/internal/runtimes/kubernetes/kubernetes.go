@@ -128,7 +128,11 @@ type Driver struct {
 // New starts the informer on the driver's pods in the runtime namespace and
 // waits for its first list: a cluster it cannot reach (or a namespace it may
 // not watch) is a start-up error, not a 503 per request.
-func New(ctx context.Context, o Options) (*Driver, error) {
+func New(ctx context.Context, o Options) (*Driver, error) { return newDriverWith(ctx, o, false) }
+
+// newDriverWith is New; full keeps whole pods in the informer (the scale
+// benchmark's "before").
+func newDriverWith(ctx context.Context, o Options, full bool) (*Driver, error) {
 	if o.Client == nil || o.Template == nil || o.Store == nil || o.Namespace == "" {
 		return nil, errors.New("kubernetes runtime: client, namespace, pod template and store are required")
 	}
@@ -161,8 +165,10 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 	inf := factory.Core().V1().Pods()
 	// The cache keeps lean pods (no managed fields, no spec beyond the
 	// sidecar's port): docs/scale.md measures the saving.
-	if err := inf.Informer().SetTransform(leanPod); err != nil {
-		return nil, err
+	if !full {
+		if err := inf.Informer().SetTransform(leanPod); err != nil {
+			return nil, err
+		}
 	}
 	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { d.notify() },
