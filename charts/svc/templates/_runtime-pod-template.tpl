@@ -123,10 +123,12 @@ spec:
         - name: secrets
           mountPath: {{ include "svc.secretsDir" . }}
           readOnly: true
+      # A 1 s period: a cold start waits at most a second past podagent's
+      # start for its first success (docs/scale.md); 300 × 1 s as before.
       startupProbe:
         httpGet: {path: /healthz, port: podagent}
-        periodSeconds: 2
-        failureThreshold: 150
+        periodSeconds: 1
+        failureThreshold: 300
       readinessProbe:
         httpGet: {path: /readyz, port: podagent}
         periodSeconds: 5
