@@ -22,7 +22,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -44,6 +43,7 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/metal/guestimage"
 	"github.com/svc-dev/svc/podagent/internal/metal/vm"
 	"github.com/svc-dev/svc/shared/archive"
+	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/localproc"
 	"github.com/svc-dev/svc/shared/objstore"
 	"github.com/svc-dev/svc/shared/settings"
@@ -405,7 +405,7 @@ func (h *Host) boot(ctx context.Context, p *project, incoming string) error {
 		return err
 	}
 	u := &url.URL{Scheme: "http", Host: addr}
-	if err := h.waitReady(sctx, v, u, p.token); err != nil {
+	if err := h.waitReady(sctx, v, u, p.id); err != nil {
 		v.Kill()
 		rl.close()
 		return fmt.Errorf("%w (console: %s)", err, localproc.Tail(cfg.ConsoleLog(), 1500))
@@ -414,21 +414,21 @@ func (h *Host) boot(ctx context.Context, p *project, incoming string) error {
 	return nil
 }
 
-func (h *Host) waitReady(ctx context.Context, v *vm.VM, u *url.URL, token string) error {
+// waitReady polls the guest's /readyz until it answers as the project's
+// pod: an answer naming another project (another guest at a reused port)
+// fails the boot at once.
+func (h *Host) waitReady(ctx context.Context, v *vm.VM, u *url.URL, projectID string) error {
 	wait := 20 * time.Millisecond
+	pod := internalapi.PodClient{BaseURL: u.String(), HTTP: h.client, ProjectID: projectID, Timeout: 2 * time.Second}
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u.JoinPath("/readyz").String(), nil)
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		resp, err := h.client.Do(req.WithContext(cctx))
+		err := pod.Ready(ctx)
 		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				cancel()
-				return nil
-			}
+			return nil
 		}
-		cancel()
+		var wrong *wire.WrongPodError
+		if errors.As(err, &wrong) {
+			return err
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-v.Done():
