@@ -18,7 +18,7 @@ func TestLeanPod(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "svc-rt-p-g1", Namespace: "rt", UID: "u1",
 			Labels:        map[string]string{LabelManagedBy: ManagedBy, LabelProject: "p"},
 			Annotations:   map[string]string{AnnotationGeneration: "1", AnnotationSyncMode: "s3", AnnotationLastUsed: "t", "kubectl.kubernetes.io/last-applied-configuration": strings.Repeat("x", 2000)},
-			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: FieldManager, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{}}`)}}}},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: FieldManager, FieldsV1: metav1.NewFieldsV1(`{"f:spec":{}}`)}}},
 		Spec: corev1.PodSpec{NodeName: "n1",
 			InitContainers: []corev1.Container{{Name: PodagentContainer, Image: "podagent", Ports: []corev1.ContainerPort{{ContainerPort: 8081}},
 				Env: []corev1.EnvVar{{Name: "SVC_PROJECT_ID", Value: "p"}}}},
