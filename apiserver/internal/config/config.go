@@ -18,6 +18,11 @@ import (
 
 // Config is the API server's settings.
 type Config struct {
+	// Foreign are the variables of the environment that belong to another
+	// program of the service (the pod agent's, say), accepted and ignored;
+	// logged at debug once the logger exists.
+	Foreign []settings.Foreign
+
 	HTTPAddr    string
 	DataDir     string
 	DatabaseURL string
@@ -124,14 +129,19 @@ var options = slices.Concat([]settings.Option[Config]{
 	settings.LogOptions(func(c *Config) *logging.Options { return &c.Log }),
 	settings.StorageOptions(func(c *Config) *objstore.Config { return &c.Store }))
 
+// EnvNames are the variables of the API server's settings.
+func EnvNames() []string { return settings.EnvNames(options) }
+
 // Parse reads flags from args, then fills everything not given on the
 // command line from the environment (or <VAR>_FILE for secrets), then defaults.
-// An SVC_ variable that is no setting refuses the start (settings.CheckEnviron).
+// An SVC_ variable that no program of the service reads refuses the start;
+// another program's is kept in Foreign, to be logged (settings.CheckEnviron).
 func Parse(name string, args []string) (*Config, *flag.FlagSet, error) {
-	if err := settings.CheckEnviron(os.Environ(), settings.EnvNames(options)); err != nil {
+	foreign, err := settings.CheckEnviron(os.Environ(), EnvNames())
+	if err != nil {
 		return nil, nil, err
 	}
-	c := &Config{}
+	c := &Config{Foreign: foreign}
 	fs, err := settings.Parse(c, name, args, os.Getenv, options)
 	if err != nil {
 		return nil, nil, err

@@ -64,6 +64,7 @@ func run(args []string) int {
 func serve(cfg *config, log *zap.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	cli.LogForeign(log, cfg.Foreign)
 	sc := cfg.Store
 	sc.Dir, sc.Logger = datadir.Store(cfg.DataDir), log
 	store, err := objstore.Open(ctx, sc)
@@ -131,6 +132,9 @@ func pipe(addr string) error {
 
 // config is every metalhost setting, declared once (flag, env, default).
 type config struct {
+	// Foreign are other programs' variables of the environment, logged at
+	// debug.
+	Foreign                                         []settings.Foreign
 	HTTPAddr, Token, Dir, DataDir, CacheDir, APIURL string
 	Log                                             logging.Options
 	Store                                           objstore.Config
@@ -180,9 +184,11 @@ var options = slices.Concat([]settings.Option[config]{
 
 func parse(args []string, getenv func(string) string) (*config, error) {
 	c := &config{GuestEnv: map[string]string{}}
-	if err := settings.CheckEnviron(os.Environ(), settings.EnvNames(options)); err != nil {
+	foreign, err := settings.CheckEnviron(os.Environ(), settings.EnvNames(options))
+	if err != nil {
 		return nil, err
 	}
+	c.Foreign = foreign
 	if _, err := settings.Parse(c, "metalhost serve", args, getenv, options); err != nil {
 		return nil, err
 	}

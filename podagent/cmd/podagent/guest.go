@@ -60,10 +60,13 @@ func guestMain(args []string) int {
 	for k, v := range env {
 		environ = append(environ, k+"="+v)
 	}
-	err = config.CheckEnviron(environ)
+	foreign, err := config.CheckEnviron(environ)
 	var cfg *config.Config
 	if err == nil {
 		cfg, err = config.Parse("podagent guest", nil, func(k string) string { return env[k] })
+	}
+	if cfg != nil {
+		cfg.Foreign = foreign
 	}
 	if err != nil {
 		logf("%v", err)

@@ -50,10 +50,15 @@ func run(args []string) int {
 		return 2
 	}
 	return cli.Serve("podagent", func() (*config.Config, error) {
-		if err := config.CheckEnviron(os.Environ()); err != nil {
+		foreign, err := config.CheckEnviron(os.Environ())
+		if err != nil {
 			return nil, err
 		}
-		return config.Parse("podagent serve", args[1:], os.Getenv)
+		c, err := config.Parse("podagent serve", args[1:], os.Getenv)
+		if c != nil {
+			c.Foreign = foreign
+		}
+		return c, err
 	},
 		func(c *config.Config) logging.Options { return c.Log },
 		func(c *config.Config, log *zap.Logger) error { return serve(c, log, nil) })
@@ -75,6 +80,7 @@ type extras struct {
 func serveWith(cfg *config.Config, log *zap.Logger, ln net.Listener, x extras) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	cli.LogForeign(log, cfg.Foreign)
 	if cfg.PprofAddr != "" {
 		// Before cold start, so the restore itself can be profiled.
 		pl, err := net.Listen("tcp", cfg.PprofAddr)

@@ -26,6 +26,11 @@ const DefaultLargeFileBytes = 5 << 20
 
 // Config is the pod's settings.
 type Config struct {
+	// Foreign are the variables of the environment that belong to another
+	// program of the service (the API server's, say), accepted and ignored;
+	// logged at debug once the logger exists.
+	Foreign []settings.Foreign
+
 	ProjectID    string
 	Mode         syncmode.Mode
 	APIURL       string
@@ -97,11 +102,15 @@ func Parse(name string, args []string, getenv func(string) string) (*Config, err
 	return c, c.validate()
 }
 
-// CheckEnviron refuses the SVC_ variables of environ that are no setting of
-// the pod (settings.CheckEnviron); extra are the caller's own settings
-// (paired mode's).
-func CheckEnviron(environ []string, extra ...string) error {
-	return settings.CheckEnviron(environ, append(settings.EnvNames(options), extra...))
+// EnvNames are the variables of the pod's settings.
+func EnvNames() []string { return settings.EnvNames(options) }
+
+// CheckEnviron refuses the SVC_ variables of environ that no program of the
+// service reads and returns those of another program, to be logged
+// (settings.CheckEnviron); extra are the caller's own settings (paired
+// mode's).
+func CheckEnviron(environ []string, extra ...string) ([]settings.Foreign, error) {
+	return settings.CheckEnviron(environ, append(EnvNames(), extra...))
 }
 
 func (c *Config) validate() error {

@@ -269,8 +269,10 @@ type Serve func(cfg *config.Config, log *zap.Logger, ln net.Listener) error
 // dirs, …) are the pod's usual flags and SVC_* environment.
 func Main(args []string, serve Serve) int {
 	var rest []string
+	var foreign []settings.Foreign
 	c, log, ok := cli.Start("podagent paired", func() (c pairedConfig, err error) {
-		if err := config.CheckEnviron(os.Environ(), settings.EnvNames(pairedOptions())...); err != nil {
+		foreign, err = config.CheckEnviron(os.Environ(), settings.EnvNames(pairedOptions())...)
+		if err != nil {
 			return c, err
 		}
 		c, rest, err = parseArgs(args, os.Getenv)
@@ -309,6 +311,7 @@ func Main(args []string, serve Serve) int {
 		fmt.Fprintln(os.Stderr, "podagent paired:", err)
 		return 2
 	}
+	cfg.Foreign = foreign
 	log.Info("paired machine serving project", zap.String("projectId", sess.ProjectID), zap.String("api", c.API))
 	if err := serve(cfg, log, &Listener{Client: client}); err != nil {
 		log.Error("podagent failed", zap.Error(err))
