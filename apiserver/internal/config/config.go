@@ -151,3 +151,7 @@ func Parse(name string, args []string) (*Config, *flag.FlagSet, error) {
 	}
 	return c, fs, nil
 }
+
+// Help lists every setting with its flag, variable and default (the
+// settings part of `apiserver serve -h` and `apiserver help serve`).
+func Help() string { return settings.Help(options) }

@@ -45,20 +45,34 @@ func main() {
 	os.Exit(run(os.Args[1:]))
 }
 
+// run is the command line: `metalhost serve [flags]` (the host daemon) and
+// `metalhost pipe ADDR` (QEMU's per-connection guestfwd helper), as cobra
+// verbs. No verb, an unknown one or -h of the binary exits 2 with the
+// binary's help.
 func run(args []string) int {
-	if len(args) == 2 && args[0] == "pipe" {
-		if err := pipe(args[1]); err != nil {
-			fmt.Fprintln(os.Stderr, "metalhost pipe:", err)
-			return 1
-		}
-		return 0
+	code := 0
+	root := cli.Root("metalhost", "The micro-VM host: runs each project's pod in a QEMU guest for the API's metal driver.",
+		cli.Verb("serve", "Serve the host's API for the metal driver, and /metrics.", settings.Help(options), func(args []string) error {
+			code = cli.Serve("metalhost", func() (*config, error) { return parse(args, os.Getenv) },
+				func(c *config) logging.Options { return c.Log }, serve)
+			return nil
+		}),
+		cli.Verb("pipe", "Connect stdin and stdout to ADDR (metalhost pipe ADDR; QEMU's guestfwd helper).", "", func(args []string) error {
+			if len(args) != 1 {
+				return fmt.Errorf("%w: metalhost pipe ADDR", cli.ErrUsage)
+			}
+			if err := pipe(args[0]); err != nil {
+				fmt.Fprintln(os.Stderr, "metalhost pipe:", err)
+				code = 1
+			}
+			return nil
+		}),
+	)
+	if err := cli.Run(root, args, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "metalhost:", err)
+		return cli.ExitUsage
 	}
-	if len(args) == 0 || args[0] != "serve" {
-		fmt.Fprintln(os.Stderr, "usage: metalhost serve [flags]   (metalhost serve -h lists the settings)")
-		return 2
-	}
-	return cli.Serve("metalhost", func() (*config, error) { return parse(args[1:], os.Getenv) },
-		func(c *config) logging.Options { return c.Log }, serve)
+	return code
 }
 
 func serve(cfg *config, log *zap.Logger) error {

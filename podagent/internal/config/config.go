@@ -137,3 +137,7 @@ func (c *Config) validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// Help lists every setting of the pod with its flag, variable and default
+// (the settings part of `podagent serve -h` and `podagent help serve`).
+func Help() string { return settings.Help(options) }

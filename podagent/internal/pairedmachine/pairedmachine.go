@@ -399,3 +399,7 @@ func parseArgs(args []string, getenv func(string) string) (pairedConfig, []strin
 	}
 	return c, rest, nil
 }
+
+// Help lists paired mode's own settings with their flags, variables and
+// defaults (`podagent help paired`; the pod's settings follow them).
+func Help() string { return settings.Help(pairedOptions()) }
