@@ -124,7 +124,7 @@ var options = slices.Concat([]settings.Option[Config]{
 	{Flag: "runtime-idle-timeout", Env: "SVC_RUNTIME_IDLE_TIMEOUT", Def: "30m", Usage: "kubernetes driver: stop a runtime pod no request used for this long (0: never)", Set: settings.Duration(func(c *Config) *time.Duration { return &c.RuntimeIdleTimeout })},
 	{Flag: "runtime-pod-api-url", Env: "SVC_RUNTIME_POD_API_URL", Usage: "kubernetes driver: SVC_API_URL of runtime pods, replacing the template's (an API server outside the cluster)", Set: settings.String(func(c *Config) *string { return &c.RuntimePodAPIURL })},
 	{Flag: "agent-proxy-timeout", Env: "SVC_AGENT_PROXY_TIMEOUT", Def: "150s", Usage: "agent-proxy: one exchange with the agent (above the 120 s sync reply timeout)", Set: settings.Duration(func(c *Config) *time.Duration { return &c.AgentProxyTimeout })},
-	{Flag: "lfs-gc-interval", Env: "SVC_LFS_GC_INTERVAL", Def: "0", Usage: "run the large-file retention job (objects no ref or tag reaches, 7-day grace) at this interval; 0: off, as spec 10.3 never auto-prunes (admin lfs gc runs it by hand)", Set: settings.Duration(func(c *Config) *time.Duration { return &c.LFSGCInterval })},
+	{Flag: "lfs-gc-interval", Env: "SVC_LFS_GC_INTERVAL", Def: "0", Usage: "run the large-file retention job (objects no ref or tag reaches, 7-day grace) at this interval; 0: off, as large-file objects are never pruned automatically (admin lfs gc runs it by hand)", Set: settings.Duration(func(c *Config) *time.Duration { return &c.LFSGCInterval })},
 },
 	settings.LogOptions(func(c *Config) *logging.Options { return &c.Log }),
 	settings.StorageOptions(func(c *Config) *objstore.Config { return &c.Store }))

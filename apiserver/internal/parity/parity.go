@@ -143,7 +143,7 @@ func (c *Checker) project(ctx context.Context, p store.Project, since time.Time)
 	}
 	res.Checkpoints = len(cps)
 	if p.CloudSyncMode == syncmode.S3 {
-		res.Status, res.Reason = StatusSkipped, "s3 writes no checkpoint rows (spec 3.1)"
+		res.Status, res.Reason = StatusSkipped, "s3 writes no checkpoint rows"
 		return res, nil
 	}
 	byTurn := map[int64][]string{}
@@ -226,7 +226,7 @@ type Gauge struct{ g *prometheus.GaugeVec }
 // NewGauge registers the gauge.
 func NewGauge(reg prometheus.Registerer) *Gauge {
 	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "svc_parity_mismatches",
-		Help: "Projects whose last parity check (spec 10.6.4) found missing or duplicate checkpoint rows, per sync mode."},
+		Help: "Projects whose last parity check found missing or duplicate checkpoint rows, per sync mode."},
 		[]string{"mode"})
 	reg.MustRegister(g)
 	return &Gauge{g: g}

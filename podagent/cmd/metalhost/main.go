@@ -175,7 +175,7 @@ var options = slices.Concat([]settings.Option[config]{
 	{Flag: "kernel", Env: "SVC_METAL_KERNEL", Usage: "guest kernel vmlinuz (default: the newest /boot/vmlinuz-*)", Set: settings.String(func(c *config) *string { return &c.Kernel })},
 	{Flag: "memory-mb", Env: "SVC_METAL_MEMORY_MB", Def: "256", Usage: "guest memory", Set: settings.Int(func(c *config) *int { return &c.MemoryMB })},
 	{Flag: "disk-mb", Env: "SVC_METAL_DISK_MB", Def: "512", Usage: "workspace disk size (sparse)", Set: settings.Int(func(c *config) *int { return &c.DiskMB })},
-	{Flag: "export-interval-ms", Env: "METAL_PROJECT_DATA_EXPORT_INTERVAL_MS", Def: "120000", Usage: ".git and writable-state export interval (spec 8)", Set: func(c *config, v string) error {
+	{Flag: "export-interval-ms", Env: "METAL_PROJECT_DATA_EXPORT_INTERVAL_MS", Def: "120000", Usage: ".git and writable-state export interval", Set: func(c *config, v string) error {
 		ms, err := strconv.Atoi(v)
 		if err != nil || ms <= 0 {
 			return errors.New("must be a positive number of milliseconds")

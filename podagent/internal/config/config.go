@@ -83,7 +83,7 @@ var options = slices.Concat([]settings.Option[Config]{
 	{Flag: "persist-retry-max", Env: "SVC_PERSIST_RETRY_MAX", Def: "60s", Usage: "cap of background persist/record retry backoff", Set: settings.Duration(func(c *Config) *time.Duration { return &c.PersistRetryMax })},
 	{Flag: "shutdown-grace", Env: "SVC_SHUTDOWN_GRACE", Def: "25s", Usage: "time from SIGTERM to SIGKILL the runtime grants; the drain gets what the final git (5 s) and S3 (10 s) flushes leave", Set: settings.Duration(func(c *Config) *time.Duration { return &c.ShutdownGrace })},
 	{Flag: "pod-generation", Env: "SVC_POD_GENERATION", Def: "0", Usage: "the runtime driver's generation of this pod; a pod never takes its project over from a newer generation", Set: settings.Int(func(c *Config) *int64 { return &c.Generation })},
-	{Flag: "lfs", Env: "SVC_LFS", Def: "true", Usage: "track files above LARGE_FILE_BYTES and curated binary types with git-lfs through the API's batch endpoint (spec 10.3)", Set: settings.Bool(func(c *Config) *bool { return &c.LFS })},
+	{Flag: "lfs", Env: "SVC_LFS", Def: "true", Usage: "track files above LARGE_FILE_BYTES and curated binary types with git-lfs through the API's batch endpoint", Set: settings.Bool(func(c *Config) *bool { return &c.LFS })},
 },
 	settings.LogOptions(func(c *Config) *logging.Options { return &c.Log }),
 	settings.StorageOptions(func(c *Config) *objstore.Config { return &c.Store }),
