@@ -26,7 +26,7 @@ func TestPushOfAPodThatLostTheProjectIsRefused(t *testing.T) {
 	ctx := context.Background()
 	_, err := f.Store.SetSyncMode(ctx, f.Project.ID, syncmode.DualShadow)
 	testenv.Must(t, err)
-	rec, _ := json.Marshal(wire.OwnerRecord{Epoch: 5, Pod: "current"})
+	rec, _ := json.Marshal(objstore.OwnerRecord{Epoch: 5, Pod: "current"})
 	_, err = f.Objects.Put(ctx, objstore.OwnerKey(f.Project.ID), bytes.NewReader(rec), int64(len(rec)), objstore.PutOptions{})
 	testenv.Must(t, err)
 	c := newClient(t)
