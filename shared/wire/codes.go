@@ -1,5 +1,7 @@
 package wire
 
+//go:generate go run ./internal/gencodes
+
 import "net/http"
 
 // CodeSpec is one row of the code table: the HTTP status and type word a

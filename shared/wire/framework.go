@@ -6,14 +6,14 @@ import "net/http"
 // answers by itself (a route that does not exist, a method it does not
 // take, a body over the limit, a content type binding refuses).
 var frameworkCodes = map[int]string{
-	http.StatusBadRequest:            "invalid_request",
-	http.StatusUnauthorized:          "unauthorized",
-	http.StatusForbidden:             "forbidden",
-	http.StatusNotFound:              "not_found",
-	http.StatusMethodNotAllowed:      "method_not_allowed",
-	http.StatusRequestEntityTooLarge: "request_too_large",
-	http.StatusUnsupportedMediaType:  "unsupported_media_type",
-	http.StatusTooManyRequests:       "rate_limited",
+	http.StatusBadRequest:            CodeInvalidRequest,
+	http.StatusUnauthorized:          CodeUnauthorized,
+	http.StatusForbidden:             CodeForbidden,
+	http.StatusNotFound:              CodeNotFound,
+	http.StatusMethodNotAllowed:      CodeMethodNotAllowed,
+	http.StatusRequestEntityTooLarge: CodeRequestTooLarge,
+	http.StatusUnsupportedMediaType:  CodeUnsupportedMediaType,
+	http.StatusTooManyRequests:       CodeRateLimited,
 }
 
 // Framework is the error of a status the web framework (echo) answered by
@@ -29,5 +29,5 @@ func Framework(status int, msg string, cause error) *Error {
 	if code, ok := frameworkCodes[status]; ok {
 		return Coded(code, msg)
 	}
-	return Relayed(status, ErrorDetail{Code: "invalid_request", Message: msg})
+	return Relayed(status, ErrorDetail{Code: CodeInvalidRequest, Message: msg})
 }

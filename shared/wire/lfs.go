@@ -92,15 +92,15 @@ func ValidLFSOID(oid string) bool { return lfsOIDRE.MatchString(oid) }
 func (r *LFSBatchRequest) Check() *Error {
 	switch {
 	case r.Operation != LFSUpload && r.Operation != LFSDownload:
-		return Coded("invalid_operation", fmt.Sprintf("operation must be %q or %q", LFSUpload, LFSDownload))
+		return Coded(CodeInvalidOperation, fmt.Sprintf("operation must be %q or %q", LFSUpload, LFSDownload))
 	case r.HashAlgo != "" && r.HashAlgo != "sha256":
-		return Coded("unsupported_hash_algo", "only sha256 is supported")
+		return Coded(CodeUnsupportedHashAlgo, "only sha256 is supported")
 	case len(r.Transfers) > 0 && !slices.Contains(r.Transfers, "basic"):
-		return Coded("unsupported_transfer", "only the basic transfer adapter is supported")
+		return Coded(CodeUnsupportedTransfer, "only the basic transfer adapter is supported")
 	case len(r.Objects) == 0:
-		return Coded("no_objects", "objects must not be empty")
+		return Coded(CodeNoObjects, "objects must not be empty")
 	case len(r.Objects) > LFSMaxObjects:
-		return Coded("too_many_objects", fmt.Sprintf("at most %d objects per batch request", LFSMaxObjects))
+		return Coded(CodeTooManyObjects, fmt.Sprintf("at most %d objects per batch request", LFSMaxObjects))
 	}
 	return nil
 }

@@ -4,7 +4,3 @@ package wire
 // to the API origin (dual_shadow): the API refuses a push whose epoch is
 // not the one the project's ownership record holds (docs/sync-modes.md §11).
 const HeaderOwnerEpoch = "X-Svc-Owner-Epoch"
-
-// CodeFenced is the error code of a write refused because another pod owns
-// the project (409).
-const CodeFenced = "fenced"

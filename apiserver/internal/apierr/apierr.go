@@ -24,19 +24,19 @@ import (
 // are in shared/wire, for domain packages to return).
 
 func ModelNotFound(model string) *wire.Error {
-	return wire.Coded("model_not_found",
+	return wire.Coded(wire.CodeModelNotFound,
 		fmt.Sprintf("The model %q does not exist or you do not have access to it.", model))
 }
 
 func ModelTierRestricted(model, tier string) *wire.Error {
-	return wire.Coded("model_tier_restricted",
+	return wire.Coded(wire.CodeModelTierRestricted,
 		fmt.Sprintf("Your plan does not include the %s tier required by model %q. Upgrade your plan to use it.", tier, model))
 }
 
 // PlanNotFound is a workspace whose plan this server's plans file does not
 // define (an operator's mistake: a clear 403, not a 500).
 func PlanNotFound(plan string) *wire.Error {
-	return wire.Coded("plan_not_found", fmt.Sprintf("Your workspace's plan %q is not offered by this server, so no model can be "+
+	return wire.Coded(wire.CodePlanNotFound, fmt.Sprintf("Your workspace's plan %q is not offered by this server, so no model can be "+
 		"used. Ask an operator to set a plan from the server's plans file (apiserver admin workspace set --plan).", plan))
 }
 

@@ -76,12 +76,12 @@ func Handler(s *Store, basePath string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rest, ok := strings.CutPrefix(r.URL.Path, basePath+"/")
 		if !ok {
-			writeError(w, r, "not_found", "no such route")
+			writeError(w, r, wire.CodeNotFound, "no such route")
 			return
 		}
 		key := rest
 		if objstore.ValidateKey(key) != nil {
-			writeError(w, r, "invalid_key", "invalid object key")
+			writeError(w, r, wire.CodeInvalidKey, "invalid object key")
 			return
 		}
 		method := r.Method
@@ -90,7 +90,7 @@ func Handler(s *Store, basePath string) http.Handler {
 		}
 		if method != http.MethodGet && method != http.MethodPut {
 			w.Header().Set("Allow", "GET, HEAD, PUT")
-			writeError(w, r, "method_not_allowed", "only GET, HEAD and PUT")
+			writeError(w, r, wire.CodeMethodNotAllowed, "only GET, HEAD and PUT")
 			return
 		}
 		if code, msg := s.verify(method, key, r.URL.Query()); code != "" {
@@ -108,14 +108,14 @@ func Handler(s *Store, basePath string) http.Handler {
 func (s *Store) verify(method, key string, q url.Values) (code, msg string) {
 	exp, err := strconv.ParseInt(q.Get(paramExpires), 10, 64)
 	if err != nil {
-		return "signature_invalid", "missing or malformed expires"
+		return wire.CodeSignatureInvalid, "missing or malformed expires"
 	}
 	want := s.sign(method, key, exp)
 	if !hmac.Equal([]byte(want), []byte(q.Get(paramSig))) {
-		return "signature_invalid", "signature does not match"
+		return wire.CodeSignatureInvalid, "signature does not match"
 	}
 	if s.opts.Now().Unix() > exp {
-		return "url_expired", "presigned URL has expired"
+		return wire.CodeURLExpired, "presigned URL has expired"
 	}
 	return "", ""
 }
@@ -123,12 +123,12 @@ func (s *Store) verify(method, key string, q url.Values) (code, msg string) {
 func (s *Store) serveGet(w http.ResponseWriter, r *http.Request, key string) {
 	f, info, err := s.open(key)
 	if errors.Is(err, objstore.ErrNotExist) {
-		writeError(w, r, "not_found", "object does not exist")
+		writeError(w, r, wire.CodeNotFound, "object does not exist")
 		return
 	}
 	if err != nil {
 		s.log.Error("presigned get", zap.String("key", key), zap.Error(err))
-		writeError(w, r, "internal_error", "")
+		writeError(w, r, wire.CodeInternalError, "")
 		return
 	}
 	defer f.Close()
@@ -143,7 +143,7 @@ func (s *Store) serveGet(w http.ResponseWriter, r *http.Request, key string) {
 
 func (s *Store) servePut(w http.ResponseWriter, r *http.Request, key string) {
 	if r.ContentLength > s.opts.MaxPutBytes {
-		writeError(w, r, "request_too_large", fmt.Sprintf("body exceeds %d bytes", s.opts.MaxPutBytes))
+		writeError(w, r, wire.CodeRequestTooLarge, fmt.Sprintf("body exceeds %d bytes", s.opts.MaxPutBytes))
 		return
 	}
 	body := http.MaxBytesReader(w, r.Body, s.opts.MaxPutBytes)
@@ -151,11 +151,11 @@ func (s *Store) servePut(w http.ResponseWriter, r *http.Request, key string) {
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		writeError(w, r, "request_too_large", fmt.Sprintf("body exceeds %d bytes", s.opts.MaxPutBytes))
+		writeError(w, r, wire.CodeRequestTooLarge, fmt.Sprintf("body exceeds %d bytes", s.opts.MaxPutBytes))
 		return
 	case err != nil:
 		s.log.Error("presigned put", zap.String("key", key), zap.Error(err))
-		writeError(w, r, "internal_error", "")
+		writeError(w, r, wire.CodeInternalError, "")
 		return
 	}
 	w.Header().Set("ETag", `"`+info.ETag+`"`)
