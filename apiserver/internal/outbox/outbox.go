@@ -108,7 +108,7 @@ func (a *Outbox) notify(k string) {
 
 // ChannelNotFound is the error of a channel id that is not the project's.
 func ChannelNotFound() *wire.Error {
-	return wire.Coded("channel_not_found", "No channel with this id on this project.")
+	return wire.Coded(wire.CodeChannelNotFound, "No channel with this id on this project.")
 }
 
 // Put keeps one message the project's pod handed over (agentapi's POST
@@ -118,7 +118,7 @@ func ChannelNotFound() *wire.Error {
 func (a *Outbox) Put(ctx context.Context, projectID string, in wire.OutboxPut) (id string, created bool, err error) {
 	metadata, err := validate(in)
 	if err != nil {
-		return "", false, wire.Coded("invalid_outbox_message", err.Error())
+		return "", false, wire.Coded(wire.CodeInvalidOutboxMessage, err.Error())
 	}
 	ch, err := a.store.GetChannel(ctx, projectID)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && ch.ID != in.ChannelID) {

@@ -53,11 +53,11 @@ func (h *Handlers) List(c echo.Context) error {
 	}
 	limit, err := webhooklog.ParseLimit(c.QueryParam("limit"))
 	if err != nil {
-		return wire.Coded("invalid_limit", err.Error()+".")
+		return wire.Coded(wire.CodeInvalidLimit, err.Error()+".")
 	}
 	p, err := h.Log.List(c.Request().Context(), proj.ID, c.QueryParam("correlationId"), c.QueryParam("cursor"), limit)
 	if errors.Is(err, webhooklog.ErrBadCursor) {
-		return wire.Coded("invalid_cursor", err.Error()+".")
+		return wire.Coded(wire.CodeInvalidCursor, err.Error()+".")
 	}
 	if err != nil {
 		return wire.Unavailable(err)
@@ -107,7 +107,7 @@ func (h *Handlers) Test(c echo.Context) error {
 	}
 	var in wire.WebhookTestCallback
 	if err := json.NewDecoder(io.LimitReader(c.Request().Body, 64<<10)).Decode(&in); err != nil || in.CallbackURL == "" {
-		return wire.Coded("invalid_body", "The body must be {\"callbackUrl\": \"https://…\"}.")
+		return wire.Coded(wire.CodeInvalidBody, "The body must be {\"callbackUrl\": \"https://…\"}.")
 	}
 	a, err := h.Log.Test(c.Request().Context(), h.getPod(proj), proj.ID, ch, in.CallbackURL)
 	if err != nil {
@@ -119,12 +119,12 @@ func (h *Handlers) Test(c echo.Context) error {
 func (h *Handlers) getPod(proj store.Project) webhooklog.GetPod {
 	return func(ctx context.Context) (*internalapi.PodClient, error) {
 		if h.Pod == nil {
-			return nil, wire.Coded("agent_unavailable",
+			return nil, wire.Coded(wire.CodeAgentUnavailable,
 				"No runtime is configured on this server, so nothing can be sent.")
 		}
 		pod, err := h.Pod(ctx, proj)
 		if err != nil {
-			e := wire.Coded("agent_unavailable",
+			e := wire.Coded(wire.CodeAgentUnavailable,
 				"The project's agent is not reachable; retry shortly.")
 			e.Cause = err
 			return nil, e
