@@ -1,0 +1,354 @@
+package durable
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/svc-dev/svc/podagent/internal/testhook"
+	"github.com/svc-dev/svc/shared/objstore"
+	"github.com/svc-dev/svc/shared/repoarchive"
+)
+
+// CompactionOptions bound the chain of increments (docs/sync-modes.md
+// §3.3). The base is rewritten in the background, never on a turn's path,
+// once the listed increments reach MaxIncrements or their bytes reach
+// VolumeRatio × the base.
+type CompactionOptions struct {
+	// MaxIncrements listed before a compaction starts (default 16; <0
+	// never compacts by count).
+	MaxIncrements int
+	// VolumeRatio of increment bytes to base bytes (default 0.5).
+	VolumeRatio float64
+	// RetireGrace is how long an increment a manifest dropped is kept for
+	// readers holding an older manifest (default 15 min), and how old an
+	// increment no manifest names must be before the owner removes it.
+	RetireGrace time.Duration
+	// Timeout of one compaction (default 10 min).
+	Timeout time.Duration
+}
+
+func (o CompactionOptions) withDefaults() CompactionOptions {
+	if o.MaxIncrements == 0 {
+		o.MaxIncrements = 16
+	}
+	if o.VolumeRatio == 0 {
+		o.VolumeRatio = 0.5
+	}
+	if o.RetireGrace == 0 {
+		o.RetireGrace = 15 * time.Minute
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 10 * time.Minute
+	}
+	return o
+}
+
+// background runs at most one compaction at a time.
+type background struct {
+	mu      sync.Mutex
+	running bool
+	closed  bool
+	wg      sync.WaitGroup
+	ctx     context.Context
+	cancel  context.CancelFunc
+}
+
+// NeedsCompaction reports whether the manifest's chain has crossed a
+// compaction threshold.
+func (p *Persister) NeedsCompaction() bool {
+	o := p.opts.Compaction.withDefaults()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.man == nil || len(p.man.Increments) == 0 {
+		return false
+	}
+	if o.MaxIncrements > 0 && len(p.man.Increments) >= o.MaxIncrements {
+		return true
+	}
+	return o.VolumeRatio > 0 && float64(p.man.IncrementBytes()) >= o.VolumeRatio*float64(p.man.Base.Bytes)
+}
+
+// maybeCompact starts a background compaction when one is due.
+func (p *Persister) maybeCompact() {
+	if p.NeedsCompaction() {
+		p.CompactInBackground()
+	}
+}
+
+// CompactInBackground starts a compaction unless one runs (or the
+// Persister is closed). Callers use it at idle.
+func (p *Persister) CompactInBackground() {
+	b := &p.bg
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.running || b.closed {
+		return
+	}
+	if b.ctx == nil {
+		b.ctx, b.cancel = context.WithCancel(context.Background())
+	}
+	b.running = true
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		ctx, cancel := context.WithTimeout(b.ctx, p.opts.Compaction.withDefaults().Timeout)
+		defer cancel()
+		if err := p.Compact(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			p.log.Warn("compacting the durable .git failed; the next persist retries", zap.Error(err))
+		}
+		b.mu.Lock()
+		b.running = false
+		b.mu.Unlock()
+	}()
+}
+
+// Close stops a running compaction and waits for it.
+func (p *Persister) Close() {
+	b := &p.bg
+	b.mu.Lock()
+	b.closed = true
+	if b.cancel != nil {
+		b.cancel()
+	}
+	b.mu.Unlock()
+	b.wg.Wait()
+}
+
+// Compact rewrites the base from the manifest's refs and re-points the
+// manifest at it (Neon's order: new object, then pointer, then deferred
+// deletes):
+//
+//  1. note the manifest M (its refs R);
+//  2. pack everything reachable from R into a fresh bare layout and PUT it
+//     as repo.git.tar.gz through the lease, If-Match the base this pod
+//     knows — a fenced pod never replaces the owner's base;
+//  3. write the current manifest with that base and without the
+//     increments M listed (they move to the retired list), through the
+//     lease;
+//  4. delete, after RetireGrace, retired increments and increments no
+//     manifest names (from a crash or a fenced pod) — the owner only.
+//
+// A crash anywhere leaves a readable state: before 3 the manifest still
+// lists every increment (the new base is a superset of the old one); after
+// 3 the dropped increments are only garbage.
+func (p *Persister) Compact(ctx context.Context) error {
+	if p.Fenced() {
+		return ErrFenced
+	}
+	p.mu.Lock()
+	man, withLFS := p.man, p.lfsInBase
+	p.mu.Unlock()
+	if man == nil {
+		return nil
+	}
+	o := p.opts.Compaction.withDefaults()
+	dir, err := os.MkdirTemp(filepath.Join(p.gitDir, StateDirName, "tmp"), "compact-")
+	if err != nil {
+		if err := os.MkdirAll(filepath.Join(p.gitDir, StateDirName, "tmp"), 0o755); err != nil {
+			return err
+		}
+		if dir, err = os.MkdirTemp(filepath.Join(p.gitDir, StateDirName, "tmp"), "compact-"); err != nil {
+			return err
+		}
+	}
+	defer os.RemoveAll(dir)
+	start := time.Now()
+	size, err := p.stageBase(ctx, dir, man, withLFS)
+	if err != nil {
+		return err
+	}
+	info, err := p.putBase(ctx, filepath.Join(dir, "base.tar.gz"), size)
+	if err != nil {
+		return err
+	}
+	testhook.Reach(testhook.CompactBase)
+
+	p.manMu.Lock()
+	p.mu.Lock()
+	cur, curETag := p.man, p.manETag
+	p.mu.Unlock()
+	dropped := map[string]bool{}
+	for _, inc := range man.Increments {
+		dropped[inc.Key] = true
+	}
+	next := p.nextManifest(cur)
+	next.Base = repoarchive.BaseRef{ETag: info.ETag, Epoch: p.lease.Epoch(), Seq: man.Seq, Bytes: size}
+	next.Increments = nil
+	var retired []repoarchive.Increment
+	for _, inc := range cur.Increments {
+		if dropped[inc.Key] {
+			retired = append(retired, inc)
+		} else {
+			next.Increments = append(next.Increments, inc)
+		}
+	}
+	now := time.Now()
+	next.Retired = retire(next.Retired, retired, now)
+	_, err = p.putManifest(ctx, curETag, next)
+	p.manMu.Unlock()
+	if err != nil {
+		return err
+	}
+	testhook.Reach(testhook.CompactRepoint)
+	p.log.Info("compacted the durable .git", zap.Int64("seq", man.Seq), zap.Int("increments", len(retired)),
+		zap.Int64("bytes", size), zap.Duration("took", time.Since(start)))
+	return p.collect(ctx, o.RetireGrace)
+}
+
+// stageBase writes dir/base.tar.gz: a bare layout holding one pack of
+// everything reachable from man's refs, packed-refs and HEAD from man,
+// and (when a large-file push is pending) the large-file cache.
+func (p *Persister) stageBase(ctx context.Context, dir string, man *repoarchive.RepoManifest, withLFS bool) (int64, error) {
+	gitDir := filepath.Join(dir, "git")
+	for _, d := range []string{"objects/pack", "objects/info", "refs/heads", "refs/tags", "info"} {
+		if err := os.MkdirAll(filepath.Join(gitDir, d), 0o755); err != nil {
+			return 0, err
+		}
+	}
+	format := man.ObjectFormat
+	cfg := "[core]\n\trepositoryformatversion = 0\n"
+	if format == "sha256" {
+		cfg = "[core]\n\trepositoryformatversion = 1\n[extensions]\n\tobjectformat = sha256\n"
+	}
+	if err := os.WriteFile(filepath.Join(gitDir, "config"), []byte(cfg), 0o644); err != nil {
+		return 0, err
+	}
+	if len(man.Refs) > 0 {
+		pack, err := repoarchive.PackObjects(ctx, p.opts.Runner, p.gitDir, filepath.Join(gitDir, "objects", "pack"), tips(man.Refs), nil)
+		if err != nil {
+			return 0, err
+		}
+		_ = pack
+	}
+	if err := repoarchive.ApplyRefs(gitDir, man); err != nil {
+		return 0, err
+	}
+	if withLFS {
+		if err := linkTree(filepath.Join(p.gitDir, "lfs", "objects"), filepath.Join(gitDir, "lfs", "objects")); err != nil {
+			return 0, err
+		}
+	}
+	f, err := os.Create(filepath.Join(dir, "base.tar.gz"))
+	if err != nil {
+		return 0, err
+	}
+	_, err = repoarchive.Create(f, gitDir, repoarchive.Options{Level: p.opts.GzipLevel, IncludeLFS: withLFS,
+		Manifest: &repoarchive.Manifest{DepsHash: man.DepsHash}})
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return 0, fmt.Errorf("durable: archive the compacted base: %w", err)
+	}
+	fi, err := os.Stat(filepath.Join(dir, "base.tar.gz"))
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
+}
+
+// linkTree hard-links the regular files under from into to (content-
+// addressed files never change once written).
+func linkTree(from, to string) error {
+	return filepath.Walk(from, func(path string, fi os.FileInfo, err error) error {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(from, path)
+		dst := filepath.Join(to, rel)
+		if fi.IsDir() {
+			return os.MkdirAll(dst, 0o755)
+		}
+		if !fi.Mode().IsRegular() {
+			return nil
+		}
+		return os.Link(path, dst)
+	})
+}
+
+// collect deletes, as the owner, the increments the current manifest no
+// longer lists: retired ones once RetireGrace has passed since the
+// manifest that dropped them, and ones no manifest ever listed (a crash
+// between increment and manifest, or a fenced pod) once older than
+// RetireGrace. Every delete goes through the lease (checked first).
+func (p *Persister) collect(ctx context.Context, grace time.Duration) error {
+	p.mu.Lock()
+	man := p.man
+	p.mu.Unlock()
+	if man == nil {
+		return nil
+	}
+	live := map[string]bool{}
+	for _, inc := range man.Increments {
+		live[inc.Key] = true
+	}
+	retiredAt := map[string]time.Time{}
+	for _, r := range man.Retired {
+		retiredAt[r.Key] = r.At
+	}
+	now := time.Now()
+	var gone []string
+	err := p.opts.Store.List(ctx, objstore.RepoIncrementPrefix(p.opts.ProjectID), func(oi objstore.ObjectInfo) error {
+		if live[oi.Key] || !strings.HasSuffix(oi.Key, ".tar") {
+			return nil
+		}
+		at, ok := retiredAt[oi.Key]
+		if !ok {
+			at = oi.LastModified
+		}
+		if now.Sub(at) >= grace {
+			gone = append(gone, oi.Key)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("durable: list increments: %w", err)
+	}
+	for _, key := range gone {
+		if err := p.lease.Delete(ctx, p.opts.Store, key); err != nil {
+			return fmt.Errorf("durable: delete %s: %w", key, err)
+		}
+	}
+	if len(gone) > 0 {
+		p.log.Info("removed increments no manifest lists", zap.Int("count", len(gone)))
+		p.forgetRetired(ctx, gone)
+	}
+	return nil
+}
+
+// forgetRetired drops deleted keys from the manifest's retired list at
+// the next manifest write (the list is bookkeeping; a key listed after its
+// delete is harmless).
+func (p *Persister) forgetRetired(_ context.Context, gone []string) {
+	del := map[string]bool{}
+	for _, k := range gone {
+		del[k] = true
+	}
+	p.manMu.Lock()
+	defer p.manMu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.man == nil {
+		return
+	}
+	kept := p.man.Retired[:0:0]
+	for _, r := range p.man.Retired {
+		if !del[r.Key] {
+			kept = append(kept, r)
+		}
+	}
+	m := *p.man
+	m.Retired = kept
+	p.man = &m
+}
