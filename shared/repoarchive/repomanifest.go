@@ -1,12 +1,16 @@
 package repoarchive
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/svc-dev/svc/shared/objstore"
 )
 
 // RepoManifestVersion is the format of RepoManifest this build writes and
@@ -172,4 +176,25 @@ func SortedRefNames(refs map[string]string) []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// GetManifest reads and parses the manifest of projectID. A project
+// without one (a legacy object, or nothing durable yet) returns
+// objstore.ErrNotExist.
+func GetManifest(ctx context.Context, st objstore.Store, projectID string) (*RepoManifest, objstore.ObjectInfo, error) {
+	key := objstore.RepoManifestKey(projectID)
+	rc, info, err := st.Get(ctx, key)
+	if err != nil {
+		return nil, info, err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, maxRepoManifest+1))
+	if err != nil {
+		return nil, info, fmt.Errorf("repoarchive: read %s: %w", key, err)
+	}
+	m, err := ParseRepoManifest(b, projectID)
+	if err != nil {
+		return nil, info, err
+	}
+	return &m, info, nil
 }
