@@ -140,9 +140,15 @@ func (m *Manager) fromCurrent(ctx context.Context, projectID, staging string) (o
 	m.mu.Lock()
 	p := m.projects[projectID]
 	var cur *version
+	var base objstore.ObjectInfo
+	var applied map[string]bool
 	if p != nil && p.cur != nil && p.cur.applied != nil {
-		cur = p.cur
+		cur, base = p.cur, p.cur.base
 		cur.refs++ // kept on disk while linked from
+		applied = make(map[string]bool, len(cur.applied))
+		for k := range cur.applied {
+			applied[k] = true
+		}
 	}
 	m.mu.Unlock()
 	if cur == nil {
@@ -150,18 +156,14 @@ func (m *Manager) fromCurrent(ctx context.Context, projectID, staging string) (o
 	}
 	defer m.release(cur)
 	binfo, err := m.opts.Store.Head(ctx, objstore.RepoKey(projectID))
-	if err != nil || binfo.ETag != cur.base.ETag {
+	if err != nil || binfo.ETag != base.ETag {
 		return objstore.ObjectInfo{}, nil, 0, nil
 	}
 	if err := linkObjects(filepath.Join(cur.dir, "objects"), filepath.Join(staging, "objects")); err != nil {
 		_ = os.RemoveAll(staging)
 		return objstore.ObjectInfo{}, nil, 0, nil
 	}
-	applied := make(map[string]bool, len(cur.applied))
-	for k := range cur.applied {
-		applied[k] = true
-	}
-	return cur.base, applied, 0, nil
+	return base, applied, 0, nil
 }
 
 // linkObjects hard-links the object files of one copy into another (git
@@ -182,4 +184,18 @@ func linkObjects(from, to string) error {
 		}
 		return os.Link(path, dst)
 	})
+}
+
+// AdoptIncrement is Adopt for a write the API made from r's copy: info is
+// the new manifest (or, for a legacy project, base) and incKey the
+// increment it added ("" when none), which the copy already holds.
+func (m *Manager) AdoptIncrement(r *Repo, info objstore.ObjectInfo, incKey string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p := m.projects[r.ProjectID]; p != nil && p.cur == r.v {
+		r.v.info = info
+		if r.v.applied != nil && incKey != "" {
+			r.v.applied[incKey] = true
+		}
+	}
 }
