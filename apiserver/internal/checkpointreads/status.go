@@ -63,12 +63,12 @@ func (a *API) ReadStatus(ctx context.Context, proj store.Project, h http.Header)
 	if proj.PublishedCommitSHA != "" || proj.PublishedTag != "" {
 		resp.Published = &PublishedStatus{SHA: proj.PublishedCommitSHA, Tag: proj.PublishedTag}
 	}
-	cps, err := a.Store.ListCheckpoints(ctx, proj.ID, 1)
-	if err != nil {
+	last, err := a.Store.LastCheckpoint(ctx, proj.ID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return StatusResponse{}, wire.Internal(err)
 	}
-	if len(cps) == 1 {
-		resp.LastCheckpoint = &cps[0]
+	if err == nil {
+		resp.LastCheckpoint = &last
 	}
 	r, err := a.Hydrate.Acquire(ctx, proj.ID)
 	if errors.Is(err, hydrate.ErrNotFound) {

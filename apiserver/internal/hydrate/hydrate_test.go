@@ -535,7 +535,7 @@ func TestHydrateReconcilesMissingRows(t *testing.T) {
 	}
 }
 
-// Rows are turns only (docs/sync-modes.md §1): a durable .git carrying a
+// Rows are turns only (docs/sync-modes.md §1): the seed commit gets none; a durable .git carrying a
 // side ref (as micro-VM exports do) and a tag on commits off the branch's
 // first-parent line gets rows for the line's commits alone, and rows an
 // older reconcile wrote for those side commits are removed; a row for a
@@ -580,7 +580,7 @@ func TestReconcileWritesRowsOnlyForTurns(t *testing.T) {
 		}
 		got[cp.CommitSHA] = turn
 	}
-	want := map[string]int64{c0: 0, c1: 1, c2: 2, newer: -1}
+	want := map[string]int64{c1: 1, c2: 2, newer: -1} // the seed c0 is not a turn
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("rows (sha → turn) %v, want %v (side %s, tagged %s)", got, want, side, tagged)
 	}

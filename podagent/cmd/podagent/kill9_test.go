@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/svc-dev/svc/shared/objstore"
+	"github.com/svc-dev/svc/shared/repoarchive"
 )
 
 // kill9Point is where TestKill9 kills a pod with SIGKILL.
@@ -98,6 +99,11 @@ func TestKill9(t *testing.T) {
 				}
 				if got := e.api.shas(); len(got) != 3 || got[2] != c3 {
 					t.Fatalf("records = %v", got)
+				}
+				// The turn was written as an increment, not as the whole base.
+				if man, _, err := repoarchive.GetManifest(ctx, e.store, "p1"); !point.compaction && (err != nil || len(man.Increments) == 0 ||
+					!strings.Contains(man.Increments[len(man.Increments)-1].Key, "/repo.git.inc/")) {
+					t.Fatalf("manifest after a turn: %+v, %v", man, err)
 				}
 				sigterm(t, p3)
 

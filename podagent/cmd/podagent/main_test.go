@@ -283,6 +283,14 @@ func (e *env) requireCommitted(name, body string) {
 func (e *env) durableGitDir() string {
 	e.t.Helper()
 	ctx := context.Background()
+	// The manifest first, as every reader: the base it names is only ever
+	// replaced by a superset, so base + listed increments hold its refs.
+	// The durable state is the base plus what the manifest lists, with the
+	// manifest's refs; an increment it does not list is never read.
+	man, _, err := repoarchive.GetManifest(ctx, e.store, "p1")
+	if err != nil && !errors.Is(err, objstore.ErrNotExist) {
+		e.t.Fatal(err)
+	}
 	rc, _, err := e.store.Get(ctx, objstore.RepoKey("p1"))
 	if err != nil {
 		e.t.Fatal(err)
@@ -292,14 +300,8 @@ func (e *env) durableGitDir() string {
 	if _, err := archive.ExtractTarGz(rc, dir, archive.ExtractOptions{}); err != nil {
 		e.t.Fatalf("durable object is not a complete archive: %v", err)
 	}
-	// The durable state is the base plus what the manifest lists, with
-	// the manifest's refs; an increment it does not list is never read.
-	man, _, err := repoarchive.GetManifest(ctx, e.store, "p1")
-	if errors.Is(err, objstore.ErrNotExist) {
+	if man == nil {
 		return dir
-	}
-	if err != nil {
-		e.t.Fatal(err)
 	}
 	if _, err := repoarchive.FetchIncrements(ctx, e.store, man, dir, nil); err != nil {
 		e.t.Fatalf("durable increments: %v", err)

@@ -25,8 +25,11 @@ type CompactionOptions struct {
 	// MaxIncrements listed before a compaction starts (default 16; <0
 	// never compacts by count).
 	MaxIncrements int
-	// VolumeRatio of increment bytes to base bytes (default 0.5).
+	// VolumeRatio of increment bytes to base bytes (default 0.5; <0 never
+	// compacts by volume), once the increments hold at least MinBytes
+	// (default 1 MiB: a small repository is compacted by count).
 	VolumeRatio float64
+	MinBytes    int64
 	// RetireGrace is how long an increment a manifest dropped is kept for
 	// readers holding an older manifest (default 15 min), and how old an
 	// increment no manifest names must be before the owner removes it.
@@ -41,6 +44,9 @@ func (o CompactionOptions) withDefaults() CompactionOptions {
 	}
 	if o.VolumeRatio == 0 {
 		o.VolumeRatio = 0.5
+	}
+	if o.MinBytes == 0 {
+		o.MinBytes = 1 << 20
 	}
 	if o.RetireGrace == 0 {
 		o.RetireGrace = 15 * time.Minute
@@ -73,7 +79,8 @@ func (p *Persister) NeedsCompaction() bool {
 	if o.MaxIncrements > 0 && len(p.man.Increments) >= o.MaxIncrements {
 		return true
 	}
-	return o.VolumeRatio > 0 && float64(p.man.IncrementBytes()) >= o.VolumeRatio*float64(p.man.Base.Bytes)
+	n := p.man.IncrementBytes()
+	return o.VolumeRatio > 0 && n >= o.MinBytes && float64(n) >= o.VolumeRatio*float64(p.man.Base.Bytes)
 }
 
 // maybeCompact starts a background compaction when one is due.
