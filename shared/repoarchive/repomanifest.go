@@ -48,6 +48,10 @@ type RepoManifest struct {
 	// manifest may still fetch them).
 	Retired  []Retired `json:"retired,omitempty"`
 	DepsHash string    `json:"depsHash,omitempty"`
+	// HeadTurn is the turn number of HEAD's commit (its first-parent
+	// depth; 0 is the seed), when the writer knew it: the parity check
+	// compares the rows with the durable head.
+	HeadTurn *int64 `json:"headTurn,omitempty"`
 }
 
 // BaseRef is the base as a manifest names it.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/shared/archive"
 	"github.com/svc-dev/svc/shared/objstore"
+	"github.com/svc-dev/svc/shared/repoarchive"
 	"github.com/svc-dev/svc/shared/runtimetoken"
 	"github.com/svc-dev/svc/shared/syncmode"
 	"github.com/svc-dev/svc/shared/testenv"
@@ -261,11 +263,32 @@ func TestDualShadowPushIsDurable(t *testing.T) {
 			t.Fatalf("turn numbers %v, want 3 and 4", turns)
 		}
 		// A push that changes nothing writes nothing.
-		c.must(dst, "push", "origin", "main")
-		again, err := f.Objects.Head(ctx, objstore.RepoKey(f.Project.ID))
+		afterState, err := durableETag(ctx, f)
 		testenv.Must(t, err)
-		if again.ETag != after.ETag || countRows(t, f, "") != rows+2 {
+		c.must(dst, "push", "origin", "main")
+		again, err := durableETag(ctx, f)
+		testenv.Must(t, err)
+		if again != afterState || countRows(t, f, "") != rows+2 {
 			t.Fatal("an empty push wrote the object or rows")
+		}
+		// The next push writes an increment of the pushed objects and the
+		// manifest; the archive is not rewritten.
+		testenv.Must(t, os.WriteFile(filepath.Join(dst, "turn.txt"), []byte("y\n"), 0o644))
+		c.must(dst, "commit", "-q", "-am", "turn 3")
+		third := c.must(dst, "rev-parse", "HEAD")
+		c.must(dst, "push", "origin", "main")
+		base, err := f.Objects.Head(ctx, objstore.RepoKey(f.Project.ID))
+		testenv.Must(t, err)
+		man, _, err := repoarchive.GetManifest(ctx, f.Objects, f.Project.ID)
+		testenv.Must(t, err)
+		if base.ETag != after.ETag || len(man.Increments) != 1 || man.Refs["refs/heads/main"] != third || man.Increments[0].Bytes > 64<<10 {
+			t.Fatalf("second push: base rewritten %v, manifest %+v", base.ETag != after.ETag, man)
+		}
+		// A clone reads base + increment.
+		clone := filepath.Join(t.TempDir(), "again")
+		c.must("", "clone", f.remote(f.RuntimeToken), clone)
+		if got := c.must(clone, "rev-parse", "HEAD"); got != third {
+			t.Fatalf("clone after an incremental push: HEAD %s, want %s", got, third)
 		}
 	})
 	t.Run("no durable object yet", func(t *testing.T) {
@@ -292,9 +315,14 @@ func TestDualShadowPushIsDurable(t *testing.T) {
 	})
 }
 
-// durableHead extracts the stored repo.git.tar.gz and reads its main.
+// durableHead reads main of the durable state: the manifest's refs when
+// the project has one (the commit point), else the stored archive's.
 func durableHead(t *testing.T, f *fx) string {
 	t.Helper()
+	man, _, err := repoarchive.GetManifest(context.Background(), f.Objects, f.Project.ID)
+	if err == nil {
+		return man.Refs["refs/heads/main"]
+	}
 	rc, _, err := f.Objects.Get(context.Background(), objstore.RepoKey(f.Project.ID))
 	testenv.Must(t, err)
 	defer rc.Close()
@@ -304,6 +332,20 @@ func durableHead(t *testing.T, f *fx) string {
 	out, err := exec.Command("git", "--git-dir", dir, "rev-parse", "refs/heads/main").Output()
 	testenv.Must(t, err)
 	return strings.TrimSpace(string(out))
+}
+
+// durableETag identifies the durable state: the manifest's ETag and the
+// archive's.
+func durableETag(ctx context.Context, f *fx) (string, error) {
+	base, err := f.Objects.Head(ctx, objstore.RepoKey(f.Project.ID))
+	if err != nil {
+		return "", err
+	}
+	man, err := f.Objects.Head(ctx, objstore.RepoManifestKey(f.Project.ID))
+	if err != nil && !errors.Is(err, objstore.ErrNotExist) {
+		return "", err
+	}
+	return man.ETag + "/" + base.ETag, nil
 }
 
 func countRows(t *testing.T, f *fx, source string) int {

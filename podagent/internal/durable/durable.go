@@ -179,6 +179,7 @@ type Snapshot struct {
 	head     string
 	format   string
 	depsHash string
+	headTurn *int64
 	lfs      bool
 	pack     *repoarchive.Pack
 	sha256   string
@@ -226,6 +227,7 @@ func (p *Persister) Snapshot(ctx context.Context, includeLFS bool) (*Snapshot, e
 		return nil, err
 	}
 	snap.format, _ = repoarchive.ObjectFormat(p.gitDir)
+	snap.headTurn = p.headTurn(ctx)
 	var meta *repoarchive.Manifest
 	if p.opts.Manifest != nil {
 		if m, err := p.opts.Manifest(ctx); err != nil {
@@ -316,7 +318,7 @@ func (p *Persister) Upload(ctx context.Context, snap *Snapshot) (objstore.Object
 		}
 		next.Increments = append(next.Increments, inc)
 	}
-	next.Refs, next.Head, next.DepsHash = snap.refs, snap.head, snap.depsHash
+	next.Refs, next.Head, next.DepsHash, next.HeadTurn = snap.refs, snap.head, snap.depsHash, snap.headTurn
 	if snap.format != "" {
 		next.ObjectFormat = snap.format
 	}

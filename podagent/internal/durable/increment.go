@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,6 +42,20 @@ func (p *Persister) localRefs(ctx context.Context) (map[string]string, string, e
 		head = ""
 	}
 	return refs, head, nil
+}
+
+// headTurn is HEAD's first-parent depth (nil when unknown).
+func (p *Persister) headTurn(ctx context.Context) *int64 {
+	out, err := p.opts.Runner.Command("rev-list", "--count", "--first-parent", "HEAD").Env("GIT_DIR=" + p.gitDir).String(ctx)
+	if err != nil {
+		return nil
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+	if err != nil || n < 1 {
+		return nil
+	}
+	n--
+	return &n
 }
 
 func sameRefs(a, b map[string]string) bool {
