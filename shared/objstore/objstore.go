@@ -120,7 +120,7 @@ func LFSKey(projectID, oid string) string { return projectID + "/lfs/objects/" +
 // RepoManifestKey is the durable pointer of a project's .git: which base
 // (RepoKey) and which increments (RepoIncrementKey) hold it, and its refs.
 // It is the fenced object and the commit point of every durability step
-// (docs/sync-modes.md §3.1).
+// (docs/sync-modes.md §13.1).
 func RepoManifestKey(projectID string) string { return projectID + "/repo.git.manifest.json" }
 
 // RepoIncrementPrefix is the key prefix of a project's increments.

@@ -23,7 +23,7 @@ const RepoManifestVersion = 1
 const maxRepoManifest = 1 << 20
 
 // ErrManifestVersion is returned for a manifest of a newer format.
-var ErrManifestVersion = errors.New("repoarchive: the durable manifest has a format this build cannot read; upgrade, or compact the project with the newer build first (docs/sync-modes.md §3.6)")
+var ErrManifestVersion = errors.New("repoarchive: the durable manifest has a format this build cannot read; upgrade, or compact the project with the newer build first (docs/sync-modes.md §13.6)")
 
 // RepoManifest is <projectId>/repo.git.manifest.json, the commit point of
 // a project's durable .git: the base (repo.git.tar.gz, the compaction),

@@ -19,7 +19,7 @@ import (
 )
 
 // persistIncrement makes a dual_shadow push durable for a project with a
-// manifest (docs/sync-modes.md §3.3): the objects the push added (a pack
+// manifest (docs/sync-modes.md §13.7): the objects the push added (a pack
 // of what the new refs reach and the old ones do not) become one
 // increment, created with If-None-Match "*" under a key that carries the
 // pushing pod's epoch, and the manifest — the commit point — is written

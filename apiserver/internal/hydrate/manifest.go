@@ -13,7 +13,7 @@ import (
 	"github.com/svc-dev/svc/shared/wire"
 )
 
-// A project with a manifest (docs/sync-modes.md §3.4) is hydrated from
+// A project with a manifest (docs/sync-modes.md §13.4) is hydrated from
 // the base plus the increments the manifest lists, with refs and HEAD
 // written from the manifest. The copy's identity is the manifest's ETag.
 // When the base is the one the current copy was made from, the new copy

@@ -18,7 +18,7 @@ import (
 )
 
 // CompactionOptions bound the chain of increments (docs/sync-modes.md
-// §3.3). The base is rewritten in the background, never on a turn's path,
+// §13.3). The base is rewritten in the background, never on a turn's path,
 // once the listed increments reach MaxIncrements or their bytes reach
 // VolumeRatio × the base.
 type CompactionOptions struct {

@@ -1,19 +1,26 @@
-// Package durable persists and restores a project's .git as the durable
-// object <projectId>/repo.git.tar.gz (spec 2.7, 10.1).
+// Package durable persists and restores a project's .git (spec 2.7,
+// 10.1): the base <projectId>/repo.git.tar.gz (the spec's artifact, any
+// restore can read it), the increments written since (each one pack of the
+// objects a persist added, <projectId>/repo.git.inc/…), and the manifest
+// <projectId>/repo.git.manifest.json naming them with the refs — the
+// commit point of every persist (docs/sync-modes.md §13). A turn uploads
+// its change, not the repository; the base is rewritten in the
+// background (compact.go).
 //
-// Fencing (spec 10.1.1, the pod is the sole writer): every Put goes through
-// the pod's ownership lease (package ownership, docs/sync-modes.md §11): it
-// is conditional — If-None-Match "*" for the first write of a project,
-// If-Match the ETag this pod last wrote (or adopted at start) after — and
-// the project's ownership record is checked before and after it. A pod
-// that lost the record is fenced for the rest of its life and refuses
-// every further write. A second pod that wrongly holds the same project can
-// therefore never overwrite a newer history.
+// Fencing (spec 10.1.1, the pod is the sole writer): every base and
+// manifest Put goes through the pod's ownership lease (package ownership,
+// docs/sync-modes.md §11): it is conditional — If-None-Match "*" for the
+// first write of a project, If-Match the ETag this pod last wrote (or
+// adopted at start) after — and the project's ownership record is checked
+// before and after it. An increment is created once (If-None-Match "*")
+// under a key carrying the writer's epoch; no manifest names it until the
+// fenced manifest write succeeds. A pod that lost the record is fenced
+// for the rest of its life and refuses every further write.
 //
-// The archive holds the contents of .git (names relative to it: HEAD,
-// objects/..., refs/...), so extracting it anywhere gives a git dir the API
-// can use as is. Lock files, the pod's own state (svc-agent/) and, unless
-// asked, the large-file cache (lfs/) are left out.
+// The base holds the contents of .git (names relative to it: HEAD,
+// objects/..., refs/...), so extracting it anywhere gives a git dir. Lock
+// files, the pod's own state (svc-agent/) and, unless asked, the
+// large-file cache (lfs/) are left out.
 package durable
 
 import (
@@ -76,7 +83,7 @@ type Options struct {
 	Lease *ownership.Lease
 	// Full makes every persist write the whole base and a manifest without
 	// increments (the forced compaction before a downgrade, and the
-	// behaviour before increments existed; docs/sync-modes.md §3.6).
+	// behaviour before increments existed; docs/sync-modes.md §13.6).
 	Full bool
 	// Compaction tunes the background rewrite of the base (zero values:
 	// the defaults).
@@ -99,7 +106,7 @@ type Persister struct {
 	adoptPending atomic.Bool
 	lease        *ownership.Lease
 
-	// The manifest (docs/sync-modes.md §3.1): the last version this pod
+	// The manifest (docs/sync-modes.md §13.1): the last version this pod
 	// wrote, restored or adopted; nil while the project has none (a legacy
 	// object, or nothing durable yet).
 	man     *repoarchive.RepoManifest

@@ -30,7 +30,7 @@ func (p *Persister) Restore(ctx context.Context, limits archive.ExtractOptions) 
 // rest of .git is still being extracted); nil onManifest ignores it.
 // onManifest must not block. An object without either never calls it.
 //
-// With a manifest (docs/sync-modes.md §3.4) the restore is the base, then
+// With a manifest (docs/sync-modes.md §13.4) the restore is the base, then
 // every increment it lists (each a pack and its index, nothing else), then
 // the refs and HEAD written from the manifest; the sanitising of .git
 // applies to the whole. Without one (a legacy object) it is the base
