@@ -21,7 +21,7 @@ import (
 
 // git runs git in dir with no user or system config and returns its
 // trimmed output.
-func git(t *testing.T, dir string, args ...string) string {
+func git(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/svc-dev/svc/podagent/internal/durable"
@@ -38,9 +39,12 @@ func keyClass(key string) string {
 	return "other"
 }
 
-func podWith(t *testing.T, st objstore.Store, workspace, name string, co durable.CompactionOptions) *durable.Persister {
+func podWith(t testing.TB, st objstore.Store, workspace, name string, co durable.CompactionOptions) *durable.Persister {
 	t.Helper()
-	log := zaptest.NewLogger(t).Named(name)
+	log := zap.NewNop()
+	if _, bench := t.(*testing.B); !bench {
+		log = zaptest.NewLogger(t).Named(name)
+	}
 	lease := ownership.New(ownership.Options{Store: st, ProjectID: "p1", Pod: name, Log: log})
 	if err := lease.Claim(context.Background()); err != nil {
 		t.Fatalf("%s: claim: %v", name, err)
@@ -52,7 +56,7 @@ func podWith(t *testing.T, st objstore.Store, workspace, name string, co durable
 }
 
 // turn appends a line to notes.txt and commits it.
-func turn(t *testing.T, ws string, n int) string {
+func turn(t testing.TB, ws string, n int) string {
 	t.Helper()
 	f, err := os.OpenFile(filepath.Join(ws, "notes.txt"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -65,7 +69,7 @@ func turn(t *testing.T, ws string, n int) string {
 	return git(t, ws, "rev-parse", "HEAD")
 }
 
-func newRepo(t *testing.T, ws string, randomBytes int) {
+func newRepo(t testing.TB, ws string, randomBytes int) {
 	t.Helper()
 	git(t, ws, "init", "-q", "-b", "main")
 	b := make([]byte, randomBytes)
