@@ -60,6 +60,9 @@ type BaseRef struct {
 	Epoch int64  `json:"epoch"`
 	Seq   int64  `json:"seq"` // the manifest seq whose refs the base holds
 	Bytes int64  `json:"bytes"`
+	// Refs the base holds (nil: unknown), so the increments can be merged
+	// into one without rewriting the base.
+	Refs map[string]string `json:"refs,omitempty"`
 }
 
 // Increment is one listed increment.
@@ -127,6 +130,11 @@ func ParseRepoManifest(b []byte, projectID string) (RepoManifest, error) {
 	}
 	if m.Head != "" && (!strings.HasPrefix(m.Head, "refs/heads/") || !ValidRefName(m.Head)) {
 		return RepoManifest{}, fmt.Errorf("repoarchive: durable manifest HEAD %q", m.Head)
+	}
+	for name, id := range m.Base.Refs {
+		if !ValidRefName(name) || len(id) != idLen || !isLowerHex(id) {
+			return RepoManifest{}, fmt.Errorf("repoarchive: durable manifest base ref %s %q", name, id)
+		}
 	}
 	for _, inc := range m.Increments {
 		if !strings.HasPrefix(inc.Key, projectID+"/repo.git.inc/") || strings.Contains(inc.Key[len(projectID)+1:], "..") {

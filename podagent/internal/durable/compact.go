@@ -69,30 +69,65 @@ type background struct {
 
 // NeedsCompaction reports whether the manifest's chain has crossed a
 // compaction threshold.
-func (p *Persister) NeedsCompaction() bool {
+func (p *Persister) NeedsCompaction() bool { return p.due() != dueNone }
+
+type dueKind int
+
+const (
+	dueNone  dueKind = iota
+	dueMerge         // too many increments, little volume: merge them into one
+	dueBase          // the increments' volume reached the base's: rewrite the base
+)
+
+// due decides what the chain needs. Many small increments are merged into
+// one (O(their bytes)); the base is rewritten (O(repository)) only once
+// the increments' volume is a fraction of it, so its amortised cost per
+// turn stays a multiple of the change.
+func (p *Persister) due() dueKind {
 	o := p.opts.Compaction.withDefaults()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.man == nil || len(p.man.Increments) == 0 {
-		return false
-	}
-	if o.MaxIncrements > 0 && len(p.man.Increments) >= o.MaxIncrements {
-		return true
+		return dueNone
 	}
 	n := p.man.IncrementBytes()
-	return o.VolumeRatio > 0 && n >= o.MinBytes && float64(n) >= o.VolumeRatio*float64(p.man.Base.Bytes)
+	if o.VolumeRatio > 0 && n >= o.MinBytes && float64(n) >= o.VolumeRatio*float64(p.man.Base.Bytes) {
+		return dueBase
+	}
+	if o.MaxIncrements > 0 && len(p.man.Increments) >= o.MaxIncrements {
+		if p.man.Base.Refs == nil || len(p.man.Increments) == 1 {
+			return dueBase
+		}
+		return dueMerge
+	}
+	return dueNone
 }
 
 // maybeCompact starts a background compaction when one is due.
 func (p *Persister) maybeCompact() {
 	if p.NeedsCompaction() {
-		p.CompactInBackground()
+		p.background(p.CompactIfDue)
 	}
 }
 
-// CompactInBackground starts a compaction unless one runs (or the
-// Persister is closed). Callers use it at idle.
-func (p *Persister) CompactInBackground() {
+// CompactIfDue merges the increments or rewrites the base, whichever the
+// chain needs (nothing when neither).
+func (p *Persister) CompactIfDue(ctx context.Context) error {
+	switch p.due() {
+	case dueMerge:
+		return p.Merge(ctx)
+	case dueBase:
+		return p.Compact(ctx)
+	}
+	return nil
+}
+
+// CompactInBackground rewrites the base in the background unless a
+// compaction runs (or the Persister is closed). Callers use it at idle,
+// so that most cold starts find no increment.
+func (p *Persister) CompactInBackground() { p.background(p.Compact) }
+
+func (p *Persister) background(compact func(context.Context) error) {
 	b := &p.bg
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -108,7 +143,7 @@ func (p *Persister) CompactInBackground() {
 		defer b.wg.Done()
 		ctx, cancel := context.WithTimeout(b.ctx, p.opts.Compaction.withDefaults().Timeout)
 		defer cancel()
-		if err := p.Compact(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		if err := compact(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			p.log.Warn("compacting the durable .git failed; the next persist retries", zap.Error(err))
 		}
 		b.mu.Lock()
@@ -187,7 +222,7 @@ func (p *Persister) Compact(ctx context.Context) error {
 		dropped[inc.Key] = true
 	}
 	next := p.nextManifest(cur)
-	next.Base = repoarchive.BaseRef{ETag: info.ETag, Epoch: p.lease.Epoch(), Seq: man.Seq, Bytes: size}
+	next.Base = repoarchive.BaseRef{ETag: info.ETag, Epoch: p.lease.Epoch(), Seq: man.Seq, Bytes: size, Refs: man.Refs}
 	next.Increments = nil
 	var retired []repoarchive.Increment
 	for _, inc := range cur.Increments {
@@ -208,6 +243,63 @@ func (p *Persister) Compact(ctx context.Context) error {
 	p.log.Info("compacted the durable .git", zap.Int64("seq", man.Seq), zap.Int("increments", len(retired)),
 		zap.Int64("bytes", size), zap.Duration("took", time.Since(start)))
 	return p.collect(ctx, o.RetireGrace)
+}
+
+// Merge replaces the listed increments by one increment holding the
+// objects reachable from the manifest's refs and not from the base's
+// (O(the increments), not O(the repository)), then re-points the manifest
+// and collects as Compact does.
+func (p *Persister) Merge(ctx context.Context) error {
+	if p.Fenced() {
+		return ErrFenced
+	}
+	p.mu.Lock()
+	man := p.man
+	p.mu.Unlock()
+	if man == nil || man.Base.Refs == nil || len(man.Increments) < 2 {
+		return nil
+	}
+	tmp := filepath.Join(p.gitDir, StateDirName, "tmp")
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return err
+	}
+	snap := &Snapshot{refs: man.Refs, head: man.Head}
+	ok, err := p.snapshotIncrement(ctx, snap, &repoarchive.RepoManifest{Refs: man.Base.Refs, Head: man.Head}, tmp)
+	defer snap.Remove()
+	if !ok || snap.kind != snapIncrement {
+		return fmt.Errorf("durable: merging increments: %v", err)
+	}
+	p.manMu.Lock()
+	p.mu.Lock()
+	cur, curETag := p.man, p.manETag
+	p.mu.Unlock()
+	next := p.nextManifest(cur)
+	inc, err := p.putIncrement(ctx, snap, next)
+	if err != nil {
+		p.manMu.Unlock()
+		return err
+	}
+	merged := map[string]bool{}
+	for _, i := range man.Increments {
+		merged[i.Key] = true
+	}
+	next.Increments = []repoarchive.Increment{inc}
+	var retired []repoarchive.Increment
+	for _, i := range cur.Increments {
+		if merged[i.Key] {
+			retired = append(retired, i)
+		} else {
+			next.Increments = append(next.Increments, i)
+		}
+	}
+	next.Retired = retire(next.Retired, retired, time.Now())
+	_, err = p.putManifest(ctx, curETag, next)
+	p.manMu.Unlock()
+	if err != nil {
+		return err
+	}
+	p.log.Info("merged the durable increments", zap.Int("increments", len(retired)), zap.Int64("bytes", inc.Bytes))
+	return p.collect(ctx, p.opts.Compaction.withDefaults().RetireGrace)
 }
 
 // stageBase writes dir/base.tar.gz: a bare layout holding one pack of

@@ -312,7 +312,7 @@ func (p *Persister) Upload(ctx context.Context, snap *Snapshot) (objstore.Object
 		if err != nil {
 			return info, err
 		}
-		next.Base = repoarchive.BaseRef{ETag: info.ETag, Epoch: next.Epoch, Seq: next.Seq, Bytes: snap.Size}
+		next.Base = repoarchive.BaseRef{ETag: info.ETag, Epoch: next.Epoch, Seq: next.Seq, Bytes: snap.Size, Refs: snap.refs}
 		next.Retired = retire(next.Retired, next.Increments, time.Now())
 		next.Increments = nil
 		p.mu.Lock()

@@ -292,3 +292,48 @@ func TestLegacyAndNewerManifest(t *testing.T) {
 		t.Fatalf("restore of a newer manifest = %v, want ErrManifestVersion", err)
 	}
 }
+
+// Many small increments are merged into one without rewriting the base;
+// the merged chain restores every turn.
+func TestMergeIncrements(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	fsStore, err := fs.New(t.TempDir(), fs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &objstoretest.Counting{Store: fsStore, Class: keyClass}
+	ws := t.TempDir()
+	a := podWith(t, st, ws, "pod-a", durable.CompactionOptions{MaxIncrements: -1, VolumeRatio: -1, RetireGrace: time.Nanosecond})
+	newRepo(t, ws, 256<<10)
+	turn(t, ws, 0)
+	if _, err := persist(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	var head string
+	for i := 1; i <= 4; i++ {
+		head = turn(t, ws, i)
+		if _, err := persist(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Merge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m := readManifest(t, st)
+	var stored []string
+	_ = st.List(ctx, objstore.RepoIncrementPrefix("p1"), func(oi objstore.ObjectInfo) error { stored = append(stored, oi.Key); return nil })
+	if len(m.Increments) != 1 || len(m.Retired) != 4 || len(stored) != 1 || stored[0] != m.Increments[0].Key {
+		t.Fatalf("after the merge: increments %v, retired %v, stored %v", m.Increments, m.Retired, stored)
+	}
+	if st.Puts()["base"].Requests != 1 {
+		t.Fatalf("the merge rewrote the base: %+v", st.Puts())
+	}
+	b := podWith(t, st, t.TempDir(), "pod-b", durable.CompactionOptions{})
+	if ok, err := b.Restore(ctx, archive.ExtractOptions{}); err != nil || !ok {
+		t.Fatalf("restore: %v %v", ok, err)
+	}
+	if got, _ := b.Manifest(); got.Refs["refs/heads/main"] != head {
+		t.Fatalf("restored manifest head %s, want %s", got.Refs["refs/heads/main"], head)
+	}
+}
