@@ -72,6 +72,11 @@ type Increment struct {
 	Seq    int64  `json:"seq"`
 	Bytes  int64  `json:"bytes"`
 	SHA256 string `json:"sha256"`
+	// Level 0 is a persist's increment; level 1 merges level-0 ones and
+	// records the refs it brings the state to, which the next merge
+	// excludes.
+	Level int               `json:"level,omitempty"`
+	Refs  map[string]string `json:"refs,omitempty"`
 }
 
 // Retired is an increment dropped by a compaction.
@@ -139,6 +144,11 @@ func ParseRepoManifest(b []byte, projectID string) (RepoManifest, error) {
 	for _, inc := range m.Increments {
 		if !strings.HasPrefix(inc.Key, projectID+"/repo.git.inc/") || strings.Contains(inc.Key[len(projectID)+1:], "..") {
 			return RepoManifest{}, fmt.Errorf("repoarchive: durable manifest increment key %q", inc.Key)
+		}
+		for name, id := range inc.Refs {
+			if !ValidRefName(name) || len(id) != idLen || !isLowerHex(id) {
+				return RepoManifest{}, fmt.Errorf("repoarchive: durable manifest increment %s ref %s %q", inc.Key, name, id)
+			}
 		}
 		if len(inc.SHA256) != 64 || !isLowerHex(inc.SHA256) {
 			return RepoManifest{}, fmt.Errorf("repoarchive: durable manifest increment %s sha256 %q", inc.Key, inc.SHA256)

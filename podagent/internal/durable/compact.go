@@ -94,13 +94,46 @@ func (p *Persister) due() dueKind {
 	if o.VolumeRatio > 0 && n >= o.MinBytes && float64(n) >= o.VolumeRatio*float64(p.man.Base.Bytes) {
 		return dueBase
 	}
-	if o.MaxIncrements > 0 && len(p.man.Increments) >= o.MaxIncrements {
-		if p.man.Base.Refs == nil || len(p.man.Increments) == 1 {
-			return dueBase
-		}
+	if o.MaxIncrements <= 0 || len(p.man.Increments) < o.MaxIncrements {
+		return dueNone
+	}
+	l0, l1 := levels(p.man)
+	switch {
+	case len(l1) >= o.MaxIncrements:
+		return dueBase
+	case len(l0) >= o.MaxIncrements && mergeBase(p.man) != nil && len(l0) > 1:
 		return dueMerge
+	case len(l0) >= o.MaxIncrements || len(p.man.Increments) >= 2*o.MaxIncrements:
+		return dueBase
 	}
 	return dueNone
+}
+
+// levels splits the listed increments by level.
+func levels(m *repoarchive.RepoManifest) (l0, l1 []repoarchive.Increment) {
+	for _, inc := range m.Increments {
+		if inc.Level == 0 {
+			l0 = append(l0, inc)
+		} else {
+			l1 = append(l1, inc)
+		}
+	}
+	return l0, l1
+}
+
+// mergeBase is what a merge of the level-0 increments excludes: the refs
+// of the newest level-1 increment, else the base's (nil: unknown).
+func mergeBase(m *repoarchive.RepoManifest) map[string]string {
+	var best *repoarchive.Increment
+	for i := range m.Increments {
+		if inc := &m.Increments[i]; inc.Level > 0 && inc.Refs != nil && (best == nil || inc.Seq > best.Seq) {
+			best = inc
+		}
+	}
+	if best != nil {
+		return best.Refs
+	}
+	return m.Base.Refs
 }
 
 // maybeCompact starts a background compaction when one is due.
@@ -245,10 +278,12 @@ func (p *Persister) Compact(ctx context.Context) error {
 	return p.collect(ctx, o.RetireGrace)
 }
 
-// Merge replaces the listed increments by one increment holding the
-// objects reachable from the manifest's refs and not from the base's
-// (O(the increments), not O(the repository)), then re-points the manifest
-// and collects as Compact does.
+// Merge replaces the listed level-0 increments by one level-1 increment
+// holding the objects reachable from the manifest's refs and not from the
+// newest level-1 increment's (or the base's) — O(those increments), not
+// O(the repository) — then re-points the manifest and collects as Compact
+// does. The base is rewritten once the level-1 increments reach
+// MaxIncrements or the volume threshold.
 func (p *Persister) Merge(ctx context.Context) error {
 	if p.Fenced() {
 		return ErrFenced
@@ -256,7 +291,12 @@ func (p *Persister) Merge(ctx context.Context) error {
 	p.mu.Lock()
 	man := p.man
 	p.mu.Unlock()
-	if man == nil || man.Base.Refs == nil || len(man.Increments) < 2 {
+	if man == nil {
+		return nil
+	}
+	l0, _ := levels(man)
+	exclude := mergeBase(man)
+	if exclude == nil || len(l0) < 2 {
 		return nil
 	}
 	tmp := filepath.Join(p.gitDir, StateDirName, "tmp")
@@ -264,7 +304,7 @@ func (p *Persister) Merge(ctx context.Context) error {
 		return err
 	}
 	snap := &Snapshot{refs: man.Refs, head: man.Head}
-	ok, err := p.snapshotIncrement(ctx, snap, &repoarchive.RepoManifest{Refs: man.Base.Refs, Head: man.Head}, tmp)
+	ok, err := p.snapshotIncrement(ctx, snap, &repoarchive.RepoManifest{Refs: exclude, Head: man.Head}, tmp)
 	defer snap.Remove()
 	if !ok || snap.kind != snapIncrement {
 		return fmt.Errorf("durable: merging increments: %v", err)
@@ -273,14 +313,25 @@ func (p *Persister) Merge(ctx context.Context) error {
 	p.mu.Lock()
 	cur, curETag := p.man, p.manETag
 	p.mu.Unlock()
+	listed := map[string]bool{}
+	for _, i := range cur.Increments {
+		listed[i.Key] = true
+	}
+	for _, i := range l0 {
+		if !listed[i.Key] { // another compaction got there first
+			p.manMu.Unlock()
+			return nil
+		}
+	}
 	next := p.nextManifest(cur)
 	inc, err := p.putIncrement(ctx, snap, next)
 	if err != nil {
 		p.manMu.Unlock()
 		return err
 	}
+	inc.Level, inc.Refs = 1, man.Refs
 	merged := map[string]bool{}
-	for _, i := range man.Increments {
+	for _, i := range l0 {
 		merged[i.Key] = true
 	}
 	next.Increments = []repoarchive.Increment{inc}
