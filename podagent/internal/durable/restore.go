@@ -129,9 +129,9 @@ func (p *Persister) RestoreWith(ctx context.Context, limits archive.ExtractOptio
 // the ETag), it is adopted. Otherwise another writer got ahead: the
 // Persister is fenced.
 func (p *Persister) Adopt(ctx context.Context) error {
-	minfo, err := p.opts.Store.Head(ctx, p.manKey)
+	_, err := p.opts.Store.Head(ctx, p.manKey)
 	if err == nil {
-		return p.adoptManifest(ctx, minfo)
+		return p.adoptManifest(ctx)
 	}
 	if !errors.Is(err, objstore.ErrNotExist) {
 		p.adoptPending.Store(true)
@@ -180,7 +180,7 @@ func (p *Persister) Adopt(ctx context.Context) error {
 
 // adoptManifest is Adopt for a project with a manifest: containment is
 // checked from the manifest's refs alone, with no download of the base.
-func (p *Persister) adoptManifest(ctx context.Context, minfo objstore.ObjectInfo) error {
+func (p *Persister) adoptManifest(ctx context.Context) error {
 	man, etag, found, err := p.readManifest(ctx)
 	if errors.Is(err, repoarchive.ErrManifestVersion) {
 		return err
@@ -210,7 +210,6 @@ func (p *Persister) adoptManifest(ctx context.Context, minfo objstore.ObjectInfo
 	p.etag, p.man, p.manETag = base, man, etag
 	p.mu.Unlock()
 	p.adoptPending.Store(false)
-	_ = minfo
 	return p.saveState(state{ETag: base, ManifestETag: etag})
 }
 
