@@ -99,7 +99,7 @@ func (p *Persister) due() dueKind {
 	}
 	l0, l1 := levels(p.man)
 	switch {
-	case len(l1) >= o.MaxIncrements:
+	case o.MaxIncrements < 2, len(l1) >= o.MaxIncrements:
 		return dueBase
 	case len(l0) >= o.MaxIncrements && mergeBase(p.man) != nil && len(l0) > 1:
 		return dueMerge
