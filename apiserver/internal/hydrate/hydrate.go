@@ -5,7 +5,10 @@
 //
 // Every Acquire sends a HEAD probe for the object and downloads it only when
 // its ETag differs from the copy on disk (the per-replica ETag cache of spec
-// 10.1.3). Concurrent Acquires of one project share one probe and one
+// 10.1.3). A project with a manifest (<projectId>/repo.git.manifest.json,
+// docs/sync-modes.md §13) is probed by the manifest's ETag and hydrated
+// from base + increments; when only increments were added, only those are
+// fetched (manifest.go). Concurrent Acquires of one project share one probe and one
 // download (singleflight). A new copy is extracted with shared/archive (which
 // refuses entries that escape the target) into a staging directory, checked,
 // sanitised and only then renamed into a fresh version directory and
