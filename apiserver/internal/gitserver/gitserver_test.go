@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/svc-dev/svc/apiserver/internal/gitserver"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate/hydratetest"
 	"github.com/svc-dev/svc/apiserver/internal/server/servertest"
 	"github.com/svc-dev/svc/apiserver/internal/store"
@@ -462,5 +463,46 @@ func TestHostileAndGzipRequests(t *testing.T) {
 	st, b = do("GET", base+"/info/refs?service=git-upload-pack", nil, map[string]string{"Git-Protocol": "version=2 --upload-pack=x"})
 	if st != 200 || !bytes.HasPrefix(b, []byte("001e# service=git-upload-pack")) {
 		t.Fatalf("hostile Git-Protocol: %d %q", st, b)
+	}
+}
+
+// A dual_shadow project's chain stays bounded: the push that finds
+// MaxIncrements listed writes the whole archive and a manifest without
+// increments (the dropped ones retired), and the history reads whole.
+func TestDualShadowChainIsCompacted(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	_, err := f.Store.SetSyncMode(ctx, f.Project.ID, syncmode.DualShadow)
+	testenv.Must(t, err)
+	c := newClient(t)
+	dst := filepath.Join(t.TempDir(), "clone")
+	c.must("", "clone", f.remote(f.RuntimeToken), dst)
+	var head string
+	push := func(i int) {
+		testenv.Must(t, os.WriteFile(filepath.Join(dst, "turn.txt"), []byte(fmt.Sprint(i)), 0o644))
+		c.must(dst, "add", "-A")
+		c.must(dst, "commit", "-q", "-m", fmt.Sprintf("turn %d", i))
+		head = c.must(dst, "rev-parse", "HEAD")
+		c.must(dst, "push", "-q", "origin", "main")
+	}
+	push(0) // the archive once, then the manifest
+	first, err := f.Objects.Head(ctx, objstore.RepoKey(f.Project.ID))
+	testenv.Must(t, err)
+	for i := 1; i <= gitserver.MaxIncrements+1; i++ {
+		push(i)
+	}
+	man, _, err := repoarchive.GetManifest(ctx, f.Objects, f.Project.ID)
+	testenv.Must(t, err)
+	base, err := f.Objects.Head(ctx, objstore.RepoKey(f.Project.ID))
+	testenv.Must(t, err)
+	if base.ETag == first.ETag || len(man.Increments) != 0 || len(man.Retired) != gitserver.MaxIncrements ||
+		man.Refs["refs/heads/main"] != head || man.Base.ETag != base.ETag {
+		t.Fatalf("after %d pushes: base rewritten %v, %d increments, %d retired, main %s (want %s)",
+			gitserver.MaxIncrements+1, base.ETag != first.ETag, len(man.Increments), len(man.Retired), man.Refs["refs/heads/main"], head)
+	}
+	clone := filepath.Join(t.TempDir(), "again")
+	c.must("", "clone", f.remote(f.RuntimeToken), clone)
+	if got := c.must(clone, "rev-parse", "HEAD"); got != head {
+		t.Fatalf("clone after the compaction: HEAD %s, want %s", got, head)
 	}
 }

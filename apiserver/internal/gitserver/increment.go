@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
@@ -36,6 +37,10 @@ func (s *Server) persistIncrement(ctx context.Context, c echo.Context, projectID
 			manETag, minfo.ETag, objstore.ErrPreconditionFailed)
 	}
 	epoch, _ := strconv.ParseInt(c.Request().Header.Get(wire.HeaderOwnerEpoch), 10, 64)
+	if len(man.Increments) >= MaxIncrements {
+		info, err := s.compactPush(ctx, projectID, gitDir, after, man, manETag, epoch)
+		return info, "", err
+	}
 	next := *man
 	next.Increments = append([]repoarchive.Increment(nil), man.Increments...)
 	next.Version, next.Seq, next.Epoch = repoarchive.RepoManifestVersion, man.Seq+1, epoch
@@ -91,6 +96,67 @@ func (s *Server) persistIncrement(ctx context.Context, c echo.Context, projectID
 	s.Log.Info("dual_shadow push made durable as an increment", zap.String("projectId", projectID), zap.String("increment", incKey),
 		zap.Int64("seq", next.Seq), zap.String("etag", info.ETag))
 	return info, incKey, nil
+}
+
+// MaxIncrements bounds the chain of a dual_shadow project: the push that
+// finds this many listed writes the whole archive instead (as every push
+// did before increments), and the manifest then lists none. The API is
+// the only writer of a dual_shadow project's manifest, so this is its
+// compaction; increments it drops are deleted RetireGrace after.
+const MaxIncrements = 32
+
+// RetireGrace is how long a dropped increment is kept for readers holding
+// an older manifest.
+const RetireGrace = 15 * time.Minute
+
+// compactPush makes the push durable as a new base and a manifest without
+// increments, then deletes the increments an earlier compaction retired
+// more than RetireGrace ago.
+func (s *Server) compactPush(ctx context.Context, projectID, gitDir string, after map[string]string, man *repoarchive.RepoManifest, manETag string, epoch int64) (objstore.ObjectInfo, error) {
+	cur, err := s.Objects.Head(ctx, objstore.RepoKey(projectID))
+	if err != nil {
+		return objstore.ObjectInfo{}, err
+	}
+	base, err := s.persist(ctx, projectID, gitDir, objstore.PutOptions{ContentType: "application/gzip", IfMatch: cur.ETag})
+	if err != nil {
+		return base, err
+	}
+	next := *man
+	next.Version, next.Seq, next.Epoch = repoarchive.RepoManifestVersion, man.Seq+1, epoch
+	next.Refs = map[string]string{}
+	for name, id := range after {
+		if repoarchive.ValidRefName(name) {
+			next.Refs[name] = id
+		}
+	}
+	next.Base = repoarchive.BaseRef{ETag: base.ETag, Epoch: epoch, Seq: next.Seq, Bytes: base.Size, Refs: next.Refs}
+	now := time.Now()
+	var gone []string
+	next.Retired = nil
+	for _, r := range man.Retired {
+		if now.Sub(r.At) >= RetireGrace {
+			gone = append(gone, r.Key)
+		} else {
+			next.Retired = append(next.Retired, r)
+		}
+	}
+	for _, inc := range man.Increments {
+		next.Retired = append(next.Retired, repoarchive.Retired{Key: inc.Key, At: now})
+	}
+	next.Increments = nil
+	b := next.Marshal()
+	info, err := s.Objects.Put(ctx, objstore.RepoManifestKey(projectID), bytes.NewReader(b), int64(len(b)),
+		objstore.PutOptions{IfMatch: manETag, ContentType: "application/json"})
+	if err != nil {
+		return info, fmt.Errorf("put %s: %w", objstore.RepoManifestKey(projectID), err)
+	}
+	for _, key := range gone { // no manifest names them any more
+		if err := s.Objects.Delete(ctx, key); err != nil {
+			s.Log.Warn("deleting a retired increment", zap.String("key", key), zap.Error(err))
+		}
+	}
+	s.Log.Info("dual_shadow push compacted the durable .git", zap.String("projectId", projectID), zap.Int("increments", len(man.Increments)))
+	return info, nil
 }
 
 // createManifest writes the first manifest of a project whose base the
