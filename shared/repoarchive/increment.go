@@ -14,6 +14,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/svc-dev/svc/shared/atomicfile"
 	"github.com/svc-dev/svc/shared/gitrun"
@@ -159,12 +162,11 @@ func ExtractIncrement(r io.Reader, gitDir, wantSHA256 string) error {
 		if total += hdr.Size; total > MaxIncrementBytes {
 			return fmt.Errorf("repoarchive: increment exceeds %d bytes", int64(MaxIncrementBytes))
 		}
-		tmp := filepath.Join(packDir, ".tmp-"+hdr.Name)
-		f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o444)
+		f, err := os.CreateTemp(packDir, ".tmp-"+hdr.Name+"-*")
 		if err != nil {
 			return err
 		}
-		staged = append(staged, [2]string{tmp, filepath.Join(packDir, hdr.Name)})
+		staged = append(staged, [2]string{f.Name(), filepath.Join(packDir, hdr.Name)})
 		_, err = io.Copy(f, tr)
 		if cerr := f.Close(); err == nil {
 			err = cerr
@@ -197,24 +199,34 @@ func ExtractIncrement(r io.Reader, gitDir, wantSHA256 string) error {
 // gitDir (order does not matter: each pack is self-contained). skip
 // reports keys already applied (nil: none). It returns the bytes read.
 func FetchIncrements(ctx context.Context, st objstore.Store, m *RepoManifest, gitDir string, skip func(key string) bool) (int64, error) {
-	var n int64
+	var n atomic.Int64
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(fetchParallel)
 	for _, inc := range m.Increments {
 		if skip != nil && skip(inc.Key) {
 			continue
 		}
-		rc, info, err := st.Get(ctx, inc.Key)
-		if err != nil {
-			return n, fmt.Errorf("repoarchive: get increment %s: %w", inc.Key, err)
-		}
-		err = ExtractIncrement(rc, gitDir, inc.SHA256)
-		rc.Close()
-		if err != nil {
-			return n, fmt.Errorf("repoarchive: %s: %w", inc.Key, err)
-		}
-		n += info.Size
+		g.Go(func() error {
+			rc, info, err := st.Get(gctx, inc.Key)
+			if err != nil {
+				return fmt.Errorf("repoarchive: get increment %s: %w", inc.Key, err)
+			}
+			err = ExtractIncrement(rc, gitDir, inc.SHA256)
+			rc.Close()
+			if err != nil {
+				return fmt.Errorf("repoarchive: %s: %w", inc.Key, err)
+			}
+			n.Add(info.Size)
+			return nil
+		})
 	}
-	return n, nil
+	err := g.Wait()
+	return n.Load(), err
 }
+
+// fetchParallel is how many increments are fetched at once (they are
+// small: the round trips, not the bytes, are the cost).
+const fetchParallel = 8
 
 // ApplyRefs replaces the refs of gitDir by the manifest's: loose refs and
 // packed-refs are removed, packed-refs and HEAD written from m (validated
