@@ -112,6 +112,12 @@ func (x *exporter) CommitAndPersist(ctx context.Context) error {
 }
 
 func (x *exporter) OpenRepoArchive(ctx context.Context) (io.ReadCloser, error) {
+	// The host exports the archive alone: fold the increments into it first.
+	if m, ok := x.p.Durable.Manifest(); ok && len(m.Increments) > 0 {
+		if err := x.p.Durable.Compact(ctx); err != nil {
+			return nil, err
+		}
+	}
 	rc, _, err := x.store.Get(ctx, x.key)
 	return rc, err
 }

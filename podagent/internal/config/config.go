@@ -37,9 +37,13 @@ type Config struct {
 	RuntimeToken string
 	DataDir      string
 	// Store is SVC_STORAGE and SVC_S3_* (ObjectStore adds its fs Dir).
-	Store                objstore.Config
-	WorkspaceDir         string
-	LargeFileBytes       int64
+	Store          objstore.Config
+	WorkspaceDir   string
+	LargeFileBytes int64
+	// DurableFull: every persist writes the whole base (no increments).
+	DurableFull bool
+	// DurableMaxIncrements listed before a background compaction.
+	DurableMaxIncrements int
 	DegradeAfterFailures int
 	HTTPAddr             string
 	PprofAddr            string
@@ -82,6 +86,8 @@ var options = slices.Concat([]settings.Option[Config]{
 	{Flag: "persist-retry-min", Env: "SVC_PERSIST_RETRY_MIN", Def: "1s", Usage: "first backoff of background persist/record retries", Set: settings.Duration(func(c *Config) *time.Duration { return &c.PersistRetryMin })},
 	{Flag: "persist-retry-max", Env: "SVC_PERSIST_RETRY_MAX", Def: "60s", Usage: "cap of background persist/record retry backoff", Set: settings.Duration(func(c *Config) *time.Duration { return &c.PersistRetryMax })},
 	{Flag: "shutdown-grace", Env: "SVC_SHUTDOWN_GRACE", Def: "25s", Usage: "time from SIGTERM to SIGKILL the runtime grants; the drain gets what the final git (5 s) and S3 (10 s) flushes leave", Set: settings.Duration(func(c *Config) *time.Duration { return &c.ShutdownGrace })},
+	{Flag: "durable-full", Env: "SVC_DURABLE_FULL", Def: "false", Usage: "write the whole repo.git.tar.gz at every persist instead of increments (before a downgrade: docs/sync-modes.md)", Set: settings.Bool(func(c *Config) *bool { return &c.DurableFull })},
+	{Flag: "durable-max-increments", Env: "SVC_DURABLE_MAX_INCREMENTS", Def: "16", Usage: "increments listed before the base is rewritten in the background", Set: settings.Int(func(c *Config) *int { return &c.DurableMaxIncrements })},
 	{Flag: "pod-generation", Env: "SVC_POD_GENERATION", Def: "0", Usage: "the runtime driver's generation of this pod; a pod never takes its project over from a newer generation", Set: settings.Int(func(c *Config) *int64 { return &c.Generation })},
 	{Flag: "lfs", Env: "SVC_LFS", Def: "true", Usage: "track files above LARGE_FILE_BYTES and curated binary types with git-lfs through the API's batch endpoint", Set: settings.Bool(func(c *Config) *bool { return &c.LFS })},
 },
