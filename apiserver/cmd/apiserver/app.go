@@ -316,7 +316,7 @@ func (a *app) runtimeDeps(addr net.Addr, advertise string) (*agentproxy.Proxy, *
 		RelayTransport: transport, Log: a.log})
 	router := &runtimes.Router{Store: a.store, Default: def, Paired: hub, Instance: store.NewID("api"), Log: a.log.Named("runtime")}
 	proxy := &agentproxy.Proxy{Runtime: router, Transport: transport, Timeout: a.cfg.AgentProxyTimeout,
-		Log: a.log.Named("agentproxy")}
+		Channels: a.store, MaxBodyBytes: a.cfg.WebhookMaxBody, Log: a.log.Named("agentproxy")}
 	relay := &agentproxy.Proxy{Runtime: hub.Local(), Relay: true, Prefixes: agentproxy.RelayPrefixes, Timeout: a.cfg.AgentProxyTimeout,
 		Log: a.log.Named("relay")}
 	return proxy, relay, hub, router, nil

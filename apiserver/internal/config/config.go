@@ -44,6 +44,7 @@ type Config struct {
 	RuntimeStartTimeout time.Duration
 	RuntimeStopGrace    time.Duration
 	AgentProxyTimeout   time.Duration
+	WebhookMaxBody      int64
 	// Kubernetes runtime driver.
 	Kubeconfig         string
 	RuntimeNamespace   string
@@ -118,6 +119,7 @@ var options = slices.Concat([]settings.Option[Config]{
 	{Flag: "runtime-pod-template-file", Env: "SVC_RUNTIME_POD_TEMPLATE_FILE", Usage: "kubernetes driver: the runtime pod template (the chart's ConfigMap)", Set: settings.String(func(c *Config) *string { return &c.RuntimePodTemplate })},
 	{Flag: "runtime-idle-timeout", Env: "SVC_RUNTIME_IDLE_TIMEOUT", Def: "30m", Usage: "kubernetes driver: stop a runtime pod no request used for this long (0: never)", Set: settings.Duration(func(c *Config) *time.Duration { return &c.RuntimeIdleTimeout })},
 	{Flag: "runtime-pod-api-url", Env: "SVC_RUNTIME_POD_API_URL", Usage: "kubernetes driver: SVC_API_URL of runtime pods, replacing the template's (an API server outside the cluster)", Set: settings.String(func(c *Config) *string { return &c.RuntimePodAPIURL })},
+	{Flag: "webhook-max-body-bytes", Env: "SVC_WEBHOOK_MAX_BODY_BYTES", Def: "1048576", Usage: "agent-proxy: body limit of a webhook message, checked before it is routed (413 above; the pod's setting of the same name)", Set: settings.PositiveInt(func(c *Config) *int64 { return &c.WebhookMaxBody })},
 	{Flag: "agent-proxy-timeout", Env: "SVC_AGENT_PROXY_TIMEOUT", Def: "150s", Usage: "agent-proxy: one exchange with the agent (above the 120 s sync reply timeout)", Set: settings.Duration(func(c *Config) *time.Duration { return &c.AgentProxyTimeout })},
 	{Flag: "lfs-gc-interval", Env: "SVC_LFS_GC_INTERVAL", Def: "0", Usage: "run the large-file retention job (objects no ref or tag reaches, 7-day grace) at this interval; 0: off, as spec 10.3 never auto-prunes (admin lfs gc runs it by hand)", Set: settings.Duration(func(c *Config) *time.Duration { return &c.LFSGCInterval })},
 },

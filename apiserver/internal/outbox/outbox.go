@@ -297,5 +297,5 @@ func (a *Outbox) answer(c echo.Context, projectID string, rows []store.OutboxMes
 }
 
 func (a *Outbox) authenticate(c echo.Context, projectID string) (store.Channel, error) {
-	return webhookchannel.Authenticate(c, a.store, projectID)
+	return webhookchannel.Authenticate(c.Request().Context(), a.store, projectID, c.Request().Header.Get(wire.HeaderWebhookSecret))
 }

@@ -32,7 +32,7 @@ type Handlers struct {
 // List is GET …/webhook/attempts.
 func (h *Handlers) List(c echo.Context) error {
 	proj := httpmw.ProjectFrom(c)
-	if _, err := webhookchannel.Authenticate(c, h.Log.Store, proj.ID); err != nil {
+	if _, err := webhookchannel.Authenticate(c.Request().Context(), h.Log.Store, proj.ID, c.Request().Header.Get(wire.HeaderWebhookSecret)); err != nil {
 		return err
 	}
 	limit, err := ParseLimit(c.QueryParam("limit"))
@@ -52,7 +52,7 @@ func (h *Handlers) List(c echo.Context) error {
 // Endpoints is GET …/webhook/endpoints: endpoints with failures.
 func (h *Handlers) Endpoints(c echo.Context) error {
 	proj := httpmw.ProjectFrom(c)
-	if _, err := webhookchannel.Authenticate(c, h.Log.Store, proj.ID); err != nil {
+	if _, err := webhookchannel.Authenticate(c.Request().Context(), h.Log.Store, proj.ID, c.Request().Header.Get(wire.HeaderWebhookSecret)); err != nil {
 		return err
 	}
 	rows, err := h.Log.Store.ListWebhookEndpoints(c.Request().Context(), proj.ID, false)
@@ -84,7 +84,7 @@ func EndpointHealth(r store.WebhookEndpoint) wire.WebhookEndpointHealth {
 // Replay is POST …/webhook/replay/:correlationId.
 func (h *Handlers) Replay(c echo.Context) error {
 	proj := httpmw.ProjectFrom(c)
-	ch, err := webhookchannel.Authenticate(c, h.Log.Store, proj.ID)
+	ch, err := webhookchannel.Authenticate(c.Request().Context(), h.Log.Store, proj.ID, c.Request().Header.Get(wire.HeaderWebhookSecret))
 	if err != nil {
 		return err
 	}
@@ -98,7 +98,7 @@ func (h *Handlers) Replay(c echo.Context) error {
 // Test is POST …/webhook/endpoints/test {callbackUrl}.
 func (h *Handlers) Test(c echo.Context) error {
 	proj := httpmw.ProjectFrom(c)
-	ch, err := webhookchannel.Authenticate(c, h.Log.Store, proj.ID)
+	ch, err := webhookchannel.Authenticate(c.Request().Context(), h.Log.Store, proj.ID, c.Request().Header.Get(wire.HeaderWebhookSecret))
 	if err != nil {
 		return err
 	}
