@@ -83,8 +83,8 @@ type WebhookHealth struct {
 	Reason string `json:"reason,omitempty"`
 	// RetryAfter, in whole seconds, is when a message is worth trying
 	// again after a failed start; absent for the other reasons.
-	RetryAfter int `json:"retryAfter,omitempty"`
-	HasSecret bool `json:"hasSecret"`
+	RetryAfter int  `json:"retryAfter,omitempty"`
+	HasSecret  bool `json:"hasSecret"`
 	// MessageCount is the number of inbound messages accepted since the pod
 	// started.
 	MessageCount int64 `json:"messageCount"`
