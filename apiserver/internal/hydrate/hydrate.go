@@ -47,9 +47,9 @@ import (
 	"github.com/svc-dev/svc/shared/archive"
 	"github.com/svc-dev/svc/shared/gitrun"
 	"github.com/svc-dev/svc/shared/objstore"
-	"github.com/svc-dev/svc/shared/syncmode"
 	"github.com/svc-dev/svc/shared/repoarchive"
 	"github.com/svc-dev/svc/shared/settings"
+	"github.com/svc-dev/svc/shared/syncmode"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
