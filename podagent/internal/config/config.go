@@ -76,7 +76,7 @@ var options = slices.Concat([]settings.Option[Config]{
 	{Flag: "pprof-addr", Env: "SVC_PPROF_ADDR", Usage: "serve net/http/pprof on this address (off when empty; keep it on loopback)", Set: settings.String(func(c *Config) *string { return &c.PprofAddr })},
 	{Flag: "persist-retry-min", Env: "SVC_PERSIST_RETRY_MIN", Def: "1s", Usage: "first backoff of background persist/record retries", Set: settings.Duration(func(c *Config) *time.Duration { return &c.PersistRetryMin })},
 	{Flag: "persist-retry-max", Env: "SVC_PERSIST_RETRY_MAX", Def: "60s", Usage: "cap of background persist/record retry backoff", Set: settings.Duration(func(c *Config) *time.Duration { return &c.PersistRetryMax })},
-	{Flag: "shutdown-grace", Env: "SVC_SHUTDOWN_GRACE", Def: "25s", Usage: "time from SIGTERM to SIGKILL the runtime grants; the drain gets what the final git (5 s) and S3 (10 s) flushes leave", Set: settings.Duration(func(c *Config) *time.Duration { return &c.ShutdownGrace })},
+	{Flag: "shutdown-grace", Env: "SVC_SHUTDOWN_GRACE", Def: "30s", Usage: "time from SIGTERM to SIGKILL the runtime grants; the drain gets what the final git flush (5 s), HEAD snapshot (5 s), S3 flush (10 s) and a 1 s margin leave", Set: settings.Duration(func(c *Config) *time.Duration { return &c.ShutdownGrace })},
 	{Flag: "pod-generation", Env: "SVC_POD_GENERATION", Def: "0", Usage: "the runtime driver's generation of this pod; a pod never takes its project over from a newer generation", Set: settings.Int(func(c *Config) *int64 { return &c.Generation })},
 	{Flag: "lfs", Env: "SVC_LFS", Def: "true", Usage: "track files above LARGE_FILE_BYTES and curated binary types with git-lfs through the API's batch endpoint (spec 10.3)", Set: settings.Bool(func(c *Config) *bool { return &c.LFS })},
 },

@@ -59,7 +59,7 @@ type Options struct {
 	// (default 60 s).
 	StartTimeout time.Duration
 	// StopGrace is how long a pod may take after SIGTERM before SIGKILL
-	// (default 25 s).
+	// (default 30 s: the pod's flushes take up to 21 s after its drain).
 	StopGrace time.Duration
 	// RetryAfter is told to clients after a failed cold start (default 5 s).
 	RetryAfter time.Duration
@@ -95,7 +95,7 @@ func (p *proc) alive() bool { return !wait.Closed(p.done) }
 // New returns a driver; nothing starts until the first Ensure.
 func New(o Options) *Driver {
 	o.StartTimeout = settings.PositiveOr(o.StartTimeout, 60*time.Second)
-	o.StopGrace = settings.PositiveOr(o.StopGrace, 25*time.Second)
+	o.StopGrace = settings.PositiveOr(o.StopGrace, 30*time.Second)
 	o.RetryAfter = settings.PositiveOr(o.RetryAfter, 5*time.Second)
 	if o.Log == nil {
 		o.Log = zap.NewNop()
@@ -273,8 +273,8 @@ func (d *Driver) startOnce(projectID string, mode syncmode.Mode, deadline time.T
 		"SVC_DATA_DIR="+dataDir,
 		"SVC_WORKSPACE_DIR="+filepath.Join(dir, "workspace"),
 		"SVC_HTTP_ADDR="+addr,
-		// The pod fits its shutdown (drain, 5 s git, 10 s S3 flush) into the
-		// time before this driver's SIGKILL.
+		// The pod fits its shutdown (drain, 5 s git flush, 5 s HEAD
+		// snapshot, 10 s S3 flush) into the time before this driver's SIGKILL.
 		"SVC_SHUTDOWN_GRACE="+d.o.StopGrace.String(),
 	)
 	setProcAttr(cmd)
