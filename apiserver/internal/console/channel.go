@@ -50,18 +50,18 @@ type channelData struct {
 
 // liveData is the health and activity fragment.
 type liveData struct {
-	Project  store.Project
-	WSID     string
-	Running  bool
-	State    string
-	Health   *wire.WebhookHealth
+	Project store.Project
+	WSID    string
+	Running bool
+	State   string
+	Health  *wire.WebhookHealth
 	// Reason is why the channel is not connected (a wire.Health* value),
 	// and ReasonText what it means for a caller.
 	Reason, ReasonText string
 	Events             []wire.ActivityEvent
-	Error    string
-	Checked  time.Time
-	TestSent *testResult
+	Error              string
+	Checked            time.Time
+	TestSent           *testResult
 }
 
 type testResult struct {
