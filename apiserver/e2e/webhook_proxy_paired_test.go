@@ -49,33 +49,6 @@ func waitHealth(t *testing.T, w *proxyWorld, apiURL string, connected bool) wire
 	}
 }
 
-// waitStatus polls a proxied GET until it answers want, accepting only the
-// statuses in between (a poll with a deadline, not a sleep).
-func waitStatus(t *testing.T, w *proxyWorld, path string, want int, between ...int) []byte {
-	t.Helper()
-	return waitStatusAt(t, w, w.api.URL, path, want, between...)
-}
-
-// waitStatusAt is waitStatus through the apiserver at apiURL.
-func waitStatusAt(t *testing.T, w *proxyWorld, apiURL, path string, want int, between ...int) []byte {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		res, body := proxyDo(t, apiURL, w.project, w.acc.key, http.MethodGet, path, nil, nil)
-		if res.StatusCode == want {
-			return body
-		}
-		ok := false
-		for _, b := range between {
-			ok = ok || res.StatusCode == b
-		}
-		if !ok || time.Now().After(deadline) {
-			t.Fatalf("GET %s: %d %s, waiting for %d", path, res.StatusCode, body, want)
-		}
-		time.Sleep(25 * time.Millisecond) // poll with a deadline
-	}
-}
-
 func TestWebhookProxyPairedMachine(t *testing.T) {
 	t.Parallel()
 	// The local driver cannot start an agent here: whatever answers comes

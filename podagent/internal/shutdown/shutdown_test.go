@@ -101,7 +101,8 @@ func TestSequence(t *testing.T) {
 		{"s3", fake{untracked: true, noSnapshot: true},
 			[]string{"drain", "gitFlush(5s)", "s3Flush(force=false, fullLimit=true)"}, Untracked, PathS3Flush},
 	}
-	for _, tt := range tests {
+	for i := range tests {
+		tt := &tests[i]
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			res := Run(context.Background(), tt.f.steps())
