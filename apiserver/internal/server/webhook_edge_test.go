@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/svc-dev/svc/apiserver/internal/agentproxy"
 	"github.com/svc-dev/svc/apiserver/internal/runtimes"
@@ -213,6 +214,16 @@ func TestWebhookEdgePairedMachineOffline(t *testing.T) {
 		t.Fatalf("message: %d %s", code, b)
 	}
 	e.health(t, 20, wire.HealthOffline, false)
+	// A rotation's overlap: the replaced secret passes the edge as the new
+	// one does (the request reaches routing: offline); others do not.
+	if _, err := e.db.RotateChannelSecret(context.Background(), e.project, "whsec_rotated", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	for secret, want := range map[string]int{"whsec_rotated": 503, "whsec_current": 503, "whsec_wrong": 401, "": 401} {
+		if code, b := e.do(t, http.MethodPost, "incoming", secret, `{"message":"hi"}`); code != want {
+			t.Errorf("secret %q during the overlap: %d %s, want %d", secret, code, b, want)
+		}
+	}
 	if n := e.drv.Starts(); n != 0 {
 		t.Fatalf("%d starts for a project pinned to a paired machine", n)
 	}
