@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
@@ -132,6 +133,11 @@ func scaleRound(b *testing.B, cl *kubetest.Cluster, st *store.Store, tmpl *PodTe
 	if err != nil {
 		b.Fatal(err)
 	}
+	// The chart's runtime pods run as its runtime ServiceAccount.
+	if _, err := client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{
+		ObjectMeta: metav1.ObjectMeta{Name: "svc-runtime"}}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
 	newDriver := func(full bool) *Driver {
 		d, err := newDriverWith(ctx, Options{Client: client, Namespace: ns, Template: tmpl, Store: st,
 			RuntimeSecret: []byte("scale"), IdleTimeout: 24 * time.Hour, ReapInterval: time.Hour,
@@ -229,15 +235,19 @@ func scaleRound(b *testing.B, cl *kubetest.Cluster, st *store.Store, tmpl *PodTe
 // markReady gives a pod with no process behind it the status of a running
 // one (scheduled, an IP, Ready).
 func markReady(ctx context.Context, c k8s.Interface, ns, name string) error {
-	pod, err := c.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
+	// The scheduler (and kwok) write the pod too: read, set, retry on a
+	// conflict.
+	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		pod, err := c.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		now := metav1.Now()
+		pod.Status.Phase, pod.Status.PodIP = corev1.PodRunning, "127.0.0.1"
+		pod.Status.Conditions = []corev1.PodCondition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now}}
+		_, err = c.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
 		return err
-	}
-	now := metav1.Now()
-	pod.Status.Phase, pod.Status.PodIP = corev1.PodRunning, "127.0.0.1"
-	pod.Status.Conditions = []corev1.PodCondition{
-		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
-		{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now}}
-	_, err = c.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
-	return err
+	})
 }
