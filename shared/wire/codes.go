@@ -114,6 +114,7 @@ var Codes = map[string]CodeSpec{
 	"method_not_allowed":              {http.StatusMethodNotAllowed, TypeInvalidRequest, "Method not allowed."},
 	"fenced":                          {http.StatusConflict, TypeInvalidRequest, "Another pod owns the project."},
 	"tag_exists":                      {http.StatusConflict, TypeInvalidRequest, "The tag exists."},
+	"turn_in_progress":                {http.StatusConflict, TypeInvalidRequest, "A turn is running; retry after it ends."},
 	"message_not_replayable":          {http.StatusConflict, TypeInvalidRequest, "The message cannot be replayed."},
 	"no_callback_url":                 {http.StatusConflict, TypeInvalidRequest, "The message has no callback URL."},
 	"request_too_large":               {http.StatusRequestEntityTooLarge, TypeInvalidRequest, "Request body too large."},

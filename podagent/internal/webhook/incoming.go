@@ -19,7 +19,7 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/callback"
 	"github.com/svc-dev/svc/podagent/internal/inbox"
 	"github.com/svc-dev/svc/podagent/internal/testhook"
-	"github.com/svc-dev/svc/podagent/internal/turnorder"
+	"github.com/svc-dev/svc/podagent/internal/turn"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -155,7 +155,7 @@ func (h *Handler) incoming(c echo.Context) error {
 	}
 	actID := h.d.Activity.Add(wire.ActivityEvent{Direction: wire.DirectionInbound, CorrelationID: corr,
 		SenderID: in.SenderID, SenderName: in.SenderName, Mode: mode, Preview: in.Message, Status: wire.ActivityProcessing})
-	t := &turn{h: h, cfg: cfg, in: in, corr: corr, actID: actID, done: make(chan struct{})}
+	t := &msgTurn{h: h, cfg: cfg, in: in, corr: corr, actID: actID, done: make(chan struct{})}
 	t.async = mode == "async"
 	if t.async && h.d.Journal != nil {
 		// The 202 is a promise: the message is on disk before it is given.
@@ -182,8 +182,8 @@ func (h *Handler) incoming(c echo.Context) error {
 	return h.waitSync(c, t)
 }
 
-// turn is one message on its way through the agent.
-type turn struct {
+// msgTurn is one message on its way through the agent.
+type msgTurn struct {
 	h     *Handler
 	cfg   wire.ChannelConfig
 	in    Incoming
@@ -205,7 +205,7 @@ var errShuttingDown = &wire.Error{Code: "shutting_down",
 // start runs the turn in the background, detached from the request: a sync
 // timeout or a caller that goes away does not stop the agent. It returns
 // false once Shutdown has started.
-func (h *Handler) start(t *turn) bool {
+func (h *Handler) start(t *msgTurn) bool {
 	if !h.begin() {
 		return false
 	}
@@ -228,17 +228,17 @@ func (h *Handler) start(t *turn) bool {
 	return true
 }
 
-func (t *turn) request() agentloop.Request {
+func (t *msgTurn) request() agentloop.Request {
 	// An accepted async message waits out a plan limit within its turn's
 	// deadline; a sync caller is told at once (turnError).
 	return agentloop.Request{Message: t.in.Message, SenderID: t.in.SenderID, SenderName: t.in.SenderName,
 		Channel: "webhook", CorrelationID: t.corr, Metadata: t.in.Metadata, WaitForLimits: t.async}
 }
 
-// run is one turn (package turnorder owns its order): the agent, then journal
+// run is one turn (package turn owns its order): the agent, then journal
 // (the async inbox, before the commit), then the commit with its persist
 // and record; the caller delivers what it returns.
-func (h *Handler) run(t *turn, journal turnorder.Journal) (agentloop.Result, error) {
+func (h *Handler) run(t *msgTurn, journal turn.Journal) (agentloop.Result, error) {
 	ctx, cancel := context.WithTimeout(h.base, h.d.TurnTimeout)
 	defer cancel()
 	res, err := h.turns.Run(ctx, t.request(), journal)
@@ -256,7 +256,7 @@ func (h *Handler) run(t *turn, journal turnorder.Journal) (agentloop.Result, err
 // runs again) and the entry leaves the journal only once the reply was
 // delivered or is in the outbox; a turn or a callback cut off by Shutdown
 // stays journaled and resumes at the next start.
-func (h *Handler) runAsync(t *turn) {
+func (h *Handler) runAsync(t *msgTurn) {
 	j := h.d.Journal
 	if j == nil {
 		res, err := h.run(t, nil)
@@ -297,7 +297,7 @@ func (h *Handler) runAsync(t *turn) {
 	h.deliver(t, res.Reply)
 }
 
-func (h *Handler) finishInbound(t *turn, err error) {
+func (h *Handler) finishInbound(t *msgTurn, err error) {
 	status, errText := wire.ActivityReplied, ""
 	if err != nil {
 		status, errText = wire.ActivityFailed, err.Error()
@@ -329,7 +329,7 @@ func (h *Handler) Resume() int {
 		for _, e := range pending {
 			c := cfg
 			c.ChannelID = e.ChannelID
-			t := &turn{h: h, cfg: c, in: e.WebhookIncoming, corr: e.CorrelationID, async: true, done: make(chan struct{})}
+			t := &msgTurn{h: h, cfg: c, in: e.WebhookIncoming, corr: e.CorrelationID, async: true, done: make(chan struct{})}
 			t.actID = h.d.Activity.Add(wire.ActivityEvent{Direction: wire.DirectionInbound, CorrelationID: e.CorrelationID,
 				SenderID: e.SenderID, SenderName: e.SenderName, Mode: "async", Preview: e.Message,
 				Status: wire.ActivityProcessing, Error: "resumed after a restart"})
@@ -374,7 +374,7 @@ func (h *Handler) resumeConfig() (wire.ChannelConfig, bool) {
 // waitSync blocks until the turn ends (200, or 502 for a failed turn), the
 // sync timeout (504 reply_timeout, the reply will go to the outbox), or the
 // caller leaving.
-func (h *Handler) waitSync(c echo.Context, t *turn) error {
+func (h *Handler) waitSync(c echo.Context, t *msgTurn) error {
 	timer := time.NewTimer(h.d.SyncTimeout)
 	defer timer.Stop()
 	select {
@@ -409,7 +409,7 @@ func (h *Handler) waitSync(c echo.Context, t *turn) error {
 
 // deliver POSTs an async reply to the callback URL; when that fails for
 // good, the reply goes to the outbox.
-func (h *Handler) deliver(t *turn, reply string) {
+func (h *Handler) deliver(t *msgTurn, reply string) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false) // the reply's text as the agent wrote it
@@ -465,7 +465,7 @@ func (h *Handler) deliver(t *turn, reply string) {
 
 // journalDone removes a message whose reply was delivered or put in the
 // outbox (the outbox relay journals it first) from the journal.
-func (h *Handler) journalDone(t *turn) {
+func (h *Handler) journalDone(t *msgTurn) {
 	if h.d.Journal == nil || !t.async {
 		return
 	}
@@ -475,7 +475,7 @@ func (h *Handler) journalDone(t *turn) {
 	}
 }
 
-func (h *Handler) toOutbox(t *turn, reply, why string) {
+func (h *Handler) toOutbox(t *msgTurn, reply, why string) {
 	h.d.Outbox.Put(t.cfg.ChannelID, wire.OutboxMessage{ID: newID("obx_"), OutboxReply: wire.OutboxReply{CorrelationID: t.corr, Reply: reply,
 		Metadata: metadataOrEmpty(t.in.Metadata), CreatedAt: h.now()}})
 	h.d.Activity.Add(wire.ActivityEvent{Direction: wire.DirectionOutbound, CorrelationID: t.corr, SenderID: t.in.SenderID,

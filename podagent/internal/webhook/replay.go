@@ -28,7 +28,7 @@ func webhookID(corr string) string { return "msg_" + strings.TrimPrefix(corr, "c
 // deliveryConfig is the channel configuration a callback is signed with:
 // the current one (a rotation reaches retries at once), or the one the
 // message arrived with when the API cannot be asked.
-func (h *Handler) deliveryConfig(t *turn) wire.ChannelConfig {
+func (h *Handler) deliveryConfig(t *msgTurn) wire.ChannelConfig {
 	cfg, err := h.d.Channel.Channel(h.base)
 	if err != nil || cfg.Secret == "" {
 		return t.cfg

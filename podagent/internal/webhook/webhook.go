@@ -37,7 +37,7 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/inbox"
 	"github.com/svc-dev/svc/podagent/internal/outbox"
 	"github.com/svc-dev/svc/podagent/internal/poderr"
-	"github.com/svc-dev/svc/podagent/internal/turnorder"
+	"github.com/svc-dev/svc/podagent/internal/turn"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/settings"
 	"github.com/svc-dev/svc/shared/wait"
@@ -48,7 +48,7 @@ import (
 const Prefix = internalapi.PodWebhook
 
 // Agent runs one turn (agentloop.Agent).
-type Agent = turnorder.Agent
+type Agent = turn.Agent
 
 // Callbacks deliver async replies (callback.Deliverer).
 type Callbacks interface {
@@ -77,9 +77,11 @@ type Deps struct {
 	Channel channelcfg.Source
 	// Agent talks to the model and runs tools; Committer commits what they
 	// changed (nil: nothing is committed). A turn's order is package
-	// turnorder's: agent → journal → commit (persist, record) → deliver.
+	// turn's: agent → journal → commit (persist, record) → deliver.
 	Agent     Agent
-	Committer turnorder.Committer
+	Committer turn.Committer
+	// Slot is the pod's one turn lock (nil: one of the channel's own).
+	Slot      *turn.Slot
 	Callbacks Callbacks
 	Outbox    Outbox           // nil: a new in-memory outbox.Outbox
 	Activity  *activity.Log    // nil: a new one
@@ -123,7 +125,7 @@ const outboxCloseGrace = 3 * time.Second
 // Handler serves the routes.
 type Handler struct {
 	d         Deps
-	turns     *turnorder.Runner
+	turns     *turn.Runner
 	log       *zap.Logger
 	base      context.Context
 	cancel    context.CancelFunc
@@ -153,7 +155,7 @@ func New(d Deps) *Handler {
 	d.MaxBodyBytes = settings.PositiveOr(d.MaxBodyBytes, DefaultMaxBodyBytes)
 	base, cancel := context.WithCancel(context.Background())
 	return &Handler{d: d, log: d.Log.Named("webhook"), base: base, cancel: cancel,
-		turns: turnorder.New(turnorder.Options{Agent: d.Agent, Committer: d.Committer, Log: d.Log})}
+		turns: turn.New(turn.Options{Agent: d.Agent, Committer: d.Committer, Slot: d.Slot, Log: d.Log})}
 }
 
 // The channel's handlers; the pod's route table (server.New) mounts them
