@@ -60,7 +60,7 @@ func (a *API) Restore(c echo.Context) error {
 		e := wire.Relayed(se.Status, wire.ErrorDetail{Type: wire.TypeInvalidRequest, Code: se.Body.Error.Code, Message: se.Body.Error.Message})
 		if se.Body.Error.Code == "turn_in_progress" {
 			// The pod waited for the running turn as long as the deadline
-			// allowed (docs/sync-modes.md §13).
+			// allowed (docs/sync-modes.md §6).
 			e.Headers = map[string]string{"Retry-After": "5"}
 		}
 		return e

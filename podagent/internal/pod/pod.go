@@ -98,7 +98,7 @@ type Pod struct {
 	Webhook *webhook.Handler
 	// Turns is the pod's one turn lock: a channel turn, a rollback, a git
 	// flush, a publish and the shutdown flush each hold it for their whole
-	// run (docs/sync-modes.md §13).
+	// run (docs/sync-modes.md §6).
 	Turns *turn.Slot
 
 	log       *zap.Logger

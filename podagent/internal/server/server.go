@@ -184,7 +184,7 @@ func mapFlushError(err error) error {
 	switch {
 	case errors.As(err, &busy):
 		// The turn in flight outlasted what the caller's deadline left for
-		// the wait (docs/sync-modes.md §13).
+		// the wait (docs/sync-modes.md §6).
 		e := wire.Coded("turn_in_progress", fmt.Sprintf("a %s turn is running; the %s waited %s for it and was not started",
 			busy.Holder, busy.Kind, busy.Waited.Round(time.Millisecond)))
 		e.Headers = map[string]string{"Retry-After": strconv.Itoa(int(busy.RetryAfter / time.Second))}

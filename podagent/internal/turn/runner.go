@@ -1,5 +1,5 @@
 // Package turn is the pod's turn (spec 2.4, 6, 10.1, 10.2, 10.6.3;
-// docs/sync-modes.md §13) and its one lock, the Slot. A channel turn is
+// docs/sync-modes.md §6, §12) and its one lock, the Slot. A channel turn is
 // Runner.Run: the agent talks to the model and runs its tools (agentloop),
 // then the reply is journaled, then what the tools changed is committed —
 // and, inside the commit, persisted and recorded by the pod's sync strategy

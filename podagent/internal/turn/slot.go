@@ -35,7 +35,7 @@ var ErrClosed = errors.New("turn: the pod is shutting down")
 
 // InProgressError refuses a turn that waited for the slot as long as its
 // caller's deadline allows while another turn held it (409
-// turn_in_progress with Retry-After, docs/sync-modes.md §13).
+// turn_in_progress with Retry-After, docs/sync-modes.md §6).
 type InProgressError struct {
 	Kind, Holder Kind
 	Waited       time.Duration
