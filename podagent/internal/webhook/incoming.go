@@ -13,11 +13,14 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/sethvargo/go-retry"
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/podagent/internal/agentloop"
 	"github.com/svc-dev/svc/podagent/internal/callback"
+	"github.com/svc-dev/svc/podagent/internal/handover"
 	"github.com/svc-dev/svc/podagent/internal/inbox"
+	"github.com/svc-dev/svc/podagent/internal/journal"
 	"github.com/svc-dev/svc/podagent/internal/testhook"
 	"github.com/svc-dev/svc/podagent/internal/turn"
 	"github.com/svc-dev/svc/shared/wire"
@@ -353,22 +356,18 @@ func (h *Handler) Resume() int {
 // resumeConfig loads the channel configuration, retrying until it comes or
 // Shutdown starts.
 func (h *Handler) resumeConfig() (wire.ChannelConfig, bool) {
-	wait := 200 * time.Millisecond
-	for {
-		cfg, err := h.d.Channel.Channel(h.base)
-		if err == nil {
-			return cfg, true
+	var cfg wire.ChannelConfig
+	b := retry.WithJitterPercent(handover.JitterPercent,
+		retry.WithCappedDuration(handover.DefaultRetryMax, retry.NewExponential(200*time.Millisecond)))
+	err := retry.Do(h.base, b, func(ctx context.Context) error {
+		var err error
+		if cfg, err = h.d.Channel.Channel(ctx); err != nil {
+			h.log.Warn("resuming journaled messages waits for the channel configuration", zap.Error(err))
+			return retry.RetryableError(err)
 		}
-		h.log.Warn("resuming journaled messages waits for the channel configuration", zap.Duration("in", wait), zap.Error(err))
-		timer := time.NewTimer(wait)
-		select {
-		case <-h.base.Done():
-			timer.Stop()
-			return cfg, false
-		case <-timer.C:
-		}
-		wait = min(2*wait, 30*time.Second)
-	}
+		return nil
+	})
+	return cfg, err == nil
 }
 
 // waitSync blocks until the turn ends (200, or 502 for a failed turn), the
@@ -416,16 +415,14 @@ func (h *Handler) deliver(t *msgTurn, reply string) {
 	err := enc.Encode(wire.WebhookCallback{Reply: reply, CorrelationID: t.corr, Metadata: metadataOrEmpty(t.in.Metadata)})
 	body := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	if err != nil {
-		h.toOutbox(t, reply, "encoding the callback failed")
-		h.journalDone(t)
+		h.toOutboxDone(t, reply, "encoding the callback failed")
 		return
 	}
 	cfg := h.deliveryConfig(t)
 	if failing := failingEndpoint(cfg, t.in.CallbackURL); failing != "" {
 		// A failing endpoint (issue 24): no attempt until a test message
 		// to it succeeds; the reply waits in the outbox.
-		h.toOutbox(t, reply, "callback endpoint "+failing+" is marked failing; send it a test message to re-enable it")
-		h.journalDone(t)
+		h.toOutboxDone(t, reply, "callback endpoint "+failing+" is marked failing; send it a test message to re-enable it")
 		return
 	}
 	outID := h.d.Activity.Add(wire.ActivityEvent{Direction: wire.DirectionOutbound, CorrelationID: t.corr,
@@ -440,9 +437,8 @@ func (h *Handler) deliver(t *msgTurn, reply string) {
 		// The API's record of the accepted message is closed by a notice
 		// (journaled by the relay before the message leaves the journal).
 		// It carries the reply, which the API keeps for a replay (issue 24).
-		h.d.Outbox.Put(t.cfg.ChannelID, wire.OutboxMessage{ID: newID("obx_"), OutboxReply: wire.OutboxReply{CorrelationID: t.corr,
+		h.handOver(t, wire.OutboxMessage{ID: newID("obx_"), OutboxReply: wire.OutboxReply{CorrelationID: t.corr,
 			Reply: reply, Metadata: metadataOrEmpty(t.in.Metadata), CreatedAt: h.now(), Status: wire.OutboxStatusDelivered}})
-		h.journalDone(t)
 		return
 	}
 	if h.d.Journal != nil && h.base.Err() != nil {
@@ -459,8 +455,7 @@ func (h *Handler) deliver(t *msgTurn, reply string) {
 	h.d.Activity.Update(outID, func(e *wire.ActivityEvent) {
 		e.Status, e.Attempts, e.Error, e.FinishedAt = wire.ActivityFailed, res.Attempts, errText, h.now()
 	})
-	h.toOutbox(t, reply, errText)
-	h.journalDone(t)
+	h.toOutboxDone(t, reply, errText)
 }
 
 // journalDone removes a message whose reply was delivered or put in the
@@ -475,9 +470,45 @@ func (h *Handler) journalDone(t *msgTurn) {
 	}
 }
 
+// handOver puts m in the outbox and, for a journaled async message, ends
+// the message in the same journal transaction (outbox.Relay.PutWith with
+// inbox.Journal.DoneWith): a crash between the two can neither lose the
+// reply nor deliver it twice. An outbox without a journal of its own (the
+// in-memory one) puts, then the message is ended.
+func (h *Handler) handOver(t *msgTurn, m wire.OutboxMessage) {
+	ob, ok := h.d.Outbox.(interface {
+		PutWith(channelID string, m wire.OutboxMessage, also ...journal.Op) error
+	})
+	if !ok || h.d.Journal == nil || !t.async {
+		h.d.Outbox.Put(t.cfg.ChannelID, m)
+		h.journalDone(t)
+		return
+	}
+	err := h.d.Journal.DoneWith(t.corr, func(done journal.Op) error { return ob.PutWith(t.cfg.ChannelID, m, done) })
+	if err != nil {
+		h.log.Warn("journaling the hand-over of a reply failed; the message stays journaled and may be delivered again",
+			zap.String("correlationId", t.corr), zap.Error(err))
+	}
+}
+
+// toOutboxDone puts the reply in the outbox and ends the message (handOver).
+func (h *Handler) toOutboxDone(t *msgTurn, reply, why string) {
+	h.handOver(t, h.outboxReply(t, reply))
+	h.outboxed(t, reply, why)
+}
+
+func (h *Handler) outboxReply(t *msgTurn, reply string) wire.OutboxMessage {
+	return wire.OutboxMessage{ID: newID("obx_"), OutboxReply: wire.OutboxReply{CorrelationID: t.corr, Reply: reply,
+		Metadata: metadataOrEmpty(t.in.Metadata), CreatedAt: h.now()}}
+}
+
+// toOutbox puts a sync reply nobody waited for in the outbox.
 func (h *Handler) toOutbox(t *msgTurn, reply, why string) {
-	h.d.Outbox.Put(t.cfg.ChannelID, wire.OutboxMessage{ID: newID("obx_"), OutboxReply: wire.OutboxReply{CorrelationID: t.corr, Reply: reply,
-		Metadata: metadataOrEmpty(t.in.Metadata), CreatedAt: h.now()}})
+	h.d.Outbox.Put(t.cfg.ChannelID, h.outboxReply(t, reply))
+	h.outboxed(t, reply, why)
+}
+
+func (h *Handler) outboxed(t *msgTurn, reply, why string) {
 	h.d.Activity.Add(wire.ActivityEvent{Direction: wire.DirectionOutbound, CorrelationID: t.corr, SenderID: t.in.SenderID,
 		SenderName: t.in.SenderName, Mode: "outbox", Preview: reply, Status: wire.ActivityOutboxed, Error: why, FinishedAt: h.now()})
 	h.log.Info("reply put in the outbox", zap.String("correlationId", t.corr), zap.String("why", why))
