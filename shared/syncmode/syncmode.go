@@ -37,14 +37,19 @@ func Parse(s string) (Mode, error) {
 type traits struct {
 	keepsSourceArchive bool
 	pushesToAPI        bool
+	gitHistory         bool // the durable .git (or the API origin) holds the project's history
+	cohortGuided       bool // a mode for a bounded cohort of projects (docs/sync-modes.md §10)
 }
 
 // table is the mode table: every mode and what it is.
 var table = map[Mode]traits{
 	S3:         {keepsSourceArchive: true},
-	DualShadow: {keepsSourceArchive: true, pushesToAPI: true},
-	GitOnly:    {},
+	DualShadow: {keepsSourceArchive: true, pushesToAPI: true, gitHistory: true, cohortGuided: true},
+	GitOnly:    {gitHistory: true},
 }
+
+// All is every mode, in a fixed order.
+var All = []Mode{S3, DualShadow, GitOnly}
 
 // KeepsSourceArchive reports whether a pod in mode m writes the project's
 // files to object storage each turn (project-src.tar.gz and the assets) and
@@ -55,6 +60,26 @@ func (m Mode) KeepsSourceArchive() bool { return table[m].keepsSourceArchive }
 // PushesToAPI reports whether a pod in mode m pushes each turn to the API's
 // git endpoint (dual_shadow), so it cannot run without SVC_API_URL.
 func (m Mode) PushesToAPI() bool { return table[m].pushesToAPI }
+
+// AcceptsPodPush reports whether the API's git endpoint takes a push from
+// the project's pod and makes it durable (dual_shadow): the API side of
+// PushesToAPI, and the mode whose origin starts empty before the first push.
+func (m Mode) AcceptsPodPush() bool { return table[m].pushesToAPI }
+
+// WritesCheckpointRows reports whether the project's turns become
+// checkpoint rows (the pod records them in git_only, the API's push in
+// dual_shadow); s3 writes none (spec 3.1).
+func (m Mode) WritesCheckpointRows() bool { return table[m].gitHistory }
+
+// HasGitHistory reports whether the project's history is a git repository
+// the API can read (the durable .git in git_only, the origin in
+// dual_shadow), so a checkpoint can be checked against it; in s3 only the
+// pod knows its local history.
+func (m Mode) HasGitHistory() bool { return table[m].gitHistory }
+
+// CohortGuided reports whether switching a project to m is bounded by the
+// cohort guidance (dual_shadow: a few projects for a few days).
+func (m Mode) CohortGuided() bool { return table[m].cohortGuided }
 
 // Valid reports whether m is one of the three modes.
 func (m Mode) Valid() bool { _, ok := table[m]; return ok }

@@ -38,7 +38,7 @@ func (a *API) Restore(c echo.Context) error {
 	if a.Runtime == nil {
 		return wire.Internal(errors.New("checkpointreads: no runtime"))
 	}
-	if ReadSource(proj) == ReadSourceGit || proj.CloudSyncMode == "dual_shadow" {
+	if proj.CloudSyncMode.HasGitHistory() {
 		r, err := a.acquire(c.Request().Context(), httpmw.ProjectFrom(c).ID, c.Response().Header())
 		if err != nil {
 			return err
