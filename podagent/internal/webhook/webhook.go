@@ -40,7 +40,6 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/turn"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/settings"
-	"github.com/svc-dev/svc/shared/wait"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -125,13 +124,8 @@ const outboxCloseGrace = 3 * time.Second
 // Handler serves the routes.
 type Handler struct {
 	d         Deps
-	turns     *turn.Runner
+	msgs      *turn.Messages // a message's whole life
 	log       *zap.Logger
-	base      context.Context
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
-	mu        sync.Mutex // orders wg.Add against Shutdown's Wait
-	closing   atomic.Bool
 	closeOnce sync.Once
 	messages  atomic.Int64
 }
@@ -153,9 +147,10 @@ func New(d Deps) *Handler {
 	d.SyncTimeout = settings.PositiveOr(d.SyncTimeout, DefaultSyncTimeout)
 	d.TurnTimeout = settings.PositiveOr(d.TurnTimeout, DefaultTurnTimeout)
 	d.MaxBodyBytes = settings.PositiveOr(d.MaxBodyBytes, DefaultMaxBodyBytes)
-	base, cancel := context.WithCancel(context.Background())
-	return &Handler{d: d, log: d.Log.Named("webhook"), base: base, cancel: cancel,
-		turns: turn.New(turn.Options{Agent: d.Agent, Committer: d.Committer, Slot: d.Slot, Log: d.Log})}
+	runner := turn.New(turn.Options{Agent: d.Agent, Committer: d.Committer, Slot: d.Slot, Log: d.Log})
+	return &Handler{d: d, log: d.Log.Named("webhook"), msgs: turn.NewMessages(turn.MessagesOptions{Runner: runner,
+		Channel: d.Channel, Callbacks: d.Callbacks, Outbox: d.Outbox, Activity: d.Activity, Journal: d.Journal,
+		TurnTimeout: d.TurnTimeout, Now: d.Now, Log: d.Log})}
 }
 
 // The channel's handlers; the pod's route table (server.New) mounts them
@@ -192,12 +187,7 @@ func (h *Handler) Activity() *activity.Log { return h.d.Activity }
 // hand its messages to the API and keeps the rest in its journal for the
 // next start (the git flush of the shutdown sequence must not wait on it).
 func (h *Handler) Shutdown(ctx context.Context) error {
-	h.mu.Lock()
-	h.closing.Store(true)
-	h.mu.Unlock()
-	err := wait.Group(ctx, &h.wg)
-	h.cancel()
-	h.wg.Wait()
+	err := h.msgs.Shutdown(ctx)
 	h.closeOnce.Do(func() {
 		if h.d.Closer != nil {
 			_ = h.d.Closer.Close()
@@ -214,17 +204,6 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 		}
 	})
 	return err
-}
-
-// begin registers background work; false once Shutdown has started.
-func (h *Handler) begin() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closing.Load() {
-		return false
-	}
-	h.wg.Add(1)
-	return true
 }
 
 func (h *Handler) wrap(fn func(c echo.Context) error) echo.HandlerFunc {
@@ -269,7 +248,7 @@ func (h *Handler) authenticate(c echo.Context) (wire.ChannelConfig, error) {
 
 func (h *Handler) health(c echo.Context) error {
 	cfg, cfgErr := h.d.Channel.Channel(c.Request().Context())
-	connected := cfgErr == nil && !h.closing.Load()
+	connected := cfgErr == nil && !h.msgs.Closing()
 	if connected && h.d.Ready != nil && h.d.Ready() != nil {
 		connected = false
 	}
