@@ -375,7 +375,7 @@ func (m *Messages) deliver(t *Message, reply string) {
 	}
 	cfg := m.deliveryConfig(t)
 	if failing := failingEndpoint(cfg, t.In.CallbackURL); failing != "" {
-		// A failing endpoint (issue 24): no attempt until a test message
+		// A failing endpoint: no attempt until a test message
 		// to it succeeds; the reply waits in the outbox.
 		m.toOutboxDone(t, reply, "callback endpoint "+failing+" is marked failing; send it a test message to re-enable it")
 		return
@@ -391,7 +391,7 @@ func (m *Messages) deliver(t *Message, reply string) {
 		})
 		// The API's record of the accepted message is closed by a notice
 		// (journaled by the relay before the message leaves the journal).
-		// It carries the reply, which the API keeps for a replay (issue 24).
+		// It carries the reply, which the API keeps for a replay.
 		m.handOver(t, wire.OutboxMessage{ID: newID("obx_"), OutboxReply: wire.OutboxReply{CorrelationID: t.Corr,
 			Reply: reply, Metadata: metadataOrEmpty(t.In.Metadata), CreatedAt: m.now(), Status: wire.OutboxStatusDelivered}})
 		return
