@@ -21,7 +21,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"io"
 	"net/http"
 	"sync"
@@ -288,12 +287,4 @@ func newID(prefix string) string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return prefix + hex.EncodeToString(b[:])
-}
-
-// metadataOrEmpty is the metadata echoed in callbacks and outbox messages.
-func metadataOrEmpty(m json.RawMessage) json.RawMessage {
-	if len(m) == 0 {
-		return json.RawMessage("{}")
-	}
-	return m
 }
