@@ -153,7 +153,9 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 		return nil, err
 	}
 	p := &Pod{Config: cfg, Metrics: gitsync.NewMetrics(), log: log, afterTurn: o.AfterTurn, Strategy: strat}
-	p.Turns = turn.NewSlot(turn.SlotOptions{OnWaiting: func(n int) { p.Metrics.TurnsWaiting.Set(float64(n)) }})
+	p.Turns = turn.NewSlot(turn.SlotOptions{
+		OnWaiting: func(n int) { p.Metrics.TurnsWaiting.Set(float64(n)) },
+		OnWait:    func(turn.Kind) { testhook.Reach(testhook.TurnWaiting) }})
 	// The record lives beside the layers (the same store outside tests,
 	// which take only the .git path down with a separate Store).
 	p.Lease = ownership.New(ownership.Options{Store: o.LayerStore, ProjectID: cfg.ProjectID, Generation: cfg.Generation, Log: log,

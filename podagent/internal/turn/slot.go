@@ -61,6 +61,7 @@ type Slot struct {
 	closed  bool
 	// onWaiting observes the number of turns waiting (a gauge).
 	onWaiting func(n int)
+	onWait    func(kind Kind)
 }
 
 // SlotOptions configure a Slot.
@@ -70,6 +71,9 @@ type SlotOptions struct {
 	// OnWaiting, when set, is told the number of waiting turns on every
 	// change (the svc_podagent_turns_waiting gauge).
 	OnWaiting func(n int)
+	// OnWait, when set, is called by a turn that found the slot held, right
+	// before it waits (the pod's turn-waiting test pause point).
+	OnWait func(kind Kind)
 }
 
 // NewSlot returns a free slot.
@@ -77,7 +81,7 @@ func NewSlot(o SlotOptions) *Slot {
 	if o.MaxWait <= 0 {
 		o.MaxWait = DefaultMaxWait
 	}
-	return &Slot{one: make(chan struct{}, 1), maxWait: o.MaxWait, onWaiting: o.OnWaiting}
+	return &Slot{one: make(chan struct{}, 1), maxWait: o.MaxWait, onWaiting: o.OnWaiting, onWait: o.OnWait}
 }
 
 // Hold runs fn as a turn of the given kind. An agent turn waits for the
@@ -109,6 +113,9 @@ func (s *Slot) acquire(ctx context.Context, kind Kind) (func(), error) {
 	case s.one <- struct{}{}:
 	default:
 		s.setWaiting(+1)
+		if s.onWait != nil {
+			s.onWait(kind)
+		}
 		var err error
 		select {
 		case s.one <- struct{}{}:
