@@ -8,8 +8,8 @@ import (
 
 // modeBranchAllowed are the API's folders that may tell the sync modes
 // apart: none. What the API does per mode is a trait of the mode table
-// (shared/syncmode: AcceptsPodPush, WritesCheckpointRows, HasGitHistory,
-// KeepsSourceArchive, CohortGuided).
+// (shared/syncmode: AcceptsPodPush, GitCheckpoints, KeepsSourceArchive,
+// CohortGuided).
 var modeBranchAllowed = map[string]string{
 	"e2e": "the end-to-end tests run every mode",
 }

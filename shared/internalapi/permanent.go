@@ -1,15 +1,19 @@
 package internalapi
 
-import "net/http"
+import (
+	"net/http"
 
-// Permanent reports whether the API will never take what was handed over,
-// so a hand-over queue (the outbox relay, the attempt log, the checkpoint
-// records) sets the item aside instead of retrying it: an invalid (400),
-// oversized (413) or unprocessable (422) payload, or a 404 that names what
-// is missing with an error code (a channel or project the API does not
-// have). Everything else may pass and is retried: the network, 5xx, 429,
-// 401/403 of a stale token, and a 404 without a code (an API without the
-// route yet, a proxy in between).
+	"github.com/svc-dev/svc/shared/wire"
+)
+
+// Permanent reports whether err is an answer of the API that the same
+// request will always get, so a pod→API client drops or sets aside what it
+// sent instead of retrying: 400, 413 or 422 (the payload is refused), or a
+// 404 naming what does not exist (channel_not_found, project_not_found, …).
+// Everything else may pass later and is retried: no answer (network), 5xx,
+// 429, 401/403 (a token being rotated), 409, and a 404 of a route the API
+// does not serve yet (not_found: an older API during a rollout). Every
+// pod→API client decides with it.
 func Permanent(err error) bool {
 	se, ok := AsStatus(err)
 	if !ok {
@@ -19,7 +23,8 @@ func Permanent(err error) bool {
 	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:
 		return true
 	case http.StatusNotFound:
-		return se.Body.Error.Code != ""
+		code := se.Body.Error.Code
+		return code != "" && code != wire.CodeNotFound
 	}
 	return false
 }

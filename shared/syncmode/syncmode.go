@@ -37,15 +37,15 @@ func Parse(s string) (Mode, error) {
 type traits struct {
 	keepsSourceArchive bool
 	pushesToAPI        bool
-	gitHistory         bool // the durable .git (or the API origin) holds the project's history
+	gitCheckpoints     bool
 	cohortGuided       bool // a mode for a bounded cohort of projects (docs/sync-modes.md §10)
 }
 
 // table is the mode table: every mode and what it is.
 var table = map[Mode]traits{
 	S3:         {keepsSourceArchive: true},
-	DualShadow: {keepsSourceArchive: true, pushesToAPI: true, gitHistory: true, cohortGuided: true},
-	GitOnly:    {gitHistory: true},
+	DualShadow: {keepsSourceArchive: true, pushesToAPI: true, gitCheckpoints: true, cohortGuided: true},
+	GitOnly:    {gitCheckpoints: true},
 }
 
 // All is every mode, in a fixed order.
@@ -61,21 +61,16 @@ func (m Mode) KeepsSourceArchive() bool { return table[m].keepsSourceArchive }
 // git endpoint (dual_shadow), so it cannot run without SVC_API_URL.
 func (m Mode) PushesToAPI() bool { return table[m].pushesToAPI }
 
+// GitCheckpoints reports whether a project in mode m gets its checkpoint
+// rows from its durable git history (git_only, dual_shadow), so a hydrate
+// may reconcile them from it. An s3 project produces none (spec 3.1), and a
+// .git left in storage by an earlier mode is no history of it.
+func (m Mode) GitCheckpoints() bool { return table[m].gitCheckpoints }
+
 // AcceptsPodPush reports whether the API's git endpoint takes a push from
 // the project's pod and makes it durable (dual_shadow): the API side of
 // PushesToAPI, and the mode whose origin starts empty before the first push.
 func (m Mode) AcceptsPodPush() bool { return table[m].pushesToAPI }
-
-// WritesCheckpointRows reports whether the project's turns become
-// checkpoint rows (the pod records them in git_only, the API's push in
-// dual_shadow); s3 writes none (spec 3.1).
-func (m Mode) WritesCheckpointRows() bool { return table[m].gitHistory }
-
-// HasGitHistory reports whether the project's history is a git repository
-// the API can read (the durable .git in git_only, the origin in
-// dual_shadow), so a checkpoint can be checked against it; in s3 only the
-// pod knows its local history.
-func (m Mode) HasGitHistory() bool { return table[m].gitHistory }
 
 // CohortGuided reports whether switching a project to m is bounded by the
 // cohort guidance (dual_shadow: a few projects for a few days).

@@ -38,7 +38,7 @@ func (a *API) Restore(c echo.Context) error {
 	if a.Runtime == nil {
 		return wire.Internal(errors.New("checkpointreads: no runtime"))
 	}
-	if proj.CloudSyncMode.HasGitHistory() {
+	if proj.CloudSyncMode.GitCheckpoints() {
 		r, err := a.acquire(c.Request().Context(), httpmw.ProjectFrom(c).ID, c.Response().Header())
 		if err != nil {
 			return err

@@ -18,9 +18,22 @@ import (
 // of the branch without a row gets one, marked reconciled (spec 3.2), and
 // a row for a commit the copy holds off that line (reachable only from a
 // side ref, a tag or a merged second parent) is removed. It runs on each
-// (re)hydrate; a failure is logged and never fails the read.
+// (re)hydrate of a git_only or dual_shadow project, whose durable .git is
+// its history; an s3 project gets no rows (spec 3.1), even when storage
+// still holds the .git of an earlier mode. A failure is logged and never
+// fails the read.
 func (m *Manager) reconcile(ctx context.Context, projectID, dir string) {
 	if m.opts.Checkpoints == nil {
+		return
+	}
+	mode, err := m.opts.Checkpoints.CloudSyncMode(ctx, projectID)
+	if err != nil {
+		m.log.Warn("reading the sync mode before reconciling checkpoint rows", zap.String("projectId", projectID), zap.Error(err))
+		return
+	}
+	if !mode.GitCheckpoints() {
+		m.log.Debug("not reconciling checkpoint rows: the mode keeps no git history", zap.String("projectId", projectID),
+			zap.String("mode", string(mode)))
 		return
 	}
 	res, err := Reconcile(ctx, m.opts.Runner, dir, projectID, m.opts.Checkpoints)
@@ -44,7 +57,8 @@ type ReconcileResult struct {
 }
 
 // Reconcile records a row (source reconcile) for each commit on the
-// first-parent line of HEAD (the project's branch) of the repository at
+// first-parent line of HEAD (the project's branch), but its root (the
+// seed), of the repository at
 // gitDir that has none, and removes the rows of commits the repository
 // holds that are not on that line (docs/sync-modes.md §1). A row for a
 // commit the repository does not hold is left alone: it may be a turn
@@ -59,6 +73,7 @@ func Reconcile(ctx context.Context, r *gitrun.Runner, gitDir, projectID string, 
 	if len(turns) == 0 {
 		return res, nil // an unborn branch: nothing is a turn yet, nothing to judge
 	}
+
 	have, err := cps.CheckpointSHAs(ctx, projectID)
 	if err != nil {
 		return res, err
@@ -81,8 +96,11 @@ func Reconcile(ctx context.Context, r *gitrun.Runner, gitDir, projectID string, 
 		res.Removed = int(n)
 	}
 	missing := make([]string, 0, len(turns))
-	for s := range turns {
-		if !have[s] {
+	for s, n := range turns {
+		// The root of the line is the seed commit the pod makes at its
+		// first start: not a turn, so no row is made for it (one a writer
+		// made is left alone), and it never shows as the last checkpoint.
+		if !have[s] && n > 0 {
 			missing = append(missing, s)
 		}
 	}

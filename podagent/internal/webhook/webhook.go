@@ -247,10 +247,16 @@ func (h *Handler) authenticate(c echo.Context) (wire.ChannelConfig, error) {
 
 func (h *Handler) health(c echo.Context) error {
 	cfg, cfgErr := h.d.Channel.Channel(c.Request().Context())
-	connected := cfgErr == nil && !h.msgs.Closing()
-	if connected && h.d.Ready != nil && h.d.Ready() != nil {
-		connected = false
+	reason := ""
+	switch {
+	case h.msgs.Closing():
+		reason = wire.HealthShuttingDown
+	case h.d.Ready != nil && h.d.Ready() != nil:
+		reason = wire.HealthFenced // the pod's only readiness condition
+	case cfgErr != nil:
+		reason = wire.HealthConfigUnavailable
 	}
+	connected := reason == ""
 	count := h.messages.Load()
 	if h.d.Journal != nil {
 		count = h.d.Journal.Counters().MessageCount
@@ -268,6 +274,7 @@ func (h *Handler) health(c echo.Context) error {
 	}
 	return c.JSON(http.StatusOK, wire.WebhookHealth{
 		Connected:     connected,
+		Reason:        reason,
 		HasSecret:     cfgErr == nil && cfg.Secret != "",
 		MessageCount:  count,
 		OutboxPending: pending,
