@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"slices"
@@ -209,6 +208,7 @@ func serve(ctx context.Context, args []string, dev bool) error {
 		AgentProxy: proxy, Pairing: hub, Relay: relay, AnswerDeadline: a.cfg.WebhookAnswerDeadline,
 		WebhookFailingAfter: a.cfg.WebhookFailingAfter,
 		StorageErr:          objs.Health.Err,
+		Timeouts:            server.Timeouts{ReadHeader: c.HTTPReadHeaderTimeout, Idle: c.HTTPIdleTimeout, Write: c.HTTPWriteTimeout},
 		Console: &console.Options{PublicURL: storage.PublicURL(a.cfg),
 			SecureCookies: strings.HasPrefix(storage.PublicURL(a.cfg), "https://")},
 	})
@@ -252,7 +252,7 @@ func serve(ctx context.Context, args []string, dev bool) error {
 	// Parity of the rollout (spec 10.6.4): svc_parity_mismatches{mode}.
 	go (&parity.Checker{Store: a.store, Objects: objs.Store}).Job(ctx, parity.NewGauge(srv.Registry), parity.JobInterval,
 		parity.Window, func(err error) { a.log.Warn("parity check", zap.Error(err)) })
-	hs := &http.Server{Handler: srv.Echo, ReadHeaderTimeout: 10 * time.Second}
+	hs := srv.HTTPServer()
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(srv.Streams.Listen(ln)) }()
 	select {

@@ -19,6 +19,10 @@ import (
 // Config is the API server's settings.
 type Config struct {
 	HTTPAddr    string
+	// The HTTP server's timeouts (server.Timeouts).
+	HTTPReadHeaderTimeout time.Duration
+	HTTPIdleTimeout       time.Duration
+	HTTPWriteTimeout      time.Duration
 	DataDir     string
 	DatabaseURL string
 	// DatabaseMaxConns bounds the PostgreSQL connections of this replica.
@@ -80,6 +84,9 @@ type Config struct {
 
 var options = slices.Concat([]settings.Option[Config]{
 	{Flag: "http-addr", Env: "SVC_HTTP_ADDR", Def: "127.0.0.1:8080", Usage: "listen address", Set: settings.String(func(c *Config) *string { return &c.HTTPAddr })},
+	{Flag: "http-read-header-timeout", Env: "SVC_HTTP_READ_HEADER_TIMEOUT", Def: "10s", Usage: "a client must send a request's headers within this long", Set: settings.PositiveDuration(func(c *Config) *time.Duration { return &c.HTTPReadHeaderTimeout })},
+	{Flag: "http-idle-timeout", Env: "SVC_HTTP_IDLE_TIMEOUT", Def: "120s", Usage: "a kept-alive client connection with no request for this long is closed (keep it above a load balancer's idle timeout)", Set: settings.PositiveDuration(func(c *Config) *time.Duration { return &c.HTTPIdleTimeout })},
+	{Flag: "http-write-timeout", Env: "SVC_HTTP_WRITE_TIMEOUT", Def: "60s", Usage: "writing a non-streamed answer (public API, probes, console) from its headers on; streams, git and large files have none", Set: settings.PositiveDuration(func(c *Config) *time.Duration { return &c.HTTPWriteTimeout })},
 	{Flag: "data-dir", Env: "SVC_DATA_DIR", Def: "./.data", Usage: "data directory (SQLite, fs object store, hydrated repos)", Set: settings.String(func(c *Config) *string { return &c.DataDir })},
 	{Flag: "database-url", Env: "SVC_DATABASE_URL", Usage: "postgres:// URL or SQLite path; empty: SQLite under the data dir", Secret: true, Set: settings.String(func(c *Config) *string { return &c.DatabaseURL })},
 	{Flag: "database-max-conns", Env: "SVC_DATABASE_MAX_CONNS", Def: "32", Usage: "PostgreSQL connections one replica opens at most (and keeps idle up to 5 minutes); replicas × this must stay under the server's max_connections", Set: settings.PositiveInt(func(c *Config) *int { return &c.DatabaseMaxConns })},

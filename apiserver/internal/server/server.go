@@ -79,6 +79,49 @@ type Deps struct {
 	// options (nil: not mounted). The server fills in its own
 	// store, catalog, authenticator, checkpoint reads and runtime.
 	Console *console.Options
+	// Timeouts of the HTTP server (HTTPServer) and of the answers of the
+	// non-streaming routes; zero fields take DefaultTimeouts'.
+	Timeouts Timeouts
+}
+
+// Timeouts are the HTTP server's (docs/gateway.md, Client connections).
+type Timeouts struct {
+	// ReadHeader: a client must send a request's headers within this long
+	// of the connection's first byte (a new or handed-back connection).
+	ReadHeader time.Duration
+	// Idle: a kept-alive connection with no request for this long is
+	// closed.
+	Idle time.Duration
+	// Write bounds the writing of a non-streamed answer of the public API,
+	// the probes and the console, from its headers on (httpmw.WriteTimeout);
+	// streams get none.
+	Write time.Duration
+}
+
+// DefaultTimeouts are the defaults of SVC_HTTP_*_TIMEOUT.
+var DefaultTimeouts = Timeouts{ReadHeader: 10 * time.Second, Idle: 120 * time.Second, Write: 60 * time.Second}
+
+func (t Timeouts) orDefault() Timeouts {
+	if t.ReadHeader <= 0 {
+		t.ReadHeader = DefaultTimeouts.ReadHeader
+	}
+	if t.Idle <= 0 {
+		t.Idle = DefaultTimeouts.Idle
+	}
+	if t.Write <= 0 {
+		t.Write = DefaultTimeouts.Write
+	}
+	return t
+}
+
+// HTTPServer is the http.Server to serve s with: read-header and idle
+// timeouts set, no ReadTimeout (git pushes and large-file uploads take
+// long; the public API bounds its bodies by size) and no WriteTimeout
+// (it would cut streams, git fetches and downloads: the non-streaming
+// routes set a write deadline of their own when they answer).
+func (s *Server) HTTPServer() *http.Server {
+	t := s.deps.Timeouts
+	return &http.Server{Handler: s.Echo, ReadHeaderTimeout: t.ReadHeader, IdleTimeout: t.Idle}
 }
 
 // Server is the assembled HTTP server.
@@ -105,6 +148,7 @@ type Server struct {
 
 // New builds every handler once (handlers.go) and mounts them (routes.go).
 func New(d Deps) *Server {
+	d.Timeouts = d.Timeouts.orDefault()
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = apierr.Handler(d.Log)
