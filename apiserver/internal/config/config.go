@@ -18,13 +18,13 @@ import (
 
 // Config is the API server's settings.
 type Config struct {
-	HTTPAddr    string
+	HTTPAddr string
 	// The HTTP server's timeouts (server.Timeouts).
 	HTTPReadHeaderTimeout time.Duration
 	HTTPIdleTimeout       time.Duration
 	HTTPWriteTimeout      time.Duration
-	DataDir     string
-	DatabaseURL string
+	DataDir               string
+	DatabaseURL           string
 	// DatabaseMaxConns bounds the PostgreSQL connections of this replica.
 	DatabaseMaxConns int
 	// Store is SVC_STORAGE and SVC_S3_* (its fs Dir is set at open).
