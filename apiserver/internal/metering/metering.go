@@ -51,6 +51,38 @@ type Admission struct {
 	// KeyBudget: a reservation against the key's budget was taken; the
 	// request must be settled (Settle) once it ends.
 	KeyBudget bool
+	// Window is the plan's usage window with the fewest credits left (its
+	// LimitMicro is 0 when no window applies: usage-based pricing, or a
+	// plan without windows); the rate-limit headers report it in tokens.
+	Window WindowLeft
+}
+
+// WindowLeft is one usage window's allowance as admission saw it.
+type WindowLeft struct {
+	Name       string
+	LimitMicro int64
+	UsedMicro  int64
+	Reset      time.Time
+}
+
+// tightestWindow is the window of plan with the fewest credits left, from
+// the workspace's windows (one not open yet has used nothing and would
+// reset a whole duration from now).
+func tightestWindow(plan catalog.Plan, windows []store.UsageWindow, now time.Time) WindowLeft {
+	var best WindowLeft
+	nowMs := now.UnixMilli()
+	for _, w := range plan.Windows {
+		wl := WindowLeft{Name: w.Name, LimitMicro: w.LimitMicro(), Reset: now.Add(w.Duration)}
+		for _, c := range windows {
+			if c.WindowName == w.Name && c.ResetsAt > nowMs {
+				wl.UsedMicro, wl.Reset = c.CreditsMicro, time.UnixMilli(c.ResetsAt)
+			}
+		}
+		if best.LimitMicro == 0 || wl.LimitMicro-wl.UsedMicro < best.LimitMicro-best.UsedMicro {
+			best = wl
+		}
+	}
+	return best
 }
 
 // Headers returns the X-RateLimit-* headers of a.
@@ -83,7 +115,9 @@ type bucket struct {
 }
 
 // Admit applies the rate limits, then the usage windows (spec 7.1 order:
-// 429 before 402), then the key's own budget (budget.go), which reserves. Rate permits come from this replica's leases when it has
+// 429 before 402), then the key's own budget (budget.go), which reserves.
+// A refused request's Admission still says what was known (the headers of
+// the refusal); only a nil error admits. Rate permits come from this replica's leases when it has
 // some (leases.go) and usage windows from a short cache (windows.go); what is
 // missing is read in one database round trip.
 func (m *Meter) Admit(ctx context.Context, p auth.Principal, plan catalog.Plan) (Admission, error) {
@@ -119,7 +153,8 @@ func (m *Meter) Admit(ctx context.Context, p auth.Principal, plan catalog.Plan) 
 					m.leases.put(bj.name, lease{window: win, left: 1, count: owned[j].count})
 				}
 			}
-			return Admission{}, wire.RateLimited(reset.Sub(now), Admission{Limit: b.limit, Remaining: 0, Reset: reset}.Headers())
+			refused := Admission{Limit: b.limit, Remaining: 0, Reset: reset}
+			return refused, wire.RateLimited(reset.Sub(now), refused.Headers())
 		}
 		owned[i] = le
 	}
@@ -213,21 +248,25 @@ func (m *Meter) Admit(ctx context.Context, p auth.Principal, plan catalog.Plan) 
 			}
 		}
 		b := buckets[limited]
-		return Admission{}, wire.RateLimited(reset.Sub(now), Admission{Limit: b.limit, Remaining: 0, Reset: reset}.Headers())
+		refused := Admission{Limit: b.limit, Remaining: 0, Reset: reset}
+		return refused, wire.RateLimited(reset.Sub(now), refused.Headers())
 	}
 
 	nowMs := now.UnixMilli()
+	if wantWindows {
+		adm.Window = tightestWindow(plan, windows, now)
+	}
 	for _, w := range plan.Windows {
 		for _, c := range windows {
 			if wantWindows && c.WindowName == w.Name && c.ResetsAt > nowMs && c.CreditsMicro >= w.LimitMicro() {
-				return Admission{}, wire.UsageLimitReached(w.Name, time.UnixMilli(c.ResetsAt))
+				return adm, wire.UsageLimitReached(w.Name, time.UnixMilli(c.ResetsAt))
 			}
 		}
 	}
 	if p.KeyID != "" && p.KeyBudget {
 		reserved, err := m.reserveBudget(ctx, p, now)
 		if err != nil {
-			return Admission{}, err
+			return adm, err
 		}
 		adm.KeyBudget = reserved
 	}
