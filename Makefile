@@ -105,10 +105,12 @@ bench-gateway: build
 	cd apiserver && GOWORK=off SVC_BIN_DIR=$(BIN) SVC_BENCH_BASELINE_BIN="$$base" $(GO) test -run '^$$' \
 		-bench '^BenchmarkGatewayReport$$' -benchtime 1x -count=1 -timeout 30m ./e2e/
 
-# make lint: no tracked build output (scripts/check-tracked-files.sh), gofmt, go vet and the
+# make lint: no tracked build output (scripts/check-tracked-files.sh), no tracker numbers or
+# working sessions cited in the tree (scripts/check-history-refs.sh), gofmt, go vet and the
 # pinned staticcheck, per module with GOWORK=off.
 lint: $(STATICCHECK_BIN)
 	@./scripts/check-tracked-files.sh
+	@./scripts/check-history-refs.sh
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi
 	@set -e; for m in $(MODULES); do echo "== vet + staticcheck $$m"; \
 		(cd $$m && GOWORK=off $(GO) vet ./... && GOWORK=off $(STATICCHECK_BIN) ./...); done
@@ -129,7 +131,7 @@ $(KUBE_TOOLS):
 	TOOLS_DIR=$(TOOLS_DIR) K8S_VERSION=$(K8S_VERSION) ETCD_VERSION=$(ETCD_VERSION) KWOK_VERSION=$(KWOK_VERSION) \
 		./scripts/kube-tools.sh
 
-# The apiserver and podagent images (issue 27): OCI archives in $(IMAGES_DIR),
+# The apiserver and podagent images: OCI archives in $(IMAGES_DIR),
 # built by svc-image (podagent/internal/ociimage) from stripped static
 # binaries and the host's git, git-lfs and sh with their shared objects —
 # no docker, no registry, no base image; the same inputs give the same

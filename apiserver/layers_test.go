@@ -6,7 +6,7 @@ import (
 	"github.com/svc-dev/svc/shared/testenv/layers"
 )
 
-// The API server's packages form floors (issue 22 point 6, docs/design.md
+// The API server's packages form floors (docs/design.md
 // §2): the binary, then the route table (server) and the admin CLI, then
 // the handler packages, then the domain packages, then the store. No
 // import runs back up, and no folder imports another that imports it back.

@@ -8,7 +8,7 @@ import (
 
 // Every error code the podagent answers is declared once in wire.Codes with its
 // status and type, and nothing chooses a status beside a code or writes a
-// plain-text error (issue 22 point 2, docs/errors.md).
+// plain-text error (docs/errors.md).
 func TestErrorVocabulary(t *testing.T) {
 	t.Parallel()
 	got, err := codecheck.Check(".")

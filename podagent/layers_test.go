@@ -6,7 +6,7 @@ import (
 	"github.com/svc-dev/svc/shared/testenv/layers"
 )
 
-// The pod agent's packages form floors (issue 22 point 6, docs/design.md
+// The pod agent's packages form floors (docs/design.md
 // §2): the binaries; the wiring (pod); the route table (server); the
 // webhook channel and the sync engine side by side, neither importing the
 // other; the sync engine's own floors (the strategies over cold start over

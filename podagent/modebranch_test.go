@@ -12,7 +12,7 @@ import (
 )
 
 // modeBranchAllowed are the folders that may tell the sync modes apart:
-// the strategies themselves (issue 22 point 3, docs/sync-modes.md §12).
+// the strategies themselves (docs/sync-modes.md §12).
 // The mode table is shared/syncmode, outside this module.
 var modeBranchAllowed = map[string]string{
 	"internal/syncstrategy": "the one implementation per mode",

@@ -6,7 +6,7 @@ import (
 	"github.com/svc-dev/svc/shared/testenv/layers"
 )
 
-// The shared module's packages form layers (issue 22 point 6): no folder
+// The shared module's packages form layers: no folder
 // imports another that imports it back, settings sits above objstore, and
 // no production package imports the test harness.
 func TestLayers(t *testing.T) {

@@ -1,6 +1,6 @@
 package e2e
 
-// The product in its own images under podman (issue 27): the images
+// The product in its own images under podman: the images
 // `make images` builds (svc-image), run with the chart's security context —
 // user 65532, read-only root, every capability dropped, no new privileges,
 // writable only where the chart mounts volumes — against the harness's real

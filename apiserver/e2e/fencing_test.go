@@ -17,7 +17,7 @@ import (
 	s3store "github.com/svc-dev/svc/shared/objstore/s3"
 )
 
-// Fencing in every sync mode (issue 25, docs/sync-modes.md §11): two real
+// Fencing in every sync mode (docs/sync-modes.md §11): two real
 // podagent processes of one project on real MinIO, with the real apiserver
 // as the dual_shadow origin and the read side.
 
@@ -393,8 +393,8 @@ func TestKill9LoopWithReplacementInEveryMode(t *testing.T) {
 	}
 }
 
-// A generation change while the old pod is held mid-flush (issue 25 point
-// 5), with the environment the Kubernetes driver gives its pods
+// A generation change while the old pod is held mid-flush, with the
+// environment the Kubernetes driver gives its pods
 // (SVC_POD_GENERATION): the new generation's pod claims the project and
 // acknowledges; the old pod, released, is refused (409 fenced); restarted on
 // its disk (the kubelet restarting the container of a pod being replaced),

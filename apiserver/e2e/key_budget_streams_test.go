@@ -12,7 +12,7 @@ import (
 	"github.com/svc-dev/svc/shared/testenv/fakeupstream"
 )
 
-// TestKeyBudgetParallelStreams (issue 23 point 5): rounds of parallel
+// TestKeyBudgetParallelStreams: rounds of parallel
 // streamed chat completions of one key, each held open by the upstream
 // until every request of the round has its answer, so the admitted ones
 // are in flight together. Each round admits only what fits the budget at

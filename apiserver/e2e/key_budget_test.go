@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// TestKeyBudgetInEveryWireFormat (issue 23 point 5): a budget set through
+// TestKeyBudgetInEveryWireFormat: a budget set through
 // the JSON key API stops its key — and only that key — once spent, with a
 // 402 billing_error carrying resets_at (the next 00:00 UTC of a daily
 // window) in chat completions, Responses and Anthropic Messages, streamed

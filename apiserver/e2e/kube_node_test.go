@@ -1,6 +1,6 @@
 package e2e
 
-// The chart on a real node (issue 27): a kubelet with containerd, runc and
+// The chart on a real node: a kubelet with containerd, runc and
 // the CNI bridge (shared/testenv/kubetest, node.go) joins a control plane of
 // its own; our images, built by svc-image like `make images`, and a pause
 // image built here are imported into containerd. `helm install` of the

@@ -14,7 +14,7 @@ import (
 	s3store "github.com/svc-dev/svc/shared/objstore/s3"
 )
 
-// The API is hydrate-only outside dual_shadow (issue 28, spec 10.1.3): a
+// The API is hydrate-only outside dual_shadow (spec 10.1.3): a
 // push with the project's own runtime token to a git_only or s3 project
 // is refused with a protocol ERR line naming the mode, the durable
 // repo.git.tar.gz keeps its ETag, and the running pod still persists its

@@ -42,7 +42,7 @@ func TestServeRefusesUnknownSettings(t *testing.T) {
 	}
 }
 
-// A data directory has one owner (issue 28): a second `apiserver serve` on
+// A data directory has one owner: a second `apiserver serve` on
 // the same SVC_DATA_DIR refuses to start with an error naming the running
 // one (its pid and host, from <data dir>/svc.lock) before it clears
 // anything; the first replica's hydrated copies survive and it keeps

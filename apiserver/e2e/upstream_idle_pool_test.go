@@ -14,7 +14,7 @@ import (
 	"github.com/svc-dev/svc/shared/testenv"
 )
 
-// The idle upstream pool is bounded (issue 26 point 3): after a burst of
+// The idle upstream pool is bounded: after a burst of
 // streams, each of which held an upstream connection of its own, at most
 // SVC_UPSTREAM_MAX_IDLE_CONNS_PER_HOST connections stay open to the upstream
 // (it counts them), and after SVC_UPSTREAM_IDLE_CONN_TIMEOUT none does: the

@@ -22,7 +22,7 @@ func TestWebhookProxyPairedAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	w := newProxyWorld(t, failingAgentBin(t)) // replica A: the machine dials this one
 	// Replica B shares the database, not A's data dir (one owner per data
-	// dir, issue 28).
+	// dir).
 	b := w.e.startAPI("SVC_PODAGENT_BIN="+failingAgentBin(t), "SVC_DATA_DIR="+t.TempDir(), "SVC_RUNTIME_STOP_GRACE=10s")
 	incoming := "/agent/channels/webhook/incoming"
 	health := "/agent/channels/webhook/health"

@@ -87,7 +87,7 @@ func sendAsync(t *testing.T, w *proxyWorld, h http.Header, msg, url string) stri
 	return acc.CorrelationID
 }
 
-// Through the real API and pod (issue 24): the attempt log shows a retried
+// Through the real API and pod: the attempt log shows a retried
 // delivery with its final state; a member re-sends it with the same
 // webhook-id; a rotation keeps the old secret valid (both signatures, each
 // verified by svix's library knowing one secret) until it is dropped; an

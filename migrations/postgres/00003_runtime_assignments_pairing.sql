@@ -1,4 +1,4 @@
--- Issue 5: a project is pinned to one runtime at a time (spec 10.1.1); the
+-- A project is pinned to one runtime at a time (spec 10.1.1); the
 -- assignment records which driver runs it (local, kubernetes or a paired
 -- machine). Pairing tokens let `podagent paired` dial in; only the SHA-256 of
 -- a token's secret part is stored.

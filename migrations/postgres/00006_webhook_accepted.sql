@@ -1,4 +1,4 @@
--- Accepted async webhook messages are recorded by the API (issue 8, DESIGN.md
+-- Accepted async webhook messages are recorded by the API (DESIGN.md
 -- §7): the agent-proxy writes a row in status 'accepted' with a deadline when
 -- the pod answers 202; the pod's reply (outbox) or its delivery notice
 -- ('delivered') closes it; an outbox poll returns a row still 'accepted'

@@ -1,4 +1,4 @@
--- The web console (issue 13, DESIGN.md §7 "console"): users sign in with a
+-- The web console (DESIGN.md §7 "console"): users sign in with a
 -- password (argon2id, PHC string; empty means none set) or a one-time link,
 -- and hold server-side sessions. Only SHA-256 hashes of session tokens and
 -- sign-in link tokens are stored. Membership roles are owner or member; only

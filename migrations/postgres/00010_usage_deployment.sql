@@ -1,4 +1,4 @@
--- Issue 12: a model may list several deployments (fallbacks); each usage
+-- A model may list several deployments (fallbacks); each usage
 -- record names the deployment (provider/upstream_model) that answered.
 -- Records written before this migration have the empty string.
 

@@ -1,4 +1,4 @@
--- Issue 23: cache-aware pricing. A usage record keeps the prompt tokens
+-- Cache-aware pricing. A usage record keeps the prompt tokens
 -- the provider read from its prompt cache and those it wrote to it, on
 -- their own (both are part of prompt_tokens). Records written before this
 -- migration have 0.

@@ -1,4 +1,4 @@
--- Issue 23 point 5: an optional credit budget per API key, with its own
+-- An optional credit budget per API key, with its own
 -- window (daily and monthly reset at 00:00 UTC, on the 1st for monthly;
 -- lifetime never resets). One row per budgeted key holds the limit and the
 -- live counter: credits of the current window, the reservations of

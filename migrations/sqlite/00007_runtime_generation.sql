@@ -1,4 +1,4 @@
--- Issue 10: the Kubernetes runtime driver names a project's pod after a
+-- The Kubernetes runtime driver names a project's pod after a
 -- generation counter kept with the runtime assignment. Replacing the pod
 -- (restart, idle stop, a vanished or failed pod) advances it with a
 -- compare-and-set, so every API replica agrees on which pod is current and

@@ -1,4 +1,4 @@
--- Issue 11 (docs/sync-modes.md): every checkpoint row carries its turn number
+-- Sync modes (docs/sync-modes.md): every checkpoint row carries its turn number
 -- (the commit's first-parent depth; 0 is the seed), which the parity check
 -- compares rows with; a project remembers when its sync mode last changed,
 -- for the dual_shadow cohort guidance (spec 8: at most 7 days).

@@ -1,5 +1,5 @@
--- Webhook delivery that operators can see and steer (issue 24,
--- docs/webhook-delivery.md): every callback attempt of every async message
+-- Webhook delivery that operators can see and steer
+-- (docs/webhook-delivery.md): every callback attempt of every async message
 -- (kept for a bounded retention, SVC_WEBHOOK_ATTEMPT_RETENTION), the health
 -- of each callback endpoint (consecutive failures; failing after a period,
 -- then replies go straight to the outbox), and the channel secret a

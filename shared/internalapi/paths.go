@@ -24,7 +24,7 @@ const (
 	// PathOutboxPending counts what the durable outbox holds for a poll.
 	PathOutboxPending   = PathOutbox + "/pending"
 	PathChatCompletions = "/chat/completions"
-	// PathWebhookAttempts takes the pod's callback attempt records (issue 24).
+	// PathWebhookAttempts takes the pod's callback attempt records.
 	PathWebhookAttempts = "/webhook/attempts"
 	// PathLFS is the lfs.url suffix; git-lfs appends /objects/batch.
 	PathLFS       = "/lfs"
@@ -52,7 +52,7 @@ const (
 	PodWebhookIncoming = PodWebhook + "/incoming"
 	PodWebhookHealth   = PodWebhook + "/health"
 	PodWebhookActivity = PodWebhook + "/activity"
-	// PodWebhookReplay re-sends a reply once (issue 24), PodWebhookTest
+	// PodWebhookReplay re-sends a reply once, PodWebhookTest
 	// sends a test message to an endpoint; the API calls them for a member.
 	PodWebhookReplay = PodWebhook + "/replay"
 	PodWebhookTest   = PodWebhook + "/test-callback"

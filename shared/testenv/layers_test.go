@@ -6,7 +6,7 @@ import (
 	"github.com/svc-dev/svc/shared/testenv/layers"
 )
 
-// The harness module's floors (issue 22 point 6): the command on top; the
+// The harness module's floors: the command on top; the
 // control-plane harness (kubetest) over the PostgreSQL and MinIO harness
 // (this package); the small helpers at the bottom, importing none of the
 // harness, so a test that needs only one of them does not build the rest.

@@ -8,8 +8,8 @@ import (
 
 // DiskFull reports whether err comes from a full disk: ENOSPC or EDQUOT
 // from a system call, or the message a child process (git) printed for
-// one. Such an error is answered 507 insufficient_storage naming the disk
-// (issue 28), so an operator knows what to free.
+// one. Such an error is answered 507 insufficient_storage naming the disk,
+// so an operator knows what to free.
 func DiskFull(err error) bool {
 	if err == nil {
 		return false

@@ -8,7 +8,7 @@ import (
 )
 
 // Webhook delivery log, replay, secret rotation and endpoint health
-// (issue 24; docs/webhook-delivery.md "Attempt log").
+// (docs/webhook-delivery.md "Attempt log").
 //
 // The pod records every callback attempt and hands the records to the API
 // (POST /internal/projects/{id}/webhook/attempts, idempotent on the attempt

@@ -7,7 +7,7 @@ import (
 
 // WebhookSecretMatches reports whether got (an X-Webhook-Secret) is one of
 // the channel's secrets: the current one, or one a rotation replaced while
-// its overlap lasts (issue 24). Both sides check it the same way, the API
+// its overlap lasts. Both sides check it the same way, the API
 // for its own routes and the pod for the forwarded ones: every non-empty
 // candidate is compared as a SHA-256 digest (equal lengths, so a length does
 // not leak) with hmac.Equal, all of them whatever the outcome of the

@@ -132,7 +132,7 @@ func serve(ctx context.Context, args []string, dev bool) error {
 	defer a.close()
 	// One owner per data dir, before anything in it is cleared (the
 	// hydrated copies below): a second replica on the same directory
-	// would destroy the first one's state (issue 28).
+	// would destroy the first one's state.
 	lock, err := datadir.Acquire(a.cfg.DataDir, "SVC_DATA_DIR")
 	if err != nil {
 		return err
@@ -231,7 +231,7 @@ func serve(ctx context.Context, args []string, dev bool) error {
 		go servePprof(a.cfg.PprofAddr, a.log)
 	}
 	go (&janitor.Janitor{Store: a.store, Log: a.log.Named("janitor"), AttemptRetention: a.cfg.WebhookAttemptRetention}).Run(ctx, janitor.Interval)
-	// svc_webhook_endpoints_failing (issue 24).
+	// svc_webhook_endpoints_failing.
 	go srv.Webhooks.Job(ctx, a.store, webhooklog.GaugeInterval)
 	// Large-file retention (spec 10.3): unreachable objects past the grace
 	// period. Off unless SVC_LFS_GC_INTERVAL is set: the spec never

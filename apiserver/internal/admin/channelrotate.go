@@ -15,7 +15,7 @@ import (
 // next to the new one (Svix keeps the old one 24 hours).
 const DefaultRotationOverlap = 24 * time.Hour
 
-// Secret rotation without downtime (issue 24; docs/webhook-delivery.md):
+// Secret rotation without downtime (docs/webhook-delivery.md):
 // `channel rotate-secret` generates a new secret and keeps the current one
 // valid for --overlap (both accepted in X-Webhook-Secret, callbacks signed
 // with both); `channel drop-old-secret` ends the overlap at once.

@@ -11,8 +11,8 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/store"
 )
 
-// key set-budget: an API key's own credit budget (issue 23 point 5;
-// docs/gateway.md, "Budgets per API key"). The JSON key API and this
+// key set-budget: an API key's own credit budget
+// (docs/gateway.md, "Budgets per API key"). The JSON key API and this
 // command set the same row.
 
 // KeyBudgetResult is the answer of key set-budget.

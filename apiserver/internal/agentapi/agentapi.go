@@ -49,7 +49,7 @@ type API struct {
 	Store Store
 	// Outbox keeps late replies (the durable webhook outbox).
 	Outbox *outbox.Outbox
-	// Attempts is the callback attempt log (issue 24).
+	// Attempts is the callback attempt log.
 	Attempts *webhooklog.Log
 	// Objects signs the LFS batch answer's URLs (nil: no LFS routes).
 	Objects objstore.Store

@@ -10,8 +10,8 @@ import (
 )
 
 // WebhookAttempts is POST /internal/projects/{id}/webhook/attempts: the pod's
-// batch of callback attempt records for the attempt log (issue 24,
-// docs/webhook-delivery.md), stored idempotently by record id.
+// batch of callback attempt records for the attempt log
+// (docs/webhook-delivery.md), stored idempotently by record id.
 func (a *API) WebhookAttempts(c echo.Context) error {
 	projectID, err := ownProject(c, "record its callback attempts")
 	if err != nil {

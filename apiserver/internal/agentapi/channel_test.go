@@ -59,7 +59,7 @@ func TestChannelConfigForTheProjectsRuntimeOnly(t *testing.T) {
 		t.Fatalf("a fresh channel has no previous secret or failing endpoint: %s", body)
 	}
 
-	// A rotation's overlap and a failing endpoint reach the pod (issue 24).
+	// A rotation's overlap and a failing endpoint reach the pod.
 	if _, err := st.RotateChannelSecret(ctx, p1.ID, "n3w-secret", time.Hour); err != nil {
 		t.Fatal(err)
 	}

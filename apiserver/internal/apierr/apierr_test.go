@@ -15,8 +15,8 @@ import (
 	"github.com/svc-dev/svc/shared/wire"
 )
 
-// Handler is the API server's one place errors become answers (issue 22
-// point 2): a coded error with its code's status and type from wire.Codes,
+// Handler is the API server's one place errors become answers:
+// a coded error with its code's status and type from wire.Codes,
 // a relayed answer with the status received, echo's own errors with theirs,
 // anything else a 500 that tells nothing of its cause.
 func TestHandlerWritesTheEnvelope(t *testing.T) {

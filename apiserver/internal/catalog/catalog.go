@@ -37,7 +37,7 @@ type Provider struct {
 	// ResponsesNative: the provider serves the OpenAI Responses API at
 	// <base_url>/responses; Responses requests for a model whose every
 	// deployment is on such a provider are passed through untouched
-	// instead of translated to chat completions (issue 23).
+	// instead of translated to chat completions.
 	ResponsesNative bool `yaml:"responses_native"`
 }
 
@@ -80,7 +80,7 @@ type Price struct {
 	OutputPerMTok float64 `yaml:"output_per_mtok"`
 	// CachedInputPerMTok prices prompt tokens read from the provider's
 	// cache and CacheWritePerMTok those written to it; unset, they cost
-	// InputPerMTok (issue 23; docs/gateway.md).
+	// InputPerMTok (docs/gateway.md).
 	CachedInputPerMTok *float64 `yaml:"cached_input_per_mtok"`
 	CacheWritePerMTok  *float64 `yaml:"cache_write_per_mtok"`
 }

@@ -57,10 +57,10 @@ type Config struct {
 	// WebhookAnswerDeadline: accepted async messages not answered by then
 	// show up in the outbox as unanswered.
 	WebhookAnswerDeadline time.Duration
-	// WebhookAttemptRetention bounds the callback attempt log (issue 24).
+	// WebhookAttemptRetention bounds the callback attempt log.
 	WebhookAttemptRetention time.Duration
 	// WebhookFailingAfter: a callback endpoint every attempt to which
-	// failed for this long is marked failing (issue 24; Svix: 5 days).
+	// failed for this long is marked failing (Svix: 5 days).
 	WebhookFailingAfter time.Duration
 	// Metal runtime driver: the metal host's API.
 	MetalHostURL   string
@@ -72,7 +72,7 @@ type Config struct {
 	UpstreamKeyCooldown     time.Duration
 	UpstreamBackoffBase     time.Duration
 	UpstreamBackoffMax      time.Duration
-	// The idle upstream connection pool (issue 26).
+	// The idle upstream connection pool.
 	UpstreamMaxIdlePerHost int
 	UpstreamIdleTimeout    time.Duration
 	OTLPEndpoint           string

@@ -39,7 +39,7 @@ type channelData struct {
 	Curl        string
 	Owner       bool
 	Live        liveData
-	// The delivery log (issue 24): the latest attempts by message, the
+	// The delivery log: the latest attempts by message, the
 	// endpoints marked failing, and the replaced secret's overlap.
 	Deliveries    []webhooklog.Message
 	OlderCursor   string

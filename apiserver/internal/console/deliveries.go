@@ -16,7 +16,7 @@ import (
 	"github.com/svc-dev/svc/shared/wire"
 )
 
-// The channel page's delivery log (issue 24; docs/webhook-delivery.md):
+// The channel page's delivery log (docs/webhook-delivery.md):
 // every callback attempt by message with its final state, a replay button
 // for delivered and outboxed replies, a banner per failing endpoint with a
 // test message that re-enables it, and the rotation overlap.

@@ -15,8 +15,8 @@ import (
 	"github.com/svc-dev/svc/shared/wire"
 )
 
-// Budgets per API key in the JSON key API (issue 23 point 5;
-// docs/gateway.md, "Budgets per API key"):
+// Budgets per API key in the JSON key API
+// (docs/gateway.md, "Budgets per API key"):
 //
 //	PUT    /api/workspaces/{ws}/keys/{keyId}/budget {"credits": 5, "window": "daily"}
 //	GET    /api/workspaces/{ws}/keys/{keyId}/budget

@@ -8,7 +8,7 @@ import (
 // A stream taken over from net/http (takeover.go) used to answer
 // "Connection: close", so a keep-alive client — every SDK — dialled a new
 // connection for its next request: most of the time to first byte the
-// takeover added (issue 26). Now a stream that ended cleanly gives its
+// takeover added. Now a stream that ended cleanly gives its
 // connection back to net/http as if it had just been accepted, and the
 // client's next request arrives on it as on any kept-alive connection.
 // Streams.Listen wraps the server's listener for that; without it (or

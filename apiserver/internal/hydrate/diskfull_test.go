@@ -15,7 +15,7 @@ import (
 	"github.com/svc-dev/svc/shared/wire"
 )
 
-// A full data-directory disk is named (issue 28): hydrating a repository
+// A full data-directory disk is named: hydrating a repository
 // bigger than a small tmpfs answers 507 insufficient_storage naming
 // SVC_DATA_DIR — not a corrupt object, which would be remembered until the
 // object changes — and the same object hydrates once there is room. The

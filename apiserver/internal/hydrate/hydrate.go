@@ -304,7 +304,7 @@ func (m *Manager) doRefresh(ctx context.Context, projectID string) error {
 		}
 		// A cache never turns into a permanent 500: a copy removed or
 		// damaged under this replica (an operator, a second process on
-		// the data dir) is hydrated again (issue 28).
+		// the data dir) is hydrated again.
 		m.log.Warn("hydrated copy vanished or damaged; hydrating it again", zap.String("projectId", projectID),
 			zap.String("dir", cur.dir), zap.Error(err))
 		m.retire(projectID, cur)

@@ -9,7 +9,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/hydrate/hydratetest"
 )
 
-// A cache never turns into a permanent 500 (issue 28): a hydrated copy
+// A cache never turns into a permanent 500: a hydrated copy
 // removed or damaged under a running replica (a second process clearing
 // the data dir, an operator) is noticed at the next request and hydrated
 // again; the request is answered from the fresh copy.

@@ -2,7 +2,7 @@
 // counters of minutes that are over (spec 8 rate limits), outbox messages
 // delivered long ago (spec 4.2 outbox), expired console sessions and
 // sign-in links, webhook attempts past their retention and channel secrets
-// whose rotation overlap ended (issue 24). Every replica runs it; the
+// whose rotation overlap ended. Every replica runs it; the
 // deletes are idempotent, so replicas sweeping together do no harm.
 package janitor
 
@@ -24,8 +24,8 @@ const (
 	// re-sending one (after a lost answer) is recognised and not delivered
 	// twice.
 	OutboxRetention = 7 * 24 * time.Hour
-	// DefaultAttemptRetention keeps the webhook attempt log (issue 24;
-	// SVC_WEBHOOK_ATTEMPT_RETENTION).
+	// DefaultAttemptRetention keeps the webhook attempt log
+	// (SVC_WEBHOOK_ATTEMPT_RETENTION).
 	DefaultAttemptRetention = 7 * 24 * time.Hour
 )
 

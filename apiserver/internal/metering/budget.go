@@ -12,7 +12,7 @@ import (
 	"github.com/svc-dev/svc/shared/wire"
 )
 
-// Budgets per API key (issue 23 point 5; docs/gateway.md, "Budgets per API
+// Budgets per API key (docs/gateway.md, "Budgets per API
 // key"): a key may carry a credit limit with its own window. Every request
 // of such a key reserves against it before going upstream and settles after
 // (its cost added, the reservation released), both single conditional

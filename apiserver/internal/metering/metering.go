@@ -37,7 +37,7 @@ func New(st *store.Store, rec *Recorder) *Meter {
 	if rec != nil {
 		// A written batch adds its credits to the cached windows instead of
 		// dropping them: the next admission needs no database read
-		// (windows.go; issue 26 point 2).
+		// (windows.go).
 		rec.windows = &m.windows
 	}
 	return m

@@ -26,7 +26,7 @@ type handlers struct {
 	publish *publish.API
 	console *console.Console
 	// webhooks serves the callback attempt log, endpoint health, replay
-	// and test messages (issue 24).
+	// and test messages.
 	webhooks *webhooklog.Handlers
 }
 

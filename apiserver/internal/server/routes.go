@@ -52,7 +52,7 @@ func (s *Server) routes(e *echo.Echo) {
 	internal.GET(internalapi.PathChannel, h.agent.Channel)
 	internal.POST(internalapi.PathOutbox, h.agent.OutboxPut) // durable webhook outbox
 	internal.GET(internalapi.PathOutboxPending, h.agent.OutboxPending)
-	internal.POST(internalapi.PathWebhookAttempts, h.agent.WebhookAttempts) // the callback attempt log (issue 24)
+	internal.POST(internalapi.PathWebhookAttempts, h.agent.WebhookAttempts) // the callback attempt log
 	if d.Objects != nil {
 		internal.POST(internalapi.PathLFSBatch, h.agent.LFSBatch)
 		internal.POST(internalapi.PathLFSVerify, h.agent.LFSVerify)

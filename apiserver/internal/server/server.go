@@ -133,8 +133,8 @@ type Server struct {
 	// Outbox is the durable webhook outbox (the pod's POST and the
 	// integrations' long-poll).
 	Outbox *outbox.Outbox
-	// Webhooks is the webhook attempt log, replay and endpoint health
-	// (issue 24), shared by the routes and the console.
+	// Webhooks is the webhook attempt log, replay and endpoint health,
+	// shared by the routes and the console.
 	Webhooks *webhooklog.Log
 	// Console is the web console (nil when Deps.Console is nil).
 	Console *console.Console

@@ -95,7 +95,7 @@ func TestStreamTakenOverCutAtShutdownDeadline(t *testing.T) {
 	}
 }
 
-// A taken-over stream gives its connection back when it ends (issue 26): a
+// A taken-over stream gives its connection back when it ends: a
 // keep-alive client sends its next streams and a plain completion on the
 // same connection, each answered in full; a client that asks to close gets
 // Connection: close, and its next request dials again.
@@ -163,7 +163,7 @@ func TestStreamKeepsTheConnectionAlive(t *testing.T) {
 	}
 }
 
-// A stream is taken over whichever comes first from the upstream (issue 26):
+// A stream is taken over whichever comes first from the upstream:
 // its first event with the headers (they then go out together, in one
 // write), or the headers alone with the first token still to come (they go
 // out at once: a slow first token must not delay them). Either way the

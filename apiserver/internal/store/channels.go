@@ -17,7 +17,7 @@ type Channel struct {
 	UpdatedAt       time.Time `json:"updatedAt"`
 	// PreviousSecret is the secret a rotation replaced; it stays valid
 	// (accepted in X-Webhook-Secret, signed with) until
-	// PreviousSecretExpiresAt (issue 24).
+	// PreviousSecretExpiresAt.
 	PreviousSecret          string     `json:"-"`
 	PreviousSecretExpiresAt *time.Time `json:"previousSecretExpiresAt,omitempty"`
 }

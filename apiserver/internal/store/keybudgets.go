@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// The windows of a key budget (issue 23 point 5; docs/gateway.md, "Budgets
+// The windows of a key budget (docs/gateway.md, "Budgets
 // per API key"): daily and monthly reset at 00:00 UTC (monthly on the 1st),
 // lifetime never.
 const (

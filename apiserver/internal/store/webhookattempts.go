@@ -14,7 +14,7 @@ import (
 )
 
 // WebhookAttempt is one row of webhook_attempts: one callback attempt
-// (issue 24, docs/webhook-delivery.md "Attempt log"). No request or reply
+// (docs/webhook-delivery.md "Attempt log"). No request or reply
 // body is kept; ResponseHead is the first wire.AttemptHeadBytes of the
 // receiver's answer.
 type WebhookAttempt struct {

@@ -86,7 +86,7 @@ func (DevTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	script = script && !dr.Stream && dr.offers("write_file")
 	if script && lastRole == "tool" {
 		// Report what the tool answered: a refused write (a path outside
-		// the workspace) must not read as done (issue 28).
+		// the workspace) must not read as done.
 		if strings.HasPrefix(toolAnswer, "error") {
 			reply = DevLabel + " Could not write " + path + ": the write_file tool answered \"" + toolAnswer + "\"."
 		} else {

@@ -19,7 +19,7 @@ import (
 // net/http's Transport keeps a read loop and a write loop goroutine per
 // connection and hands every request and response between them and the
 // caller over channels: two goroutines and their stacks for each open stream,
-// and two goroutine wake-ups on the way to a stream's first byte (issue 26:
+// and two goroutine wake-ups on the way to a stream's first byte (the aim:
 // ≤ 2 goroutines per open stream; the relay is the one left). This transport
 // writes the request with net/http's own Request.Write, parses the answer
 // with http.ReadResponse, and hands the body to the caller; nothing runs

@@ -8,8 +8,8 @@ import (
 )
 
 // SecretMatches reports whether got (an X-Webhook-Secret) is the channel's
-// secret, or the secret a rotation replaced while its overlap lasts at now
-// (issue 24), compared in constant time (wire.WebhookSecretMatches). An
+// secret, or the secret a rotation replaced while its overlap lasts at now,
+// compared in constant time (wire.WebhookSecretMatches). An
 // empty channel secret matches nothing.
 func SecretMatches(ch store.Channel, got string, now time.Time) bool {
 	if ch.Secret == "" {

@@ -1,5 +1,5 @@
 // Package webhooklog is the API side of webhook delivery that operators can
-// see and steer (issue 24, spec 2.5 and 4.2 callbacks and outbox;
+// see and steer (spec 2.5 and 4.2 callbacks and outbox;
 // docs/webhook-delivery.md "Attempt log"):
 //
 //	POST /internal/projects/{id}/webhook/attempts          the pod hands over attempt records (runtime token;

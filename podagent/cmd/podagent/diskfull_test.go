@@ -22,7 +22,7 @@ import (
 	"github.com/svc-dev/svc/shared/wire"
 )
 
-// A full workspace disk is an error an operator can act on (issue 28): on
+// A full workspace disk is an error an operator can act on: on
 // a small tmpfs filled to the last byte, a flush answers 507
 // insufficient_storage naming the workspace (not 500 "Internal error."),
 // and once space is freed the next flush commits what was pending. The
@@ -59,7 +59,7 @@ func TestFullWorkspaceDiskAnswers507(t *testing.T) {
 	e.requireCommitted("b.txt", "pending\n")
 }
 
-// A sync webhook caller is told of a full workspace disk too (issue 28):
+// A sync webhook caller is told of a full workspace disk too:
 // the agent's write_file on a filled 8 MB tmpfs ends the turn, and the
 // reply is 507 insufficient_storage naming SVC_WORKSPACE_DIR (not 502
 // with the model carrying on). Once space is freed, the next message's

@@ -86,7 +86,7 @@ func serveWith(cfg *config.Config, log *zap.Logger, ln net.Listener, x extras) e
 	}
 
 	// One owner per workspace, before cold start clears or restores
-	// anything in it (issue 28).
+	// anything in it.
 	lock, err := datadir.AcquireDir(cfg.WorkspaceDir, "SVC_WORKSPACE_DIR")
 	if err != nil {
 		return err

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// A workspace has one owner (issue 28): a second podagent on the same
+// A workspace has one owner: a second podagent on the same
 // SVC_WORKSPACE_DIR refuses to start with an error naming the running one,
 // before its cold start touches anything; the first keeps its work tree and
 // still persists its next turn.

@@ -13,7 +13,7 @@ import (
 	"github.com/svc-dev/svc/shared/wait"
 )
 
-// Plan limits (issue 28): a model call refused by the workspace's plan —
+// Plan limits: a model call refused by the workspace's plan —
 // 429 rate_limited with Retry-After, 402 usage_limit_reached with
 // resets_at — is an error the caller can act on. A sync caller gets it as
 // is (the webhook answers 429 or 402 with the same hints); an accepted

@@ -114,7 +114,7 @@ func (w *Workspace) Call(name, arguments string) (result string, changed bool) {
 }
 
 // call is Call that also returns the filesystem error of a failed call, so
-// the loop can end a turn the model cannot correct (a full disk, issue 28).
+// the loop can end a turn the model cannot correct (a full disk).
 func (w *Workspace) call(name, arguments string) (result string, changed bool, err error) {
 	var a toolArgs
 	if strings.TrimSpace(arguments) != "" {

@@ -1,5 +1,5 @@
 // Package attemptlog hands the webhook channel's callback attempt records
-// (issue 24; docs/webhook-delivery.md "Attempt log") to the API, which
+// (docs/webhook-delivery.md "Attempt log") to the API, which
 // keeps them in its database: the pod may be replaced, the log must not go
 // with it.
 //

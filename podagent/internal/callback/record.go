@@ -10,7 +10,7 @@ import (
 	"github.com/svc-dev/svc/shared/wire"
 )
 
-// The attempt log (issue 24; docs/webhook-delivery.md "Attempt log"): every
+// The attempt log (docs/webhook-delivery.md "Attempt log"): every
 // attempt is described by a wire.WebhookAttempt — time, status or network
 // error, latency, the first wire.AttemptHeadBytes of the answer, and when
 // the next try goes — and handed to Options.Recorder.

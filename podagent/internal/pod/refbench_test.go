@@ -214,7 +214,7 @@ func sysTime() time.Duration {
 // pod against the floor, on tmpfs and on disk, in the same run.
 // pod: pod.Start into an empty directory until the tree is complete (.git,
 // work tree at HEAD, node_modules). floor: the raw cost of the same bytes
-// (issue 26's floor), `GET | zstd -d | tar x` of the deps layer in parallel
+// (the floor), `GET | zstd -d | tar x` of the deps layer in parallel
 // with `GET | tar xz` of repo.git.tar.gz followed by `git reset --hard` (the
 // checkout).
 // Reported: ms per cold start of each, and pod/floor.

@@ -1,5 +1,5 @@
 // Package turnorder is the one owner of a turn's order (spec 2.4, 6, 10.1;
-// docs/design.md, issue 22 point 3): the agent talks to the model and runs
+// docs/design.md): the agent talks to the model and runs
 // its tools (agentloop), then the reply is journaled, then what the tools
 // changed is committed — and, inside the commit, persisted and recorded by
 // the pod's sync strategy (syncstrategy, through gitsync) — and only then

@@ -92,7 +92,7 @@ func PodDeps(o PodOptions) (Deps, error) {
 		}
 		ob = relay
 	}
-	// The attempt log goes to the API's database (issue 24); without an
+	// The attempt log goes to the API's database; without an
 	// API only the activity window shows attempts.
 	var rec *attemptlog.Recorder
 	var recorder callback.Recorder

@@ -422,7 +422,7 @@ func (h *Handler) deliver(t *turn, reply string) {
 	}
 	cfg := h.deliveryConfig(t)
 	if failing := failingEndpoint(cfg, t.in.CallbackURL); failing != "" {
-		// A failing endpoint (issue 24): no attempt until a test message
+		// A failing endpoint: no attempt until a test message
 		// to it succeeds; the reply waits in the outbox.
 		h.toOutbox(t, reply, "callback endpoint "+failing+" is marked failing; send it a test message to re-enable it")
 		h.journalDone(t)
@@ -439,7 +439,7 @@ func (h *Handler) deliver(t *turn, reply string) {
 		})
 		// The API's record of the accepted message is closed by a notice
 		// (journaled by the relay before the message leaves the journal).
-		// It carries the reply, which the API keeps for a replay (issue 24).
+		// It carries the reply, which the API keeps for a replay.
 		h.d.Outbox.Put(t.cfg.ChannelID, wire.OutboxMessage{ID: newID("obx_"), OutboxReply: wire.OutboxReply{CorrelationID: t.corr,
 			Reply: reply, Metadata: metadataOrEmpty(t.in.Metadata), CreatedAt: h.now(), Status: wire.OutboxStatusDelivered}})
 		h.journalDone(t)

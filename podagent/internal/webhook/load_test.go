@@ -19,8 +19,8 @@ import (
 	"github.com/svc-dev/svc/shared/wire"
 )
 
-// The load test of issue 24 (docs/notes/issue-24.md): n async messages to a
-// receiver that fails 30 % of attempts at random (seeded); afterwards every
+// The webhook delivery load test (docs/webhook-delivery.md): n async
+// messages to a receiver that fails 30 % of attempts at random (seeded); afterwards every
 // message is delivered or in the outbox exactly as the attempt log says,
 // and the receiver saw no webhook-id more often than the log's attempts.
 // 100 messages run in the suite; BenchmarkAttemptLogLoad runs 1,000.

@@ -15,8 +15,8 @@ import (
 	"github.com/svc-dev/svc/shared/wire"
 )
 
-// Replay, test messages and failing endpoints (issue 24;
-// docs/webhook-delivery.md). The API calls the two routes for a member
+// Replay, test messages and failing endpoints
+// (docs/webhook-delivery.md). The API calls the two routes for a member
 // (with the runtime token and the channel secret); each makes one signed
 // attempt with the deliverer — the SSRF guard, the micro-VM forwarder and
 // the attempt log included — and answers its record.

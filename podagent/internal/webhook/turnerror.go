@@ -11,7 +11,7 @@ import (
 	"github.com/svc-dev/svc/shared/wire"
 )
 
-// turnError is the sync answer of a failed turn (issue 28: errors an
+// turnError is the sync answer of a failed turn (errors an
 // operator or caller can act on say so):
 //
 //   - a plan limit of the workspace hit by the agent's model call: 429

@@ -14,7 +14,7 @@ import (
 )
 
 // Every code the agent loop ends a turn with reaches the webhook caller as
-// the one envelope (issue 22 point 2): the agent's code, agent_error's
+// the one envelope: the agent's code, agent_error's
 // status and type (502 server_error) from wire.Codes, the plain-words
 // reply and the correlationId; a model-gateway code the agent relays is
 // answered the same way. The plan limits keep their own codes' statuses.

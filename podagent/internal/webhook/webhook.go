@@ -247,7 +247,7 @@ func (h *Handler) config(c echo.Context) (wire.ChannelConfig, error) {
 }
 
 // authenticate checks X-Webhook-Secret against the channel secret, and the
-// ones a rotation replaced while their overlap lasts (issue 24), in
+// ones a rotation replaced while their overlap lasts, in
 // constant time (wire.WebhookSecretMatches).
 func (h *Handler) authenticate(c echo.Context) (wire.ChannelConfig, error) {
 	cfg, err := h.config(c)

@@ -312,7 +312,7 @@ func TestSyncReplyAndFieldsReachTheAgent(t *testing.T) {
 	}
 }
 
-// A failed turn answers what the caller can act on (issue 28): the
+// A failed turn answers what the caller can act on: the
 // workspace's plan limits hit by the agent's model calls are 429 with
 // Retry-After and 402 with resets_at (as the public API answers them), a
 // full workspace disk is 507 naming it, anything else 502 with the agent's

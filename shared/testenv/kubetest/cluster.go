@@ -5,7 +5,7 @@
 // (127.1.0.0/24) gives pods loopback IPs. kwok runs no containers; Kubelet
 // plays the kubelet for the podagent sidecar (kubelet.go). StartNode
 // (node.go) is the real node: a kubelet with containerd, runc and the CNI
-// bridge, for the proof that the chart runs (issue 27). The binaries are
+// bridge, for the proof that the chart runs. The binaries are
 // built by `make tools` into ~/.cache/svc-tools/<tool>/<version>/
 // (scripts/kube-tools.sh).
 //

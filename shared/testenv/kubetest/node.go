@@ -1,6 +1,6 @@
 package kubetest
 
-// The real node (issue 27): a kubelet built from the Go module proxy like
+// The real node: a kubelet built from the Go module proxy like
 // the control plane, with containerd, runc and the Debian CNI plugins, joins
 // a control plane of its own (no kwok node). Everything the node runs lives
 // under one temp dir — containerd's config, root, state and socket, the

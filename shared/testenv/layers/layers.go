@@ -1,5 +1,5 @@
-// Package layers checks a module's import graph in a test (issue 22 point 6:
-// packages form layers, no import runs from a lower floor back up to a
+// Package layers checks a module's import graph in a test
+// (packages form layers, no import runs from a lower floor back up to a
 // higher one, and no two folders import each other). It reads the graph
 // with `go list`, production imports only (a _test.go file may reach up).
 //

@@ -11,7 +11,7 @@ import (
 	"github.com/svc-dev/svc/shared/wire"
 )
 
-// Micro-VM figures for the closing note (CHANGELOG.md, issue 15): a guest's
+// Micro-VM figures (docs/performance.md): a guest's
 // boot to a ready agent (no archives), the cold boot of a seeded workspace
 // through the host (hydrate, disk, boot, swap), the resume of a snapshot,
 // the export every interval for an idle and a busy project, and the memory

@@ -14,7 +14,7 @@ import (
 	"github.com/svc-dev/svc/shared/wire"
 )
 
-// The host answers its errors as both binaries do (issue 22 point 2): the
+// The host answers its errors as both binaries do: the
 // envelope of a code declared in wire.Codes, with that code's status and
 // type — on its control API and on the guest's large-file relay.
 func TestHostErrorsAreTheEnvelope(t *testing.T) {
