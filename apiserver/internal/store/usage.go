@@ -86,13 +86,72 @@ func (s *Store) RecordUsage(ctx context.Context, rec UsageRecord, windows []Wind
 	})
 }
 
-// RecordUsageBatch writes many usage records in one transaction: one
-// multi-row insert, then one window update per workspace and window with the
-// batch's summed credits.
+// RecordUsageBatch writes many usage records in one transaction, exactly
+// once: records already written are skipped (a retried batch), the others
+// inserted and their credits added to the windows.
 func (s *Store) RecordUsageBatch(ctx context.Context, recs []UsageRecord, windows [][]WindowSpec, now time.Time) error {
 	if len(recs) == 0 {
 		return nil
 	}
+	for i := range recs {
+		if recs[i].CreatedAt.IsZero() {
+			recs[i].CreatedAt = now.UTC()
+		}
+		// The database keeps microseconds: a record read back compares
+		// equal to the one written (the idempotency check below).
+		recs[i].CreatedAt = recs[i].CreatedAt.Truncate(time.Microsecond)
+	}
+	nowMs := now.UnixMilli()
+	return s.tx(ctx, func(tx *gorm.DB) error {
+		// Idempotent: a record already written — a batch whose commit
+		// succeeded but whose acknowledgement was lost, retried — is
+		// skipped, and its credits are not added to the windows twice. A
+		// record is the same when its request id and creation time are
+		// (a client's own X-Request-Id may repeat; the time does not).
+		recs, windows, err := unwritten(tx, recs, windows)
+		if err != nil || len(recs) == 0 {
+			return err
+		}
+		return insertUsage(tx, recs, windows, nowMs)
+	})
+}
+
+// unwritten drops the records of recs already in usage_records.
+func unwritten(tx *gorm.DB, recs []UsageRecord, windows [][]WindowSpec) ([]UsageRecord, [][]WindowSpec, error) {
+	ids := make([]string, len(recs))
+	for i, r := range recs {
+		ids[i] = r.RequestID
+	}
+	var found []struct {
+		RequestID string
+		CreatedAt time.Time
+	}
+	if err := tx.Model(&UsageRecord{}).Select("request_id, created_at").Where("request_id IN ?", ids).Scan(&found).Error; err != nil {
+		return nil, nil, err
+	}
+	if len(found) == 0 {
+		return recs, windows, nil
+	}
+	keep, keepW := recs[:0:0], windows[:0:0]
+	for i, r := range recs {
+		dup := false
+		for _, f := range found {
+			if f.RequestID == r.RequestID && f.CreatedAt.Equal(r.CreatedAt) {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			keep, keepW = append(keep, r), append(keepW, windows[i])
+		}
+	}
+	return keep, keepW, nil
+}
+
+// insertUsage inserts recs and adds their credits to the windows: one
+// multi-row insert, then one window update per workspace and window with
+// the summed credits.
+func insertUsage(tx *gorm.DB, recs []UsageRecord, windows [][]WindowSpec, nowMs int64) error {
 	type key struct {
 		ws, name string
 		dur      time.Duration
@@ -100,9 +159,6 @@ func (s *Store) RecordUsageBatch(ctx context.Context, recs []UsageRecord, window
 	sums := map[key]int64{}
 	var order []key
 	for i, r := range recs {
-		if recs[i].CreatedAt.IsZero() {
-			recs[i].CreatedAt = now.UTC()
-		}
 		for _, w := range windows[i] {
 			k := key{r.WorkspaceID, w.Name, w.Duration}
 			if _, seen := sums[k]; !seen {
@@ -111,18 +167,15 @@ func (s *Store) RecordUsageBatch(ctx context.Context, recs []UsageRecord, window
 			sums[k] += r.CreditsMicro
 		}
 	}
-	nowMs := now.UnixMilli()
-	return s.tx(ctx, func(tx *gorm.DB) error {
-		if err := tx.CreateInBatches(recs, 500).Error; err != nil {
+	if err := tx.CreateInBatches(recs, 500).Error; err != nil {
+		return err
+	}
+	for _, k := range order {
+		if err := tx.Exec(windowUpsert, k.ws, k.name, nowMs, nowMs+k.dur.Milliseconds(), sums[k]).Error; err != nil {
 			return err
 		}
-		for _, k := range order {
-			if err := tx.Exec(windowUpsert, k.ws, k.name, nowMs, nowMs+k.dur.Milliseconds(), sums[k]).Error; err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	}
+	return nil
 }
 
 // UsageTotals sums a workspace's usage records.
