@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -208,6 +209,8 @@ func serve(ctx context.Context, args []string, dev bool) error {
 		AgentProxy: proxy, Pairing: hub, Relay: relay, AnswerDeadline: a.cfg.WebhookAnswerDeadline,
 		WebhookFailingAfter: a.cfg.WebhookFailingAfter,
 		StorageErr:          objs.Health.Err,
+		OutageServeFor:      c.OutageServeFor(),
+		UsageSpoolDir:       filepath.Join(c.DataDir, "spool"),
 		Timeouts:            server.Timeouts{ReadHeader: c.HTTPReadHeaderTimeout, Idle: c.HTTPIdleTimeout, Write: c.HTTPWriteTimeout},
 		Console: &console.Options{PublicURL: storage.PublicURL(a.cfg),
 			SecureCookies: strings.HasPrefix(storage.PublicURL(a.cfg), "https://")},

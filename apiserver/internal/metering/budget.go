@@ -38,11 +38,14 @@ func budgetClock(now time.Time) store.BudgetClock {
 // key has none (nothing reserved).
 func (m *Meter) reserveBudget(ctx context.Context, p auth.Principal, now time.Time) (bool, error) {
 	b, ok, err := m.Store.ReserveKeyBudget(ctx, p.KeyID, budgetClock(now))
+	if err == nil && b.KeyID != "" {
+		m.outage.sawBudget(b, now) // what admission uses while the database is down
+	}
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return false, wire.Internal(fmt.Errorf("metering: key budget: %w", err))
-	case err != nil:
-		return false, wire.Unavailable(fmt.Errorf("metering: key budget: %w", err))
+	case err != nil && dbDown(ctx, err):
+		return false, m.budgetLocally(p, now, err)
 	case ok:
 		return true, nil
 	case b.KeyID == "":
@@ -87,6 +90,25 @@ func (m *Meter) Settle(ctx context.Context, p auth.Principal, adm Admission, mod
 	err := m.Store.SettleKeyBudget(ctx, p.KeyID, cost, budgetClock(m.Now()))
 	if err != nil {
 		return errors.Join(errors.New("metering: settling key budget"), err)
+	}
+	return nil
+}
+
+// budgetLocally checks p's key budget without the database (outage.go):
+// nil admits, without a reservation.
+func (m *Meter) budgetLocally(p auth.Principal, now time.Time, cause error) error {
+	unavailable := wire.Unavailable(fmt.Errorf("metering: key budget: %w", cause))
+	if m.ServeFor <= 0 {
+		return unavailable
+	}
+	m.outage.mu.Lock()
+	kb, known := m.outage.budgets[p.KeyID]
+	m.outage.mu.Unlock()
+	if !known || now.Sub(kb.at) >= m.ServeFor {
+		return unavailable
+	}
+	if kb.b.UsedMicro(now)+kb.spent >= kb.b.LimitMicro {
+		return KeyBudgetExceeded(kb.b)
 	}
 	return nil
 }

@@ -26,7 +26,11 @@ type Meter struct {
 	Store    *store.Store
 	Recorder *Recorder // when set, Record queues instead of writing inline
 	Now      func() time.Time
+	// ServeFor: while the database is down, admission goes on from what
+	// this replica read within this long (outage.go); 0: fail closed (503).
+	ServeFor time.Duration
 
+	outage  outage
 	leases  leases
 	windows windowCache
 }
@@ -39,6 +43,7 @@ func New(st *store.Store, rec *Recorder) *Meter {
 		// dropping them: the next admission needs no database read
 		// (windows.go).
 		rec.windows = &m.windows
+		rec.outage = &m.outage
 	}
 	return m
 }
@@ -189,12 +194,18 @@ func (m *Meter) Admit(ctx context.Context, p auth.Principal, plan catalog.Plan) 
 			if ctx.Err() != nil {
 				return Admission{}, wire.Internal(fmt.Errorf("metering: admit: %w", err))
 			}
-			return Admission{}, wire.Unavailable(fmt.Errorf("metering: admit: %w", err))
+			for i, b := range buckets { // permits taken from leases go back
+				if owned[i].count != 0 {
+					m.leases.put(b.name, lease{window: win, left: 1, count: owned[i].count})
+				}
+			}
+			return m.admitLocally(p, plan, buckets, now, err)
 		}
 		counts = st.Counts
 		if readWindows {
 			windows = st.Windows
 			m.windows.put(p.WorkspaceID, windows, now, gen)
+			m.outage.sawWindows(p.WorkspaceID, windows, now)
 		}
 	}
 
@@ -305,6 +316,9 @@ func (m *Meter) Record(ctx context.Context, p auth.Principal, plan catalog.Plan,
 	specs := make([]store.WindowSpec, len(plan.Windows))
 	for i, w := range plan.Windows {
 		specs[i] = store.WindowSpec{Name: w.Name, Duration: w.Duration}
+	}
+	if p.KeyID != "" && p.KeyBudget {
+		m.outage.spent(p.KeyID, rec.CreditsMicro)
 	}
 	if m.Recorder != nil {
 		rec.CreatedAt = m.Now().UTC()

@@ -79,6 +79,13 @@ type Deps struct {
 	// options (nil: not mounted). The server fills in its own
 	// store, catalog, authenticator, checkpoint reads and runtime.
 	Console *console.Options
+	// OutageServeFor: while the database is down, known keys, plans,
+	// usage windows and key budgets are served from what this replica
+	// read within this long (0: fail closed, 503); docs/gateway.md.
+	OutageServeFor time.Duration
+	// UsageSpoolDir holds the usage spool file, where records the
+	// database refuses wait past the memory spool ("": memory only).
+	UsageSpoolDir string
 	// Timeouts of the HTTP server (HTTPServer) and of the answers of the
 	// non-streaming routes; zero fields take DefaultTimeouts'.
 	Timeouts Timeouts
@@ -172,6 +179,7 @@ func New(d Deps) *Server {
 		}))
 	}
 	a := auth.New(d.Store, d.RuntimeSecret, d.Log.Named("auth"))
+	a.StaleFor = d.OutageServeFor
 	s := &Server{Echo: e, Auth: a, Registry: reg, deps: d, Outbox: outbox.New(d.Store, d.Log.Named("outbox")),
 		Streams: &gateway.Streams{}}
 	s.Outbox.AnswerDeadline = d.AnswerDeadline
@@ -181,7 +189,7 @@ func New(d Deps) *Server {
 		d.AgentProxy.Accepted = s.Outbox.RecordAccepted
 	}
 
-	s.Usage = metering.NewRecorder(d.Store, d.Log.Named("metering"))
+	s.Usage = metering.NewRecorder(d.Store, d.Log.Named("metering"), metering.RecorderOptions{SpoolDir: d.UsageSpoolDir})
 	h, err := s.buildHandlers(d)
 	if err != nil {
 		panic(err) // the console's templates are embedded: only a broken build fails here
