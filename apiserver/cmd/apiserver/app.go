@@ -40,6 +40,7 @@ import (
 	"github.com/svc-dev/svc/shared/datadir"
 	"github.com/svc-dev/svc/shared/logging"
 	"github.com/svc-dev/svc/shared/objstore"
+	"github.com/svc-dev/svc/shared/wait"
 )
 
 type app struct {
@@ -233,6 +234,18 @@ func serve(ctx context.Context, args []string, dev bool) error {
 	if a.cfg.PprofAddr != "" {
 		go servePprof(a.cfg.PprofAddr, a.log)
 	}
+	// Usage partitions (PostgreSQL): days made ahead, expired ones dropped
+	// past SVC_USAGE_RETENTION (docs/gateway.md, Usage at scale).
+	go wait.EveryFromNow(ctx, time.Hour, func(ctx context.Context) {
+		res, err := a.store.MaintainUsagePartitions(ctx, time.Now(), a.cfg.UsageRetention)
+		if err != nil {
+			a.log.Warn("usage partition maintenance", zap.Error(err))
+			return
+		}
+		if len(res.Created)+len(res.Dropped) > 0 {
+			a.log.Info("usage partitions", zap.Strings("created", res.Created), zap.Strings("dropped", res.Dropped))
+		}
+	})
 	go (&janitor.Janitor{Store: a.store, Log: a.log.Named("janitor"), AttemptRetention: a.cfg.WebhookAttemptRetention}).Run(ctx, janitor.Interval)
 	// svc_webhook_endpoints_failing.
 	go srv.Webhooks.Job(ctx, a.store, webhooklog.GaugeInterval)

@@ -23,6 +23,9 @@ type Config struct {
 	// gateway does while PostgreSQL is down (docs/gateway.md).
 	DBOutageMode     string
 	DBOutageServeFor time.Duration
+	// UsageRetention: usage_records partitions older than this are dropped
+	// (PostgreSQL; 0 keeps them); the daily aggregates stay.
+	UsageRetention time.Duration
 	// The HTTP server's timeouts (server.Timeouts).
 	HTTPReadHeaderTimeout time.Duration
 	HTTPIdleTimeout       time.Duration
@@ -93,6 +96,7 @@ var options = slices.Concat([]settings.Option[Config]{
 	{Flag: "http-write-timeout", Env: "SVC_HTTP_WRITE_TIMEOUT", Def: "60s", Usage: "writing a non-streamed answer (public API, probes, console) from its headers on; streams, git and large files have none", Set: settings.PositiveDuration(func(c *Config) *time.Duration { return &c.HTTPWriteTimeout })},
 	{Flag: "db-outage-mode", Env: "SVC_DB_OUTAGE_MODE", Def: "serve", Usage: "while the database is down: serve (known keys, plans, windows and budgets go on for the serve-for time, usage is spooled) or fail-closed (503)", Set: settings.String(func(c *Config) *string { return &c.DBOutageMode })},
 	{Flag: "db-outage-serve-for", Env: "SVC_DB_OUTAGE_SERVE_FOR", Def: "10m", Usage: "serve mode: how long after this replica last read a key, a workspace's windows or a key budget it keeps serving them while the database is down", Set: settings.PositiveDuration(func(c *Config) *time.Duration { return &c.DBOutageServeFor })},
+	{Flag: "usage-retention", Env: "SVC_USAGE_RETENTION", Def: "0", Usage: "PostgreSQL: drop usage record partitions (days) older than this, e.g. 2160h for 90 days; 0 keeps every record (the daily aggregates the console reads are always kept)", Set: settings.Duration(func(c *Config) *time.Duration { return &c.UsageRetention })},
 	{Flag: "data-dir", Env: "SVC_DATA_DIR", Def: "./.data", Usage: "data directory (SQLite, fs object store, hydrated repos)", Set: settings.String(func(c *Config) *string { return &c.DataDir })},
 	{Flag: "database-url", Env: "SVC_DATABASE_URL", Usage: "postgres:// URL or SQLite path; empty: SQLite under the data dir", Secret: true, Set: settings.String(func(c *Config) *string { return &c.DatabaseURL })},
 	{Flag: "database-max-conns", Env: "SVC_DATABASE_MAX_CONNS", Def: "32", Usage: "PostgreSQL connections one replica opens at most (and keeps idle up to 5 minutes); replicas × this must stay under the server's max_connections", Set: settings.PositiveInt(func(c *Config) *int { return &c.DatabaseMaxConns })},
