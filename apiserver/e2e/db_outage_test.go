@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
+	"net/http"
 	"net/url"
 	"os"
 	"sync"
@@ -68,6 +70,18 @@ func TestDatabaseOutageServesKnownKeys(t *testing.T) {
 		}(replicas[i%2])
 	}
 	proxy.SetDown(true)
+	// Readiness stays: a probe failing on every replica would take the
+	// gateway out of its load balancer.
+	for _, a := range replicas {
+		resp, err := http.Get(a.URL + "/readyz")
+		must(t, err)
+		var ready map[string]string
+		must(t, json.NewDecoder(resp.Body).Decode(&ready))
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || ready["status"] != "degraded" || ready["database"] != "unavailable" {
+			t.Errorf("/readyz during the outage: %d %v, want 200 degraded", resp.StatusCode, ready)
+		}
+	}
 	<-time.After(outage) // the outage's length is what is tested
 	beforeRecovery := ok.Load()
 	proxy.SetDown(false)

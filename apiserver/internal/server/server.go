@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -151,6 +152,9 @@ type Server struct {
 	Streams *gateway.Streams
 	deps    Deps
 	h       handlers
+	// dbDownSince: unix nanoseconds of the first failed readiness ping of
+	// the current database outage (0: none).
+	dbDownSince atomic.Int64
 }
 
 // New builds every handler once (handlers.go) and mounts them (routes.go).
@@ -209,8 +213,20 @@ func (s *Server) ready(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2e9)
 	defer cancel()
 	if err := s.deps.Store.Ping(ctx); err != nil {
+		// Serving through a database outage (docs/gateway.md): the replica
+		// stays ready — a readiness probe failing on every replica at once
+		// would take the whole gateway out — for as long as it serves what
+		// it knows, then reports the outage.
+		now := time.Now()
+		s.dbDownSince.CompareAndSwap(0, now.UnixNano())
+		since := time.Unix(0, s.dbDownSince.Load())
+		if serveFor := s.deps.OutageServeFor; serveFor > 0 && now.Sub(since) < serveFor {
+			return c.JSON(http.StatusOK, map[string]string{"status": "degraded", "database": "unavailable",
+				"databaseDownSince": since.UTC().Format(time.RFC3339)})
+		}
 		return wire.Coded("database_unavailable", "Database is not reachable.")
 	}
+	s.dbDownSince.Store(0)
 	// Ready without object storage: the public API and the outbox need
 	// none; what does (reads, LFS, publish) answers 503 on its own.
 	storage := "ok"
