@@ -56,6 +56,9 @@ type Admission struct {
 	// KeyBudget: a reservation against the key's budget was taken; the
 	// request must be settled (Settle) once it ends.
 	KeyBudget bool
+	// Unreserved: the key budget was checked without the database (an
+	// outage): Settle adds the cost without releasing a reservation.
+	Unreserved bool
 	// Window is the plan's usage window with the fewest credits left (its
 	// LimitMicro is 0 when no window applies: usage-based pricing, or a
 	// plan without windows); the rate-limit headers report it in tokens.
@@ -275,11 +278,11 @@ func (m *Meter) Admit(ctx context.Context, p auth.Principal, plan catalog.Plan) 
 		}
 	}
 	if p.KeyID != "" && p.KeyBudget {
-		reserved, err := m.reserveBudget(ctx, p, now)
+		reserved, local, err := m.reserveBudget(ctx, p, now)
 		if err != nil {
 			return adm, err
 		}
-		adm.KeyBudget = reserved
+		adm.KeyBudget, adm.Unreserved = reserved || local, local
 	}
 	return adm, nil
 }

@@ -38,6 +38,9 @@ type outage struct {
 	// replica recorded for the key since.
 	budgets map[string]knownBudget
 	known   map[string]knownWindows
+	// unsettled: key-budget settlements the database refused, retried
+	// before the next one (budget.go).
+	unsettled []settlement
 }
 
 type localCount struct {

@@ -208,3 +208,93 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond) // polling a background writer
 	}
 }
+
+// A key budget through an outage: the key's last known row plus this
+// replica's spend admits, then refuses with 402; settlements the database
+// refused (a reservation taken before the outage, a request admitted
+// during it) are kept and written before the next one once it is back, so
+// the key's counter ends exact and no reservation is left in flight.
+func TestKeyBudgetThroughOutage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	realURL := storetest.PostgresURL(t)
+	u, err := url.Parse(realURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testenv.NewFaultProxy(t, u.Host)
+	viaProxy, err := proxy.RewriteURL(realURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct := openStore(t, realURL)
+	w, err := direct.CreateWorkspace(ctx, "budget", "free")
+	if err != nil {
+		t.Fatal(err)
+	}
+	usr, err := direct.CreateUser(ctx, "outage@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := direct.CreateAPIKey(ctx, store.APIKey{Credential: store.Credential{ID: "ko" + w.ID, Prefix: "svc_sk_ko"},
+		WorkspaceID: w.ID, UserID: usr.ID, KeyHash: "unused"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := direct.SetKeyBudget(ctx, k.ID, 5*credit/2, store.BudgetDaily); err != nil {
+		t.Fatal(err)
+	}
+	p := auth.Principal{KeyID: k.ID, UserID: usr.ID, WorkspaceID: w.ID, KeyBudget: true, Billing: store.Billing{UsageBasedPricing: true}}
+	plan := catalog.Plan{Name: "p"}
+	one := Usage{PromptTokens: 1000} // one credit
+	m := New(openStore(t, viaProxy), nil)
+	m.ServeFor = time.Minute
+
+	adm1, err := m.Admit(ctx, p, plan)
+	if err != nil || !adm1.KeyBudget {
+		t.Fatalf("before the outage: %+v, %v", adm1, err)
+	}
+	if err := m.Settle(ctx, p, adm1, oneCredit, &one); err != nil {
+		t.Fatal(err)
+	}
+	adm2, err := m.Admit(ctx, p, plan) // in flight across the outage
+	if err != nil || !adm2.KeyBudget || adm2.Unreserved {
+		t.Fatalf("reservation before the outage: %+v, %v", adm2, err)
+	}
+
+	proxy.SetDown(true)
+	if err := m.Settle(ctx, p, adm2, oneCredit, &one); err == nil {
+		t.Fatal("a settlement went through with the database down")
+	}
+	// Known: 1 credit used at the last read; 2.5 allowed: two more
+	// requests' admissions (1 and 2 credits spent here), then 402.
+	for i, want := range []string{"", "", "key_budget_exceeded"} {
+		adm, err := m.Admit(ctx, p, plan)
+		var ae *wire.Error
+		switch {
+		case want == "" && (err != nil || !adm.Unreserved):
+			t.Fatalf("request %d during the outage: %+v, %v; want admitted without a reservation", i, adm, err)
+		case want != "" && (!errors.As(err, &ae) || ae.Code != want):
+			t.Fatalf("request %d during the outage: %v, want %s", i, err, want)
+		case want != "":
+			continue
+		}
+		_ = m.Record(ctx, p, plan, oneCredit, fmt.Sprintf("o%d", i), one, false) // counted locally; the write fails
+		if err := m.Settle(ctx, p, adm, oneCredit, &one); err == nil {
+			t.Fatal("a settlement went through with the database down")
+		}
+	}
+
+	proxy.SetDown(false)
+	// The next admission writes the three kept settlements first (4
+	// credits used, nothing in flight), then finds the budget spent.
+	_, err = m.Admit(ctx, p, plan)
+	var ae *wire.Error
+	if !errors.As(err, &ae) || ae.Code != "key_budget_exceeded" {
+		t.Fatalf("after the outage: %v, want key_budget_exceeded", err)
+	}
+	b, err := direct.GetKeyBudget(ctx, k.ID)
+	if err != nil || b.CreditsMicro != 4*credit || b.Inflight != 0 {
+		t.Fatalf("budget after recovery %+v (%v), want 4 credits used and nothing in flight", b, err)
+	}
+}
