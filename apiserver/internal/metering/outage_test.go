@@ -298,3 +298,54 @@ func TestKeyBudgetThroughOutage(t *testing.T) {
 		t.Fatalf("budget after recovery %+v (%v), want 4 credits used and nothing in flight", b, err)
 	}
 }
+
+// A replica stopped while the database is down leaves its spool in the
+// file; the next start writes it, once.
+func TestSpoolSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	realURL := storetest.PostgresURL(t)
+	u, err := url.Parse(realURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testenv.NewFaultProxy(t, u.Host)
+	viaProxy, err := proxy.RewriteURL(realURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct := openStore(t, realURL)
+	ws, err := direct.CreateWorkspace(ctx, "restart", "free")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	st := openStore(t, viaProxy)
+	win := []store.WindowSpec{{Name: "5h", Duration: 5 * time.Hour}}
+	proxy.SetDown(true)
+	first := NewRecorder(st, zapNop(), RecorderOptions{SpoolDir: dir, SpoolMemory: 2, RetryEvery: time.Millisecond})
+	for i := range 5 {
+		first.Enqueue(store.UsageRecord{RequestID: fmt.Sprintf("s%d", i), WorkspaceID: ws.ID, Model: "m", CreditsMicro: 3}, win)
+	}
+	if err := first.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, SpoolFile)); err != nil {
+		t.Fatalf("no spool file after a stop with the database down: %v", err)
+	}
+	proxy.SetDown(false)
+	second := NewRecorder(st, zapNop(), RecorderOptions{SpoolDir: dir})
+	waitFor(t, func() bool { return second.Spooled() == 0 && !fileExists(filepath.Join(dir, SpoolFile)) })
+	if err := second.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tot, err := direct.SumUsage(ctx, ws.ID)
+	if err != nil || tot.Requests != 5 || tot.CreditsMicro != 15 {
+		t.Fatalf("after the restart: %+v (%v), want the 5 spooled records once", tot, err)
+	}
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}

@@ -283,6 +283,9 @@ func (r *Recorder) write(batch []pending) error {
 	r.mu.Lock()
 	for ws, byName := range credits {
 		u := r.unsynced[ws]
+		if u == nil {
+			continue // records spooled by an earlier run
+		}
 		for name, c := range byName {
 			if u[name] -= c; u[name] <= 0 {
 				delete(u, name)
