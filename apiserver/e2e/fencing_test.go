@@ -134,7 +134,7 @@ func (m *modeEnv) etags() map[string]string {
 	m.t.Helper()
 	out := map[string]string{}
 	s := m.objects()
-	for _, k := range []string{objstore.SourceKey(m.project), objstore.RepoKey(m.project), objstore.OwnerKey(m.project)} {
+	for _, k := range []string{objstore.SourceKey(m.project), objstore.RepoKey(m.project), objstore.RepoManifestKey(m.project), objstore.OwnerKey(m.project)} {
 		if info, err := s.Head(context.Background(), k); err == nil {
 			out[k] = info.ETag
 		}

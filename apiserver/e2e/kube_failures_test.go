@@ -76,9 +76,9 @@ func TestKubernetesDriverFencesOrphanedPod(t *testing.T) {
 		t.Fatalf("the first pod ran on %s, want %s", first.Spec.NodeName, lost)
 	}
 	orphan := w.kubelet.Process(first.Name)
-	etagA := w.etag(t, w.project+"/repo.git.tar.gz")
+	etagA := w.etag(t, w.project+"/repo.git.manifest.json")
 	if orphan == nil || etagA == "" {
-		t.Fatalf("no podagent process or no durable .git after the first turn (kubelet: %v)", w.kubelet.Events())
+		t.Fatalf("no podagent process or no durable .git (its manifest) after the first turn (kubelet: %v)", w.kubelet.Events())
 	}
 
 	// 2. The node is lost: no new pod goes there, the project may go to the
@@ -103,7 +103,7 @@ func TestKubernetesDriverFencesOrphanedPod(t *testing.T) {
 	if second.UID == first.UID || second.Spec.NodeName != kubetest.NodeName {
 		t.Fatalf("replacement pod %s on %s, want a new pod on %s", second.Name, second.Spec.NodeName, kubetest.NodeName)
 	}
-	etagB := w.etag(t, w.project+"/repo.git.tar.gz")
+	etagB := w.etag(t, w.project+"/repo.git.manifest.json")
 	if etagB == "" || etagB == etagA {
 		t.Fatalf("the replacement's turn did not write a newer durable .git (%q → %q)", etagA, etagB)
 	}
@@ -134,13 +134,13 @@ func TestKubernetesDriverFencesOrphanedPod(t *testing.T) {
 	if !strings.Contains(orphan.Log(), "FENCED") {
 		t.Errorf("the orphan did not log FENCED:\n%s", orphan.Log())
 	}
-	if e := w.etag(t, w.project+"/repo.git.tar.gz"); e != etagB {
+	if e := w.etag(t, w.project+"/repo.git.manifest.json"); e != etagB {
 		t.Errorf("the orphan's late write replaced the durable .git (%q → %q)", etagB, e)
 	}
 
 	// 5. The orphan finally stops: its shutdown sequence writes nothing.
 	orphan.Stop(30 * time.Second)
-	if e := w.etag(t, w.project+"/repo.git.tar.gz"); e != etagB {
+	if e := w.etag(t, w.project+"/repo.git.manifest.json"); e != etagB {
 		t.Errorf("the orphan's shutdown replaced the durable .git (%q → %q)", etagB, e)
 	}
 	if w.object(t, w.project+"/project-src.tar.gz") {

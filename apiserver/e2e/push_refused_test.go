@@ -31,13 +31,19 @@ func TestPodPushRefusedOutsideDualShadow(t *testing.T) {
 			objs, err := s3store.New(context.Background(), s3store.Config{Endpoint: m.s3.Endpoint, Bucket: m.s3.Bucket,
 				AccessKey: m.s3.AccessKey, SecretKey: m.s3.SecretKey})
 			must(t, err)
+			// The durable .git: its manifest (the commit point) and its archive.
 			etag := func() string {
-				info, err := objs.Head(context.Background(), objstore.RepoKey(m.project))
-				if errors.Is(err, objstore.ErrNotExist) {
-					return "(none)"
+				out := ""
+				for _, k := range []string{objstore.RepoManifestKey(m.project), objstore.RepoKey(m.project)} {
+					info, err := objs.Head(context.Background(), k)
+					if errors.Is(err, objstore.ErrNotExist) {
+						out += "(none)/"
+						continue
+					}
+					must(t, err)
+					out += info.ETag + "/"
 				}
-				must(t, err)
-				return info.ETag
+				return out
 			}
 			before := etag()
 

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/shared/logging"
+	"github.com/svc-dev/svc/shared/settings"
 )
 
 // ExitUsage is the exit code of a command whose options (log settings
@@ -49,4 +50,13 @@ func Serve[C any](name string, parse func() (C, error), logOf func(C) logging.Op
 		return 1
 	}
 	return 0
+}
+
+// LogForeign logs at debug each variable of the environment that belongs to
+// another program of the service (settings.CheckEnviron accepted it), so an
+// operator who meant it for this one can see it was not read.
+func LogForeign(log *zap.Logger, foreign []settings.Foreign) {
+	for _, f := range foreign {
+		log.Debug("environment variable of another program ignored", zap.String("variable", f.Name), zap.String("program", f.Program))
+	}
 }

@@ -7,8 +7,10 @@ import (
 	"testing"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/svc-dev/svc/shared/logging"
+	"github.com/svc-dev/svc/shared/settings"
 )
 
 type conf struct{ Log logging.Options }
@@ -50,5 +52,18 @@ func TestServe(t *testing.T) {
 				t.Errorf("code %d, stderr %q, served %v; want %d, %q, %v", code, out.String(), called, tc.code, tc.stderr, tc.served)
 			}
 		})
+	}
+}
+
+// Other programs' variables are logged at debug, one line each, naming the
+// variable and its program.
+func TestLogForeign(t *testing.T) {
+	t.Parallel()
+	core, logs := observer.New(zap.DebugLevel)
+	LogForeign(zap.New(core), []settings.Foreign{{Name: "SVC_DATABASE_URL", Program: "apiserver"}, {Name: "SVC_BIN_DIR", Program: "the test harness"}})
+	got := logs.All()
+	if len(got) != 2 || got[0].Level != zap.DebugLevel || got[0].ContextMap()["variable"] != "SVC_DATABASE_URL" ||
+		got[0].ContextMap()["program"] != "apiserver" || got[1].ContextMap()["variable"] != "SVC_BIN_DIR" {
+		t.Fatalf("logged %+v", got)
 	}
 }

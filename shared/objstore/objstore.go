@@ -12,6 +12,7 @@ package objstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"path"
 	"strings"
@@ -115,3 +116,19 @@ func OwnerKey(projectID string) string { return projectID + "/owner.json" }
 
 // LFSKey is one large-file object, oid being its sha256.
 func LFSKey(projectID, oid string) string { return projectID + "/lfs/objects/" + oid }
+
+// RepoManifestKey is the durable pointer of a project's .git: which base
+// (RepoKey) and which increments (RepoIncrementKey) hold it, and its refs.
+// It is the fenced object and the commit point of every durability step
+// (docs/sync-modes.md §13.1).
+func RepoManifestKey(projectID string) string { return projectID + "/repo.git.manifest.json" }
+
+// RepoIncrementPrefix is the key prefix of a project's increments.
+func RepoIncrementPrefix(projectID string) string { return projectID + "/repo.git.inc/" }
+
+// RepoIncrementKey is one immutable increment of a project's .git: a pack
+// of the objects new since the previous durable tips. The writer's owner
+// epoch in the key keeps two pods from ever writing the same key.
+func RepoIncrementKey(projectID string, epoch, seq int64, packHash string) string {
+	return fmt.Sprintf("%s%010d-%012d-%s.tar", RepoIncrementPrefix(projectID), epoch, seq, packHash)
+}

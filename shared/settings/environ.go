@@ -22,12 +22,6 @@ const Prefix = "SVC_"
 //     pods as SVC_<NAME>.
 var ReservedPrefixes = []string{"SVC_TEST_", "SVC_BENCH_", "SVC_POD_", "SVC_GUEST_"}
 
-// Tools are SVC_ variables the build and the tests use to find their
-// tools; a binary started from a test inherits them, so they are never
-// refused either.
-var Tools = []string{"SVC_BIN_DIR", "SVC_MINIO_BIN", "SVC_HELM_BIN", "SVC_PG_BIN_DIR", "SVC_TOOLS_DIR",
-	"SVC_CHROMIUM", "SVC_CONSOLE_SCREENSHOTS", "SVC_FS_RACE_DIR", "SVC_FS_RACE_ETAG", "SVC_FS_RACE_ID"}
-
 // EnvNames are the environment variables of opts: each Env that starts
 // with Prefix and, for a secret, its <VAR>_FILE.
 func EnvNames[C any](opts []Option[C]) []string {
@@ -44,29 +38,42 @@ func EnvNames[C any](opts []Option[C]) []string {
 	return names
 }
 
-// CheckEnviron refuses the SVC_ variables of environ (os.Environ's
-// KEY=value form) that are not in known, not under a ReservedPrefixes prefix
-// and not one of Tools, naming for each the nearest known name (as Gitea
-// refuses unknown settings): a typo must not fall back to the default
-// silently.
-func CheckEnviron(environ, known []string) error {
+// Foreign is an SVC_ variable of another program of the service (Programs),
+// which the checking program accepts and ignores.
+type Foreign struct{ Name, Program string }
+
+// CheckEnviron checks the SVC_ variables of environ (os.Environ's KEY=value
+// form) against known, the checking program's own names. A variable under a
+// ReservedPrefixes prefix passes. A variable of another program (Programs)
+// passes too and is returned, for the caller to log at debug: one
+// environment may serve several programs (a Compose env file, one
+// ConfigMap). Every other SVC_ variable refuses the start, naming the nearest
+// name any program knows (as Gitea refuses unknown settings): a typo must not
+// fall back to the default silently.
+func CheckEnviron(environ, known []string) ([]Foreign, error) {
 	var bad []string
+	var foreign []Foreign
 	for _, kv := range environ {
 		k, _, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(k, Prefix) || slices.Contains(known, k) || slices.Contains(Tools, k) || reserved(k) {
+		if !strings.HasPrefix(k, Prefix) || slices.Contains(known, k) || reserved(k) {
+			continue
+		}
+		if p := programOf(k); p != "" {
+			foreign = append(foreign, Foreign{Name: k, Program: p})
 			continue
 		}
 		msg := k
-		if n := Nearest(k, known); n != "" {
+		if n := Nearest(k, append(slices.Clone(known), allNames()...)); n != "" {
 			msg += fmt.Sprintf(" (did you mean %s?)", n)
 		}
 		bad = append(bad, msg)
 	}
 	if len(bad) == 0 {
-		return nil
+		sort.Slice(foreign, func(i, j int) bool { return foreign[i].Name < foreign[j].Name })
+		return foreign, nil
 	}
 	sort.Strings(bad)
-	return fmt.Errorf("config: unknown environment variable %s; unset it or fix its name (the settings are listed by -h)",
+	return nil, fmt.Errorf("config: unknown environment variable %s; unset it or fix its name (the settings are listed by -h)",
 		strings.Join(bad, ", "))
 }
 

@@ -7,23 +7,30 @@ import (
 	"github.com/svc-dev/svc/shared/settings"
 )
 
-// An SVC_ variable that is no setting refuses the start and names the
-// nearest setting; known names (a secret's _FILE too), non-SVC_ variables,
-// the reserved prefixes and the tools' variables pass.
+// An SVC_ variable that no program reads refuses the start and names the
+// nearest name; known names (a secret's _FILE too), non-SVC_ variables and
+// the reserved prefixes pass; another program's variables (the pod's, the
+// test harness's) pass and are returned, sorted.
 func TestCheckEnviron(t *testing.T) {
 	t.Parallel()
 	known := append(settings.EnvNames(options()), "SVC_HTTP_ADDR", "SVC_DATA_DIR")
 	for _, tc := range []struct {
-		name    string
-		environ []string
-		wantErr []string // substrings of the error; nil: no error
+		name        string
+		environ     []string
+		wantErr     []string // substrings of the error; nil: no error
+		wantForeign string   // "NAME program, …"
 	}{
 		{name: "empty"},
 		{name: "known and other variables", environ: []string{"PATH=/bin", "SVC_STORAGE=s3", "SVC_S3_ACCESS_KEY_FILE=/run/k",
 			"SVC_HTTP_ADDR=:1", "HOME=/root", "T_NAME=x", "svc_storage=lowercase is not ours"}},
 		{name: "reserved prefixes", environ: []string{"SVC_TEST_DATABASE_URL=postgres://", "SVC_TEST_PAUSE_AT=a",
 			"SVC_BENCH_SCALE=2", "SVC_POD_WEBHOOK_SYNC_TIMEOUT=1s", "SVC_GUEST_LOG_LEVEL=debug"}},
-		{name: "tools", environ: []string{"SVC_BIN_DIR=/b", "SVC_MINIO_BIN=/m", "SVC_HELM_BIN=/h", "SVC_PG_BIN_DIR=/p"}},
+		{name: "the test harness's", environ: []string{"SVC_MINIO_BIN=/m", "SVC_BIN_DIR=/b"},
+			wantForeign: "SVC_BIN_DIR the test harness, SVC_MINIO_BIN the test harness"},
+		{name: "another binary's, one environment for both", environ: []string{"SVC_STORAGE=s3", "SVC_WORKSPACE_DIR=/w", "SVC_DATABASE_URL=postgres://"},
+			wantForeign: "SVC_DATABASE_URL apiserver, SVC_WORKSPACE_DIR podagent"},
+		{name: "typo of another binary's", environ: []string{"SVC_DATABSE_URL=postgres://"},
+			wantErr: []string{"SVC_DATABSE_URL (did you mean SVC_DATABASE_URL?)"}},
 		{name: "typo", environ: []string{"SVC_STORGE=s3"}, wantErr: []string{"SVC_STORGE (did you mean SVC_STORAGE?)"}},
 		{name: "typo of a secret file", environ: []string{"SVC_S3_SECRET_KEY_FIEL=/k"},
 			wantErr: []string{"SVC_S3_SECRET_KEY_FIEL (did you mean SVC_S3_SECRET_KEY_FILE?)"}},
@@ -35,10 +42,17 @@ func TestCheckEnviron(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			err := settings.CheckEnviron(tc.environ, known)
+			foreign, err := settings.CheckEnviron(tc.environ, known)
 			if tc.wantErr == nil {
 				if err != nil {
 					t.Fatalf("refused a valid environment: %v", err)
+				}
+				var got []string
+				for _, f := range foreign {
+					got = append(got, f.Name+" "+f.Program)
+				}
+				if g := strings.Join(got, ", "); g != tc.wantForeign {
+					t.Fatalf("other programs' variables %q, want %q", g, tc.wantForeign)
 				}
 				return
 			}

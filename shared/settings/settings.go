@@ -34,6 +34,9 @@ func Parse[C any](c *C, name string, args []string, getenv func(string) string, 
 		getenv = os.Getenv
 	}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: %s [flags]\n\nEvery flag is also read from its environment variable (a flag given wins):\n\n%s", name, Help(opts))
+	}
 	vals := make([]*string, len(opts))
 	for i, o := range opts {
 		usage := fmt.Sprintf("%s (env %s", o.Usage, o.Env)

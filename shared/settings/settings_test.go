@@ -1,8 +1,11 @@
 package settings_test
 
 import (
+	"errors"
+	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,5 +112,25 @@ func TestPositiveOr(t *testing.T) {
 	}
 	if got := settings.PositiveOr(0, 3); got != 3 {
 		t.Errorf("PositiveOr(0, 3) = %d", got)
+	}
+}
+
+// Help lists every setting with its flag, its variable (a secret's _FILE
+// too) and its default, and -h prints it.
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	h := settings.Help(options())
+	for _, w := range []string{"--name", "T_NAME", "dflt", "--secret", "T_SECRET or T_SECRET_FILE", "--s3-bucket", "SVC_S3_BUCKET", "SVC_LOG_LEVEL"} {
+		if !strings.Contains(h, w) {
+			t.Errorf("Help lacks %q:\n%s", w, h)
+		}
+	}
+	if n := strings.Count(h, "\n"); n != len(options())+1 {
+		t.Errorf("Help has %d lines, want a header and one per setting (%d)", n, len(options()))
+	}
+	var c conf
+	fs, err := settings.Parse(&c, "t", []string{"-h"}, func(string) string { return "" }, options())
+	if !errors.Is(err, flag.ErrHelp) || fs != nil {
+		t.Fatalf("Parse -h = %v, %v; want flag.ErrHelp", fs, err)
 	}
 }

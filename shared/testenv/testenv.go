@@ -45,6 +45,16 @@ const (
 	EnvPGBinDir    = "SVC_PG_BIN_DIR" // directory holding initdb and postgres
 )
 
+// ToolVariables are the SVC_ variables of the test harness itself: where make
+// test and svc-testenv find the binaries and tools (SVC_BIN_DIR,
+// SVC_MINIO_BIN, SVC_HELM_BIN, SVC_PG_BIN_DIR, SVC_TOOLS_DIR), the browser
+// test's (SVC_CHROMIUM, SVC_CONSOLE_SCREENSHOTS) and the fs store's
+// race test child's (SVC_FS_RACE_*). No binary reads them; a binary started
+// from a test inherits them and accepts them as another program's
+// (settings.Programs["the test harness"], kept equal by TestToolVariables).
+var ToolVariables = []string{"SVC_BIN_DIR", "SVC_MINIO_BIN", "SVC_HELM_BIN", "SVC_PG_BIN_DIR", "SVC_TOOLS_DIR",
+	"SVC_CHROMIUM", "SVC_CONSOLE_SCREENSHOTS", "SVC_FS_RACE_DIR", "SVC_FS_RACE_ETAG", "SVC_FS_RACE_ID"}
+
 // Main runs the tests of m, stops every server this process started and
 // exits with the tests' status. Call it from TestMain.
 func Main(m *testing.M) {

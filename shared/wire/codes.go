@@ -1,5 +1,7 @@
 package wire
 
+//go:generate go run ./internal/gencodes
+
 import "net/http"
 
 // CodeSpec is one row of the code table: the HTTP status and type word a
@@ -43,6 +45,8 @@ var Codes = map[string]CodeSpec{
 	"runtime_token_required": {http.StatusForbidden, TypePermission, "This route takes the project's runtime token."},
 	"push_refused":           {http.StatusForbidden, TypePermission, "Push refused."},
 	"forbidden":              {http.StatusForbidden, TypePermission, "Forbidden."},
+	"signature_invalid":      {http.StatusForbidden, TypePermission, "The presigned URL's signature does not match."},
+	"url_expired":            {http.StatusForbidden, TypePermission, "The presigned URL has expired."},
 	"callback_target_refused": {http.StatusForbidden, TypePermission,
 		"The callback target is refused (not a public http(s) address)."},
 
@@ -114,13 +118,18 @@ var Codes = map[string]CodeSpec{
 	"method_not_allowed":              {http.StatusMethodNotAllowed, TypeInvalidRequest, "Method not allowed."},
 	"fenced":                          {http.StatusConflict, TypeInvalidRequest, "Another pod owns the project."},
 	"tag_exists":                      {http.StatusConflict, TypeInvalidRequest, "The tag exists."},
+	"unsupported_hash_algo":           {http.StatusConflict, TypeInvalidRequest, "Only sha256 is supported."},
 	"message_not_replayable":          {http.StatusConflict, TypeInvalidRequest, "The message cannot be replayed."},
 	"no_callback_url":                 {http.StatusConflict, TypeInvalidRequest, "The message has no callback URL."},
 	"request_too_large":               {http.StatusRequestEntityTooLarge, TypeInvalidRequest, "Request body too large."},
+	"too_many_objects":                {http.StatusRequestEntityTooLarge, TypeInvalidRequest, "Too many objects in one batch request."},
 	"request_entity_too_large":        {http.StatusRequestEntityTooLarge, TypeInvalidRequest, "Request body too large."},
 	"unsupported_media_type":          {http.StatusUnsupportedMediaType, TypeInvalidRequest, "Unsupported Content-Type."},
 	"invalid_content_encoding":        {http.StatusUnsupportedMediaType, TypeInvalidRequest, "Unsupported Content-Encoding."},
 	"invalid_object":                  {http.StatusUnprocessableEntity, TypeInvalidRequest, "Invalid object."},
+	"invalid_operation":               {http.StatusUnprocessableEntity, TypeInvalidRequest, "The batch operation must be upload or download."},
+	"unsupported_transfer":            {http.StatusUnprocessableEntity, TypeInvalidRequest, "Only the basic transfer adapter is supported."},
+	"no_objects":                      {http.StatusUnprocessableEntity, TypeInvalidRequest, "The batch request names no objects."},
 	"invalid_oid":                     {http.StatusUnprocessableEntity, TypeInvalidRequest, "oid must be a sha256 in lowercase hex."},
 	"size_mismatch":                   {http.StatusUnprocessableEntity, TypeInvalidRequest, "Size mismatch."},
 	"hash_mismatch":                   {http.StatusUnprocessableEntity, TypeInvalidRequest, "Hash mismatch."},

@@ -11,12 +11,12 @@ import (
 // writer answers them.
 
 func InvalidAPIKey() *Error {
-	return Coded("invalid_api_key",
+	return Coded(CodeInvalidAPIKey,
 		"Invalid API key. Pass a service API key (svc_sk_…) as 'Authorization: Bearer <key>'.")
 }
 
 func UsageLimitReached(window string, resetsAt time.Time) *Error {
-	e := Coded("usage_limit_reached",
+	e := Coded(CodeUsageLimitReached,
 		fmt.Sprintf("Your workspace is out of included usage for the %s window. Enable usage-based pricing or upgrade your plan.", window))
 	e.ResetsAt = resetsAt.UTC().Format(time.RFC3339)
 	return e
@@ -27,7 +27,7 @@ func RateLimited(retryAfter time.Duration, headers map[string]string) *Error {
 	if secs < 1 {
 		secs = 1
 	}
-	e := Coded("rate_limited",
+	e := Coded(CodeRateLimited,
 		fmt.Sprintf("Too many requests. Retry after %d seconds.", secs))
 	e.Headers = map[string]string{"Retry-After": strconv.Itoa(secs)}
 	for k, v := range headers {
@@ -39,7 +39,7 @@ func RateLimited(retryAfter time.Duration, headers map[string]string) *Error {
 // Unavailable is a dependency outage (database, storage): 503 with a short
 // Retry-After, details logged and not sent.
 func Unavailable(cause error) *Error {
-	e := Coded("service_unavailable",
+	e := Coded(CodeServiceUnavailable,
 		"The service is temporarily unavailable; retry shortly.")
 	e.Headers = map[string]string{"Retry-After": "1"}
 	e.Cause = cause
@@ -47,7 +47,7 @@ func Unavailable(cause error) *Error {
 }
 
 func Internal(cause error) *Error {
-	e := Coded("internal_error", "Internal server error.")
+	e := Coded(CodeInternalError, "Internal server error.")
 	e.Cause = cause
 	return e
 }

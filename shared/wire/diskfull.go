@@ -25,7 +25,7 @@ func DiskFull(err error) bool {
 // pod's workspace (SVC_WORKSPACE_DIR)", "the API server's data directory
 // (SVC_DATA_DIR)").
 func InsufficientStorage(which string, cause error) *Error {
-	e := Coded("insufficient_storage", "No space left on "+which+". Free space on that disk and retry; nothing that was durable is lost.")
+	e := Coded(CodeInsufficientStorage, "No space left on "+which+". Free space on that disk and retry; nothing that was durable is lost.")
 	e.Cause = cause
 	return e
 }

@@ -90,20 +90,17 @@ func ValidLFSOID(oid string) bool { return lfsOIDRE.MatchString(oid) }
 // operation, another hash algorithm or transfer adapter, no or too many
 // objects. The coded error carries the status of the answer.
 func (r *LFSBatchRequest) Check() *Error {
-	bad := func(status int, code, msg string) *Error {
-		return &Error{Status: status, Type: TypeInvalidRequest, Code: code, Message: msg}
-	}
 	switch {
 	case r.Operation != LFSUpload && r.Operation != LFSDownload:
-		return bad(http.StatusUnprocessableEntity, "invalid_operation", fmt.Sprintf("operation must be %q or %q", LFSUpload, LFSDownload))
+		return Coded(CodeInvalidOperation, fmt.Sprintf("operation must be %q or %q", LFSUpload, LFSDownload))
 	case r.HashAlgo != "" && r.HashAlgo != "sha256":
-		return bad(http.StatusConflict, "unsupported_hash_algo", "only sha256 is supported")
+		return Coded(CodeUnsupportedHashAlgo, "only sha256 is supported")
 	case len(r.Transfers) > 0 && !slices.Contains(r.Transfers, "basic"):
-		return bad(http.StatusUnprocessableEntity, "unsupported_transfer", "only the basic transfer adapter is supported")
+		return Coded(CodeUnsupportedTransfer, "only the basic transfer adapter is supported")
 	case len(r.Objects) == 0:
-		return bad(http.StatusUnprocessableEntity, "no_objects", "objects must not be empty")
+		return Coded(CodeNoObjects, "objects must not be empty")
 	case len(r.Objects) > LFSMaxObjects:
-		return bad(http.StatusRequestEntityTooLarge, "too_many_objects", fmt.Sprintf("at most %d objects per batch request", LFSMaxObjects))
+		return Coded(CodeTooManyObjects, fmt.Sprintf("at most %d objects per batch request", LFSMaxObjects))
 	}
 	return nil
 }

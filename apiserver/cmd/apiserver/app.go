@@ -37,6 +37,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/tracing"
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
 	"github.com/svc-dev/svc/apiserver/internal/webhooklog"
+	"github.com/svc-dev/svc/shared/cli"
 	"github.com/svc-dev/svc/shared/datadir"
 	"github.com/svc-dev/svc/shared/logging"
 	"github.com/svc-dev/svc/shared/objstore"
@@ -63,6 +64,7 @@ func open(name string, args []string) (*app, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	cli.LogForeign(log, cfg.Foreign)
 	cat, err := catalog.Load(catalog.Options{ModelsFile: cfg.ModelsFile, PlansFile: cfg.PlansFile,
 		UpstreamBaseURL: cfg.UpstreamBaseURL, UpstreamAPIKey: cfg.UpstreamAPIKey})
 	if err != nil {

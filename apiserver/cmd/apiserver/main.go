@@ -17,6 +17,8 @@ import (
 	"syscall"
 
 	"github.com/svc-dev/svc/apiserver/internal/admin"
+	"github.com/svc-dev/svc/apiserver/internal/config"
+	"github.com/svc-dev/svc/shared/cli"
 )
 
 func main() {
@@ -31,19 +33,33 @@ func main() {
 	}
 }
 
+// run is the command line: one cobra verb per mode, each handed its
+// arguments (the settings' flags, -flag or --flag; the admin CLI its own
+// command words). No verb, an unknown one or -h of the binary is a usage
+// error (exit 2).
 func run(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		return fmt.Errorf("%w: apiserver serve|migrate|admin|dev [flags]", admin.ErrUsage)
+	settingsHelp := config.Help()
+	root := cli.Root("apiserver", "The stateless API server: public API, webhook agent-proxy, workspace reads and git.",
+		cli.Verb("serve", "Serve HTTP (migrates first, under a lock).", settingsHelp,
+			func(args []string) error { return serve(ctx, args, false) }),
+		cli.Verb("dev", "Serve on embedded defaults with a demo workspace (make run).", settingsHelp,
+			func(args []string) error { return serve(ctx, args, true) }),
+		cli.Verb("migrate", "Apply database migrations and exit.", settingsHelp,
+			func(args []string) error { return migrate(ctx, args) }),
+		cli.Verb("admin", "Operator CLI: apiserver admin [settings flags] NOUN VERB [flags]; JSON on stdout.", settingsHelp,
+			func(args []string) error { return runAdmin(ctx, args) }),
+	)
+	err := cli.Run(root, args, os.Stderr)
+	if errors.Is(err, cli.ErrUsage) {
+		return usageError{err}
 	}
-	switch args[0] {
-	case "serve":
-		return serve(ctx, args[1:], false)
-	case "dev":
-		return serve(ctx, args[1:], true)
-	case "migrate":
-		return migrate(ctx, args[1:])
-	case "admin":
-		return runAdmin(ctx, args[1:])
-	}
-	return fmt.Errorf("%w: unknown command %q (serve, migrate, admin, dev)", admin.ErrUsage, args[0])
+	return err
 }
+
+// usageError is a command-line error of the binary; it exits 2 like the
+// admin CLI's (admin.ErrUsage).
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+func (usageError) Is(target error) bool { return target == admin.ErrUsage }

@@ -15,7 +15,7 @@ func (a *cli) lfsCommands() []*cobra.Command {
 	var id string
 	var dry bool
 	var grace time.Duration
-	gc := a.verb("gc", "--project P [--dry-run] [--grace 168h]  (delete large-file objects no ref or tag reaches, spec 10.3)", []string{"project"},
+	gc := a.verb("gc", "--project P [--dry-run] [--grace 168h]  (delete large-file objects no ref or tag reaches)", []string{"project"},
 		func(ctx context.Context, _ *cobra.Command) (any, error) {
 			if grace < time.Hour {
 				return nil, fmt.Errorf("%w: --grace must be at least 1h (an in-flight push must never be collected)", ErrUsage)

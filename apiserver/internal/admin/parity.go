@@ -12,7 +12,7 @@ import (
 func (a *cli) parityCommands() []*cobra.Command {
 	var id string
 	var since time.Duration
-	check := a.verb("parity-check", "[--project P] [--since 24h]  (one checkpoint row per turn, spec 10.6.4; exit 1 on a mismatch)", nil,
+	check := a.verb("parity-check", "[--project P] [--since 24h]  (one checkpoint row per turn; exit 1 on a mismatch)", nil,
 		func(ctx context.Context, _ *cobra.Command) (any, error) {
 			c := &parity.Checker{Store: a.env.Store}
 			if a.env.Objects != nil {

@@ -24,49 +24,40 @@ import (
 // are in shared/wire, for domain packages to return).
 
 func ModelNotFound(model string) *wire.Error {
-	return wire.Coded("model_not_found",
+	return wire.Coded(wire.CodeModelNotFound,
 		fmt.Sprintf("The model %q does not exist or you do not have access to it.", model))
 }
 
 func ModelTierRestricted(model, tier string) *wire.Error {
-	return wire.Coded("model_tier_restricted",
+	return wire.Coded(wire.CodeModelTierRestricted,
 		fmt.Sprintf("Your plan does not include the %s tier required by model %q. Upgrade your plan to use it.", tier, model))
 }
 
 // PlanNotFound is a workspace whose plan this server's plans file does not
 // define (an operator's mistake: a clear 403, not a 500).
 func PlanNotFound(plan string) *wire.Error {
-	return wire.Coded("plan_not_found", fmt.Sprintf("Your workspace's plan %q is not offered by this server, so no model can be "+
+	return wire.Coded(wire.CodePlanNotFound, fmt.Sprintf("Your workspace's plan %q is not offered by this server, so no model can be "+
 		"used. Ask an operator to set a plan from the server's plans file (apiserver admin workspace set --plan).", plan))
 }
 
-// From converts any error to *wire.Error: echo's own errors keep their status.
+// From converts any error to *wire.Error: echo's own errors become the
+// declared code of their status (wire.Framework, as the pod's poderr does);
+// a 401 of the framework is the API key's.
 func From(err error) *wire.Error {
 	var e *wire.Error
 	if errors.As(err, &e) {
 		return e.Resolve(wire.Statuses)
 	}
-	// echo's own errors: the framework's status is relayed.
 	var he *echo.HTTPError
 	if errors.As(err, &he) {
-		msg := http.StatusText(he.Code)
-		if s, ok := he.Message.(string); ok {
-			msg = s
-		}
+		msg, _ := he.Message.(string)
 		switch he.Code {
 		case http.StatusRequestEntityTooLarge:
-			return wire.Coded("request_too_large", "Request body too large.")
-		case http.StatusNotFound:
-			return wire.Coded("not_found", msg)
-		case http.StatusMethodNotAllowed:
-			return wire.Coded("method_not_allowed", msg)
+			msg = "Request body too large."
 		case http.StatusUnauthorized:
 			return wire.InvalidAPIKey()
 		}
-		if he.Code >= 500 {
-			return wire.Internal(err)
-		}
-		return wire.Relayed(he.Code, wire.ErrorDetail{Type: wire.TypeInvalidRequest, Code: "invalid_request", Message: msg})
+		return wire.Framework(he.Code, msg, err)
 	}
 	return wire.Internal(err)
 }

@@ -38,7 +38,7 @@ func TestHandlerWritesTheEnvelope(t *testing.T) {
 		{"echo 404", echo.ErrNotFound, 404, wire.TypeInvalidRequest, "not_found", ""},
 		{"echo 405", echo.ErrMethodNotAllowed, 405, wire.TypeInvalidRequest, "method_not_allowed", ""},
 		{"echo 413", echo.ErrStatusRequestEntityTooLarge, 413, wire.TypeInvalidRequest, "request_too_large", ""},
-		{"echo 415", echo.ErrUnsupportedMediaType, 415, wire.TypeInvalidRequest, "invalid_request", ""},
+		{"echo 415", echo.ErrUnsupportedMediaType, 415, wire.TypeInvalidRequest, "unsupported_media_type", ""},
 		{"echo 401", echo.ErrUnauthorized, 401, wire.TypeAuthentication, "invalid_api_key", ""},
 		{"anything else", errors.New("secret detail"), 500, wire.TypeServer, "internal_error", ""},
 	} {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/shared/repoarchive"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -36,6 +37,19 @@ type DurableStatus struct {
 	HydratedAt   *time.Time `json:"hydratedAt,omitempty"`
 	Stale        bool       `json:"stale"`
 	Error        string     `json:"error,omitempty"`
+	// Manifest: the durable manifest's seq, the increments it lists beyond
+	// the base and the seq the base holds (docs/sync-modes.md §13); absent
+	// for a project without one.
+	Manifest *ManifestStatus `json:"manifest,omitempty"`
+}
+
+// ManifestStatus is the chain of a durable .git.
+type ManifestStatus struct {
+	Seq            int64 `json:"seq"`
+	Increments     int   `json:"increments"`
+	IncrementBytes int64 `json:"incrementBytes"`
+	BaseSeq        int64 `json:"baseSeq"`
+	BaseBytes      int64 `json:"baseBytes"`
 }
 
 // PublishedStatus is the latest publish (spec 10.4.3).
@@ -63,12 +77,12 @@ func (a *API) ReadStatus(ctx context.Context, proj store.Project, h http.Header)
 	if proj.PublishedCommitSHA != "" || proj.PublishedTag != "" {
 		resp.Published = &PublishedStatus{SHA: proj.PublishedCommitSHA, Tag: proj.PublishedTag}
 	}
-	cps, err := a.Store.ListCheckpoints(ctx, proj.ID, 1)
-	if err != nil {
+	last, err := a.Store.LastCheckpoint(ctx, proj.ID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return StatusResponse{}, wire.Internal(err)
 	}
-	if len(cps) == 1 {
-		resp.LastCheckpoint = &cps[0]
+	if err == nil {
+		resp.LastCheckpoint = &last
 	}
 	r, err := a.Hydrate.Acquire(ctx, proj.ID)
 	if errors.Is(err, hydrate.ErrNotFound) {
@@ -97,5 +111,11 @@ func (a *API) ReadStatus(ctx context.Context, proj store.Project, h http.Header)
 	}
 	ha := r.HydratedAt.UTC()
 	d.HydratedAt = &ha
+	if a.Objects != nil {
+		if m, _, err := repoarchive.GetManifest(ctx, a.Objects, proj.ID); err == nil {
+			d.Manifest = &ManifestStatus{Seq: m.Seq, Increments: len(m.Increments), IncrementBytes: m.IncrementBytes(),
+				BaseSeq: m.Base.Seq, BaseBytes: m.Base.Bytes}
+		}
+	}
 	return resp, nil
 }

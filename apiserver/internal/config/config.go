@@ -18,6 +18,11 @@ import (
 
 // Config is the API server's settings.
 type Config struct {
+	// Foreign are the variables of the environment that belong to another
+	// program of the service (the pod agent's, say), accepted and ignored;
+	// logged at debug once the logger exists.
+	Foreign []settings.Foreign
+
 	HTTPAddr string
 	// DBOutageMode (serve, fail-closed) and DBOutageServeFor: what the
 	// gateway does while PostgreSQL is down (docs/gateway.md).
@@ -136,7 +141,7 @@ var options = slices.Concat([]settings.Option[Config]{
 	{Flag: "runtime-idle-timeout", Env: "SVC_RUNTIME_IDLE_TIMEOUT", Def: "30m", Usage: "kubernetes driver: stop a runtime pod no request used for this long (0: never)", Set: settings.Duration(func(c *Config) *time.Duration { return &c.RuntimeIdleTimeout })},
 	{Flag: "runtime-pod-api-url", Env: "SVC_RUNTIME_POD_API_URL", Usage: "kubernetes driver: SVC_API_URL of runtime pods, replacing the template's (an API server outside the cluster)", Set: settings.String(func(c *Config) *string { return &c.RuntimePodAPIURL })},
 	{Flag: "agent-proxy-timeout", Env: "SVC_AGENT_PROXY_TIMEOUT", Def: "150s", Usage: "agent-proxy: one exchange with the agent (above the 120 s sync reply timeout)", Set: settings.Duration(func(c *Config) *time.Duration { return &c.AgentProxyTimeout })},
-	{Flag: "lfs-gc-interval", Env: "SVC_LFS_GC_INTERVAL", Def: "0", Usage: "run the large-file retention job (objects no ref or tag reaches, 7-day grace) at this interval; 0: off, as spec 10.3 never auto-prunes (admin lfs gc runs it by hand)", Set: settings.Duration(func(c *Config) *time.Duration { return &c.LFSGCInterval })},
+	{Flag: "lfs-gc-interval", Env: "SVC_LFS_GC_INTERVAL", Def: "0", Usage: "run the large-file retention job (objects no ref or tag reaches, 7-day grace) at this interval; 0: off, as large-file objects are never pruned automatically (admin lfs gc runs it by hand)", Set: settings.Duration(func(c *Config) *time.Duration { return &c.LFSGCInterval })},
 },
 	settings.LogOptions(func(c *Config) *logging.Options { return &c.Log }),
 	settings.StorageOptions(func(c *Config) *objstore.Config { return &c.Store }))
@@ -150,14 +155,19 @@ func (c *Config) OutageServeFor() time.Duration {
 	return c.DBOutageServeFor
 }
 
+// EnvNames are the variables of the API server's settings.
+func EnvNames() []string { return settings.EnvNames(options) }
+
 // Parse reads flags from args, then fills everything not given on the
 // command line from the environment (or <VAR>_FILE for secrets), then defaults.
-// An SVC_ variable that is no setting refuses the start (settings.CheckEnviron).
+// An SVC_ variable that no program of the service reads refuses the start;
+// another program's is kept in Foreign, to be logged (settings.CheckEnviron).
 func Parse(name string, args []string) (*Config, *flag.FlagSet, error) {
-	if err := settings.CheckEnviron(os.Environ(), settings.EnvNames(options)); err != nil {
+	foreign, err := settings.CheckEnviron(os.Environ(), EnvNames())
+	if err != nil {
 		return nil, nil, err
 	}
-	c := &Config{}
+	c := &Config{Foreign: foreign}
 	fs, err := settings.Parse(c, name, args, os.Getenv, options)
 	if err != nil {
 		return nil, nil, err
@@ -170,3 +180,7 @@ func Parse(name string, args []string) (*Config, *flag.FlagSet, error) {
 	}
 	return c, fs, nil
 }
+
+// Help lists every setting with its flag, variable and default (the
+// settings part of `apiserver serve -h` and `apiserver help serve`).
+func Help() string { return settings.Help(options) }

@@ -17,7 +17,7 @@ func TestUnknownVariableRefusesStart(t *testing.T) {
 	}{
 		{name: "typo", env: "SVC_HTTP_ADR", want: "SVC_HTTP_ADR (did you mean SVC_HTTP_ADDR?)"},
 		{name: "secret file typo", env: "SVC_DATABASE_URL_FLE", want: "did you mean SVC_DATABASE_URL_FILE?"},
-		{name: "a pod's setting", env: "SVC_WORKSPACE_DIR", want: "SVC_WORKSPACE_DIR"},
+		{name: "a typo of a pod's setting", env: "SVC_WORKSPACE_DRI", want: "SVC_WORKSPACE_DRI (did you mean SVC_WORKSPACE_DIR?)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(tc.env, "x")
@@ -30,15 +30,26 @@ func TestUnknownVariableRefusesStart(t *testing.T) {
 }
 
 // Settings, the reserved prefixes (SVC_POD_ for pods, SVC_TEST_ for the
-// harness) and the tools' variables start the server.
+// harness) and other programs' variables (a pod's in an environment shared
+// by both binaries, the test harness's) start the server; the latter are
+// kept for the debug log.
 func TestKnownVariablesStart(t *testing.T) {
 	for _, kv := range [][2]string{{"SVC_HTTP_ADDR", "127.0.0.1:0"}, {"SVC_POD_WEBHOOK_SYNC_TIMEOUT", "1s"},
-		{"SVC_TEST_DATABASE_URL", "postgres://x"}, {"SVC_BIN_DIR", "/bin"}, {"SVC_RUNTIME_AUTH_SECRET_FILE", ""}} {
+		{"SVC_TEST_DATABASE_URL", "postgres://x"}, {"SVC_BIN_DIR", "/bin"}, {"SVC_RUNTIME_AUTH_SECRET_FILE", ""},
+		{"SVC_WORKSPACE_DIR", "/w"}} {
 		t.Setenv(kv[0], kv[1])
 	}
 	c, _, err := config.Parse("apiserver serve", nil)
 	if err != nil || c.HTTPAddr != "127.0.0.1:0" {
 		t.Fatalf("Parse = %+v, %v", c, err)
+	}
+	foreign := map[string]string{}
+	for _, f := range c.Foreign {
+		foreign[f.Name] = f.Program
+	}
+	// The test's own environment may hold more of the harness's variables.
+	if foreign["SVC_BIN_DIR"] != "the test harness" || foreign["SVC_WORKSPACE_DIR"] != "podagent" || foreign["SVC_HTTP_ADDR"] != "" {
+		t.Fatalf("other programs' variables %v", foreign)
 	}
 }
 

@@ -36,12 +36,12 @@ func (c *Console) ProjectsPage(ec echo.Context) error {
 	rows := make([]projectRow, 0, len(ps))
 	for _, pr := range ps {
 		row := projectRow{Project: pr, Runtime: c.runtimeStatus(ctx, pr.ID)}
-		cps, err := c.o.Store.ListCheckpoints(ctx, pr.ID, 1)
-		if err != nil {
+		last, err := c.o.Store.LastCheckpoint(ctx, pr.ID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
-		if len(cps) == 1 {
-			row.LastCheckpoint = &cps[0]
+		if err == nil {
+			row.LastCheckpoint = &last
 		}
 		rows = append(rows, row)
 	}

@@ -167,14 +167,24 @@ func (s *Server) durableReceive(c echo.Context, proj store.Project, body *limitR
 			s.Hydrate.Invalidate(proj.ID)
 			return err
 		}
-		info, err := s.persist(ctx, proj.ID, gitDir, put)
+		var info objstore.ObjectInfo
+		var incKey string
+		if r != nil && r.Object.Key == objstore.RepoManifestKey(proj.ID) {
+			info, incKey, err = s.persistIncrement(ctx, c, proj.ID, gitDir, before, after, r.Object.ETag)
+		} else {
+			info, err = s.persist(ctx, proj.ID, gitDir, put)
+			if err == nil {
+				// From now on a push writes an increment.
+				info, err = s.createManifest(ctx, c, proj.ID, gitDir, after, info)
+			}
+		}
 		if err != nil {
 			s.Hydrate.Invalidate(proj.ID)
 			s.Log.Warn("dual_shadow push not made durable; refused", zap.String("projectId", proj.ID), zap.Error(err))
 			return unavailable("The push could not be made durable; retry it.", err)
 		}
 		if r != nil {
-			s.Hydrate.Adopt(r, info)
+			s.Hydrate.AdoptIncrement(r, info, incKey)
 		}
 		s.recordPushed(context.WithoutCancel(ctx), gitDir, proj.ID, before, after)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,11 +15,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/svc-dev/svc/apiserver/internal/gitserver"
 	"github.com/svc-dev/svc/apiserver/internal/hydrate/hydratetest"
 	"github.com/svc-dev/svc/apiserver/internal/server/servertest"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/shared/archive"
 	"github.com/svc-dev/svc/shared/objstore"
+	"github.com/svc-dev/svc/shared/repoarchive"
 	"github.com/svc-dev/svc/shared/runtimetoken"
 	"github.com/svc-dev/svc/shared/syncmode"
 	"github.com/svc-dev/svc/shared/testenv"
@@ -261,11 +264,32 @@ func TestDualShadowPushIsDurable(t *testing.T) {
 			t.Fatalf("turn numbers %v, want 3 and 4", turns)
 		}
 		// A push that changes nothing writes nothing.
-		c.must(dst, "push", "origin", "main")
-		again, err := f.Objects.Head(ctx, objstore.RepoKey(f.Project.ID))
+		afterState, err := durableETag(ctx, f)
 		testenv.Must(t, err)
-		if again.ETag != after.ETag || countRows(t, f, "") != rows+2 {
+		c.must(dst, "push", "origin", "main")
+		again, err := durableETag(ctx, f)
+		testenv.Must(t, err)
+		if again != afterState || countRows(t, f, "") != rows+2 {
 			t.Fatal("an empty push wrote the object or rows")
+		}
+		// The next push writes an increment of the pushed objects and the
+		// manifest; the archive is not rewritten.
+		testenv.Must(t, os.WriteFile(filepath.Join(dst, "turn.txt"), []byte("y\n"), 0o644))
+		c.must(dst, "commit", "-q", "-am", "turn 3")
+		third := c.must(dst, "rev-parse", "HEAD")
+		c.must(dst, "push", "origin", "main")
+		base, err := f.Objects.Head(ctx, objstore.RepoKey(f.Project.ID))
+		testenv.Must(t, err)
+		man, _, err := repoarchive.GetManifest(ctx, f.Objects, f.Project.ID)
+		testenv.Must(t, err)
+		if base.ETag != after.ETag || len(man.Increments) != 1 || man.Refs["refs/heads/main"] != third || man.Increments[0].Bytes > 64<<10 {
+			t.Fatalf("second push: base rewritten %v, manifest %+v", base.ETag != after.ETag, man)
+		}
+		// A clone reads base + increment.
+		clone := filepath.Join(t.TempDir(), "again")
+		c.must("", "clone", f.remote(f.RuntimeToken), clone)
+		if got := c.must(clone, "rev-parse", "HEAD"); got != third {
+			t.Fatalf("clone after an incremental push: HEAD %s, want %s", got, third)
 		}
 	})
 	t.Run("no durable object yet", func(t *testing.T) {
@@ -292,9 +316,14 @@ func TestDualShadowPushIsDurable(t *testing.T) {
 	})
 }
 
-// durableHead extracts the stored repo.git.tar.gz and reads its main.
+// durableHead reads main of the durable state: the manifest's refs when
+// the project has one (the commit point), else the stored archive's.
 func durableHead(t *testing.T, f *fx) string {
 	t.Helper()
+	man, _, err := repoarchive.GetManifest(context.Background(), f.Objects, f.Project.ID)
+	if err == nil {
+		return man.Refs["refs/heads/main"]
+	}
 	rc, _, err := f.Objects.Get(context.Background(), objstore.RepoKey(f.Project.ID))
 	testenv.Must(t, err)
 	defer rc.Close()
@@ -304,6 +333,20 @@ func durableHead(t *testing.T, f *fx) string {
 	out, err := exec.Command("git", "--git-dir", dir, "rev-parse", "refs/heads/main").Output()
 	testenv.Must(t, err)
 	return strings.TrimSpace(string(out))
+}
+
+// durableETag identifies the durable state: the manifest's ETag and the
+// archive's.
+func durableETag(ctx context.Context, f *fx) (string, error) {
+	base, err := f.Objects.Head(ctx, objstore.RepoKey(f.Project.ID))
+	if err != nil {
+		return "", err
+	}
+	man, err := f.Objects.Head(ctx, objstore.RepoManifestKey(f.Project.ID))
+	if err != nil && !errors.Is(err, objstore.ErrNotExist) {
+		return "", err
+	}
+	return man.ETag + "/" + base.ETag, nil
 }
 
 func countRows(t *testing.T, f *fx, source string) int {
@@ -420,5 +463,46 @@ func TestHostileAndGzipRequests(t *testing.T) {
 	st, b = do("GET", base+"/info/refs?service=git-upload-pack", nil, map[string]string{"Git-Protocol": "version=2 --upload-pack=x"})
 	if st != 200 || !bytes.HasPrefix(b, []byte("001e# service=git-upload-pack")) {
 		t.Fatalf("hostile Git-Protocol: %d %q", st, b)
+	}
+}
+
+// A dual_shadow project's chain stays bounded: the push that finds
+// MaxIncrements listed writes the whole archive and a manifest without
+// increments (the dropped ones retired), and the history reads whole.
+func TestDualShadowChainIsCompacted(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	_, err := f.Store.SetSyncMode(ctx, f.Project.ID, syncmode.DualShadow)
+	testenv.Must(t, err)
+	c := newClient(t)
+	dst := filepath.Join(t.TempDir(), "clone")
+	c.must("", "clone", f.remote(f.RuntimeToken), dst)
+	var head string
+	push := func(i int) {
+		testenv.Must(t, os.WriteFile(filepath.Join(dst, "turn.txt"), []byte(fmt.Sprint(i)), 0o644))
+		c.must(dst, "add", "-A")
+		c.must(dst, "commit", "-q", "-m", fmt.Sprintf("turn %d", i))
+		head = c.must(dst, "rev-parse", "HEAD")
+		c.must(dst, "push", "-q", "origin", "main")
+	}
+	push(0) // the archive once, then the manifest
+	first, err := f.Objects.Head(ctx, objstore.RepoKey(f.Project.ID))
+	testenv.Must(t, err)
+	for i := 1; i <= gitserver.MaxIncrements+1; i++ {
+		push(i)
+	}
+	man, _, err := repoarchive.GetManifest(ctx, f.Objects, f.Project.ID)
+	testenv.Must(t, err)
+	base, err := f.Objects.Head(ctx, objstore.RepoKey(f.Project.ID))
+	testenv.Must(t, err)
+	if base.ETag == first.ETag || len(man.Increments) != 0 || len(man.Retired) != gitserver.MaxIncrements ||
+		man.Refs["refs/heads/main"] != head || man.Base.ETag != base.ETag {
+		t.Fatalf("after %d pushes: base rewritten %v, %d increments, %d retired, main %s (want %s)",
+			gitserver.MaxIncrements+1, base.ETag != first.ETag, len(man.Increments), len(man.Retired), man.Refs["refs/heads/main"], head)
+	}
+	clone := filepath.Join(t.TempDir(), "again")
+	c.must("", "clone", f.remote(f.RuntimeToken), clone)
+	if got := c.must(clone, "rev-parse", "HEAD"); got != head {
+		t.Fatalf("clone after the compaction: HEAD %s, want %s", got, head)
 	}
 }

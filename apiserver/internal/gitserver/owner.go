@@ -28,7 +28,7 @@ func (s *Server) notOwner(c echo.Context, projectID string) error {
 	if err != nil || epoch <= 0 {
 		return wire.Coded("invalid_owner_epoch", wire.HeaderOwnerEpoch+" must be a positive integer.")
 	}
-	rec, _, err := wire.ReadOwnerRecord(c.Request().Context(), s.Objects, projectID)
+	rec, _, err := objstore.ReadOwnerRecord(c.Request().Context(), s.Objects, projectID)
 	if err != nil && !errors.Is(err, objstore.ErrNotExist) {
 		return wire.Unavailable(fmt.Errorf("reading the ownership record: %w", err))
 	}

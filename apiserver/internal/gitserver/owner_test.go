@@ -26,7 +26,7 @@ func TestPushOfAPodThatLostTheProjectIsRefused(t *testing.T) {
 	ctx := context.Background()
 	_, err := f.Store.SetSyncMode(ctx, f.Project.ID, syncmode.DualShadow)
 	testenv.Must(t, err)
-	rec, _ := json.Marshal(wire.OwnerRecord{Epoch: 5, Pod: "current"})
+	rec, _ := json.Marshal(objstore.OwnerRecord{Epoch: 5, Pod: "current"})
 	_, err = f.Objects.Put(ctx, objstore.OwnerKey(f.Project.ID), bytes.NewReader(rec), int64(len(rec)), objstore.PutOptions{})
 	testenv.Must(t, err)
 	c := newClient(t)
@@ -44,23 +44,23 @@ func TestPushOfAPodThatLostTheProjectIsRefused(t *testing.T) {
 			testenv.Must(t, os.WriteFile(filepath.Join(dst, "turn.txt"), []byte(fmt.Sprint(i)), 0o644))
 			c.must(dst, "add", "-A")
 			c.must(dst, "commit", "-q", "-m", tc.name)
-			before, err := f.Objects.Head(ctx, objstore.RepoKey(f.Project.ID))
+			before, err := durableETag(ctx, f)
 			testenv.Must(t, err)
 			args := []string{"push", "origin", "main"}
 			if tc.epoch != "" {
 				args = append([]string{"-c", "http.extraHeader=" + wire.HeaderOwnerEpoch + ": " + tc.epoch}, args...)
 			}
 			out, err := c.run(dst, args...)
-			after, herr := f.Objects.Head(ctx, objstore.RepoKey(f.Project.ID))
+			after, herr := durableETag(ctx, f)
 			testenv.Must(t, herr)
 			if tc.refused {
-				if err == nil || !strings.Contains(out, "returned error: 409") || after.ETag != before.ETag {
-					t.Fatalf("push with a stale epoch: err %v, object changed %v:\n%s", err, after.ETag != before.ETag, out)
+				if err == nil || !strings.Contains(out, "returned error: 409") || after != before {
+					t.Fatalf("push with a stale epoch: err %v, object changed %v:\n%s", err, after != before, out)
 				}
 				return
 			}
-			if err != nil || after.ETag == before.ETag {
-				t.Fatalf("push: %v (object changed %v)\n%s", err, after.ETag != before.ETag, out)
+			if err != nil || after == before {
+				t.Fatalf("push: %v (object changed %v)\n%s", err, after != before, out)
 			}
 		})
 	}

@@ -5,7 +5,10 @@
 //
 // Every Acquire sends a HEAD probe for the object and downloads it only when
 // its ETag differs from the copy on disk (the per-replica ETag cache of spec
-// 10.1.3). Concurrent Acquires of one project share one probe and one
+// 10.1.3). A project with a manifest (<projectId>/repo.git.manifest.json,
+// docs/sync-modes.md §13) is probed by the manifest's ETag and hydrated
+// from base + increments; when only increments were added, only those are
+// fetched (manifest.go). Concurrent Acquires of one project share one probe and one
 // download (singleflight). A new copy is extracted with shared/archive (which
 // refuses entries that escape the target) into a staging directory, checked,
 // sanitised and only then renamed into a fresh version directory and
@@ -120,6 +123,9 @@ type Stats struct {
 	Failures   int64 // downloads that failed
 	Evictions  int64 // copies evicted by the disk budget
 	Reconciled int64 // checkpoint rows written by reconcile
+	// BytesFetched counts the object bytes downloaded (bases and
+	// increments).
+	BytesFetched int64
 }
 
 // Manager owns the hydrated copies of one replica. It is safe for
@@ -133,8 +139,8 @@ type Manager struct {
 	projects map[string]*project
 	seq      uint64
 
-	probes, downloads, failures, evictions, reconciled atomic.Int64
-	removals                                           sync.WaitGroup
+	probes, downloads, failures, evictions, reconciled, fetched atomic.Int64
+	removals                                                    sync.WaitGroup
 }
 
 type project struct {
@@ -156,6 +162,10 @@ type version struct {
 	retired    bool
 	// headRef is HEAD's branch if it existed when hydrated (intact).
 	headRef string
+	// base and applied: for a copy hydrated from a manifest, the base it
+	// was made from and the increments it holds (nil: a legacy copy).
+	base    objstore.ObjectInfo
+	applied map[string]bool
 }
 
 // New returns a Manager and empties opts.Dir (copies of an earlier process
@@ -200,7 +210,7 @@ func New(opts Options) (*Manager, error) {
 // Stats returns the counters.
 func (m *Manager) Stats() Stats {
 	return Stats{Probes: m.probes.Load(), Downloads: m.downloads.Load(), Failures: m.failures.Load(),
-		Evictions: m.evictions.Load(), Reconciled: m.reconciled.Load()}
+		Evictions: m.evictions.Load(), Reconciled: m.reconciled.Load(), BytesFetched: m.fetched.Load()}
 }
 
 // Wait blocks until the removal of retired copies started so far is done.
@@ -279,15 +289,13 @@ func (m *Manager) refresh(ctx context.Context, projectID string) error {
 }
 
 func (m *Manager) doRefresh(ctx context.Context, projectID string) error {
-	key := objstore.RepoKey(projectID)
-	m.probes.Add(1)
-	info, err := m.opts.Store.Head(ctx, key)
-	if errors.Is(err, objstore.ErrNotExist) {
+	info, err := m.probe(ctx, projectID)
+	if errors.Is(err, ErrNotFound) {
 		m.drop(projectID)
-		return fmt.Errorf("%w: %s", ErrNotFound, key)
+		return err
 	}
 	if err != nil {
-		return fmt.Errorf("%w: head %s: %w", ErrUnavailable, key, err)
+		return err
 	}
 	m.mu.Lock()
 	p := m.projects[projectID]
@@ -296,7 +304,7 @@ func (m *Manager) doRefresh(ctx context.Context, projectID string) error {
 		m.projects[projectID] = p
 	}
 	p.lastUsed = m.opts.Now()
-	if cur := p.cur; cur != nil && cur.info.ETag == info.ETag {
+	if cur := p.cur; cur != nil && cur.info.ETag == info.ETag && cur.info.Key == info.Key {
 		m.mu.Unlock()
 		err := intact(cur)
 		if err == nil {
@@ -317,7 +325,11 @@ func (m *Manager) doRefresh(ctx context.Context, projectID string) error {
 	}
 	m.mu.Unlock()
 
-	v, etag, err := m.download(ctx, projectID)
+	download := m.download
+	if hasManifest(info, projectID) {
+		download = m.downloadManifest
+	}
+	v, etag, err := download(ctx, projectID)
 	if err != nil {
 		m.failures.Add(1)
 		if errors.Is(err, ErrNotFound) {
@@ -395,20 +407,32 @@ func (m *Manager) download(ctx context.Context, projectID string) (*version, str
 		}
 		return nil, info.ETag, fmt.Errorf("%w: %s (etag %s): %w", ErrCorrupt, key, info.ETag, err)
 	}
+	m.fetched.Add(info.Size)
+	v, err := m.publishStaging(projectID, staging, info)
+	if err != nil {
+		return nil, "", err
+	}
+	v.bytes = st.Bytes
+	return v, info.ETag, nil
+}
+
+// publishStaging moves a prepared staging directory to a fresh version
+// directory of projectID.
+func (m *Manager) publishStaging(projectID, staging string, info objstore.ObjectInfo) (*version, error) {
 	m.mu.Lock()
 	m.seq++
 	seq := m.seq
 	m.mu.Unlock()
 	final := filepath.Join(m.opts.Dir, projectID, fmt.Sprintf("v%08d", seq))
 	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
-		cleanup()
-		return nil, "", err
+		_ = os.RemoveAll(staging)
+		return nil, err
 	}
 	if err := os.Rename(staging, final); err != nil {
-		cleanup()
-		return nil, "", err
+		_ = os.RemoveAll(staging)
+		return nil, err
 	}
-	return &version{dir: final, info: info, bytes: st.Bytes, hydratedAt: m.opts.Now(), headRef: headRef(final)}, info.ETag, nil
+	return &version{dir: final, info: info, bytes: info.Size, hydratedAt: m.opts.Now(), headRef: headRef(final)}, nil
 }
 
 // prepare checks that dir is a git repository and makes it safe to serve:

@@ -44,7 +44,8 @@ type ReconcileResult struct {
 }
 
 // Reconcile records a row (source reconcile) for each commit on the
-// first-parent line of HEAD (the project's branch) of the repository at
+// first-parent line of HEAD (the project's branch), but its root (the
+// seed), of the repository at
 // gitDir that has none, and removes the rows of commits the repository
 // holds that are not on that line (docs/sync-modes.md §1). A row for a
 // commit the repository does not hold is left alone: it may be a turn
@@ -59,6 +60,7 @@ func Reconcile(ctx context.Context, r *gitrun.Runner, gitDir, projectID string, 
 	if len(turns) == 0 {
 		return res, nil // an unborn branch: nothing is a turn yet, nothing to judge
 	}
+
 	have, err := cps.CheckpointSHAs(ctx, projectID)
 	if err != nil {
 		return res, err
@@ -81,8 +83,11 @@ func Reconcile(ctx context.Context, r *gitrun.Runner, gitDir, projectID string, 
 		res.Removed = int(n)
 	}
 	missing := make([]string, 0, len(turns))
-	for s := range turns {
-		if !have[s] {
+	for s, n := range turns {
+		// The root of the line is the seed commit the pod makes at its
+		// first start: not a turn, so no row is made for it (one a writer
+		// made is left alone), and it never shows as the last checkpoint.
+		if !have[s] && n > 0 {
 			missing = append(missing, s)
 		}
 	}

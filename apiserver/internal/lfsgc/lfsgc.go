@@ -28,6 +28,7 @@ import (
 	"github.com/svc-dev/svc/shared/archive"
 	"github.com/svc-dev/svc/shared/gitrun"
 	"github.com/svc-dev/svc/shared/objstore"
+	"github.com/svc-dev/svc/shared/repoarchive"
 	"github.com/svc-dev/svc/shared/wait"
 )
 
@@ -170,9 +171,18 @@ func (g *GC) kept(reason string) {
 
 var pointerRE = regexp.MustCompile(`(?m)^oid sha256:([0-9a-f]{64})$`)
 
-// reachable extracts the durable repository and returns the oids of every
-// git-lfs pointer reachable from any ref or tag.
+// reachable extracts the durable repository (the base, every increment
+// the manifest lists and the manifest's refs: an object referenced only
+// from an increment is live) and returns the oids of every git-lfs
+// pointer reachable from any ref or tag.
 func (g *GC) reachable(ctx context.Context, projectID string) (map[string]bool, error) {
+	man, _, err := repoarchive.GetManifest(ctx, g.Objects, projectID)
+	if errors.Is(err, objstore.ErrNotExist) {
+		man, err = nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lfsgc: %w", err)
+	}
 	rc, _, err := g.Objects.Get(ctx, objstore.RepoKey(projectID))
 	if errors.Is(err, objstore.ErrNotExist) {
 		return nil, ErrNoRepository
@@ -187,15 +197,23 @@ func (g *GC) reachable(ctx context.Context, projectID string) (map[string]bool, 
 	}
 	defer os.RemoveAll(dir)
 	gitDir := filepath.Join(dir, "repo.git")
-	if _, err := archive.ExtractTarGz(rc, gitDir, archive.ExtractOptions{}); err != nil {
+	if _, err := archive.ExtractTarGz(rc, gitDir, archive.ExtractOptions{NoLinks: true}); err != nil {
 		return nil, fmt.Errorf("lfsgc: extract %s: %w", objstore.RepoKey(projectID), err)
 	}
+	if man != nil {
+		if _, err := repoarchive.FetchIncrements(ctx, g.Objects, man, gitDir, nil); err != nil {
+			return nil, fmt.Errorf("lfsgc: %w", err)
+		}
+		if err := repoarchive.ApplyRefs(gitDir, man); err != nil {
+			return nil, fmt.Errorf("lfsgc: %w", err)
+		}
+	}
 	// The archive's config was written by a pod: replace it (nothing in it
-	// may take effect here), and drop hooks.
-	if err := os.WriteFile(filepath.Join(gitDir, "config"), []byte("[core]\n\trepositoryformatversion = 0\n\tbare = true\n"), 0o644); err != nil {
+	// may take effect here), and drop hooks and the rest of the untrusted
+	// parts.
+	if err := repoarchive.Sanitize(gitDir, "[core]\n\trepositoryformatversion = 0\n\tbare = true\n"); err != nil {
 		return nil, err
 	}
-	_ = os.RemoveAll(filepath.Join(gitDir, "hooks"))
 	runner := g.Runner
 	if runner == nil {
 		runner = &gitrun.Runner{}

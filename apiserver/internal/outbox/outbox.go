@@ -3,11 +3,11 @@
 // replies whose callback gave up, kept in the Outbox's database so that a pod
 // restart or rescheduling loses none of them. The pod hands messages over
 // and counts them through agentapi (POST /internal/projects/{id}/outbox,
-// GET …/outbox/pending: Put and Pending here); integrations read them with
-//
-//	GET  /api/projects/{id}/agent-proxy/agent/channels/webhook/outbox/{channelId}?wait=&limit=
-//	                                      integrations long-poll (cloud auth, then channel auth); served
-//	                                      from the database, so it answers with the agent down
+// GET …/outbox/pending: Put and Pending here); integrations read them
+// through webhookapi's long-poll (GET
+// /api/projects/{id}/agent-proxy/agent/channels/webhook/outbox/{channelId},
+// Poll here), served from the database, so it answers with the agent down.
+// This package knows nothing of HTTP.
 //
 // A poll returns the oldest undelivered messages of the channel (limit
 // default 20, max 100) and marks them delivered in the same statement; with
@@ -20,18 +20,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
-	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
 
-	"github.com/svc-dev/svc/apiserver/internal/httpmw"
 	"github.com/svc-dev/svc/apiserver/internal/store"
-	"github.com/svc-dev/svc/apiserver/internal/webhookchannel"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -110,8 +106,9 @@ func (a *Outbox) notify(k string) {
 	}
 }
 
-func channelNotFound() *wire.Error {
-	return wire.Coded("channel_not_found", "No channel with this id on this project.")
+// ChannelNotFound is the error of a channel id that is not the project's.
+func ChannelNotFound() *wire.Error {
+	return wire.Coded(wire.CodeChannelNotFound, "No channel with this id on this project.")
 }
 
 // Put keeps one message the project's pod handed over (agentapi's POST
@@ -121,11 +118,11 @@ func channelNotFound() *wire.Error {
 func (a *Outbox) Put(ctx context.Context, projectID string, in wire.OutboxPut) (id string, created bool, err error) {
 	metadata, err := validate(in)
 	if err != nil {
-		return "", false, wire.Coded("invalid_outbox_message", err.Error())
+		return "", false, wire.Coded(wire.CodeInvalidOutboxMessage, err.Error())
 	}
 	ch, err := a.store.GetChannel(ctx, projectID)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && ch.ID != in.ChannelID) {
-		return "", false, channelNotFound()
+		return "", false, ChannelNotFound()
 	}
 	if err != nil {
 		return "", false, wire.Unavailable(err)
@@ -149,7 +146,7 @@ func (a *Outbox) Put(ctx context.Context, projectID string, in wire.OutboxPut) (
 func (a *Outbox) Pending(ctx context.Context, projectID string) (wire.OutboxPending, error) {
 	ch, err := a.store.GetChannel(ctx, projectID)
 	if errors.Is(err, store.ErrNotFound) {
-		return wire.OutboxPending{}, channelNotFound()
+		return wire.OutboxPending{}, ChannelNotFound()
 	}
 	if err != nil {
 		return wire.OutboxPending{}, wire.Unavailable(err)
@@ -210,47 +207,35 @@ func (a *Outbox) RecordAccepted(ctx context.Context, projectID, correlationID st
 	return a.store.AcceptOutbox(ctx, projectID, ch.ID, correlationID, time.Now().Add(d))
 }
 
-// Poll is GET .../agent/channels/webhook/outbox/:channelId; cloud auth and
-// ProjectMember have run.
-func (a *Outbox) Poll(c echo.Context) error {
-	proj := httpmw.ProjectFrom(c)
-	ctx := c.Request().Context()
-	ch, err := a.authenticate(c, proj.ID)
-	if err != nil {
-		return err
-	}
-	if c.Param("channelId") != ch.ID {
-		return channelNotFound()
-	}
-	wait, err := wire.ParseOutboxWait(c.QueryParam("wait"))
-	if err != nil {
-		return wire.Coded("invalid_wait", err.Error()+".")
-	}
-	limit, err := wire.ParseOutboxLimit(c.QueryParam("limit"))
-	if err != nil {
-		return wire.Coded("invalid_limit", err.Error()+".")
-	}
+// Poll takes the oldest undelivered messages of the channel (at most
+// limit) and marks them delivered in the same statement; with none it waits
+// up to wait for one: a put through this replica wakes it at once, one
+// through another replica is seen by the next database poll
+// (PollInterval). It returns no messages and no error when ctx ends first
+// (the caller left; a cancelled statement takes nothing). The caller
+// answers them, or gives them back with Release.
+func (a *Outbox) Poll(ctx context.Context, projectID, channelID string, wait time.Duration, limit int) ([]wire.OutboxMessage, error) {
 	interval := a.PollInterval
 	if interval <= 0 {
 		interval = DefaultPollInterval
 	}
-	k := key(proj.ID, ch.ID)
+	k := key(projectID, channelID)
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	for {
 		woken := a.wakeup(k) // before the take: a put after it wakes us
-		rows, err := a.store.TakeOutbox(ctx, proj.ID, ch.ID, limit)
+		rows, err := a.store.TakeOutbox(ctx, projectID, channelID, limit)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil // the caller left; the statement was cancelled and took nothing
+				return nil, nil
 			}
-			return wire.Unavailable(err)
+			return nil, wire.Unavailable(err)
 		}
 		if len(rows) > 0 {
-			return a.answer(c, proj.ID, rows)
+			return messages(rows), nil
 		}
 		if wait <= 0 {
-			return c.JSON(http.StatusOK, wire.OutboxResponse{Messages: []wire.OutboxMessage{}})
+			return nil, nil
 		}
 		tick := time.NewTimer(interval)
 		select {
@@ -258,44 +243,38 @@ func (a *Outbox) Poll(c echo.Context) error {
 		case <-tick.C:
 		case <-deadline.C:
 			tick.Stop()
-			return c.JSON(http.StatusOK, wire.OutboxResponse{Messages: []wire.OutboxMessage{}})
+			return nil, nil
 		case <-ctx.Done():
 			tick.Stop()
-			return nil
+			return nil, nil
 		}
 		tick.Stop()
 	}
 }
 
-// answer writes the messages taken; when they cannot reach the caller they
-// are released for the next poll.
-func (a *Outbox) answer(c echo.Context, projectID string, rows []store.OutboxMessage) error {
+func messages(rows []store.OutboxMessage) []wire.OutboxMessage {
 	msgs := make([]wire.OutboxMessage, len(rows))
-	ids := make([]string, len(rows))
 	for i, r := range rows {
-		ids[i] = r.ID
 		msgs[i] = wire.OutboxMessage{ID: r.ID, OutboxReply: wire.OutboxReply{CorrelationID: r.CorrelationID, Reply: r.Reply,
 			Metadata: json.RawMessage(r.Metadata), CreatedAt: r.CreatedAt.UTC(), Status: r.Status}}
 		if !json.Valid(msgs[i].Metadata) {
 			msgs[i].Metadata = json.RawMessage("{}")
 		}
 	}
-	err := c.Request().Context().Err()
-	if err == nil {
-		err = c.JSON(http.StatusOK, wire.OutboxResponse{Messages: msgs})
-	}
-	if err == nil {
-		return nil
-	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), 5*time.Second)
-	defer cancel()
-	if rerr := a.store.ReleaseOutbox(rctx, projectID, ids); rerr != nil {
-		a.log.Error("outbox messages taken but neither answered nor released", zap.String("projectId", projectID),
-			zap.Strings("ids", ids), zap.NamedError("write", err), zap.Error(rerr))
-	}
-	return nil
+	return msgs
 }
 
-func (a *Outbox) authenticate(c echo.Context, projectID string) (store.Channel, error) {
-	return webhookchannel.Authenticate(c, a.store, projectID)
+// Release gives messages a poll took back to the next poll, when their
+// answer could not reach the caller (bounded by 5 s, whatever ctx).
+func (a *Outbox) Release(ctx context.Context, projectID string, msgs []wire.OutboxMessage) {
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.ID
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := a.store.ReleaseOutbox(rctx, projectID, ids); err != nil {
+		a.log.Error("outbox messages taken but neither answered nor released", zap.String("projectId", projectID),
+			zap.Strings("ids", ids), zap.Error(err))
+	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/outbox"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
+	"github.com/svc-dev/svc/apiserver/internal/webhookapi"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/testenv"
 	"github.com/svc-dev/svc/shared/wire"
@@ -91,7 +92,8 @@ func (w *world) replica() (*outbox.Outbox, *echo.Echo) {
 	agent := &agentapi.API{Outbox: api}
 	e.POST(internalapi.ProjectGroup+internalapi.PathOutbox, agent.OutboxPut, runtime)
 	e.GET(internalapi.ProjectGroup+internalapi.PathOutboxPending, agent.OutboxPending, runtime)
-	e.GET("/api/projects/:id/agent-proxy"+internalapi.PodWebhook+"/outbox/:channelId", api.Poll,
+	poll := (&webhookapi.Handlers{Outbox: api, Channels: w.s}).Poll
+	e.GET("/api/projects/:id/agent-proxy"+internalapi.PodWebhook+"/outbox/:channelId", poll,
 		member, httpmw.ProjectMember(w.s, "id"))
 	return api, e
 }

@@ -8,6 +8,8 @@ package parity
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sort"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/hydrate"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/shared/objstore"
+	"github.com/svc-dev/svc/shared/repoarchive"
 	"github.com/svc-dev/svc/shared/syncmode"
 	"github.com/svc-dev/svc/shared/wait"
 )
@@ -51,6 +54,12 @@ type Project struct {
 	Turns       int   `json:"turns"`
 	FirstTurn   int64 `json:"firstTurn,omitempty"`
 	LastTurn    int64 `json:"lastTurn,omitempty"`
+	// DurableHead is the branch tip the durable manifest names, and its
+	// turn; the last turn must have a row (a record that failed and was
+	// never retried is the mismatch that matters most).
+	DurableHead       string `json:"durableHead,omitempty"`
+	DurableHeadTurn   *int64 `json:"durableHeadTurn,omitempty"`
+	DurableHeadHasRow *bool  `json:"durableHeadHasRow,omitempty"`
 	// SourceHead is the head recorded in project-src.tar.gz.
 	SourceHead       string      `json:"sourceHead,omitempty"`
 	SourceHeadHasRow *bool       `json:"sourceHeadHasRow,omitempty"`
@@ -143,7 +152,7 @@ func (c *Checker) project(ctx context.Context, p store.Project, since time.Time)
 	}
 	res.Checkpoints = len(cps)
 	if p.CloudSyncMode == syncmode.S3 {
-		res.Status, res.Reason = StatusSkipped, "s3 writes no checkpoint rows (spec 3.1)"
+		res.Status, res.Reason = StatusSkipped, "s3 writes no checkpoint rows"
 		return res, nil
 	}
 	byTurn := map[int64][]string{}
@@ -186,6 +195,11 @@ func (c *Checker) project(ctx context.Context, p store.Project, since time.Time)
 			}
 		}
 	}
+	if c.Objects != nil {
+		if err := c.durableHead(ctx, p.ID, &res, rowOf, &turns); err != nil {
+			return res, err
+		}
+	}
 	if len(res.NotTurns) > 0 {
 		res.Status = StatusMismatch
 		if res.Reason == "" {
@@ -214,6 +228,40 @@ func (c *Checker) project(ctx context.Context, p store.Project, since time.Time)
 	return res, nil
 }
 
+// durableHead compares the rows with the head of the durable manifest:
+// a turn (turn ≥ 1) there without a row is a mismatch, and it extends the
+// range checked for missing turns. A project without a manifest (nothing
+// durable yet, or a legacy object) has nothing to compare here.
+func (c *Checker) durableHead(ctx context.Context, projectID string, res *Project, rowOf map[string]int64, turns *[]int64) error {
+	man, _, err := repoarchive.GetManifest(ctx, c.Objects, projectID)
+	if errors.Is(err, objstore.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	head := man.Refs[man.Head]
+	if head == "" || man.HeadTurn == nil || *man.HeadTurn < 1 {
+		return nil // no turn yet: the seed commit has no row
+	}
+	res.DurableHead, res.DurableHeadTurn = head, man.HeadTurn
+	has, err := c.hasRow(ctx, projectID, head)
+	if err != nil {
+		return err
+	}
+	res.DurableHeadHasRow = &has
+	if !has {
+		res.Status = StatusMismatch
+		if res.Reason == "" {
+			res.Reason = fmt.Sprintf("the durable head (turn %d) has no checkpoint row", *man.HeadTurn)
+		}
+	}
+	if _, ok := rowOf[head]; !ok && len(*turns) > 0 && *man.HeadTurn > (*turns)[len(*turns)-1] {
+		*turns = append(*turns, *man.HeadTurn)
+	}
+	return nil
+}
+
 func (c *Checker) hasRow(ctx context.Context, projectID, sha string) (bool, error) {
 	shas, err := c.Store.CheckpointSHAs(ctx, projectID)
 	return shas[sha], err
@@ -226,7 +274,7 @@ type Gauge struct{ g *prometheus.GaugeVec }
 // NewGauge registers the gauge.
 func NewGauge(reg prometheus.Registerer) *Gauge {
 	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "svc_parity_mismatches",
-		Help: "Projects whose last parity check (spec 10.6.4) found missing or duplicate checkpoint rows, per sync mode."},
+		Help: "Projects whose last parity check found missing or duplicate checkpoint rows, per sync mode."},
 		[]string{"mode"})
 	reg.MustRegister(g)
 	return &Gauge{g: g}

@@ -7,11 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/svc-dev/svc/apiserver/internal/admin"
 	"github.com/svc-dev/svc/apiserver/internal/parity"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
+	"github.com/svc-dev/svc/shared/objstore"
+	"github.com/svc-dev/svc/shared/objstore/fs"
+	"github.com/svc-dev/svc/shared/repoarchive"
 	"github.com/svc-dev/svc/shared/syncmode"
 	"github.com/svc-dev/svc/shared/testenv"
 	"github.com/svc-dev/svc/shared/wire"
@@ -93,5 +97,50 @@ func TestParityFindsMissingAndDuplicateTurns(t *testing.T) {
 				t.Fatalf("checkpoints %d, want %d", *rep.Checkpoints, len(tc.turns))
 			}
 		})
+	}
+}
+
+// The rows are compared with the durable head: a git_only project whose
+// last turn's row is missing (rows for the seed and turns 1–2, the
+// manifest's head is turn 3) is a mismatch, and with the row it is ok.
+func TestParityComparesRowsWithTheDurableHead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := storetest.Postgres(t)
+	p := storetest.Projects(t, st, "p")[0]
+	if _, err := st.SetSyncMode(ctx, p.ID, syncmode.GitOnly); err != nil {
+		t.Fatal(err)
+	}
+	for turn := int64(0); turn <= 2; turn++ {
+		if _, _, err := st.RecordCheckpoint(ctx, p.ID, wire.CheckpointRecord{CommitSHA: sha(int(turn) + 1), Turn: turn}, store.SourcePod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	objs, err := fs.New(t.TempDir(), fs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	three := int64(3)
+	m := repoarchive.RepoManifest{Version: repoarchive.RepoManifestVersion, Seq: 4, Head: "refs/heads/main",
+		Refs: map[string]string{"refs/heads/main": sha(4)}, HeadTurn: &three}
+	b := m.Marshal()
+	if _, err := objs.Put(ctx, objstore.RepoManifestKey(p.ID), bytes.NewReader(b), int64(len(b)), objstore.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c := &parity.Checker{Store: st, Objects: objs}
+	rep, err := c.Run(ctx, p.ID, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := rep.Projects[0]
+	if res.Status != parity.StatusMismatch || fmt.Sprint(res.Missing) != "[3]" || res.DurableHead != sha(4) ||
+		res.DurableHeadHasRow == nil || *res.DurableHeadHasRow {
+		t.Fatalf("result %+v", res)
+	}
+	if _, _, err := st.RecordCheckpoint(ctx, p.ID, wire.CheckpointRecord{CommitSHA: sha(4), Turn: 3}, store.SourcePod); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err = c.Run(ctx, p.ID, time.Hour); err != nil || rep.Projects[0].Status != parity.StatusOK {
+		t.Fatalf("with the head's row: %+v, %v", rep.Projects, err)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/metering"
 	"github.com/svc-dev/svc/apiserver/internal/publish"
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
-	"github.com/svc-dev/svc/apiserver/internal/webhooklog"
+	"github.com/svc-dev/svc/apiserver/internal/webhookapi"
 )
 
 // handlers are every handler value of the server, built once in New from
@@ -25,9 +25,10 @@ type handlers struct {
 	git     *gitserver.Server
 	publish *publish.API
 	console *console.Console
-	// webhooks serves the callback attempt log, endpoint health, replay
-	// and test messages.
-	webhooks *webhooklog.Handlers
+	// webhooks serves the member-facing webhook routes: the outbox
+	// long-poll, the callback attempt log, endpoint health, replay and test
+	// messages.
+	webhooks *webhookapi.Handlers
 }
 
 // buildHandlers builds the handlers of d for s (whose Auth, Registry,
@@ -44,10 +45,10 @@ func (s *Server) buildHandlers(d Deps) (handlers, error) {
 			Streams: s.Streams},
 		agent: &agentapi.API{Store: d.Store, Outbox: s.Outbox, Attempts: s.Webhooks, Objects: d.Objects,
 			Log: d.Log.Named("agentapi")},
-		webhooks: &webhooklog.Handlers{Log: s.Webhooks},
+		webhooks: &webhookapi.Handlers{Outbox: s.Outbox, Log: s.Webhooks, Channels: d.Store},
 	}
 	if d.AgentProxy != nil {
-		h.webhooks.Pod = webhooklog.PodFromRuntime(d.AgentProxy.Runtime, d.AgentProxy.Transport)
+		h.webhooks.Pod = webhookapi.PodFromRuntime(d.AgentProxy.Runtime, d.AgentProxy.Transport)
 	}
 	if d.Hydrate != nil {
 		r := checkpointreads.API{Hydrate: d.Hydrate, Store: d.Store, Objects: d.Objects, Log: d.Log.Named("checkpoints")}

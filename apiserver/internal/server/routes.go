@@ -90,7 +90,7 @@ func (s *Server) routes(e *echo.Echo) {
 	// served from the database, before the proxy's catch-all, so that it
 	// works while the agent is down.
 	proxy := e.Group("/api/projects/:id/agent-proxy", apiKey, member)
-	proxy.GET(internalapi.PodWebhook+"/outbox/:channelId", s.Outbox.Poll)
+	proxy.GET(internalapi.PodWebhook+"/outbox/:channelId", h.webhooks.Poll)
 	// The attempt log, endpoint health, replay and test messages (issue
 	// 24), from the database; replay and test send through the pod.
 	proxy.GET(internalapi.PodWebhook+"/attempts", h.webhooks.List)

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sethvargo/go-retry"
 	"go.uber.org/zap"
 )
 
@@ -13,7 +14,8 @@ import (
 // and serves everything that needs no storage (the public chat API, the
 // outbox) while it is down: /readyz reports it as detail,
 // /metrics as svc_object_storage_up, and the check is retried in the
-// background (RetryMin doubling to RetryMax while down, Recheck while up).
+// background (RetryMin doubling to RetryMax with jitter while down, Recheck
+// while up).
 type Health struct {
 	check func(ctx context.Context) error
 	log   *zap.Logger
@@ -52,7 +54,7 @@ func (h *Health) Start(ctx context.Context) {
 }
 
 func (h *Health) loop(ctx context.Context) {
-	wait := h.RetryMin
+	down := h.backoff()
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := h.check(cctx)
@@ -70,10 +72,10 @@ func (h *Health) loop(ctx context.Context) {
 			if was == nil || errors.Is(was, errNotChecked) {
 				h.log.Error("object storage unavailable; serving what needs none and retrying", zap.Error(err))
 			}
-			next, wait = wait, min(2*wait, h.RetryMax)
+			next, _ = down.Next()
 		case was != nil:
 			h.log.Info("object storage available")
-			wait = h.RetryMin
+			down = h.backoff()
 		}
 		t := time.NewTimer(next)
 		select {
@@ -83,4 +85,11 @@ func (h *Health) loop(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// backoff paces the checks while storage is down (go-retry, as every retry
+// of the service): RetryMin doubling to RetryMax, ±20 % jitter so replicas
+// started together do not probe together.
+func (h *Health) backoff() retry.Backoff {
+	return retry.WithCappedDuration(h.RetryMax, retry.WithJitterPercent(20, retry.NewExponential(h.RetryMin)))
 }

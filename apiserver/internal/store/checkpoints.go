@@ -69,6 +69,17 @@ func (s *Store) ListCheckpoints(ctx context.Context, projectID string, limit int
 	return all[Checkpoint](ctx, s.db.Order("created_at DESC, id DESC").Limit(limit), "project_id = ?", projectID)
 }
 
+// LastCheckpoint returns the row of a project's last turn: last in the
+// branch's history (the highest turn number), not last inserted — a
+// reconcile row written later for an older commit is not "last"; the
+// seed commit (turn 0) is not a turn. ErrNotFound when there is none.
+func (s *Store) LastCheckpoint(ctx context.Context, projectID string) (Checkpoint, error) {
+	var cp Checkpoint
+	err := s.db.WithContext(ctx).Where("project_id = ? AND turn > 0", projectID).
+		Order("turn DESC, created_at DESC, id DESC").First(&cp).Error
+	return cp, notFound(err)
+}
+
 // CheckpointSHAs returns the set of commit shas that have a row.
 func (s *Store) CheckpointSHAs(ctx context.Context, projectID string) (map[string]bool, error) {
 	var shas []string

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sethvargo/go-retry"
 	"github.com/sony/gobreaker/v2"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -214,6 +214,9 @@ func (r *Router) Send(ctx context.Context, model *catalog.Model, body func(*cata
 		body0  []byte
 		bodies [][]byte
 		hint   time.Duration // the longest Retry-After of this round
+		// backoff paces the rounds after the first (built when needed: no
+		// allocation when the first round answers).
+		backoff retry.Backoff
 	)
 	deps := r.byModel[model.ID]
 	if len(deps) != len(model.Deployments) {
@@ -232,7 +235,11 @@ func (r *Router) Send(ctx context.Context, model *catalog.Model, body func(*cata
 			if hint > r.o.BackoffMax {
 				break // the upstream asked for more than we wait
 			}
-			if err := r.sleep(ctx, max(r.backoff(round), hint)); err != nil {
+			if backoff == nil {
+				backoff = r.backoff()
+			}
+			d, _ := backoff.Next()
+			if err := r.sleep(ctx, max(d, hint)); err != nil {
 				break
 			}
 			hint = 0
@@ -422,14 +429,11 @@ func (r *Router) anyAvailable(model *catalog.Model) bool {
 	return false
 }
 
-// backoff is the wait before round (≥1): BackoffBase doubled per round,
-// with equal jitter, capped at BackoffMax.
-func (r *Router) backoff(round int) time.Duration {
-	d := r.o.BackoffBase << (round - 1)
-	if d <= 0 || d > r.o.BackoffMax {
-		d = r.o.BackoffMax
-	}
-	return d/2 + rand.N(d/2+1)
+// backoff paces a request's rounds (go-retry, as every retry of the
+// service): BackoffBase doubled per round, ±50 % jitter, capped at
+// BackoffMax.
+func (r *Router) backoff() retry.Backoff {
+	return retry.WithCappedDuration(r.o.BackoffMax, retry.WithJitterPercent(50, retry.NewExponential(r.o.BackoffBase)))
 }
 
 // retryAfter reads a Retry-After header (seconds or an HTTP date).

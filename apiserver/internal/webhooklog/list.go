@@ -129,3 +129,20 @@ func Group(attempts []wire.WebhookAttempt) []Message {
 func replayableState(s string) bool {
 	return s == wire.MessageDelivered || s == wire.MessageInOutbox || s == wire.MessageFetched
 }
+
+// EndpointHealth is the wire form of an endpoint row.
+func EndpointHealth(r store.WebhookEndpoint) wire.WebhookEndpointHealth {
+	e := wire.WebhookEndpointHealth{Endpoint: r.Endpoint, ConsecutiveFailures: r.ConsecutiveFailures,
+		Failing: r.DisabledAt != nil, LastError: r.LastError, LastAttemptAt: r.LastAttemptAt.UTC()}
+	if r.FailingSince != nil {
+		e.FailingSince = r.FailingSince.UTC()
+	}
+	if r.DisabledAt != nil {
+		e.DisabledAt = r.DisabledAt.UTC()
+	}
+	return e
+}
+
+// PodTimeout bounds a replay or test through the pod: one callback attempt
+// (30 s by default) and a margin.
+const PodTimeout = 45 * time.Second

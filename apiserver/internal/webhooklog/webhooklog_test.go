@@ -19,6 +19,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
+	"github.com/svc-dev/svc/apiserver/internal/webhookapi"
 	"github.com/svc-dev/svc/apiserver/internal/webhooklog"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/testenv"
@@ -56,7 +57,7 @@ func newWorld(t *testing.T, s *store.Store) *world {
 	w := &world{s: s, reg: prometheus.NewRegistry(), project: p.ID, channel: ch.ID}
 	w.log = webhooklog.New(s, zaptest.NewLogger(t), w.reg)
 	w.log.FailingAfter = time.Hour
-	h := &webhooklog.Handlers{Log: w.log}
+	h := &webhookapi.Handlers{Log: w.log, Channels: s}
 	e := echo.New()
 	e.HTTPErrorHandler = apierr.Handler(zaptest.NewLogger(t))
 	runtime := func(next echo.HandlerFunc) echo.HandlerFunc {

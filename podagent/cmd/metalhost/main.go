@@ -45,25 +45,40 @@ func main() {
 	os.Exit(run(os.Args[1:]))
 }
 
+// run is the command line: `metalhost serve [flags]` (the host daemon) and
+// `metalhost pipe ADDR` (QEMU's per-connection guestfwd helper), as cobra
+// verbs. No verb, an unknown one or -h of the binary exits 2 with the
+// binary's help.
 func run(args []string) int {
-	if len(args) == 2 && args[0] == "pipe" {
-		if err := pipe(args[1]); err != nil {
-			fmt.Fprintln(os.Stderr, "metalhost pipe:", err)
-			return 1
-		}
-		return 0
+	code := 0
+	root := cli.Root("metalhost", "The micro-VM host: runs each project's pod in a QEMU guest for the API's metal driver.",
+		cli.Verb("serve", "Serve the host's API for the metal driver, and /metrics.", settings.Help(options), func(args []string) error {
+			code = cli.Serve("metalhost", func() (*config, error) { return parse(args, os.Getenv) },
+				func(c *config) logging.Options { return c.Log }, serve)
+			return nil
+		}),
+		cli.Verb("pipe", "Connect stdin and stdout to ADDR (metalhost pipe ADDR; QEMU's guestfwd helper).", "", func(args []string) error {
+			if len(args) != 1 {
+				return fmt.Errorf("%w: metalhost pipe ADDR", cli.ErrUsage)
+			}
+			if err := pipe(args[0]); err != nil {
+				fmt.Fprintln(os.Stderr, "metalhost pipe:", err)
+				code = 1
+			}
+			return nil
+		}),
+	)
+	if err := cli.Run(root, args, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "metalhost:", err)
+		return cli.ExitUsage
 	}
-	if len(args) == 0 || args[0] != "serve" {
-		fmt.Fprintln(os.Stderr, "usage: metalhost serve [flags]   (metalhost serve -h lists the settings)")
-		return 2
-	}
-	return cli.Serve("metalhost", func() (*config, error) { return parse(args[1:], os.Getenv) },
-		func(c *config) logging.Options { return c.Log }, serve)
+	return code
 }
 
 func serve(cfg *config, log *zap.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	cli.LogForeign(log, cfg.Foreign)
 	sc := cfg.Store
 	sc.Dir, sc.Logger = datadir.Store(cfg.DataDir), log
 	store, err := objstore.Open(ctx, sc)
@@ -131,6 +146,9 @@ func pipe(addr string) error {
 
 // config is every metalhost setting, declared once (flag, env, default).
 type config struct {
+	// Foreign are other programs' variables of the environment, logged at
+	// debug.
+	Foreign                                         []settings.Foreign
 	HTTPAddr, Token, Dir, DataDir, CacheDir, APIURL string
 	Log                                             logging.Options
 	Store                                           objstore.Config
@@ -157,7 +175,7 @@ var options = slices.Concat([]settings.Option[config]{
 	{Flag: "kernel", Env: "SVC_METAL_KERNEL", Usage: "guest kernel vmlinuz (default: the newest /boot/vmlinuz-*)", Set: settings.String(func(c *config) *string { return &c.Kernel })},
 	{Flag: "memory-mb", Env: "SVC_METAL_MEMORY_MB", Def: "256", Usage: "guest memory", Set: settings.Int(func(c *config) *int { return &c.MemoryMB })},
 	{Flag: "disk-mb", Env: "SVC_METAL_DISK_MB", Def: "512", Usage: "workspace disk size (sparse)", Set: settings.Int(func(c *config) *int { return &c.DiskMB })},
-	{Flag: "export-interval-ms", Env: "METAL_PROJECT_DATA_EXPORT_INTERVAL_MS", Def: "120000", Usage: ".git and writable-state export interval (spec 8)", Set: func(c *config, v string) error {
+	{Flag: "export-interval-ms", Env: "METAL_PROJECT_DATA_EXPORT_INTERVAL_MS", Def: "120000", Usage: ".git and writable-state export interval", Set: func(c *config, v string) error {
 		ms, err := strconv.Atoi(v)
 		if err != nil || ms <= 0 {
 			return errors.New("must be a positive number of milliseconds")
@@ -180,9 +198,11 @@ var options = slices.Concat([]settings.Option[config]{
 
 func parse(args []string, getenv func(string) string) (*config, error) {
 	c := &config{GuestEnv: map[string]string{}}
-	if err := settings.CheckEnviron(os.Environ(), settings.EnvNames(options)); err != nil {
+	foreign, err := settings.CheckEnviron(os.Environ(), settings.EnvNames(options))
+	if err != nil {
 		return nil, err
 	}
+	c.Foreign = foreign
 	if _, err := settings.Parse(c, "metalhost serve", args, getenv, options); err != nil {
 		return nil, err
 	}

@@ -60,10 +60,13 @@ func guestMain(args []string) int {
 	for k, v := range env {
 		environ = append(environ, k+"="+v)
 	}
-	err = config.CheckEnviron(environ)
+	foreign, err := config.CheckEnviron(environ)
 	var cfg *config.Config
 	if err == nil {
 		cfg, err = config.Parse("podagent guest", nil, func(k string) string { return env[k] })
+	}
+	if cfg != nil {
+		cfg.Foreign = foreign
 	}
 	if err != nil {
 		logf("%v", err)
@@ -109,6 +112,12 @@ func (x *exporter) CommitAndPersist(ctx context.Context) error {
 }
 
 func (x *exporter) OpenRepoArchive(ctx context.Context) (io.ReadCloser, error) {
+	// The host exports the archive alone: fold the increments into it first.
+	if m, ok := x.p.Durable.Manifest(); ok && len(m.Increments) > 0 {
+		if err := x.p.Durable.Compact(ctx); err != nil {
+			return nil, err
+		}
+	}
 	rc, _, err := x.store.Get(ctx, x.key)
 	return rc, err
 }

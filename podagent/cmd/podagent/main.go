@@ -38,22 +38,46 @@ func main() {
 	os.Exit(run(os.Args[1:]))
 }
 
+// run is the command line: one cobra verb per mode, each handed its
+// arguments (its settings' flags, -flag or --flag). PID 1 of a micro-VM
+// guest is the guest mode whatever its arguments. No verb, an unknown one
+// or -h of the binary exits 2 with the binary's help.
 func run(args []string) int {
-	if guest.IsInit() || (len(args) > 0 && args[0] == "guest") {
+	if guest.IsInit() {
 		return guestMain(args)
 	}
-	if len(args) > 0 && args[0] == "paired" {
-		return pairedmachine.Main(args[1:], serve)
+	code := 0
+	verb := func(f func(args []string) int) func([]string) error {
+		return func(args []string) error { code = f(args); return nil }
 	}
-	if len(args) == 0 || args[0] != "serve" {
-		fmt.Fprintln(os.Stderr, "usage: podagent serve [flags]   (podagent serve -h lists the settings)")
-		return 2
+	root := cli.Root("podagent", "The pod-side agent of one project: its git work tree, the agent's tool loop, sync and the webhook channel.",
+		cli.Verb("serve", "Serve one project's pod: cold start, /agent/* routes, the shutdown flush on SIGTERM.", config.Help(),
+			verb(serveMain)),
+		cli.Verb("paired", "Serve the agent from this machine through a tunnel to the API (podagent paired --api URL --token TOKEN [pod flags]).",
+			pairedmachine.Help()+"\nand the pod's settings, as for serve:\n\n"+config.Help(),
+			verb(func(args []string) int { return pairedmachine.Main(args, serve) })),
+		cli.Verb("guest", "Micro-VM guest mode (podagent guest [--root DIR]); also PID 1 of a guest (SVC_METAL_GUEST_INIT=1).", "",
+			verb(func(args []string) int { return guestMain(append([]string{"guest"}, args...)) })),
+	)
+	if err := cli.Run(root, args, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "podagent:", err)
+		return cli.ExitUsage
 	}
+	return code
+}
+
+// serveMain is `podagent serve [flags]`.
+func serveMain(args []string) int {
 	return cli.Serve("podagent", func() (*config.Config, error) {
-		if err := config.CheckEnviron(os.Environ()); err != nil {
+		foreign, err := config.CheckEnviron(os.Environ())
+		if err != nil {
 			return nil, err
 		}
-		return config.Parse("podagent serve", args[1:], os.Getenv)
+		c, err := config.Parse("podagent serve", args, os.Getenv)
+		if c != nil {
+			c.Foreign = foreign
+		}
+		return c, err
 	},
 		func(c *config.Config) logging.Options { return c.Log },
 		func(c *config.Config, log *zap.Logger) error { return serve(c, log, nil) })
@@ -75,6 +99,7 @@ type extras struct {
 func serveWith(cfg *config.Config, log *zap.Logger, ln net.Listener, x extras) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	cli.LogForeign(log, cfg.Foreign)
 	if cfg.PprofAddr != "" {
 		// Before cold start, so the restore itself can be profiled.
 		pl, err := net.Listen("tcp", cfg.PprofAddr)

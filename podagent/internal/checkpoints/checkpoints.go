@@ -13,9 +13,7 @@ package checkpoints
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
 	"sync"
 
 	"go.uber.org/zap"
@@ -162,8 +160,7 @@ func (r *Recorder) Flush(ctx context.Context) error {
 		resp, err := r.poster.RecordCheckpoint(ctx, e.Record)
 		if err != nil {
 			r.bumpAttempts(e.Record.CommitSHA)
-			var se *internalapi.StatusError
-			if errors.As(err, &se) && se.Status == http.StatusBadRequest {
+			if internalapi.Permanent(err) {
 				// The API will never take this payload; keep the journal
 				// moving and say so (the API reconciles on hydrate).
 				r.log.Error("checkpoint record rejected as invalid; dropping it", zap.String("sha", e.Record.CommitSHA), zap.Error(err))

@@ -26,15 +26,24 @@ const DefaultLargeFileBytes = 5 << 20
 
 // Config is the pod's settings.
 type Config struct {
+	// Foreign are the variables of the environment that belong to another
+	// program of the service (the API server's, say), accepted and ignored;
+	// logged at debug once the logger exists.
+	Foreign []settings.Foreign
+
 	ProjectID    string
 	Mode         syncmode.Mode
 	APIURL       string
 	RuntimeToken string
 	DataDir      string
 	// Store is SVC_STORAGE and SVC_S3_* (ObjectStore adds its fs Dir).
-	Store                objstore.Config
-	WorkspaceDir         string
-	LargeFileBytes       int64
+	Store          objstore.Config
+	WorkspaceDir   string
+	LargeFileBytes int64
+	// DurableFull: every persist writes the whole base (no increments).
+	DurableFull bool
+	// DurableMaxIncrements listed before a background compaction.
+	DurableMaxIncrements int
 	DegradeAfterFailures int
 	HTTPAddr             string
 	PprofAddr            string
@@ -77,8 +86,10 @@ var options = slices.Concat([]settings.Option[Config]{
 	{Flag: "persist-retry-min", Env: "SVC_PERSIST_RETRY_MIN", Def: "1s", Usage: "first backoff of background persist/record retries", Set: settings.Duration(func(c *Config) *time.Duration { return &c.PersistRetryMin })},
 	{Flag: "persist-retry-max", Env: "SVC_PERSIST_RETRY_MAX", Def: "60s", Usage: "cap of background persist/record retry backoff", Set: settings.Duration(func(c *Config) *time.Duration { return &c.PersistRetryMax })},
 	{Flag: "shutdown-grace", Env: "SVC_SHUTDOWN_GRACE", Def: "25s", Usage: "time from SIGTERM to SIGKILL the runtime grants; the drain gets what the final git (5 s) and S3 (10 s) flushes leave", Set: settings.Duration(func(c *Config) *time.Duration { return &c.ShutdownGrace })},
+	{Flag: "durable-full", Env: "SVC_DURABLE_FULL", Def: "false", Usage: "write the whole repo.git.tar.gz at every persist instead of increments (before a downgrade: docs/sync-modes.md)", Set: settings.Bool(func(c *Config) *bool { return &c.DurableFull })},
+	{Flag: "durable-max-increments", Env: "SVC_DURABLE_MAX_INCREMENTS", Def: "16", Usage: "increments listed before the base is rewritten in the background", Set: settings.Int(func(c *Config) *int { return &c.DurableMaxIncrements })},
 	{Flag: "pod-generation", Env: "SVC_POD_GENERATION", Def: "0", Usage: "the runtime driver's generation of this pod; a pod never takes its project over from a newer generation", Set: settings.Int(func(c *Config) *int64 { return &c.Generation })},
-	{Flag: "lfs", Env: "SVC_LFS", Def: "true", Usage: "track files above LARGE_FILE_BYTES and curated binary types with git-lfs through the API's batch endpoint (spec 10.3)", Set: settings.Bool(func(c *Config) *bool { return &c.LFS })},
+	{Flag: "lfs", Env: "SVC_LFS", Def: "true", Usage: "track files above LARGE_FILE_BYTES and curated binary types with git-lfs through the API's batch endpoint", Set: settings.Bool(func(c *Config) *bool { return &c.LFS })},
 },
 	settings.LogOptions(func(c *Config) *logging.Options { return &c.Log }),
 	settings.StorageOptions(func(c *Config) *objstore.Config { return &c.Store }),
@@ -97,11 +108,15 @@ func Parse(name string, args []string, getenv func(string) string) (*Config, err
 	return c, c.validate()
 }
 
-// CheckEnviron refuses the SVC_ variables of environ that are no setting of
-// the pod (settings.CheckEnviron); extra are the caller's own settings
-// (paired mode's).
-func CheckEnviron(environ []string, extra ...string) error {
-	return settings.CheckEnviron(environ, append(settings.EnvNames(options), extra...))
+// EnvNames are the variables of the pod's settings.
+func EnvNames() []string { return settings.EnvNames(options) }
+
+// CheckEnviron refuses the SVC_ variables of environ that no program of the
+// service reads and returns those of another program, to be logged
+// (settings.CheckEnviron); extra are the caller's own settings (paired
+// mode's).
+func CheckEnviron(environ []string, extra ...string) ([]settings.Foreign, error) {
+	return settings.CheckEnviron(environ, append(EnvNames(), extra...))
 }
 
 func (c *Config) validate() error {
@@ -128,3 +143,7 @@ func (c *Config) validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// Help lists every setting of the pod with its flag, variable and default
+// (the settings part of `podagent serve -h` and `podagent help serve`).
+func Help() string { return settings.Help(options) }

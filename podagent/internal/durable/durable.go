@@ -1,19 +1,26 @@
-// Package durable persists and restores a project's .git as the durable
-// object <projectId>/repo.git.tar.gz (spec 2.7, 10.1).
+// Package durable persists and restores a project's .git (spec 2.7,
+// 10.1): the base <projectId>/repo.git.tar.gz (the spec's artifact, any
+// restore can read it), the increments written since (each one pack of the
+// objects a persist added, <projectId>/repo.git.inc/…), and the manifest
+// <projectId>/repo.git.manifest.json naming them with the refs — the
+// commit point of every persist (docs/sync-modes.md §13). A turn uploads
+// its change, not the repository; the base is rewritten in the
+// background (compact.go).
 //
-// Fencing (spec 10.1.1, the pod is the sole writer): every Put goes through
-// the pod's ownership lease (package ownership, docs/sync-modes.md §11): it
-// is conditional — If-None-Match "*" for the first write of a project,
-// If-Match the ETag this pod last wrote (or adopted at start) after — and
-// the project's ownership record is checked before and after it. A pod
-// that lost the record is fenced for the rest of its life and refuses
-// every further write. A second pod that wrongly holds the same project can
-// therefore never overwrite a newer history.
+// Fencing (spec 10.1.1, the pod is the sole writer): every base and
+// manifest Put goes through the pod's ownership lease (package ownership,
+// docs/sync-modes.md §11): it is conditional — If-None-Match "*" for the
+// first write of a project, If-Match the ETag this pod last wrote (or
+// adopted at start) after — and the project's ownership record is checked
+// before and after it. An increment is created once (If-None-Match "*")
+// under a key carrying the writer's epoch; no manifest names it until the
+// fenced manifest write succeeds. A pod that lost the record is fenced
+// for the rest of its life and refuses every further write.
 //
-// The archive holds the contents of .git (names relative to it: HEAD,
-// objects/..., refs/...), so extracting it anywhere gives a git dir the API
-// can use as is. Lock files, the pod's own state (svc-agent/) and, unless
-// asked, the large-file cache (lfs/) are left out.
+// The base holds the contents of .git (names relative to it: HEAD,
+// objects/..., refs/...), so extracting it anywhere gives a git dir. Lock
+// files, the pod's own state (svc-agent/) and, unless asked, the
+// large-file cache (lfs/) are left out.
 package durable
 
 import (
@@ -32,7 +39,6 @@ import (
 
 	"github.com/svc-dev/svc/podagent/internal/journal"
 	"github.com/svc-dev/svc/podagent/internal/ownership"
-	"github.com/svc-dev/svc/podagent/internal/s3sync"
 	"github.com/svc-dev/svc/podagent/internal/testhook"
 	"github.com/svc-dev/svc/shared/archive"
 	"github.com/svc-dev/svc/shared/atomicfile"
@@ -75,6 +81,13 @@ type Options struct {
 	// Lease fences every write (nil: a lease of its own, claimed at the
 	// first write).
 	Lease *ownership.Lease
+	// Full makes every persist write the whole base and a manifest without
+	// increments (the forced compaction before a downgrade, and the
+	// behaviour before increments existed; docs/sync-modes.md §13.6).
+	Full bool
+	// Compaction tunes the background rewrite of the base (zero values:
+	// the defaults).
+	Compaction CompactionOptions
 }
 
 // Persister owns the durable object of one project. Persist calls must be
@@ -82,6 +95,7 @@ type Options struct {
 type Persister struct {
 	opts   Options
 	key    string
+	manKey string
 	gitDir string
 	log    *zap.Logger
 
@@ -91,6 +105,18 @@ type Persister struct {
 	// first.
 	adoptPending atomic.Bool
 	lease        *ownership.Lease
+
+	// The manifest (docs/sync-modes.md §13.1): the last version this pod
+	// wrote, restored or adopted; nil while the project has none (a legacy
+	// object, or nothing durable yet).
+	man     *repoarchive.RepoManifest
+	manETag string
+	// lfsInBase: the last full snapshot carried .git/lfs (a large-file push
+	// had failed), so a compaction must carry it too.
+	lfsInBase bool
+	// manMu orders manifest writes of persists and of the compaction.
+	manMu sync.Mutex
+	bg    background
 }
 
 // New returns a Persister; call Restore or Adopt before the first Persist.
@@ -108,6 +134,7 @@ func New(opts Options) *Persister {
 		lease:  opts.Lease,
 		opts:   opts,
 		key:    objstore.RepoKey(opts.ProjectID),
+		manKey: objstore.RepoManifestKey(opts.ProjectID),
 		gitDir: filepath.Join(opts.Workspace, ".git"),
 		log:    opts.Log.Named("durable"),
 	}
@@ -119,8 +146,19 @@ func (p *Persister) Lease() *ownership.Lease { return p.lease }
 // Key returns the object key.
 func (p *Persister) Key() string { return p.key }
 
-// ETag returns the ETag this pod last wrote or adopted.
+// ETag returns the ETag of the commit point this pod last wrote or
+// adopted: the manifest's, or the base's for a legacy project.
 func (p *Persister) ETag() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.man != nil {
+		return p.manETag
+	}
+	return p.etag
+}
+
+// BaseETag returns the ETag of repo.git.tar.gz this pod last wrote or saw.
+func (p *Persister) BaseETag() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.etag
@@ -133,43 +171,98 @@ func (p *Persister) fence(reason string) error {
 	return p.lease.Fence(fmt.Sprintf("%s: %s (last ETag %q)", p.key, reason, p.ETag()))
 }
 
-// Snapshot is a staged archive of .git, ready to upload.
+// Snapshot is what one persist uploads, staged under the caller's
+// repository lock: an increment (a pack of the objects new since the
+// durable refs), only new refs, or — the first persist of a project, a
+// legacy object, a failed large-file push, or Options.Full — the whole
+// base.
 type Snapshot struct {
 	Path  string
 	Size  int64
 	Stats archive.Stats
+
+	kind     snapKind
+	refs     map[string]string
+	head     string
+	format   string
+	depsHash string
+	headTurn *int64
+	lfs      bool
+	pack     *repoarchive.Pack
+	sha256   string
 }
 
-// Remove deletes the staged file.
+type snapKind int
+
+const (
+	snapFull      snapKind = iota // the whole base, then the manifest
+	snapIncrement                 // one increment, then the manifest
+	snapRefs                      // refs moved to objects already durable: the manifest only
+	snapNone                      // nothing changed since the manifest
+)
+
+// Remove deletes the staged files.
 func (s *Snapshot) Remove() {
-	if s != nil {
+	if s == nil {
+		return
+	}
+	if s.Path != "" {
 		_ = os.Remove(s.Path)
+	}
+	if s.pack != nil {
+		_ = os.RemoveAll(s.pack.PackDir)
 	}
 }
 
-// Snapshot writes the archive of .git to a temp file. The caller holds the
+// Incremental reports whether the snapshot is smaller than the base.
+func (s *Snapshot) Incremental() bool { return s.kind != snapFull }
+
+// Snapshot stages what the next Upload writes. The caller holds the
 // repository lock so the snapshot never sees a half-written commit.
-// includeLFS keeps .git/lfs/objects (the large-file cache) in the archive:
+// includeLFS keeps .git/lfs/objects (the large-file cache) with .git:
 // spec 10.3, the cache is left out only if the last large-file push
-// succeeded, so bytes not yet in object storage travel with .git.
+// succeeded, so bytes not yet in object storage travel with .git; such a
+// snapshot is a whole base.
 func (p *Persister) Snapshot(ctx context.Context, includeLFS bool) (*Snapshot, error) {
 	tmpDir := filepath.Join(p.gitDir, StateDirName, "tmp")
 	if err := os.MkdirAll(tmpDir, 0o755); err != nil {
 		return nil, err
 	}
-	f, err := os.CreateTemp(tmpDir, "repo-*.tar.gz")
-	if err != nil {
+	snap := &Snapshot{lfs: includeLFS}
+	var err error
+	if snap.refs, snap.head, err = p.localRefs(ctx); err != nil {
 		return nil, err
 	}
-	snap := &Snapshot{Path: f.Name()}
-	ropts := repoarchive.Options{Level: p.opts.GzipLevel, IncludeLFS: includeLFS}
+	snap.format, _ = repoarchive.ObjectFormat(p.gitDir)
+	snap.headTurn = p.headTurn(ctx)
+	var meta *repoarchive.Manifest
 	if p.opts.Manifest != nil {
 		if m, err := p.opts.Manifest(ctx); err != nil {
 			p.log.Warn("building the manifest of the durable object; writing it without one", zap.Error(err))
 		} else {
-			ropts.Manifest = &m
+			meta, snap.depsHash = &m, m.DepsHash
 		}
 	}
+	p.mu.Lock()
+	man := p.man
+	p.mu.Unlock()
+	if man != nil && !includeLFS && !p.opts.Full {
+		ok, err := p.snapshotIncrement(ctx, snap, man, tmpDir)
+		if ok {
+			return snap, nil
+		}
+		p.log.Warn("staging an increment failed; writing the whole base", zap.Error(err))
+	}
+	return p.snapshotFull(ctx, snap, tmpDir, meta)
+}
+
+func (p *Persister) snapshotFull(ctx context.Context, snap *Snapshot, tmpDir string, meta *repoarchive.Manifest) (*Snapshot, error) {
+	f, err := os.CreateTemp(tmpDir, "repo-*.tar.gz")
+	if err != nil {
+		return nil, err
+	}
+	snap.kind, snap.Path = snapFull, f.Name()
+	ropts := repoarchive.Options{Level: p.opts.GzipLevel, IncludeLFS: snap.lfs, Manifest: meta}
 	st, err := repoarchive.Create(f, p.gitDir, ropts)
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -190,8 +283,10 @@ func (p *Persister) Snapshot(ctx context.Context, includeLFS bool) (*Snapshot, e
 	return snap, nil
 }
 
-// Upload writes snap with the fencing condition. On success the new ETag is
-// remembered (in memory and on disk).
+// Upload writes snap: the base with the fencing condition, or the
+// increment (created once, If-None-Match "*"), then the manifest through
+// the lease — the commit point. On success the new ETags are remembered
+// (in memory and on disk).
 func (p *Persister) Upload(ctx context.Context, snap *Snapshot) (objstore.ObjectInfo, error) {
 	if p.adoptPending.Load() {
 		if err := p.Adopt(ctx); err != nil {
@@ -201,20 +296,51 @@ func (p *Persister) Upload(ctx context.Context, snap *Snapshot) (objstore.Object
 	if p.Fenced() {
 		return objstore.ObjectInfo{}, ErrFenced
 	}
-	body := ownership.FileBody(snap.Path)
-	if testhook.Enabled() {
-		body = func() (io.ReadCloser, int64, error) {
-			f, size, err := ownership.FileBody(snap.Path)()
-			if err != nil {
-				return nil, 0, err
-			}
-			return struct {
-				io.Reader
-				io.Closer
-			}{&midHookReader{r: f, half: size / 2}, f}, size, nil
-		}
+	p.manMu.Lock()
+	defer p.manMu.Unlock()
+	p.mu.Lock()
+	cur, curETag := p.man, p.manETag
+	p.mu.Unlock()
+	if snap.kind == snapNone && cur != nil {
+		// Nothing to write; still only the owner may call it durable.
+		return objstore.ObjectInfo{Key: p.manKey, ETag: curETag}, p.lease.Check(ctx)
 	}
-	info, err := p.lease.Put(ctx, p.opts.Store, p.key, p.ETag(), body, objstore.PutOptions{ContentType: "application/gzip"})
+	next := p.nextManifest(cur)
+	switch snap.kind {
+	case snapFull:
+		info, err := p.putBase(ctx, snap.Path, snap.Size)
+		if err != nil {
+			return info, err
+		}
+		next.Base = repoarchive.BaseRef{ETag: info.ETag, Epoch: next.Epoch, Seq: next.Seq, Bytes: snap.Size, Refs: snap.refs}
+		next.Retired = retire(next.Retired, next.Increments, time.Now())
+		next.Increments = nil
+		p.mu.Lock()
+		p.lfsInBase = snap.lfs
+		p.mu.Unlock()
+	case snapIncrement:
+		inc, err := p.putIncrement(ctx, snap, next)
+		if err != nil {
+			return objstore.ObjectInfo{}, err
+		}
+		next.Increments = append(next.Increments, inc)
+	}
+	next.Refs, next.Head, next.DepsHash, next.HeadTurn = snap.refs, snap.head, snap.depsHash, snap.headTurn
+	if snap.format != "" {
+		next.ObjectFormat = snap.format
+	}
+	info, err := p.putManifest(ctx, curETag, next)
+	if err != nil {
+		return info, err
+	}
+	p.maybeCompact()
+	return info, nil
+}
+
+// putBase writes repo.git.tar.gz through the lease, If-Match the base
+// this pod last wrote or saw.
+func (p *Persister) putBase(ctx context.Context, path string, size int64) (objstore.ObjectInfo, error) {
+	info, err := p.lease.Put(ctx, p.opts.Store, p.key, p.BaseETag(), hookedBody(ownership.FileBody(path)), objstore.PutOptions{ContentType: "application/gzip"})
 	if errors.Is(err, ErrFenced) {
 		return info, err
 	}
@@ -224,10 +350,24 @@ func (p *Persister) Upload(ctx context.Context, snap *Snapshot) (objstore.Object
 	p.mu.Lock()
 	p.etag = info.ETag
 	p.mu.Unlock()
-	if err := p.saveState(info.ETag); err != nil {
-		p.log.Warn("saving durable state", zap.Error(err))
-	}
 	return info, nil
+}
+
+// hookedBody pauses at testhook.MidUpload half way through the body.
+func hookedBody(body ownership.Body) ownership.Body {
+	if !testhook.Enabled() {
+		return body
+	}
+	return func() (io.ReadCloser, int64, error) {
+		f, size, err := body()
+		if err != nil {
+			return nil, 0, err
+		}
+		return struct {
+			io.Reader
+			io.Closer
+		}{&midHookReader{r: f, half: size / 2}, f}, size, nil
+	}
 }
 
 // midHookReader calls testhook.MidUpload once half the bytes were read.
@@ -251,17 +391,20 @@ func (m *midHookReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
+// state is durable.json: what this pod last wrote or adopted.
 type state struct {
-	ETag    string    `json:"etag"`
-	Written time.Time `json:"written"`
+	ETag         string    `json:"etag"` // the base
+	ManifestETag string    `json:"manifestEtag,omitempty"`
+	Written      time.Time `json:"written"`
 }
 
 func (p *Persister) statePath() string {
 	return filepath.Join(p.gitDir, StateDirName, "durable.json")
 }
 
-func (p *Persister) saveState(etag string) error {
-	b, _ := json.Marshal(state{ETag: etag, Written: time.Now().UTC()})
+func (p *Persister) saveState(st state) error {
+	st.Written = time.Now().UTC()
+	b, _ := json.Marshal(st)
 	return atomicfile.Write(p.statePath(), b, 0o600)
 }
 
@@ -278,180 +421,6 @@ func (p *Persister) loadState() (state, error) {
 func (p *Persister) HasLocalRepo() bool {
 	fi, err := os.Stat(filepath.Join(p.gitDir, "HEAD"))
 	return err == nil && fi.Mode().IsRegular()
-}
-
-// Restore downloads the durable object into <workspace>/.git. It does
-// nothing (false) when .git is already local (spec 10.1.7) or when no
-// object exists. It extracts into a staging directory first, so a crash
-// never leaves a partial .git.
-func (p *Persister) Restore(ctx context.Context, limits archive.ExtractOptions) (restored bool, err error) {
-	return p.RestoreWith(ctx, limits, nil)
-}
-
-// RestoreWith is Restore that hands the object's manifest to onManifest as
-// soon as the download reaches it (the first entry), while the rest of .git
-// is still being extracted; nil onManifest ignores it. onManifest must not
-// block. An object without a manifest (written before it existed) never
-// calls it.
-func (p *Persister) RestoreWith(ctx context.Context, limits archive.ExtractOptions, onManifest func(repoarchive.Manifest)) (restored bool, err error) {
-	staging := filepath.Join(p.opts.Workspace, restoreStaging)
-	_ = os.RemoveAll(staging)
-	if p.HasLocalRepo() {
-		return false, nil
-	}
-	rc, info, err := p.opts.Store.Get(ctx, p.key)
-	if errors.Is(err, objstore.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("durable: get %s: %w", p.key, err)
-	}
-	defer rc.Close()
-	limits.NoLinks = true // a .git never holds a link
-	tap := &s3sync.Tap{Name: repoarchive.ManifestName, Fn: func(b []byte) {
-		m, err := repoarchive.ParseManifest(b)
-		if err != nil {
-			p.log.Warn("ignoring the manifest of the durable object", zap.Error(err))
-			return
-		}
-		if onManifest != nil {
-			onManifest(m)
-		}
-	}}
-	if _, err := s3sync.ExtractTarGzTap(rc, staging, limits, tap); err != nil {
-		_ = os.RemoveAll(staging)
-		return false, fmt.Errorf("durable: extract %s: %w", p.key, err)
-	}
-	if err := Sanitize(staging); err != nil {
-		_ = os.RemoveAll(staging)
-		return false, err
-	}
-	// The extraction wrote without fsync; make .git durable before
-	// durable.json vouches for it, or a power loss could leave an adopted
-	// .git with empty packs (the ETag would match and nothing would check).
-	if err := atomicfile.SyncTree(staging); err != nil {
-		_ = os.RemoveAll(staging)
-		return false, fmt.Errorf("durable: sync restored .git: %w", err)
-	}
-	if err := carryJournal(p.gitDir, staging); err != nil {
-		_ = os.RemoveAll(staging)
-		return false, err
-	}
-	_ = os.RemoveAll(p.gitDir) // a .git without HEAD is a leftover, not a repo
-	if err := os.Rename(staging, p.gitDir); err != nil {
-		return false, err
-	}
-	if err := atomicfile.SyncDir(p.opts.Workspace); err != nil {
-		return false, fmt.Errorf("durable: sync workspace: %w", err)
-	}
-	p.mu.Lock()
-	p.etag = info.ETag
-	p.mu.Unlock()
-	if err := p.saveState(info.ETag); err != nil {
-		return true, err
-	}
-	p.log.Info("restored .git from the durable object", zap.String("key", p.key), zap.String("etag", info.ETag), zap.Int64("bytes", info.Size))
-	return true, nil
-}
-
-// Adopt establishes the fencing token when .git is already local (a
-// restart on the same disk). If the durable object still has the ETag this
-// pod last wrote, or holds nothing the local repository lacks (a crash
-// between PUT and recording the ETag), its ETag is adopted. Otherwise
-// another writer got ahead: the Persister is fenced.
-func (p *Persister) Adopt(ctx context.Context) error {
-	info, err := p.opts.Store.Head(ctx, p.key)
-	if errors.Is(err, objstore.ErrNotExist) {
-		p.mu.Lock()
-		p.etag = ""
-		p.mu.Unlock()
-		p.adoptPending.Store(false)
-		return nil
-	}
-	if err != nil {
-		// Storage is down: the pod serves from its local .git and the first
-		// upload adopts (or fences) before it writes anything.
-		p.adoptPending.Store(true)
-		return fmt.Errorf("%w: head %s: %w", ErrAdoptPending, p.key, err)
-	}
-	defer func() {
-		if p.Fenced() || p.ETag() == info.ETag {
-			p.adoptPending.Store(false)
-		}
-	}()
-	if st, err := p.loadState(); err == nil && st.ETag == info.ETag {
-		p.mu.Lock()
-		p.etag = info.ETag
-		p.mu.Unlock()
-		return nil
-	}
-	// The object changed since our last recorded write: accept it only if
-	// everything it holds is already in the local repository.
-	ok, why, err := p.localContains(ctx)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return p.fence(why)
-	}
-	p.mu.Lock()
-	p.etag = info.ETag
-	p.mu.Unlock()
-	p.log.Info("adopted the durable object: local history contains it", zap.String("etag", info.ETag))
-	return p.saveState(info.ETag)
-}
-
-// localContains downloads the durable object and checks that each of its
-// refs is present locally under the same name with the durable tip being an
-// ancestor of (or equal to) the local tip.
-func (p *Persister) localContains(ctx context.Context) (bool, string, error) {
-	tmp, err := os.MkdirTemp(filepath.Join(p.gitDir, StateDirName), "adopt-")
-	if err != nil {
-		if err := os.MkdirAll(filepath.Join(p.gitDir, StateDirName), 0o755); err != nil {
-			return false, "", err
-		}
-		if tmp, err = os.MkdirTemp(filepath.Join(p.gitDir, StateDirName), "adopt-"); err != nil {
-			return false, "", err
-		}
-	}
-	defer os.RemoveAll(tmp)
-	rc, _, err := p.opts.Store.Get(ctx, p.key)
-	if err != nil {
-		return false, "", fmt.Errorf("durable: get %s: %w", p.key, err)
-	}
-	_, err = archive.ExtractTarGz(rc, tmp, archive.ExtractOptions{NoLinks: true})
-	rc.Close()
-	if err == nil {
-		err = Sanitize(tmp)
-	}
-	if err != nil {
-		return false, "", fmt.Errorf("durable: extract %s: %w", p.key, err)
-	}
-	remote, err := p.opts.Runner.Refs(ctx, tmp)
-	if err != nil {
-		return false, "", err
-	}
-	local, err := p.opts.Runner.Refs(ctx, p.gitDir)
-	if err != nil {
-		return false, "", err
-	}
-	for name, sha := range remote {
-		lsha, ok := local[name]
-		if !ok {
-			return false, "durable ref " + name + " is missing locally", nil
-		}
-		if lsha == sha {
-			continue
-		}
-		err := p.opts.Runner.Command("merge-base", "--is-ancestor").AddDynamic(sha, lsha).Env("GIT_DIR=" + p.gitDir).Run(ctx)
-		if err != nil {
-			if gitrun.ExitCode(err) == 1 || gitrun.ExitCode(err) == 128 {
-				return false, fmt.Sprintf("durable %s at %s is not contained in the local %s", name, sha, lsha), nil
-			}
-			return false, "", err
-		}
-	}
-	return true, "", nil
 }
 
 // Cleanup removes leftovers of a crash (staged snapshots).

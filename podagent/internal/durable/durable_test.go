@@ -21,7 +21,7 @@ import (
 
 // git runs git in dir with no user or system config and returns its
 // trimmed output.
-func git(t *testing.T, dir string, args ...string) string {
+func git(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
@@ -122,7 +122,7 @@ func TestPersistRestoreAndFencing(t *testing.T) {
 	if !a.Fenced() {
 		t.Fatal("pod A does not report itself fenced")
 	}
-	info, err := st.Head(ctx, objstore.RepoKey("p1"))
+	info, err := st.Head(ctx, objstore.RepoManifestKey("p1"))
 	if err != nil || info.ETag != first.ETag {
 		t.Fatalf("durable object after the refused write: %+v, %v; want ETag %s", info, err, first.ETag)
 	}

@@ -38,7 +38,7 @@ func NewMetrics() *Metrics {
 			Namespace: "svc", Subsystem: "podagent", Name: "persist_failures_total",
 			Help: "Failed durability steps (persist of .git).",
 		}),
-		Degraded:       gauge("cloud_sync_degraded", "1 while the pod is in the degraded durability state (spec 3.2), else 0."),
+		Degraded:       gauge("cloud_sync_degraded", "1 while the pod is in the degraded durability state, else 0."),
 		RecordsPending: gauge("checkpoint_records_pending", "Commits made but not yet recorded as checkpoint rows."),
 		Fenced:         gauge("durable_fenced", "1 once another writer was detected on this project's repo.git.tar.gz; the pod stopped writing it."),
 	}

@@ -42,7 +42,6 @@ import (
 
 	"github.com/svc-dev/svc/podagent/internal/testhook"
 	"github.com/svc-dev/svc/shared/objstore"
-	"github.com/svc-dev/svc/shared/wire"
 )
 
 // ErrFenced is returned by every write once another pod owns the project.
@@ -128,7 +127,7 @@ func (l *Lease) Claim(ctx context.Context) error {
 		return ErrFenced
 	}
 	for attempt := 0; ; attempt++ {
-		prev, etag, err := wire.ReadOwnerRecord(ctx, l.o.Store, l.o.ProjectID)
+		prev, etag, err := objstore.ReadOwnerRecord(ctx, l.o.Store, l.o.ProjectID)
 		opts := objstore.PutOptions{ContentType: "application/json"}
 		switch {
 		case errors.Is(err, objstore.ErrNotExist):
@@ -141,7 +140,7 @@ func (l *Lease) Claim(ctx context.Context) error {
 		if l.o.Generation > 0 && prev.Generation > l.o.Generation {
 			return l.Fence(fmt.Sprintf("the record names generation %d, newer than this pod's %d", prev.Generation, l.o.Generation))
 		}
-		rec := wire.OwnerRecord{Epoch: prev.Epoch + 1, Pod: l.o.Pod, Generation: l.o.Generation, Claimed: time.Now().UTC()}
+		rec := objstore.OwnerRecord{Epoch: prev.Epoch + 1, Pod: l.o.Pod, Generation: l.o.Generation, Claimed: time.Now().UTC()}
 		b, _ := json.Marshal(rec)
 		info, err := l.o.Store.Put(ctx, l.key, bytes.NewReader(b), int64(len(b)), opts)
 		if errors.Is(err, objstore.ErrPreconditionFailed) && attempt < 10 {
@@ -181,7 +180,7 @@ func (l *Lease) Check(ctx context.Context) error {
 		return fmt.Errorf("ownership: head %s: %w", l.key, err)
 	}
 	if info.ETag != mine {
-		rec, _, rerr := wire.ReadOwnerRecord(ctx, l.o.Store, l.o.ProjectID)
+		rec, _, rerr := objstore.ReadOwnerRecord(ctx, l.o.Store, l.o.ProjectID)
 		if rerr == nil && rec.Epoch == epoch && rec.Pod == l.o.Pod {
 			return nil // the same claim (a backend whose ETag of a GET differs)
 		}

@@ -15,7 +15,6 @@ import (
 	fsstore "github.com/svc-dev/svc/shared/objstore/fs"
 	s3store "github.com/svc-dev/svc/shared/objstore/s3"
 	"github.com/svc-dev/svc/shared/testenv"
-	"github.com/svc-dev/svc/shared/wire"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -91,7 +90,7 @@ func TestNewestClaimOwnsTheProject(t *testing.T) {
 			if err := b.Claim(ctx); err != nil || b.Epoch() != 2 {
 				t.Fatalf("B claim: epoch %d, %v", b.Epoch(), err)
 			}
-			if rec, _, err := wire.ReadOwnerRecord(ctx, s, "p1"); err != nil || rec.Epoch != 2 || rec.Pod != "b" {
+			if rec, _, err := objstore.ReadOwnerRecord(ctx, s, "p1"); err != nil || rec.Epoch != 2 || rec.Pod != "b" {
 				t.Fatalf("record = %+v %v", rec, err)
 			}
 			// A's write that passed its check before B claimed lands after
@@ -148,7 +147,7 @@ func TestOlderGenerationNeverClaimsOverNewer(t *testing.T) {
 	if err := older.Claim(ctx); !errors.Is(err, ownership.ErrFenced) {
 		t.Fatalf("older generation claim: %v, want ErrFenced", err)
 	}
-	if rec, _, err := wire.ReadOwnerRecord(ctx, s, "p1"); err != nil || rec.Pod != "gen2" || rec.Generation != 2 {
+	if rec, _, err := objstore.ReadOwnerRecord(ctx, s, "p1"); err != nil || rec.Pod != "gen2" || rec.Generation != 2 {
 		t.Fatalf("record = %+v %v", rec, err)
 	}
 	if err := newer.Check(ctx); err != nil || fencedLines(logs) != 1 {

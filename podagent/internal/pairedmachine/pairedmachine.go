@@ -20,7 +20,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -32,6 +31,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/sethvargo/go-retry"
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/podagent/internal/config"
@@ -204,33 +204,49 @@ func (l *Listener) Accept() (net.Conn, error) {
 			return nil, net.ErrClosed
 		}
 	}
-	minB, maxB := l.MinBackoff, l.MaxBackoff
-	minB = settings.PositiveOr(minB, 250*time.Millisecond)
-	maxB = settings.PositiveOr(maxB, 30*time.Second)
-	backoff := minB
-	for {
-		conn, err := l.Client.Dial(l.ctx)
-		if err == nil {
-			tc := conn.(*tunnelConn)
-			l.mu.Lock()
-			l.current = tc
-			l.mu.Unlock()
-			l.Client.log().Info("tunnel connected", zap.String("api", l.Client.APIURL))
-			return tc, nil
+	minB := settings.PositiveOr(l.MinBackoff, 250*time.Millisecond)
+	maxB := settings.PositiveOr(l.MaxBackoff, 30*time.Second)
+	var tc *tunnelConn
+	var last error
+	err := retry.Do(l.ctx, logged(retry.WithCappedDuration(maxB, retry.WithJitterPercent(50, retry.NewExponential(minB))),
+		func(d time.Duration) {
+			l.Client.log().Warn("tunnel dial failed; retrying", zap.Duration("in", d), zap.Error(last))
+		}), func(ctx context.Context) error {
+		conn, err := l.Client.Dial(ctx)
+		switch {
+		case err == nil:
+			tc = conn.(*tunnelConn)
+			return nil
+		case errors.Is(err, ErrUnauthorized):
+			return err
 		}
-		if errors.Is(err, ErrUnauthorized) {
-			return nil, err
-		}
-		if l.ctx.Err() != nil {
-			return nil, net.ErrClosed
-		}
-		d := backoff/2 + rand.N(backoff/2+1) // jitter
-		l.Client.log().Warn("tunnel dial failed; retrying", zap.Duration("in", d), zap.Error(err))
-		if wait.For(l.ctx, d) != nil {
-			return nil, net.ErrClosed
-		}
-		backoff = min(backoff*2, maxB)
+		last = err
+		return retry.RetryableError(err)
+	})
+	switch {
+	case err == nil:
+		l.mu.Lock()
+		l.current = tc
+		l.mu.Unlock()
+		l.Client.log().Info("tunnel connected", zap.String("api", l.Client.APIURL))
+		return tc, nil
+	case l.ctx.Err() != nil:
+		return nil, net.ErrClosed
 	}
+	return nil, err
+}
+
+// logged is next, calling log with each wait it gives: the pairing loops
+// retry the one way the service retries (go-retry) and still say when
+// they try again.
+func logged(next retry.Backoff, log func(time.Duration)) retry.Backoff {
+	return retry.BackoffFunc(func() (time.Duration, bool) {
+		d, stop := next.Next()
+		if !stop {
+			log(d)
+		}
+		return d, stop
+	})
 }
 
 // Close stops dialling; the current tunnel stays open until the server that
@@ -269,8 +285,10 @@ type Serve func(cfg *config.Config, log *zap.Logger, ln net.Listener) error
 // dirs, …) are the pod's usual flags and SVC_* environment.
 func Main(args []string, serve Serve) int {
 	var rest []string
+	var foreign []settings.Foreign
 	c, log, ok := cli.Start("podagent paired", func() (c pairedConfig, err error) {
-		if err := config.CheckEnviron(os.Environ(), settings.EnvNames(pairedOptions())...); err != nil {
+		foreign, err = config.CheckEnviron(os.Environ(), settings.EnvNames(pairedOptions())...)
+		if err != nil {
 			return c, err
 		}
 		c, rest, err = parseArgs(args, os.Getenv)
@@ -309,6 +327,7 @@ func Main(args []string, serve Serve) int {
 		fmt.Fprintln(os.Stderr, "podagent paired:", err)
 		return 2
 	}
+	cfg.Foreign = foreign
 	log.Info("paired machine serving project", zap.String("projectId", sess.ProjectID), zap.String("api", c.API))
 	if err := serve(cfg, log, &Listener{Client: client}); err != nil {
 		log.Error("podagent failed", zap.Error(err))
@@ -317,22 +336,22 @@ func Main(args []string, serve Serve) int {
 	return 0
 }
 
-// sessionWithRetry retries transient failures for up to limit; a refused
-// token fails at once.
+// sessionWithRetry retries transient failures for up to limit (250 ms
+// doubling to 5 s, with jitter); a refused token fails at once.
 func sessionWithRetry(ctx context.Context, c *Client, limit time.Duration) (Session, error) {
-	deadline := time.Now().Add(limit)
-	backoff := 250 * time.Millisecond
-	for {
+	var last error
+	b := logged(retry.WithMaxDuration(limit, retry.WithCappedDuration(5*time.Second,
+		retry.WithJitterPercent(20, retry.NewExponential(250*time.Millisecond)))), func(d time.Duration) {
+		c.log().Warn("pairing session failed; retrying", zap.Duration("in", d), zap.Error(last))
+	})
+	return retry.DoValue(ctx, b, func(ctx context.Context) (Session, error) {
 		s, err := c.Session(ctx)
-		if err == nil || errors.Is(err, ErrUnauthorized) || time.Now().After(deadline) {
+		if err == nil || errors.Is(err, ErrUnauthorized) {
 			return s, err
 		}
-		c.log().Warn("pairing session failed; retrying", zap.Duration("in", backoff), zap.Error(err))
-		if err := wait.For(ctx, backoff); err != nil {
-			return Session{}, err
-		}
-		backoff = min(backoff*2, 5*time.Second)
-	}
+		last = err
+		return s, retry.RetryableError(err)
+	})
 }
 
 // splitArgs separates --name value / --name=value flags of names from the rest.
@@ -396,3 +415,7 @@ func parseArgs(args []string, getenv func(string) string) (pairedConfig, []strin
 	}
 	return c, rest, nil
 }
+
+// Help lists paired mode's own settings with their flags, variables and
+// defaults (`podagent help paired`; the pod's settings follow them).
+func Help() string { return settings.Help(pairedOptions()) }

@@ -180,6 +180,7 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 		SetSuppressProjectArchive: strat.SuppressSource(p.S3),
 	}, log.Named("degrade"))
 	p.Durable = durable.New(durable.Options{Store: o.Store, ProjectID: cfg.ProjectID, Workspace: ws, Runner: runner, Log: log, Lease: p.Lease,
+		Full: cfg.DurableFull, Compaction: durable.CompactionOptions{MaxIncrements: cfg.DurableMaxIncrements},
 		Manifest: func(ctx context.Context) (repoarchive.Manifest, error) {
 			hash, err := p.Repo.LockfileHash(ctx)
 			return repoarchive.Manifest{DepsHash: hash}, err
@@ -343,6 +344,9 @@ func (p *Pod) Close() {
 	}
 	if p.Sync != nil {
 		p.Sync.Close()
+	}
+	if p.Durable != nil {
+		p.Durable.Close() // a running compaction
 	}
 	if p.S3 != nil {
 		p.S3.Close()

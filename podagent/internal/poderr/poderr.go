@@ -8,8 +8,6 @@ package poderr
 
 import (
 	"errors"
-	"net/http"
-	"strings"
 
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
@@ -18,9 +16,9 @@ import (
 )
 
 // From converts any error: a coded error is resolved against wire.Codes,
-// echo's own errors keep their status (relayed, their code the status's
-// words), a full disk is DiskFull, anything else is a 500 whose details
-// are logged and not sent.
+// echo's own errors become the declared code of their status
+// (wire.Framework, as the API server's apierr does), a full disk is
+// DiskFull, anything else is a 500 whose details are logged and not sent.
 func From(err error) *wire.Error {
 	var e *wire.Error
 	var he *echo.HTTPError
@@ -28,19 +26,13 @@ func From(err error) *wire.Error {
 	case errors.As(err, &e):
 		return e.Resolve(wire.Statuses)
 	case errors.As(err, &he):
-		msg := http.StatusText(he.Code)
-		if m, ok := he.Message.(string); ok {
-			msg = m
-		}
-		return wire.Relayed(he.Code, wire.ErrorDetail{
-			Code: strings.ToLower(strings.ReplaceAll(http.StatusText(he.Code), " ", "_")), Message: msg})
+		msg, _ := he.Message.(string)
+		return wire.Framework(he.Code, msg, err)
 	}
 	if wire.DiskFull(err) {
 		return DiskFull(err)
 	}
-	e = wire.Coded("internal_error", "Internal error.")
-	e.Cause = err
-	return e
+	return wire.Internal(err)
 }
 
 // DiskFull is the 507 insufficient_storage of a full workspace disk (the

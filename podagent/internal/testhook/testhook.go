@@ -18,12 +18,16 @@ import (
 
 // Points used by the pod, and the environment variables.
 const (
-	AfterCommit   = "after-commit"    // the turn's commit exists locally; nothing persisted yet
-	MidUpload     = "mid-upload"      // half of repo.git.tar.gz has been sent to the store
-	AfterPersist  = "after-persist"   // the object is written; the checkpoint not yet recorded
-	BeforeS3Flush = "before-s3-flush" // shutdown: after the git flush, before the S3 flush
-	BeforeWrite   = "before-write"    // a fenced write checked the ownership record; its PUT is not sent yet
-	BeforePush    = "before-push"     // dual_shadow: the push checked the ownership record; git push not run yet
+	AfterCommit    = "after-commit"    // the turn's commit exists locally; nothing persisted yet
+	MidUpload      = "mid-upload"      // half of repo.git.tar.gz (or of an increment) has been sent to the store
+	AfterIncrement = "after-increment" // the turn's increment is stored; no manifest names it yet
+	AfterManifest  = "after-manifest"  // the manifest naming the turn is stored; durable.json not yet written
+	CompactBase    = "compact-base"    // a compaction stored the new base; the manifest still names the old one
+	CompactRepoint = "compact-repoint" // a compaction re-pointed the manifest; the retired increments still exist
+	AfterPersist   = "after-persist"   // the object is written; the checkpoint not yet recorded
+	BeforeS3Flush  = "before-s3-flush" // shutdown: after the git flush, before the S3 flush
+	BeforeWrite    = "before-write"    // a fenced write checked the ownership record; its PUT is not sent yet
+	BeforePush     = "before-push"     // dual_shadow: the push checked the ownership record; git push not run yet
 
 	WebhookAccepted = "webhook-accepted" // an async message is journaled; the 202 is not written yet
 	WebhookTurn     = "webhook-turn"     // a journaled message's turn is about to run

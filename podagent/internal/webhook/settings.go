@@ -42,7 +42,7 @@ func SettingsOptions[C any](p func(*C) *Settings) []settings.Option[C] {
 		return settings.PositiveDuration(func(c *C) *time.Duration { return f(p(c)) })
 	}
 	return []settings.Option[C]{
-		{Flag: "webhook-sync-timeout", Env: "SVC_WEBHOOK_SYNC_TIMEOUT", Def: DefaultSyncTimeout.String(), Usage: "sync reply timeout (spec 8)", Set: dur(func(s *Settings) *time.Duration { return &s.SyncTimeout })},
+		{Flag: "webhook-sync-timeout", Env: "SVC_WEBHOOK_SYNC_TIMEOUT", Def: DefaultSyncTimeout.String(), Usage: "sync reply timeout", Set: dur(func(s *Settings) *time.Duration { return &s.SyncTimeout })},
 		{Flag: "webhook-max-body-bytes", Env: "SVC_WEBHOOK_MAX_BODY_BYTES", Def: strconv.Itoa(DefaultMaxBodyBytes), Usage: "webhook request body limit (413 above)", Set: settings.PositiveInt(func(c *C) *int64 { return &p(c).MaxBodyBytes })},
 		{Flag: "webhook-turn-timeout", Env: "SVC_WEBHOOK_TURN_TIMEOUT", Def: DefaultTurnTimeout.String(), Usage: "bound of one agent turn", Set: dur(func(s *Settings) *time.Duration { return &s.TurnTimeout })},
 		{Flag: "channel-config-ttl", Env: "SVC_CHANNEL_CONFIG_TTL", Def: "1s", Usage: "cache of the channel config", Set: dur(func(s *Settings) *time.Duration { return &s.ChannelConfigTTL })},

@@ -1,6 +1,7 @@
 package fs_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 	"github.com/svc-dev/svc/shared/objstore"
 	"github.com/svc-dev/svc/shared/objstore/fs"
 	"github.com/svc-dev/svc/shared/objstore/objstoretest"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // newServedStore returns a store in a temp dir whose presigned URLs are
@@ -195,8 +197,14 @@ func TestPresignExpiryAndLimits(t *testing.T) {
 		if resp.StatusCode != tc.want {
 			t.Errorf("%s: %s %q, want %d", tc.name, resp.Status, b, tc.want)
 		}
-		if resp.StatusCode >= 400 && tc.method != http.MethodHead && !strings.HasPrefix(string(b), `{"error"`) {
-			t.Errorf("%s: error body %q is not JSON", tc.name, b)
+		if resp.StatusCode >= 400 && tc.method != http.MethodHead {
+			// The service's one envelope, with a declared code of this status.
+			var eb wire.ErrorBody
+			err := json.Unmarshal(b, &eb)
+			spec, declared := wire.Codes[eb.Error.Code]
+			if err != nil || !declared || spec.Status != resp.StatusCode || eb.Error.Type != spec.Type || eb.Error.Message == "" {
+				t.Errorf("%s: error body %q is not the envelope of a declared code of status %d", tc.name, b, resp.StatusCode)
+			}
 		}
 	}
 	rc, _, err := s.Get(ctx, "k")

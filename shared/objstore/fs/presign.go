@@ -5,7 +5,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -17,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/shared/objstore"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // Query parameters of a presigned URL.
@@ -69,19 +69,19 @@ func escapeKey(key string) string {
 // Options.BaseURL, for example "/objects"). It answers GET and HEAD of URLs
 // from PresignGet and PUT of URLs from PresignPut; the signature is checked
 // in constant time and the expiry against the store's clock. A PUT body is
-// limited to Options.MaxPutBytes. Errors are JSON:
-// {"error":{"code":"...","message":"..."}}.
+// limited to Options.MaxPutBytes. Errors are the service's one envelope
+// (wire.Coded): {"error":{"message","type","code"}}.
 func Handler(s *Store, basePath string) http.Handler {
 	basePath = strings.TrimSuffix(basePath, "/")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rest, ok := strings.CutPrefix(r.URL.Path, basePath+"/")
 		if !ok {
-			writeError(w, http.StatusNotFound, "not_found", "no such route")
+			writeError(w, r, wire.CodeNotFound, "no such route")
 			return
 		}
 		key := rest
 		if objstore.ValidateKey(key) != nil {
-			writeError(w, http.StatusBadRequest, "invalid_key", "invalid object key")
+			writeError(w, r, wire.CodeInvalidKey, "invalid object key")
 			return
 		}
 		method := r.Method
@@ -90,11 +90,11 @@ func Handler(s *Store, basePath string) http.Handler {
 		}
 		if method != http.MethodGet && method != http.MethodPut {
 			w.Header().Set("Allow", "GET, HEAD, PUT")
-			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "only GET, HEAD and PUT")
+			writeError(w, r, wire.CodeMethodNotAllowed, "only GET, HEAD and PUT")
 			return
 		}
 		if code, msg := s.verify(method, key, r.URL.Query()); code != "" {
-			writeError(w, http.StatusForbidden, code, msg)
+			writeError(w, r, code, msg)
 			return
 		}
 		if method == http.MethodGet {
@@ -108,14 +108,14 @@ func Handler(s *Store, basePath string) http.Handler {
 func (s *Store) verify(method, key string, q url.Values) (code, msg string) {
 	exp, err := strconv.ParseInt(q.Get(paramExpires), 10, 64)
 	if err != nil {
-		return "signature_invalid", "missing or malformed expires"
+		return wire.CodeSignatureInvalid, "missing or malformed expires"
 	}
 	want := s.sign(method, key, exp)
 	if !hmac.Equal([]byte(want), []byte(q.Get(paramSig))) {
-		return "signature_invalid", "signature does not match"
+		return wire.CodeSignatureInvalid, "signature does not match"
 	}
 	if s.opts.Now().Unix() > exp {
-		return "url_expired", "presigned URL has expired"
+		return wire.CodeURLExpired, "presigned URL has expired"
 	}
 	return "", ""
 }
@@ -123,12 +123,12 @@ func (s *Store) verify(method, key string, q url.Values) (code, msg string) {
 func (s *Store) serveGet(w http.ResponseWriter, r *http.Request, key string) {
 	f, info, err := s.open(key)
 	if errors.Is(err, objstore.ErrNotExist) {
-		writeError(w, http.StatusNotFound, "not_found", "object does not exist")
+		writeError(w, r, wire.CodeNotFound, "object does not exist")
 		return
 	}
 	if err != nil {
 		s.log.Error("presigned get", zap.String("key", key), zap.Error(err))
-		writeError(w, http.StatusInternalServerError, "internal", "internal error")
+		writeError(w, r, wire.CodeInternalError, "")
 		return
 	}
 	defer f.Close()
@@ -143,7 +143,7 @@ func (s *Store) serveGet(w http.ResponseWriter, r *http.Request, key string) {
 
 func (s *Store) servePut(w http.ResponseWriter, r *http.Request, key string) {
 	if r.ContentLength > s.opts.MaxPutBytes {
-		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("body exceeds %d bytes", s.opts.MaxPutBytes))
+		writeError(w, r, wire.CodeRequestTooLarge, fmt.Sprintf("body exceeds %d bytes", s.opts.MaxPutBytes))
 		return
 	}
 	body := http.MaxBytesReader(w, r.Body, s.opts.MaxPutBytes)
@@ -151,19 +151,20 @@ func (s *Store) servePut(w http.ResponseWriter, r *http.Request, key string) {
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("body exceeds %d bytes", s.opts.MaxPutBytes))
+		writeError(w, r, wire.CodeRequestTooLarge, fmt.Sprintf("body exceeds %d bytes", s.opts.MaxPutBytes))
 		return
 	case err != nil:
 		s.log.Error("presigned put", zap.String("key", key), zap.Error(err))
-		writeError(w, http.StatusInternalServerError, "internal", "internal error")
+		writeError(w, r, wire.CodeInternalError, "")
 		return
 	}
 	w.Header().Set("ETag", `"`+info.ETag+`"`)
 	w.WriteHeader(http.StatusOK)
 }
 
-func writeError(w http.ResponseWriter, status int, code, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": code, "message": msg}})
+// writeError answers the one error envelope of the service
+// (docs/errors.md) with code's status and type from wire.Codes; a 5xx's
+// cause was logged by the caller.
+func writeError(w http.ResponseWriter, r *http.Request, code, msg string) {
+	wire.Coded(code, msg).Write(w, r, r.URL.Path, nil, nil)
 }

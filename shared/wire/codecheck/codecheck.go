@@ -74,7 +74,6 @@ func checkFile(fset *token.FileSet, f *ast.File) []string {
 	report := func(n ast.Node, format string, args ...any) {
 		out = append(out, fmt.Sprintf("%s: %s", fset.Position(n.Pos()), fmt.Sprintf(format, args...)))
 	}
-	inWire := f.Name.Name == "wire"
 	checkCode := func(n ast.Expr, where string) {
 		if s, ok := stringLit(n); ok {
 			if _, declared := wire.Codes[s]; !declared {
@@ -98,7 +97,7 @@ func checkFile(fset *token.FileSet, f *ast.File) []string {
 				case key == nil:
 				case key.Name == "Code":
 					checkCode(kv.Value, name+" literal")
-				case (key.Name == "Status" || key.Name == "Type") && name == "Error" && !inWire && constant(kv.Value):
+				case (key.Name == "Status" || key.Name == "Type") && name == "Error" && constant(kv.Value):
 					report(kv, "%s chosen inline in an Error literal: use wire.Coded with a declared code", key.Name)
 				}
 			}
@@ -111,7 +110,7 @@ func checkFile(fset *token.FileSet, f *ast.File) []string {
 				report(n, "wire.Relayed with a constant status: an error this binary raises is wire.Coded")
 			case fn == "http.Error":
 				report(n, "plain-text http.Error: answer the envelope (wire.Error.Write)")
-			case !inWire:
+			default:
 				// A 4xx/5xx status constant and a code-like string in one
 				// call: a status chosen beside its code (a one-word string
 				// only in a call named like an error constructor, so an
@@ -179,7 +178,8 @@ func callName(e ast.Expr) string {
 	return ""
 }
 
-// constant reports a literal or a named constant (http.StatusX, TypeX).
+// constant reports a literal or a named constant (http.StatusX, TypeX,
+// wire.TypeX); a field read (s.Type) is not one.
 func constant(e ast.Expr) bool {
 	switch v := e.(type) {
 	case *ast.BasicLit:
@@ -188,7 +188,7 @@ func constant(e ast.Expr) bool {
 		return strings.HasPrefix(v.Name, "Type")
 	case *ast.SelectorExpr:
 		x, ok := v.X.(*ast.Ident)
-		return ok && (x.Name == "http" && strings.HasPrefix(v.Sel.Name, "Status") || strings.HasPrefix(v.Sel.Name, "Type"))
+		return ok && (x.Name == "http" && strings.HasPrefix(v.Sel.Name, "Status") || x.Name == "wire" && strings.HasPrefix(v.Sel.Name, "Type"))
 	}
 	return false
 }

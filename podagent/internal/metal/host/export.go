@@ -149,6 +149,13 @@ func (h *Host) putFenced(ctx context.Context, p *project, key string, r io.Reade
 	h.mu.Lock()
 	p.etags[key] = info.ETag
 	h.mu.Unlock()
+	if key == objstore.RepoKey(p.id) {
+		// The exported archive is the whole .git: a manifest a pod outside
+		// the host wrote would name older refs (docs/sync-modes.md §13.7).
+		if err := h.o.Store.Delete(ctx, objstore.RepoManifestKey(p.id)); err != nil {
+			return fmt.Errorf("delete the manifest the export supersedes: %w", err)
+		}
+	}
 	return nil
 }
 

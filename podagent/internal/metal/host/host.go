@@ -46,6 +46,7 @@ import (
 	"github.com/svc-dev/svc/shared/archive"
 	"github.com/svc-dev/svc/shared/localproc"
 	"github.com/svc-dev/svc/shared/objstore"
+	"github.com/svc-dev/svc/shared/repoarchive"
 	"github.com/svc-dev/svc/shared/settings"
 	"github.com/svc-dev/svc/shared/wire"
 )
@@ -466,6 +467,19 @@ func (h *Host) coldDisk(ctx context.Context, p *project) (map[string]string, err
 			return nil, err
 		}
 		etags[x.key] = etag
+	}
+	// A pod outside the host may have written increments after the archive
+	// (docs/sync-modes.md §13): the guest starts from all of them.
+	gitDir := filepath.Join(staging, guest.StagingGitRel)
+	if man, _, err := repoarchive.GetManifest(ctx, h.o.Store, p.id); err == nil {
+		if _, err := repoarchive.FetchIncrements(ctx, h.o.Store, man, gitDir, nil); err != nil {
+			return nil, err
+		}
+		if err := repoarchive.ApplyRefs(gitDir, man); err != nil {
+			return nil, err
+		}
+	} else if !errors.Is(err, objstore.ErrNotExist) {
+		return nil, err
 	}
 	cfg, err := json.Marshal(guest.Config{ProjectID: p.id, RuntimeToken: p.token, Env: h.guestEnv()})
 	if err != nil {

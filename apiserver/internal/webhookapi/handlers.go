@@ -1,4 +1,11 @@
-package webhooklog
+// Package webhookapi serves the member-facing webhook routes of a project's
+// channel (spec 2.5, 4.2; docs/webhook-delivery.md) under
+// /api/projects/{id}/agent-proxy/agent/channels/webhook: the outbox
+// long-poll, the attempt log, endpoint health, replay and test messages.
+// It is the HTTP edge over the domain packages outbox and webhooklog, which
+// know nothing of HTTP: it authenticates the channel secret, reads the
+// request, calls them, and answers.
+package webhookapi
 
 import (
 	"context"
@@ -6,14 +13,15 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
+	"github.com/svc-dev/svc/apiserver/internal/outbox"
 	"github.com/svc-dev/svc/apiserver/internal/runtimes"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/webhookchannel"
+	"github.com/svc-dev/svc/apiserver/internal/webhooklog"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/wire"
 )
@@ -22,26 +30,34 @@ import (
 // needed), as the agent-proxy reaches it.
 type PodFunc func(ctx context.Context, proj store.Project) (*internalapi.PodClient, error)
 
-// Handlers are the routes; Pod is nil when no runtime is configured (replay
-// and test then answer 503).
+// Handlers are the routes. Channels reads the channel whose secret every
+// route checks; Pod is nil when no runtime is configured (replay and test
+// then answer 503).
 type Handlers struct {
-	Log *Log
-	Pod PodFunc
+	Outbox   *outbox.Outbox
+	Log      *webhooklog.Log
+	Channels ChannelStore
+	Pod      PodFunc
+}
+
+// ChannelStore reads a project's channel (store.Store).
+type ChannelStore interface {
+	GetChannel(ctx context.Context, projectID string) (store.Channel, error)
 }
 
 // List is GET …/webhook/attempts.
 func (h *Handlers) List(c echo.Context) error {
 	proj := httpmw.ProjectFrom(c)
-	if _, err := webhookchannel.Authenticate(c, h.Log.Store, proj.ID); err != nil {
+	if _, err := webhookchannel.Authenticate(c, h.Channels, proj.ID); err != nil {
 		return err
 	}
-	limit, err := ParseLimit(c.QueryParam("limit"))
+	limit, err := webhooklog.ParseLimit(c.QueryParam("limit"))
 	if err != nil {
-		return wire.Coded("invalid_limit", err.Error()+".")
+		return wire.Coded(wire.CodeInvalidLimit, err.Error()+".")
 	}
 	p, err := h.Log.List(c.Request().Context(), proj.ID, c.QueryParam("correlationId"), c.QueryParam("cursor"), limit)
-	if errors.Is(err, ErrBadCursor) {
-		return wire.Coded("invalid_cursor", err.Error()+".")
+	if errors.Is(err, webhooklog.ErrBadCursor) {
+		return wire.Coded(wire.CodeInvalidCursor, err.Error()+".")
 	}
 	if err != nil {
 		return wire.Unavailable(err)
@@ -52,7 +68,7 @@ func (h *Handlers) List(c echo.Context) error {
 // Endpoints is GET …/webhook/endpoints: endpoints with failures.
 func (h *Handlers) Endpoints(c echo.Context) error {
 	proj := httpmw.ProjectFrom(c)
-	if _, err := webhookchannel.Authenticate(c, h.Log.Store, proj.ID); err != nil {
+	if _, err := webhookchannel.Authenticate(c, h.Channels, proj.ID); err != nil {
 		return err
 	}
 	rows, err := h.Log.Store.ListWebhookEndpoints(c.Request().Context(), proj.ID, false)
@@ -63,28 +79,15 @@ func (h *Handlers) Endpoints(c echo.Context) error {
 		Endpoints []wire.WebhookEndpointHealth `json:"endpoints"`
 	}{Endpoints: []wire.WebhookEndpointHealth{}}
 	for _, r := range rows {
-		out.Endpoints = append(out.Endpoints, EndpointHealth(r))
+		out.Endpoints = append(out.Endpoints, webhooklog.EndpointHealth(r))
 	}
 	return c.JSON(http.StatusOK, out)
-}
-
-// EndpointHealth is the wire form of an endpoint row.
-func EndpointHealth(r store.WebhookEndpoint) wire.WebhookEndpointHealth {
-	e := wire.WebhookEndpointHealth{Endpoint: r.Endpoint, ConsecutiveFailures: r.ConsecutiveFailures,
-		Failing: r.DisabledAt != nil, LastError: r.LastError, LastAttemptAt: r.LastAttemptAt.UTC()}
-	if r.FailingSince != nil {
-		e.FailingSince = r.FailingSince.UTC()
-	}
-	if r.DisabledAt != nil {
-		e.DisabledAt = r.DisabledAt.UTC()
-	}
-	return e
 }
 
 // Replay is POST …/webhook/replay/:correlationId.
 func (h *Handlers) Replay(c echo.Context) error {
 	proj := httpmw.ProjectFrom(c)
-	ch, err := webhookchannel.Authenticate(c, h.Log.Store, proj.ID)
+	ch, err := webhookchannel.Authenticate(c, h.Channels, proj.ID)
 	if err != nil {
 		return err
 	}
@@ -98,13 +101,13 @@ func (h *Handlers) Replay(c echo.Context) error {
 // Test is POST …/webhook/endpoints/test {callbackUrl}.
 func (h *Handlers) Test(c echo.Context) error {
 	proj := httpmw.ProjectFrom(c)
-	ch, err := webhookchannel.Authenticate(c, h.Log.Store, proj.ID)
+	ch, err := webhookchannel.Authenticate(c, h.Channels, proj.ID)
 	if err != nil {
 		return err
 	}
 	var in wire.WebhookTestCallback
 	if err := json.NewDecoder(io.LimitReader(c.Request().Body, 64<<10)).Decode(&in); err != nil || in.CallbackURL == "" {
-		return wire.Coded("invalid_body", "The body must be {\"callbackUrl\": \"https://…\"}.")
+		return wire.Coded(wire.CodeInvalidBody, "The body must be {\"callbackUrl\": \"https://…\"}.")
 	}
 	a, err := h.Log.Test(c.Request().Context(), h.getPod(proj), proj.ID, ch, in.CallbackURL)
 	if err != nil {
@@ -113,15 +116,15 @@ func (h *Handlers) Test(c echo.Context) error {
 	return c.JSON(http.StatusOK, a)
 }
 
-func (h *Handlers) getPod(proj store.Project) GetPod {
+func (h *Handlers) getPod(proj store.Project) webhooklog.GetPod {
 	return func(ctx context.Context) (*internalapi.PodClient, error) {
 		if h.Pod == nil {
-			return nil, wire.Coded("agent_unavailable",
+			return nil, wire.Coded(wire.CodeAgentUnavailable,
 				"No runtime is configured on this server, so nothing can be sent.")
 		}
 		pod, err := h.Pod(ctx, proj)
 		if err != nil {
-			e := wire.Coded("agent_unavailable",
+			e := wire.Coded(wire.CodeAgentUnavailable,
 				"The project's agent is not reachable; retry shortly.")
 			e.Cause = err
 			return nil, e
@@ -160,10 +163,6 @@ func PodFromRuntime(drv runtimes.Driver, tr http.RoundTripper) PodFunc {
 			t = tr
 		}
 		return &internalapi.PodClient{BaseURL: ep.URL.String(), Token: ep.Token, HTTP: &http.Client{Transport: t},
-			Timeout: PodTimeout}, nil
+			Timeout: webhooklog.PodTimeout}, nil
 	}
 }
-
-// PodTimeout bounds a replay or test through the pod: one callback attempt
-// (30 s by default) and a margin.
-const PodTimeout = 45 * time.Second
