@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/shared/testenv"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // containerImages builds both images from static binaries with svc-image
@@ -194,7 +195,8 @@ func waitAgent(t *testing.T, apiURL, project, key string, pm *testenv.Podman, co
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		res, body := proxyDo(t, apiURL, project, key, http.MethodGet, "/agent/channels/webhook/health", nil, nil)
-		if res.StatusCode == http.StatusOK {
+		var h wire.WebhookHealth
+		if res.StatusCode == http.StatusOK && json.Unmarshal(body, &h) == nil && h.Connected {
 			return
 		}
 		if st, _ := pm.Out("inspect", "--format", "{{.State.Status}}", container); st != "running" {

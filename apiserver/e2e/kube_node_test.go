@@ -390,6 +390,10 @@ func BenchmarkKubernetesRealNodeWarmRequest(b *testing.B) {
 		res, _ := proxyDo(b, w.apiURL, w.project, w.acc.key, http.MethodGet, "/agent/channels/webhook/health", nil, nil)
 		return res.StatusCode
 	}
+	// Health never starts a pod: /readyz through the proxy does.
+	if res, body := proxyDo(b, w.apiURL, w.project, w.acc.key, http.MethodGet, "/readyz", nil, nil); res.StatusCode != 200 {
+		b.Fatalf("readyz: %d %s", res.StatusCode, body)
+	}
 	if st := health(); st != 200 {
 		b.Fatalf("health: %d", st)
 	}

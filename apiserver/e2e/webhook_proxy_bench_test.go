@@ -21,6 +21,9 @@ func BenchmarkWebhookProxyOverhead(b *testing.B) {
 	a := e.startAPI("SVC_PODAGENT_BIN="+fakeAgentBin(b), "SVC_DATA_DIR="+dataDir, "SVC_LOG_LEVEL=error")
 	acc := e.account("bench")
 	project := e.admin("project", "create", "--workspace", acc.workspace, "--name", "bench")["id"].(string)
+	// The API checks the channel secret before it routes: without one every
+	// message would be a 401 at the edge.
+	e.admin("channel", "set", "--project", project, "--secret", "bench-secret")
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 	body := []byte(`{"message":"benchmark","senderId":"bench","metadata":{"k":"v"}}`)
 	send := func(url, auth string) time.Duration {

@@ -3,7 +3,8 @@ package e2e
 // Paired machines: `podagent paired` dials out to the API through a
 // websocket tunnel and serves the project's agent at the same webhook URL; a
 // project pinned to a paired machine that is not connected is 503
-// instance_offline.
+// instance_offline, and its health a 200 with connected false and reason
+// offline.
 
 import (
 	"encoding/json"
@@ -14,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // startPaired runs `podagent paired` for a pairing token; logs shows its output.
@@ -24,28 +27,23 @@ func startPaired(t *testing.T, w *proxyWorld, token string) (*exec.Cmd, *logBuff
 	return cmd, startProcess(t, "podagent paired", cmd)
 }
 
-// waitStatus polls a proxied GET until it answers want, accepting only the
-// statuses in between (a poll with a deadline, not a sleep).
-func waitStatus(t *testing.T, w *proxyWorld, path string, want int, between ...int) []byte {
-	t.Helper()
-	return waitStatusAt(t, w, w.api.URL, path, want, between...)
-}
-
-// waitStatusAt is waitStatus through the apiserver at apiURL.
-func waitStatusAt(t *testing.T, w *proxyWorld, apiURL, path string, want int, between ...int) []byte {
+// waitHealth polls the channel's health through the apiserver at apiURL
+// until connected is as wanted (a poll with a deadline): health is always a
+// 200 that reports.
+func waitHealth(t *testing.T, w *proxyWorld, apiURL string, connected bool) wire.WebhookHealth {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		res, body := proxyDo(t, apiURL, w.project, w.acc.key, http.MethodGet, path, nil, nil)
-		if res.StatusCode == want {
-			return body
+		res, body := proxyDo(t, apiURL, w.project, w.acc.key, http.MethodGet, "/agent/channels/webhook/health", nil, nil)
+		var h wire.WebhookHealth
+		if res.StatusCode != http.StatusOK || json.Unmarshal(body, &h) != nil {
+			t.Fatalf("health: %d %s, want a 200 that reports", res.StatusCode, body)
 		}
-		ok := false
-		for _, b := range between {
-			ok = ok || res.StatusCode == b
+		if h.Connected == connected {
+			return h
 		}
-		if !ok || time.Now().After(deadline) {
-			t.Fatalf("GET %s: %d %s, waiting for %d", path, res.StatusCode, body, want)
+		if time.Now().After(deadline) {
+			t.Fatalf("health: %s, waiting for connected %v", body, connected)
 		}
 		time.Sleep(25 * time.Millisecond) // poll with a deadline
 	}
@@ -88,11 +86,8 @@ func TestWebhookProxyPairedMachine(t *testing.T) {
 	}
 
 	paired, _ := startPaired(t, w, token)
-	body := waitStatus(t, w, "/agent/channels/webhook/health", http.StatusOK, http.StatusServiceUnavailable)
-	var health map[string]any
-	must(t, json.Unmarshal(body, &health))
-	if health["hasSecret"] != true {
-		t.Errorf("health through the tunnel: %v", health)
+	if h := waitHealth(t, w, w.api.URL, true); !h.HasSecret {
+		t.Errorf("health through the tunnel: %+v", h)
 	}
 	// The same incoming URL, served by the paired machine: a sync reply from
 	// the agent's tool loop (which calls the API's gateway with its runtime token).
@@ -109,7 +104,7 @@ func TestWebhookProxyPairedMachine(t *testing.T) {
 	if len(w.e.upstream.Requests()) == 0 {
 		t.Error("the paired agent's turn never reached the model")
 	}
-	// The channel secret is still the agent's to check.
+	// The channel secret is checked by the API, and by the agent again.
 	if res, rb := w.do(t, http.MethodPost, incoming, msg, http.Header{"X-Webhook-Secret": {"nope"}}); res.StatusCode != 401 {
 		t.Errorf("wrong channel secret through the tunnel: %d %s", res.StatusCode, rb)
 	}
@@ -120,16 +115,20 @@ func TestWebhookProxyPairedMachine(t *testing.T) {
 	// The machine goes away: offline again.
 	must(t, paired.Process.Signal(os.Interrupt))
 	_ = paired.Wait()
-	waitStatus(t, w, "/agent/channels/webhook/health", http.StatusServiceUnavailable, http.StatusBadGateway)
-	_, rb = w.do(t, http.MethodGet, "/agent/channels/webhook/health", nil, nil)
-	if errCode(t, rb) != "instance_offline" {
-		t.Fatalf("after the machine left: %s", rb)
+	if h := waitHealth(t, w, w.api.URL, false); h.Reason != wire.HealthOffline {
+		t.Fatalf("health after the machine left: %+v, want reason offline", h)
+	}
+	if res, rb := w.do(t, http.MethodPost, incoming, msg, hdr); res.StatusCode != 503 || errCode(t, rb) != "instance_offline" {
+		t.Fatalf("after the machine left: %d %s, want 503 instance_offline", res.StatusCode, rb)
 	}
 
 	// Revoking the token unpins the project (back to the default driver) and
 	// the machine can no longer connect.
 	w.e.admin("pairing", "revoke", "--id", pairingID)
-	res, rb = w.do(t, http.MethodGet, "/agent/channels/webhook/health", nil, nil)
+	if h := waitHealth(t, w, w.api.URL, false); h.Reason != wire.HealthStopped {
+		t.Fatalf("health after revoke: %+v, want the local driver's stopped", h)
+	}
+	res, rb = w.do(t, http.MethodPost, incoming, msg, hdr)
 	if res.StatusCode != http.StatusServiceUnavailable || errCode(t, rb) != "agent_start_failed" {
 		t.Fatalf("after revoke: %d %s, want the local driver's agent_start_failed", res.StatusCode, rb)
 	}

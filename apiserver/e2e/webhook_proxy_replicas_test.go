@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/shared/runtimetoken"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 func TestWebhookProxyPairedAcrossReplicas(t *testing.T) {
@@ -40,7 +41,7 @@ func TestWebhookProxyPairedAcrossReplicas(t *testing.T) {
 	}
 
 	paired, _ := startPaired(t, w, token) // dials A
-	waitStatus(t, w, health, http.StatusOK, http.StatusServiceUnavailable)
+	waitHealth(t, w, w.api.URL, true)
 	// A serves through its tunnel, so the assignment already names A: B
 	// relays without waiting.
 	if ra := w.e.admin("runtime", "show", "--project", w.project); ra["driver"] != "paired" || ra["endpoint"] != w.api.URL {
@@ -111,8 +112,11 @@ func TestWebhookProxyPairedAcrossReplicas(t *testing.T) {
 	// from the assignment.
 	must(t, paired.Process.Signal(os.Interrupt))
 	_ = paired.Wait()
-	waitStatus(t, w, health, http.StatusServiceUnavailable, http.StatusOK, http.StatusBadGateway)
-	if res, rb := viaB(http.MethodGet, health, nil, nil); res.StatusCode != 503 || errCode(t, rb) != "instance_offline" {
+	waitHealth(t, w, w.api.URL, false)
+	if h := waitHealth(t, w, b.URL, false); h.Reason != wire.HealthOffline {
+		t.Fatalf("B's health after the machine left: %+v, want reason offline", h)
+	}
+	if res, rb := viaB(http.MethodPost, incoming, msg, hdr); res.StatusCode != 503 || errCode(t, rb) != "instance_offline" {
 		t.Fatalf("B after the machine left: %d %s", res.StatusCode, rb)
 	}
 	for deadline := time.Now().Add(30 * time.Second); ; {
@@ -129,7 +133,7 @@ func TestWebhookProxyPairedAcrossReplicas(t *testing.T) {
 	// The holder itself dies (no chance to clear the assignment): B cannot
 	// dial it and answers instance_offline, never a 502.
 	startPaired(t, w, token)
-	waitStatusAt(t, w, b.URL, health, http.StatusOK, http.StatusServiceUnavailable)
+	waitHealth(t, w, b.URL, true)
 	must(t, w.api.cmd.Process.Kill())
 	_ = w.api.cmd.Wait()
 	if res, rb := viaB(http.MethodPost, incoming, msg, hdr); res.StatusCode != 503 || errCode(t, rb) != "instance_offline" {

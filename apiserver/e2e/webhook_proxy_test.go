@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/shared/runtimetoken"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 const e2eRuntimeSecret = "e2e-runtime-secret" // SVC_RUNTIME_AUTH_SECRET of baseEnv
@@ -124,6 +125,7 @@ func TestWebhookProxyCloudAuthFirst(t *testing.T) {
 func TestWebhookProxyForwardsUnchangedAndStreams(t *testing.T) {
 	t.Parallel()
 	w := newProxyWorld(t, fakeAgentBin(t), "SVC_CALLBACK_ALLOWED_NETS=127.0.0.0/8", "SVC_POD_WEBHOOK_SYNC_TIMEOUT=3s")
+	w.e.admin("channel", "set", "--project", w.project, "--secret", "s3cret value")
 	body := []byte("{ \"message\" : \"héllo\",\n  \"metadata\": {\"k\": [1, 2.50, null]} }  ")
 	h := http.Header{
 		"X-Webhook-Secret": {"s3cret value"},
@@ -320,25 +322,24 @@ func TestWebhookProxyLocalDriverLifecycle(t *testing.T) {
 
 func TestWebhookProxyAgentStartFailed(t *testing.T) {
 	t.Parallel()
-	w := newProxyWorld(t, failingAgentBin(t))
-	for _, path := range []string{"/agent/channels/webhook/incoming", "/agent/channels/webhook/health"} {
-		method := http.MethodGet
-		if strings.HasSuffix(path, "incoming") {
-			method = http.MethodPost
-		}
-		res, rb := w.do(t, method, path, []byte(`{"message":"hi"}`), nil)
+	secret := http.Header{"X-Webhook-Secret": {"hook-secret"}}
+	for _, bin := range []string{failingAgentBin(t), filepath.Join(t.TempDir(), "no-such-podagent")} {
+		w := newProxyWorld(t, bin)
+		w.e.admin("channel", "set", "--project", w.project, "--secret", "hook-secret")
+		res, rb := w.do(t, http.MethodPost, "/agent/channels/webhook/incoming", []byte(`{"message":"hi"}`), secret)
 		if res.StatusCode != http.StatusServiceUnavailable || errCode(t, rb) != "agent_start_failed" {
-			t.Fatalf("%s: %d %s, want 503 agent_start_failed", path, res.StatusCode, rb)
+			t.Fatalf("%s: %d %s, want 503 agent_start_failed", bin, res.StatusCode, rb)
 		}
 		if res.Header.Get("Retry-After") == "" {
-			t.Errorf("%s: no Retry-After on a retryable failure", path)
+			t.Errorf("%s: no Retry-After on a retryable failure", bin)
 		}
-	}
-	// A binary that does not exist fails the same way.
-	w2 := newProxyWorld(t, filepath.Join(t.TempDir(), "no-such-podagent"))
-	res, rb := w2.do(t, http.MethodGet, "/agent/channels/webhook/health", nil, nil)
-	if res.StatusCode != http.StatusServiceUnavailable || errCode(t, rb) != "agent_start_failed" {
-		t.Fatalf("missing binary: %d %s", res.StatusCode, rb)
+		// Health reports the failed start (a 200), with when to retry.
+		res, rb = w.do(t, http.MethodGet, "/agent/channels/webhook/health", nil, nil)
+		var h wire.WebhookHealth
+		if res.StatusCode != http.StatusOK || json.Unmarshal(rb, &h) != nil || h.Connected ||
+			h.Reason != wire.HealthStartFailed || h.RetryAfter < 1 || !h.HasSecret {
+			t.Fatalf("%s: health %d %s, want 200 start_failed with retryAfter", bin, res.StatusCode, rb)
+		}
 	}
 }
 

@@ -593,9 +593,9 @@ func TestRejectsUnsafeValues(t *testing.T) {
 	}{
 		"grace period below the shutdown flushes (schema)": {[]string{"runtime.terminationGracePeriodSeconds=15"}, "/runtime/terminationGracePeriodSeconds"},
 		"grace period below the shutdown flushes (template)": {[]string{"--skip-schema-validation", "runtime.terminationGracePeriodSeconds=15"},
-			"runtime.terminationGracePeriodSeconds must be at least 20"},
-		"agent stop leaves podagent less than its flushes": {[]string{"runtime.terminationGracePeriodSeconds=20", "runtime.agent.stopSeconds=6"},
-			"runtime.terminationGracePeriodSeconds minus runtime.agent.stopSeconds must be at least 15"},
+			"runtime.terminationGracePeriodSeconds must be at least 21"},
+		"agent stop leaves podagent less than its flushes": {[]string{"runtime.terminationGracePeriodSeconds=25", "runtime.agent.stopSeconds=6"},
+			"runtime.terminationGracePeriodSeconds minus runtime.agent.stopSeconds must be at least 21"},
 		"negative agent stop time":           {[]string{"runtime.agent.stopSeconds=-1"}, "/runtime/agent/stopSeconds"},
 		"no Secret to read credentials from": {[]string{"secrets.existingSecret="}, "the chart never holds credentials"},
 		"S3 endpoint with a scheme":          {[]string{"s3.endpoint=https://s3.example.com"}, "/s3/endpoint"},

@@ -37,13 +37,14 @@ func Parse(s string) (Mode, error) {
 type traits struct {
 	keepsSourceArchive bool
 	pushesToAPI        bool
+	gitCheckpoints     bool
 }
 
 // table is the mode table: every mode and what it is.
 var table = map[Mode]traits{
 	S3:         {keepsSourceArchive: true},
-	DualShadow: {keepsSourceArchive: true, pushesToAPI: true},
-	GitOnly:    {},
+	DualShadow: {keepsSourceArchive: true, pushesToAPI: true, gitCheckpoints: true},
+	GitOnly:    {gitCheckpoints: true},
 }
 
 // KeepsSourceArchive reports whether a pod in mode m writes the project's
@@ -55,6 +56,12 @@ func (m Mode) KeepsSourceArchive() bool { return table[m].keepsSourceArchive }
 // PushesToAPI reports whether a pod in mode m pushes each turn to the API's
 // git endpoint (dual_shadow), so it cannot run without SVC_API_URL.
 func (m Mode) PushesToAPI() bool { return table[m].pushesToAPI }
+
+// GitCheckpoints reports whether a project in mode m gets its checkpoint
+// rows from its durable git history (git_only, dual_shadow), so a hydrate
+// may reconcile them from it. An s3 project produces none (spec 3.1), and a
+// .git left in storage by an earlier mode is no history of it.
+func (m Mode) GitCheckpoints() bool { return table[m].gitCheckpoints }
 
 // Valid reports whether m is one of the three modes.
 func (m Mode) Valid() bool { _, ok := table[m]; return ok }

@@ -32,16 +32,19 @@ func TestKeepsSourceArchive(t *testing.T) {
 // modes.
 func TestModeTable(t *testing.T) {
 	t.Parallel()
-	for m, want := range map[syncmode.Mode]bool{syncmode.S3: false, syncmode.DualShadow: true, syncmode.GitOnly: false} {
-		if got := m.PushesToAPI(); got != want {
-			t.Errorf("%s.PushesToAPI() = %v, want %v", m, got, want)
+	for m, want := range map[syncmode.Mode][2]bool{syncmode.S3: {false, false}, syncmode.DualShadow: {true, true}, syncmode.GitOnly: {false, true}} {
+		if got := m.GitCheckpoints(); got != want[1] {
+			t.Errorf("%s.GitCheckpoints() = %v, want %v", m, got, want[1])
+		}
+		if got := m.PushesToAPI(); got != want[0] {
+			t.Errorf("%s.PushesToAPI() = %v, want %v", m, got, want[0])
 		}
 		if !m.Valid() {
 			t.Errorf("%s.Valid() = false", m)
 		}
 	}
 	for _, m := range []syncmode.Mode{"", "S3", "gitonly"} {
-		if m.Valid() || m.KeepsSourceArchive() || m.PushesToAPI() {
+		if m.Valid() || m.KeepsSourceArchive() || m.PushesToAPI() || m.GitCheckpoints() {
 			t.Errorf("%q is in the table", m)
 		}
 	}

@@ -71,12 +71,20 @@ type WebhookCallback struct {
 	Metadata      json.RawMessage `json:"metadata"`
 }
 
-// WebhookHealth is GET .../health (spec 2.5).
+// WebhookHealth is GET .../health (spec 2.5). It is always a 200 that
+// reports: the API answers it itself whenever the agent is not serving
+// (and never starts or wakes one for it), the pod when it is.
 type WebhookHealth struct {
-	// Connected: the pod reached the API for the channel config and the
-	// agent is ready to take turns.
+	// Connected: the agent answered, reached the API for the channel
+	// config and is ready to take turns.
 	Connected bool `json:"connected"`
-	HasSecret bool `json:"hasSecret"`
+	// Reason says why Connected is false (one of the HealthReason values);
+	// empty when connected.
+	Reason string `json:"reason,omitempty"`
+	// RetryAfter, in whole seconds, is when a message is worth trying
+	// again after a failed start; absent for the other reasons.
+	RetryAfter int  `json:"retryAfter,omitempty"`
+	HasSecret  bool `json:"hasSecret"`
 	// MessageCount is the number of inbound messages accepted since the pod
 	// started.
 	MessageCount int64 `json:"messageCount"`
@@ -87,6 +95,33 @@ type WebhookHealth struct {
 	// fetched from the pod.
 	OutboxPending int `json:"outboxPending"`
 }
+
+// Why a webhook channel is not connected (WebhookHealth.Reason;
+// docs/webhook-delivery.md explains each to users).
+const (
+	// HealthStopped: no agent runs (never started, or stopped when idle);
+	// the next message starts one.
+	HealthStopped = "stopped"
+	// HealthStarting: the agent is being started.
+	HealthStarting = "starting"
+	// HealthStartFailed: the last start failed; RetryAfter says when a
+	// message is worth sending again.
+	HealthStartFailed = "start_failed"
+	// HealthOffline: the project is pinned to a paired machine that is not
+	// connected.
+	HealthOffline = "offline"
+	// HealthFenced: the agent lost the project to a newer one and takes no
+	// more messages; the next message reaches the newer one.
+	HealthFenced = "fenced"
+	// HealthShuttingDown: the agent is stopping (its final flush).
+	HealthShuttingDown = "shutting_down"
+	// HealthConfigUnavailable: the agent runs but could not read the
+	// channel's configuration from the API.
+	HealthConfigUnavailable = "config_unavailable"
+	// HealthUnreachable: the agent is recorded as running but did not
+	// answer.
+	HealthUnreachable = "unreachable"
+)
 
 // Activity directions and statuses.
 const (

@@ -279,6 +279,15 @@ func serve(ctx context.Context, args []string, dev bool) error {
 	case <-ctx.Done():
 	}
 	a.log.Info("apiserver shutting down")
+	// The runtimes stop first, while this server still listens: a local
+	// pod's shutdown (spec 10.2) drains the requests proxied to it and then
+	// calls this server — its final checkpoint record, a dual_shadow pod's
+	// final push to the git endpoint — so the listener must outlive it.
+	// No new pod starts meanwhile (the local driver refuses starts once
+	// closing); tunnels are dropped.
+	rctx, rcancel := context.WithTimeout(context.Background(), a.cfg.RuntimeStopGrace+5*time.Second)
+	_ = router.Close(rctx)
+	rcancel()
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err = hs.Shutdown(sctx)
@@ -287,10 +296,6 @@ func serve(ctx context.Context, args []string, dev bool) error {
 	if serr := srv.Streams.Shutdown(sctx); serr != nil {
 		a.log.Warn("open streams cut at shutdown", zap.Error(serr))
 	}
-	// After the last proxied request: stop local pods, drop tunnels.
-	rctx, rcancel := context.WithTimeout(context.Background(), a.cfg.RuntimeStopGrace+5*time.Second)
-	_ = router.Close(rctx)
-	rcancel()
 	if cerr := srv.Close(sctx); cerr != nil {
 		a.log.Error("usage records not written before shutdown", zap.Error(cerr))
 	}
@@ -334,7 +339,7 @@ func (a *app) runtimeDeps(addr net.Addr, advertise string) (*agentproxy.Proxy, *
 		RelayTransport: transport, Log: a.log})
 	router := &runtimes.Router{Store: a.store, Default: def, Paired: hub, Instance: store.NewID("api"), Log: a.log.Named("runtime")}
 	proxy := &agentproxy.Proxy{Runtime: router, Transport: transport, Timeout: a.cfg.AgentProxyTimeout,
-		Log: a.log.Named("agentproxy")}
+		Channels: a.store, MaxBodyBytes: a.cfg.WebhookMaxBody, Log: a.log.Named("agentproxy")}
 	relay := &agentproxy.Proxy{Runtime: hub.Local(), Relay: true, Prefixes: agentproxy.RelayPrefixes, Timeout: a.cfg.AgentProxyTimeout,
 		Log: a.log.Named("relay")}
 	return proxy, relay, hub, router, nil

@@ -48,6 +48,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
 	"github.com/svc-dev/svc/apiserver/internal/runtimes"
 	"github.com/svc-dev/svc/apiserver/internal/store"
+	"github.com/svc-dev/svc/apiserver/internal/webhookchannel"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/wire"
 )
@@ -85,6 +86,19 @@ type Proxy struct {
 	// the project is the runtime token's, the agent path follows /relay, and
 	// the X-Forwarded-* headers of the first hop are kept.
 	Relay bool
+	// Channels, when set, is where the proxy reads the project's webhook
+	// channel to check X-Webhook-Secret (and an incoming message's body)
+	// before it routes a channel request: a request the pod would refuse
+	// is refused here, whether or not an agent runs, and never starts one
+	// (channel.go). The pod checks again.
+	Channels webhookchannel.Store
+	// MaxBodyBytes bounds an incoming message read for that check
+	// (DefaultMaxBodyBytes when zero; 413 above).
+	MaxBodyBytes int64
+	// Pending, when set, counts the channel's replies waiting in the API's
+	// durable outbox (outbox.Outbox.Pending): the health the API answers
+	// for an agent that is not serving reports them.
+	Pending func(ctx context.Context, projectID string) (wire.OutboxPending, error)
 	// Accepted, when set, records an async message the agent accepted (its
 	// 202 to POST .../incoming), before the 202 reaches the caller
 	// (outbox.Outbox.RecordAccepted). A failure is logged: the pod's own
@@ -129,11 +143,38 @@ func (p *Proxy) serve(c echo.Context, proj store.Project) error {
 		return wire.Coded("not_found", "No such agent route.")
 	}
 	log := p.log().With(zap.String("projectId", proj.ID), zap.String("path", rest))
+	if !p.Relay && strings.HasPrefix(rest, internalapi.PodWebhook+"/") {
+		if rest == healthPath && req.Method == http.MethodGet {
+			if f, ok := p.Runtime.(Finder); ok {
+				return p.health(c, log, f, proj, rest, rawRest)
+			}
+		} else if err := p.check(c, proj.ID, rest); err != nil {
+			return err // before routing: nothing starts for it
+		}
+	}
 
 	ep, err := p.Runtime.Ensure(req.Context(), proj)
 	if err != nil {
 		return p.runtimeError(req.Context(), log, err)
 	}
+	if proxyErr := p.forward(c, log, proj, ep, rest, rawRest, nil); proxyErr != nil {
+		return p.upstreamError(req.Context(), proxyErr.ctx, log, proxyErr.err)
+	}
+	return nil
+}
+
+// forwardError is a failed exchange with the agent (nothing was written).
+type forwardError struct {
+	ctx context.Context // the exchange's, bounded by Timeout
+	err error
+}
+
+// forward sends the request to ep and streams the answer back; answer, when
+// set, may refuse the agent's answer before anything of it is written (its
+// error is the forwardError's).
+func (p *Proxy) forward(c echo.Context, log *zap.Logger, proj store.Project, ep runtimes.Endpoint, rest, rawRest string,
+	answer func(*http.Response) error) *forwardError {
+	req := c.Request()
 	if ep.Hold != nil {
 		defer ep.Hold()()
 	}
@@ -185,6 +226,11 @@ func (p *Proxy) serve(c echo.Context, proj store.Project) error {
 			}
 		},
 		ModifyResponse: func(res *http.Response) error {
+			if answer != nil {
+				if err := answer(res); err != nil {
+					return err
+				}
+			}
 			// The API's request id is the one the caller sees.
 			res.Header.Del(echo.HeaderXRequestID)
 			if res.StatusCode == http.StatusAccepted && req.Method == http.MethodPost && rest == incomingPath &&
@@ -198,7 +244,7 @@ func (p *Proxy) serve(c echo.Context, proj store.Project) error {
 	}
 	rp.ServeHTTP(informational{c.Response()}, req.WithContext(ctx))
 	if proxyErr != nil {
-		return p.upstreamError(req.Context(), ctx, log, proxyErr)
+		return &forwardError{ctx: ctx, err: proxyErr}
 	}
 	return nil
 }

@@ -60,6 +60,7 @@ type Config struct {
 	RuntimeStartTimeout time.Duration
 	RuntimeStopGrace    time.Duration
 	AgentProxyTimeout   time.Duration
+	WebhookMaxBody      int64
 	// Kubernetes runtime driver.
 	Kubeconfig         string
 	RuntimeNamespace   string
@@ -122,7 +123,7 @@ var options = slices.Concat([]settings.Option[Config]{
 	{Flag: "runtime-start-timeout", Env: "SVC_RUNTIME_START_TIMEOUT", Def: "60s", Usage: "a runtime cold start, from exec or pod creation to a ready /readyz (local and kubernetes drivers)", Set: settings.Duration(func(c *Config) *time.Duration { return &c.RuntimeStartTimeout })},
 	{Flag: "metal-host-url", Env: "SVC_METAL_HOST_URL", Usage: "metal driver: the metal host's API (podagent/cmd/metalhost)", Set: settings.String(func(c *Config) *string { return &c.MetalHostURL })},
 	{Flag: "metal-host-token", Env: "SVC_METAL_HOST_TOKEN", Usage: "metal driver: bearer token of the metal host's API", Secret: true, Set: settings.String(func(c *Config) *string { return &c.MetalHostToken })},
-	{Flag: "runtime-stop-grace", Env: "SVC_RUNTIME_STOP_GRACE", Def: "25s", Usage: "local driver: time between SIGTERM and SIGKILL of a pod", Set: settings.Duration(func(c *Config) *time.Duration { return &c.RuntimeStopGrace })},
+	{Flag: "runtime-stop-grace", Env: "SVC_RUNTIME_STOP_GRACE", Def: "30s", Usage: "local driver: time between SIGTERM and SIGKILL of a pod (the pod's shutdown needs 21 s after its drain)", Set: settings.Duration(func(c *Config) *time.Duration { return &c.RuntimeStopGrace })},
 	{Flag: "upstream-max-attempts", Env: "SVC_UPSTREAM_MAX_ATTEMPTS", Def: "3", Usage: "upstream requests per completion over all deployments and keys", Set: settings.PositiveInt(func(c *Config) *int { return &c.UpstreamMaxAttempts })},
 	{Flag: "upstream-breaker-failures", Env: "SVC_UPSTREAM_BREAKER_FAILURES", Def: "5", Usage: "consecutive failures (connect errors, timeouts, 5xx) that cool a deployment down", Set: settings.PositiveInt(func(c *Config) *int { return &c.UpstreamBreakerFailures })},
 	{Flag: "upstream-cooldown", Env: "SVC_UPSTREAM_COOLDOWN", Def: "30s", Usage: "how long a failing deployment is skipped before one probe", Set: settings.Duration(func(c *Config) *time.Duration { return &c.UpstreamCooldown })},
@@ -140,6 +141,7 @@ var options = slices.Concat([]settings.Option[Config]{
 	{Flag: "runtime-pod-template-file", Env: "SVC_RUNTIME_POD_TEMPLATE_FILE", Usage: "kubernetes driver: the runtime pod template (the chart's ConfigMap)", Set: settings.String(func(c *Config) *string { return &c.RuntimePodTemplate })},
 	{Flag: "runtime-idle-timeout", Env: "SVC_RUNTIME_IDLE_TIMEOUT", Def: "30m", Usage: "kubernetes driver: stop a runtime pod no request used for this long (0: never)", Set: settings.Duration(func(c *Config) *time.Duration { return &c.RuntimeIdleTimeout })},
 	{Flag: "runtime-pod-api-url", Env: "SVC_RUNTIME_POD_API_URL", Usage: "kubernetes driver: SVC_API_URL of runtime pods, replacing the template's (an API server outside the cluster)", Set: settings.String(func(c *Config) *string { return &c.RuntimePodAPIURL })},
+	{Flag: "webhook-max-body-bytes", Env: "SVC_WEBHOOK_MAX_BODY_BYTES", Def: "1048576", Usage: "agent-proxy: body limit of a webhook message, checked before it is routed (413 above; the pod's setting of the same name)", Set: settings.PositiveInt(func(c *Config) *int64 { return &c.WebhookMaxBody })},
 	{Flag: "agent-proxy-timeout", Env: "SVC_AGENT_PROXY_TIMEOUT", Def: "150s", Usage: "agent-proxy: one exchange with the agent (above the 120 s sync reply timeout)", Set: settings.Duration(func(c *Config) *time.Duration { return &c.AgentProxyTimeout })},
 	{Flag: "lfs-gc-interval", Env: "SVC_LFS_GC_INTERVAL", Def: "0", Usage: "run the large-file retention job (objects no ref or tag reaches, 7-day grace) at this interval; 0: off, as large-file objects are never pruned automatically (admin lfs gc runs it by hand)", Set: settings.Duration(func(c *Config) *time.Duration { return &c.LFSGCInterval })},
 },

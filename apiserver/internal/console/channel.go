@@ -50,15 +50,18 @@ type channelData struct {
 
 // liveData is the health and activity fragment.
 type liveData struct {
-	Project  store.Project
-	WSID     string
-	Running  bool
-	State    string
-	Health   *wire.WebhookHealth
-	Events   []wire.ActivityEvent
-	Error    string
-	Checked  time.Time
-	TestSent *testResult
+	Project store.Project
+	WSID    string
+	Running bool
+	State   string
+	Health  *wire.WebhookHealth
+	// Reason is why the channel is not connected (a wire.Health* value),
+	// and ReasonText what it means for a caller.
+	Reason, ReasonText string
+	Events             []wire.ActivityEvent
+	Error              string
+	Checked            time.Time
+	TestSent           *testResult
 }
 
 type testResult struct {
@@ -280,6 +283,8 @@ func (c *Console) live(ctx context.Context, proj store.Project, wsID, secret str
 	d.State = string(st.State)
 	d.Running = st.State == runtimes.StateRunning
 	if !d.Running {
+		d.Reason = stateReason[st.State]
+		d.ReasonText = healthReasonText[d.Reason]
 		return d
 	}
 	pod, err := c.pod(ctx, proj, agentReadTimeout)
@@ -293,6 +298,9 @@ func (c *Console) live(ctx context.Context, proj store.Project, wsID, secret str
 		return d
 	}
 	d.Health = &h
+	if !h.Connected {
+		d.Reason, d.ReasonText = h.Reason, healthReasonText[h.Reason]
+	}
 	if secret == "" {
 		return d // activity needs the channel secret, and there is none
 	}
@@ -303,6 +311,33 @@ func (c *Console) live(ctx context.Context, proj store.Project, wsID, secret str
 	}
 	d.Events = a.Events
 	return d
+}
+
+// stateReason is the channel health reason of a runtime that is not
+// running (as the agent-proxy's health reports it).
+var stateReason = map[runtimes.State]string{
+	runtimes.StateStopped:  wire.HealthStopped,
+	runtimes.StateStarting: wire.HealthStarting,
+	runtimes.StateFailed:   wire.HealthStartFailed,
+	runtimes.StateOffline:  wire.HealthOffline,
+}
+
+// healthReasonText says what each reason of a channel that is not
+// connected means for the systems that send it messages
+// (docs/webhook-delivery.md, "Health").
+var healthReasonText = map[string]string{
+	wire.HealthStopped: "No agent is running: it was never started, or it was stopped after being idle. " +
+		"The next message starts one; health checks never do.",
+	wire.HealthStarting: "The agent is starting; messages wait for it.",
+	wire.HealthStartFailed: "The agent's last start failed. Messages are answered 503 agent_start_failed " +
+		"with a Retry-After until a start succeeds.",
+	wire.HealthOffline: "The project runs on a paired machine that is not connected. " +
+		"Messages are answered 503 instance_offline until it reconnects.",
+	wire.HealthFenced: "This agent lost the project to a newer one and takes no more messages; " +
+		"the next message reaches the newer agent.",
+	wire.HealthShuttingDown:      "The agent is stopping and writing its final flush; the next message starts a new one.",
+	wire.HealthConfigUnavailable: "The agent runs but could not read this channel's settings from the API; it retries.",
+	wire.HealthUnreachable:       "The agent is recorded as running but did not answer.",
 }
 
 func agentError(err error) string {

@@ -52,6 +52,7 @@ import (
 	"github.com/svc-dev/svc/shared/objstore"
 	"github.com/svc-dev/svc/shared/repoarchive"
 	"github.com/svc-dev/svc/shared/settings"
+	"github.com/svc-dev/svc/shared/syncmode"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -91,6 +92,9 @@ type Checkpoints interface {
 	// DeleteCheckpoints removes the rows of the given commits (rows that
 	// are not turns) and returns how many it removed.
 	DeleteCheckpoints(ctx context.Context, projectID string, shas []string) (int64, error)
+	// CloudSyncMode is the project's mode now: only a mode whose rows come
+	// from the durable history is reconciled (syncmode.Mode.GitCheckpoints).
+	CloudSyncMode(ctx context.Context, projectID string) (syncmode.Mode, error)
 }
 
 // Options configure a Manager.

@@ -18,9 +18,22 @@ import (
 // of the branch without a row gets one, marked reconciled (spec 3.2), and
 // a row for a commit the copy holds off that line (reachable only from a
 // side ref, a tag or a merged second parent) is removed. It runs on each
-// (re)hydrate; a failure is logged and never fails the read.
+// (re)hydrate of a git_only or dual_shadow project, whose durable .git is
+// its history; an s3 project gets no rows (spec 3.1), even when storage
+// still holds the .git of an earlier mode. A failure is logged and never
+// fails the read.
 func (m *Manager) reconcile(ctx context.Context, projectID, dir string) {
 	if m.opts.Checkpoints == nil {
+		return
+	}
+	mode, err := m.opts.Checkpoints.CloudSyncMode(ctx, projectID)
+	if err != nil {
+		m.log.Warn("reading the sync mode before reconciling checkpoint rows", zap.String("projectId", projectID), zap.Error(err))
+		return
+	}
+	if !mode.GitCheckpoints() {
+		m.log.Debug("not reconciling checkpoint rows: the mode keeps no git history", zap.String("projectId", projectID),
+			zap.String("mode", string(mode)))
 		return
 	}
 	res, err := Reconcile(ctx, m.opts.Runner, dir, projectID, m.opts.Checkpoints)

@@ -335,6 +335,19 @@ func (h *Hub) EnsurePinned(_ context.Context, p store.Project, a store.RuntimeAs
 		Token: runtimetoken.Mint(h.secret, p.ID), Transport: relayTransport{h.relayRT}}, nil
 }
 
+// Running implements runtimes.Finder: the API never starts a paired
+// machine, so the endpoint is Ensure's when the machine is connected.
+func (h *Hub) Running(ctx context.Context, p store.Project) (runtimes.Endpoint, bool, error) {
+	ep, err := h.Ensure(ctx, p)
+	if errors.Is(err, runtimes.ErrOffline) {
+		return runtimes.Endpoint{}, false, nil
+	}
+	if err != nil {
+		return runtimes.Endpoint{}, false, err
+	}
+	return ep, true, nil
+}
+
 func (h *Hub) ensureLocal(projectID string) (runtimes.Endpoint, error) {
 	t := h.get(projectID)
 	if t == nil {

@@ -192,6 +192,9 @@ func New(d Deps) *Server {
 	if d.AgentProxy != nil && d.AgentProxy.Accepted == nil {
 		d.AgentProxy.Accepted = s.Outbox.RecordAccepted
 	}
+	if d.AgentProxy != nil && d.AgentProxy.Pending == nil {
+		d.AgentProxy.Pending = s.Outbox.Pending
+	}
 
 	s.Usage = metering.NewRecorder(d.Store, d.Log.Named("metering"), metering.RecorderOptions{SpoolDir: d.UsageSpoolDir})
 	h, err := s.buildHandlers(d)

@@ -38,6 +38,18 @@ func (s *Store) GetProject(ctx context.Context, id string) (Project, error) {
 	return first[Project](ctx, s.db, "id = ?", id)
 }
 
+// CloudSyncMode is the project's sync mode (hydrate's reconcile asks it).
+func (s *Store) CloudSyncMode(ctx context.Context, projectID string) (syncmode.Mode, error) {
+	p, err := s.GetProject(ctx, projectID)
+	if err != nil {
+		return "", err
+	}
+	if p.CloudSyncMode == "" {
+		return syncmode.Default, nil
+	}
+	return p.CloudSyncMode, nil
+}
+
 // ListProjects lists a workspace's projects by name.
 func (s *Store) ListProjects(ctx context.Context, workspaceID string) ([]Project, error) {
 	return all[Project](ctx, s.db.Order("name, id"), "workspace_id = ?", workspaceID)

@@ -48,7 +48,7 @@ type ChannelStore interface {
 // List is GET …/webhook/attempts.
 func (h *Handlers) List(c echo.Context) error {
 	proj := httpmw.ProjectFrom(c)
-	if _, err := webhookchannel.Authenticate(c, h.Channels, proj.ID); err != nil {
+	if _, err := webhookchannel.Authenticate(c.Request().Context(), h.Channels, proj.ID, c.Request().Header.Get(wire.HeaderWebhookSecret)); err != nil {
 		return err
 	}
 	limit, err := webhooklog.ParseLimit(c.QueryParam("limit"))
@@ -68,7 +68,7 @@ func (h *Handlers) List(c echo.Context) error {
 // Endpoints is GET …/webhook/endpoints: endpoints with failures.
 func (h *Handlers) Endpoints(c echo.Context) error {
 	proj := httpmw.ProjectFrom(c)
-	if _, err := webhookchannel.Authenticate(c, h.Channels, proj.ID); err != nil {
+	if _, err := webhookchannel.Authenticate(c.Request().Context(), h.Channels, proj.ID, c.Request().Header.Get(wire.HeaderWebhookSecret)); err != nil {
 		return err
 	}
 	rows, err := h.Log.Store.ListWebhookEndpoints(c.Request().Context(), proj.ID, false)
@@ -87,7 +87,7 @@ func (h *Handlers) Endpoints(c echo.Context) error {
 // Replay is POST …/webhook/replay/:correlationId.
 func (h *Handlers) Replay(c echo.Context) error {
 	proj := httpmw.ProjectFrom(c)
-	ch, err := webhookchannel.Authenticate(c, h.Channels, proj.ID)
+	ch, err := webhookchannel.Authenticate(c.Request().Context(), h.Channels, proj.ID, c.Request().Header.Get(wire.HeaderWebhookSecret))
 	if err != nil {
 		return err
 	}
@@ -101,7 +101,7 @@ func (h *Handlers) Replay(c echo.Context) error {
 // Test is POST …/webhook/endpoints/test {callbackUrl}.
 func (h *Handlers) Test(c echo.Context) error {
 	proj := httpmw.ProjectFrom(c)
-	ch, err := webhookchannel.Authenticate(c, h.Channels, proj.ID)
+	ch, err := webhookchannel.Authenticate(c.Request().Context(), h.Channels, proj.ID, c.Request().Header.Get(wire.HeaderWebhookSecret))
 	if err != nil {
 		return err
 	}

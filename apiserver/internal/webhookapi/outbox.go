@@ -17,7 +17,7 @@ import (
 // caller are released for the next poll.
 func (h *Handlers) Poll(c echo.Context) error {
 	proj := httpmw.ProjectFrom(c)
-	ch, err := webhookchannel.Authenticate(c, h.Channels, proj.ID)
+	ch, err := webhookchannel.Authenticate(c.Request().Context(), h.Channels, proj.ID, c.Request().Header.Get(wire.HeaderWebhookSecret))
 	if err != nil {
 		return err
 	}

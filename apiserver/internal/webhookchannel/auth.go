@@ -5,20 +5,21 @@ import (
 	"errors"
 	"time"
 
-	"github.com/labstack/echo/v4"
-
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
-// Authenticate checks X-Webhook-Secret against the channel secret from the
-// store, and the one a rotation replaced while its overlap lasts, in
-// constant time (SecretMatches); an empty or missing channel
-// secret rejects every request.
-func Authenticate(c echo.Context, st interface {
+// Store is what Authenticate reads: the project's channel.
+type Store interface {
 	GetChannel(ctx context.Context, projectID string) (store.Channel, error)
-}, projectID string) (store.Channel, error) {
-	ch, err := st.GetChannel(c.Request().Context(), projectID)
+}
+
+// Authenticate checks secret (the request's X-Webhook-Secret) against the
+// channel secret from the store, and the one a rotation replaced while its
+// overlap lasts, in constant time (SecretMatches); an empty or missing
+// channel secret rejects every request (401 channel_secret_not_set).
+func Authenticate(ctx context.Context, st Store, projectID, secret string) (store.Channel, error) {
+	ch, err := st.GetChannel(ctx, projectID)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return ch, wire.Unavailable(err)
 	}
@@ -26,7 +27,7 @@ func Authenticate(c echo.Context, st interface {
 		return ch, wire.Coded("channel_secret_not_set",
 			"This channel has no secret configured, so it rejects every request. Set one in the channel settings.")
 	}
-	if !SecretMatches(ch, c.Request().Header.Get(wire.HeaderWebhookSecret), time.Now()) {
+	if !SecretMatches(ch, secret, time.Now()) {
 		return ch, wire.Coded("invalid_webhook_secret",
 			"Missing or invalid X-Webhook-Secret header.")
 	}

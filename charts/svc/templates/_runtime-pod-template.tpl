@@ -24,12 +24,12 @@ the grace period left once the agent exited. No preStop hook is needed.
 */}}
 {{- define "svc.runtimePodTemplate" -}}
 {{- $r := .Values.runtime }}
-{{- if lt (int $r.terminationGracePeriodSeconds) 20 }}
-{{- fail "runtime.terminationGracePeriodSeconds must be at least 20: podagent's shutdown flushes git (5 s) and S3 (10 s) after draining" }}
+{{- if lt (int $r.terminationGracePeriodSeconds) 21 }}
+{{- fail "runtime.terminationGracePeriodSeconds must be at least 21: podagent's shutdown flushes git (5 s), snapshots HEAD (5 s) and flushes S3 (10 s) after draining, with a 1 s margin" }}
 {{- end }}
 {{- $podagentGrace := sub (int $r.terminationGracePeriodSeconds) (int $r.agent.stopSeconds) }}
-{{- if lt $podagentGrace 15 }}
-{{- fail "runtime.terminationGracePeriodSeconds minus runtime.agent.stopSeconds must be at least 15: podagent, stopped after the agent container, flushes git (5 s) and S3 (10 s)" }}
+{{- if lt $podagentGrace 21 }}
+{{- fail "runtime.terminationGracePeriodSeconds minus runtime.agent.stopSeconds must be at least 21: podagent, stopped after the agent container, flushes git (5 s), snapshots HEAD (5 s) and flushes S3 (10 s), with a 1 s margin" }}
 {{- end }}
 apiVersion: v1
 kind: Pod

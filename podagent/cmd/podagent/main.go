@@ -150,8 +150,9 @@ func serveWith(cfg *config.Config, log *zap.Logger, ln net.Listener, x extras) e
 	case <-ctx.Done():
 	}
 	stop()
-	// The sequence fits the runtime's grace period: the final git and S3
-	// flushes keep their 5 s and 10 s, the drain gets the rest.
+	// The sequence fits the runtime's grace period: the final git flush,
+	// the HEAD snapshot and the S3 flush keep their 5 s, 5 s and 10 s, the
+	// drain gets the rest.
 	deadline := shutdown.Deadline(time.Now(), cfg.ShutdownGrace)
 	log.Info("SIGTERM: shutting down", zap.Duration("grace", cfg.ShutdownGrace),
 		zap.Time("drainUntil", shutdown.DrainDeadline(deadline)))
@@ -164,7 +165,8 @@ func serveWith(cfg *config.Config, log *zap.Logger, ln net.Listener, x extras) e
 	sctx, scancel := context.WithDeadline(context.Background(), deadline)
 	defer scancel()
 	res := p.Shutdown(sctx)
-	log.Info("shutdown complete", zap.Bool("healthy", res.HealthyAtFlush), zap.Bool("coldStartTarballWritten", res.ColdStartWritten),
+	log.Info("shutdown complete", zap.String("mode", string(cfg.Mode)), zap.String("durability", res.Durability),
+		zap.String("coldStartPath", res.Path), zap.Bool("coldStartTarballWritten", res.ColdStartWritten),
 		zap.NamedError("gitFlush", res.GitFlushErr), zap.NamedError("s3Flush", res.S3FlushErr))
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/svc-dev/svc/podagent/internal/coldstart"
 	"github.com/svc-dev/svc/podagent/internal/gitsync"
+	"github.com/svc-dev/svc/podagent/internal/shutdown"
 	"github.com/svc-dev/svc/shared/syncmode"
 )
 
@@ -38,3 +39,10 @@ func (s3Only) FlushWrites(ctx context.Context, w *gitsync.Writes, skipSource boo
 }
 
 func (s3Only) Resume(context.Context, *gitsync.Writes) {}
+
+// Shutdown: as dual_shadow, without a durability state to report (s3 has
+// no durability step and no degrade machine).
+func (s3Only) Shutdown(s *shutdown.Steps, p Started) {
+	sourceModes{}.Shutdown(s, p)
+	s.Healthy = nil
+}

@@ -123,7 +123,7 @@ func (sourceModes) LargeFiles(p Parts) LargeFiles {
 func (sourceModes) AfterStart(context.Context, Started) {}
 
 func (sourceModes) Shutdown(s *shutdown.Steps, p Started) {
-	s.Healthy = func() bool { return false }
+	s.UploadHEADSnapshot = nil // git_only's alone: these modes end with the S3 flush
 	flush := s.S3Flush
 	s.S3Flush = func(ctx context.Context, force bool) error {
 		// Large files are uploaded at shutdown too (spec 2.7).

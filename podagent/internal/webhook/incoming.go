@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -31,67 +30,9 @@ type Incoming = wire.WebhookIncoming
 // is declared 400 in wire.Codes).
 func badRequest(code, msg string) *wire.Error { return wire.Coded(code, msg) }
 
-// ParseIncoming validates a body: a JSON object whose message is a
-// non-empty string; senderId, senderName and callbackUrl (or sender_id,
-// sender_name, callback_url) strings when present; metadata an object when
-// present. It never fails with anything but *wire.Error (400).
-func ParseIncoming(body []byte) (Incoming, error) {
-	var in Incoming
-	var fields map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if len(bytes.TrimSpace(body)) == 0 {
-		return in, badRequest("invalid_body", "The body must be a JSON object with a string 'message'.")
-	}
-	if err := dec.Decode(&fields); err != nil || fields == nil || dec.More() {
-		return in, badRequest("invalid_json", "The body must be a JSON object with a string 'message'.")
-	}
-	present := func(k string) (json.RawMessage, bool) {
-		v, ok := fields[k]
-		if !ok || string(v) == "null" {
-			return nil, false
-		}
-		return v, true
-	}
-	raw, ok := present("message")
-	if !ok {
-		return in, badRequest("missing_message", "'message' is required and must be a string.")
-	}
-	if json.Unmarshal(raw, &in.Message) != nil || raw[0] != '"' {
-		return in, badRequest("invalid_message", "'message' must be a string.")
-	}
-	if strings.TrimSpace(in.Message) == "" {
-		return in, badRequest("invalid_message", "'message' must not be empty.")
-	}
-	str := func(dst *string, camel, snake, code string) error {
-		for _, k := range []string{camel, snake} {
-			v, ok := present(k)
-			if !ok {
-				continue
-			}
-			if v[0] != '"' || json.Unmarshal(v, dst) != nil {
-				return badRequest(code, fmt.Sprintf("'%s' must be a string.", k))
-			}
-			return nil
-		}
-		return nil
-	}
-	if err := str(&in.SenderID, "senderId", "sender_id", "invalid_sender_id"); err != nil {
-		return in, err
-	}
-	if err := str(&in.SenderName, "senderName", "sender_name", "invalid_sender_name"); err != nil {
-		return in, err
-	}
-	if err := str(&in.CallbackURL, "callbackUrl", "callback_url", "invalid_callback_url"); err != nil {
-		return in, err
-	}
-	if v, ok := present("metadata"); ok {
-		if v[0] != '{' {
-			return in, badRequest("invalid_metadata", "'metadata' must be a JSON object.")
-		}
-		in.Metadata = v
-	}
-	return in, nil
-}
+// ParseIncoming validates a body (wire.ParseWebhookIncoming: the API's
+// agent-proxy checks the same before it routes; the pod checks again).
+func ParseIncoming(body []byte) (Incoming, error) { return wire.ParseWebhookIncoming(body) }
 
 func (h *Handler) readBody(c echo.Context) ([]byte, error) {
 	r := c.Request()

@@ -267,10 +267,16 @@ func (h *Handler) authenticate(c echo.Context) (wire.ChannelConfig, error) {
 
 func (h *Handler) health(c echo.Context) error {
 	cfg, cfgErr := h.d.Channel.Channel(c.Request().Context())
-	connected := cfgErr == nil && !h.closing.Load()
-	if connected && h.d.Ready != nil && h.d.Ready() != nil {
-		connected = false
+	reason := ""
+	switch {
+	case h.closing.Load():
+		reason = wire.HealthShuttingDown
+	case h.d.Ready != nil && h.d.Ready() != nil:
+		reason = wire.HealthFenced // the pod's only readiness condition
+	case cfgErr != nil:
+		reason = wire.HealthConfigUnavailable
 	}
+	connected := reason == ""
 	count := h.messages.Load()
 	if h.d.Journal != nil {
 		count = h.d.Journal.Counters().MessageCount
@@ -288,6 +294,7 @@ func (h *Handler) health(c echo.Context) error {
 	}
 	return c.JSON(http.StatusOK, wire.WebhookHealth{
 		Connected:     connected,
+		Reason:        reason,
 		HasSecret:     cfgErr == nil && cfg.Secret != "",
 		MessageCount:  count,
 		OutboxPending: pending,

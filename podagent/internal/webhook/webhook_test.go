@@ -482,8 +482,26 @@ func TestHealth(t *testing.T) {
 	}
 	ev.src.set(wire.ChannelConfig{}, errors.New("down"))
 	ev.do(http.MethodGet, "/health", nil, nil).json(t, &h)
-	if h.Connected || h.HasSecret {
+	if h.Connected || h.HasSecret || h.Reason != wire.HealthConfigUnavailable {
 		t.Fatalf("health without API = %+v", h)
+	}
+	// Fenced (the pod's readiness fails): reported, still a 200.
+	ev.src.set(wire.ChannelConfig{Configured: true, ChannelID: channelID, Secret: secret}, nil)
+	ev.readyM.Lock()
+	ev.ready = func() error { return errors.New("fenced") }
+	ev.readyM.Unlock()
+	r := ev.do(http.MethodGet, "/health", nil, nil)
+	r.json(t, &h)
+	if r.status != 200 || h.Connected || h.Reason != wire.HealthFenced {
+		t.Fatalf("health of a fenced pod = %d %+v", r.status, h)
+	}
+	// Shutting down.
+	if err := ev.h.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ev.do(http.MethodGet, "/health", nil, nil).json(t, &h)
+	if h.Connected || h.Reason != wire.HealthShuttingDown {
+		t.Fatalf("health while shutting down = %+v", h)
 	}
 	if r := ev.do(http.MethodGet, "/health", map[string]string{"Authorization": ""}, nil); r.status != 401 {
 		t.Fatalf("health without runtime token: %d", r.status)

@@ -596,3 +596,33 @@ func (d *Driver) Close(context.Context) error {
 	<-d.done
 	return nil
 }
+
+// Running implements runtimes.Finder: the current generation's pod when it
+// is Ready, from this replica's informer. Nothing is created, and the
+// endpoint carries no Hold: a request through it (a health poll) is not a
+// use that keeps the pod from its idle stop.
+func (d *Driver) Running(ctx context.Context, p store.Project) (runtimes.Endpoint, bool, error) {
+	a, err := d.o.Store.GetRuntimeAssignment(ctx, p.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return runtimes.Endpoint{}, false, nil
+	}
+	if err != nil {
+		return runtimes.Endpoint{}, false, err
+	}
+	if a.Driver != Name || a.Generation == 0 {
+		return runtimes.Endpoint{}, false, nil
+	}
+	pod, _ := d.pods.Pods(d.o.Namespace).Get(PodName(p.ID, a.Generation))
+	if pod == nil || pod.DeletionTimestamp != nil || !podReady(pod) {
+		return runtimes.Endpoint{}, false, nil
+	}
+	ep, u, err := d.endpoint(p.ID, pod)
+	if err != nil || u != a.Endpoint {
+		return runtimes.Endpoint{}, false, nil
+	}
+	ep.Hold = nil
+	return ep, true, nil
+}
+
+// RetryHint is the Retry-After told after a failed cold start.
+func (d *Driver) RetryHint() time.Duration { return d.o.RetryAfter }

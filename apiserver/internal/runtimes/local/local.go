@@ -59,7 +59,7 @@ type Options struct {
 	// (default 60 s).
 	StartTimeout time.Duration
 	// StopGrace is how long a pod may take after SIGTERM before SIGKILL
-	// (default 25 s).
+	// (default 30 s: the pod's flushes take up to 21 s after its drain).
 	StopGrace time.Duration
 	// RetryAfter is told to clients after a failed cold start (default 5 s).
 	RetryAfter time.Duration
@@ -77,6 +77,8 @@ type Driver struct {
 	procs    map[string]*proc
 	lastErr  map[string]string
 	restarts map[string]int
+	starting map[string]bool
+	starts   int
 	closed   bool
 }
 
@@ -93,14 +95,14 @@ func (p *proc) alive() bool { return !wait.Closed(p.done) }
 // New returns a driver; nothing starts until the first Ensure.
 func New(o Options) *Driver {
 	o.StartTimeout = settings.PositiveOr(o.StartTimeout, 60*time.Second)
-	o.StopGrace = settings.PositiveOr(o.StopGrace, 25*time.Second)
+	o.StopGrace = settings.PositiveOr(o.StopGrace, 30*time.Second)
 	o.RetryAfter = settings.PositiveOr(o.RetryAfter, 5*time.Second)
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
 	return &Driver{o: o, log: o.Log.Named("runtime.local"),
 		client: &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}},
-		procs:  map[string]*proc{}, lastErr: map[string]string{}, restarts: map[string]int{}}
+		procs:  map[string]*proc{}, lastErr: map[string]string{}, restarts: map[string]int{}, starting: map[string]bool{}}
 }
 
 // Name implements runtimes.Driver.
@@ -118,6 +120,15 @@ func (d *Driver) Ensure(ctx context.Context, p store.Project) (runtimes.Endpoint
 		}
 		// The start is not bound to the request that triggered it: other
 		// requests wait for the same start, and a pod is worth keeping.
+		d.mu.Lock()
+		d.starting[p.ID] = true
+		d.starts++
+		d.mu.Unlock()
+		defer func() {
+			d.mu.Lock()
+			delete(d.starting, p.ID)
+			d.mu.Unlock()
+		}()
 		return d.start(p)
 	})
 	select {
@@ -129,6 +140,27 @@ func (d *Driver) Ensure(ctx context.Context, p store.Project) (runtimes.Endpoint
 	case <-ctx.Done():
 		return runtimes.Endpoint{}, ctx.Err()
 	}
+}
+
+// Running implements runtimes.Finder: the project's pod when it runs;
+// nothing is started.
+func (d *Driver) Running(_ context.Context, p store.Project) (runtimes.Endpoint, bool, error) {
+	if pr := d.running(p.ID); pr != nil {
+		return d.endpoint(p.ID, pr), true, nil
+	}
+	return runtimes.Endpoint{}, false, nil
+}
+
+// RetryHint is the Retry-After told after a failed cold start.
+func (d *Driver) RetryHint() time.Duration { return d.o.RetryAfter }
+
+// Starts is the number of cold starts this driver has begun (every
+// attempt, failed ones too): what operators and tests read to see that
+// nothing started a pod.
+func (d *Driver) Starts() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.starts
 }
 
 func (d *Driver) endpoint(projectID string, pr *proc) runtimes.Endpoint {
@@ -241,8 +273,8 @@ func (d *Driver) startOnce(projectID string, mode syncmode.Mode, deadline time.T
 		"SVC_DATA_DIR="+dataDir,
 		"SVC_WORKSPACE_DIR="+filepath.Join(dir, "workspace"),
 		"SVC_HTTP_ADDR="+addr,
-		// The pod fits its shutdown (drain, 5 s git, 10 s S3 flush) into the
-		// time before this driver's SIGKILL.
+		// The pod fits its shutdown (drain, 5 s git flush, 5 s HEAD
+		// snapshot, 10 s S3 flush) into the time before this driver's SIGKILL.
 		"SVC_SHUTDOWN_GRACE="+d.o.StopGrace.String(),
 	)
 	setProcAttr(cmd)
@@ -347,6 +379,8 @@ func (d *Driver) Status(_ context.Context, projectID string) (runtimes.Status, e
 		LastError: d.lastErr[projectID]}
 	if pr := d.procs[projectID]; pr != nil && pr.alive() {
 		st.State, st.Endpoint, st.PID, st.StartedAt = runtimes.StateRunning, pr.url.String(), pr.cmd.Process.Pid, pr.startedAt
+	} else if d.starting[projectID] {
+		st.State = runtimes.StateStarting
 	} else if st.LastError != "" {
 		st.State = runtimes.StateFailed
 	}

@@ -122,3 +122,20 @@ func (d *Driver) Status(ctx context.Context, projectID string) (runtimes.Status,
 	}
 	return out, nil
 }
+
+// Running implements runtimes.Finder: the guest when the host reports it
+// running; nothing is booted or resumed.
+func (d *Driver) Running(ctx context.Context, p store.Project) (runtimes.Endpoint, bool, error) {
+	st, err := d.client.Status(ctx, p.ID)
+	if err != nil || st.State != "running" || st.URL == "" || len(d.o.RuntimeSecret) == 0 {
+		return runtimes.Endpoint{}, false, nil
+	}
+	u, err := url.Parse(st.URL)
+	if err != nil {
+		return runtimes.Endpoint{}, false, nil
+	}
+	return runtimes.Endpoint{URL: u, Token: runtimetoken.Mint(d.o.RuntimeSecret, p.ID)}, true, nil
+}
+
+// RetryHint is the Retry-After told after a failed boot.
+func (d *Driver) RetryHint() time.Duration { return d.o.RetryAfter }
