@@ -27,7 +27,7 @@ func TestLayers(t *testing.T) {
 		"internal/checkpoints", "internal/ownership", "internal/degrade"} {
 		forbidden = append(forbidden, layers.Edge{From: low, To: "internal/syncstrategy",
 			Why: "the strategies choose the mode's parts; the parts never ask which strategy runs"})
-		for _, channel := range []string{"internal/webhook", "internal/turnorder", "internal/agentloop", "internal/callback"} {
+		for _, channel := range []string{"internal/webhook", "internal/turn", "internal/agentloop", "internal/callback"} {
 			forbidden = append(forbidden, layers.Edge{From: low, To: channel,
 				Why: "the sync engine does not know the webhook channel; the turn orchestrator drives it"})
 		}

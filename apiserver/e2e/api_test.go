@@ -48,8 +48,26 @@ func TestPlainCompletionForwardsAndRewrites(t *testing.T) {
 	p := userMsg("hello world")
 	p.Model = "svc-2.0" // the alias
 	p.Temperature = openai.Float(0.25)
-	resp, err := c.Chat.Completions.New(context.Background(), p, option.WithJSONSet("x_vendor_field", "kept"))
+	var raw *http.Response
+	resp, err := c.Chat.Completions.New(context.Background(), p, option.WithJSONSet("x_vendor_field", "kept"), option.WithResponseInto(&raw))
 	must(t, err)
+	// OpenAI's rate-limit headers, as the SDK hands them over: the free
+	// plan's 1000 requests a minute per key and its tightest usage window
+	// in tokens.
+	h := raw.Header
+	if rem, err := strconv.Atoi(h.Get("x-ratelimit-remaining-requests")); err != nil || rem < 0 || rem >= 1000 {
+		t.Errorf("x-ratelimit-remaining-requests %q", h.Get("x-ratelimit-remaining-requests"))
+	}
+	if h.Get("x-ratelimit-limit-requests") != "1000" ||
+		h.Get("x-ratelimit-limit-tokens") == "" || h.Get("x-ratelimit-remaining-tokens") == "" ||
+		h.Get("RateLimit-Policy") != `"requests";q=1000;w=60` || h.Get("RateLimit") == "" {
+		t.Errorf("rate-limit headers %v", h)
+	}
+	for _, name := range []string{"x-ratelimit-reset-requests", "x-ratelimit-reset-tokens"} {
+		if d, err := time.ParseDuration(h.Get(name)); err != nil || d <= 0 {
+			t.Errorf("%s = %q, want a duration", name, h.Get(name))
+		}
+	}
 	if resp.Model != "svc-2-0" {
 		t.Errorf("response model %q, want the public id svc-2-0", resp.Model)
 	}
@@ -202,8 +220,12 @@ func TestErrorCodes(t *testing.T) {
 			if ra, err := strconv.Atoi(h.Get("Retry-After")); err != nil || ra < 1 || ra > 60 {
 				t.Errorf("Retry-After %q", h.Get("Retry-After"))
 			}
-			if h.Get("X-RateLimit-Limit") != "3" || h.Get("X-RateLimit-Remaining") != "0" || h.Get("X-RateLimit-Reset") == "" {
+			if h.Get("X-RateLimit-Limit") != "3" || h.Get("X-RateLimit-Remaining") != "0" || h.Get("X-RateLimit-Reset") == "" ||
+				h.Get("x-ratelimit-limit-requests") != "3" || h.Get("x-ratelimit-remaining-requests") != "0" {
 				t.Errorf("rate headers %v", h)
+			}
+			if d, err := time.ParseDuration(h.Get("x-ratelimit-reset-requests")); err != nil || d <= 0 || d > time.Minute {
+				t.Errorf("x-ratelimit-reset-requests %q", h.Get("x-ratelimit-reset-requests"))
 			}
 			return
 		}

@@ -15,9 +15,10 @@ import (
 	"github.com/svc-dev/svc/shared/testenv"
 )
 
-// With the database gone, the API refuses with a clear 503 and /readyz says
-// so; nothing reaches the upstream; once the database is back the same key
-// works and its usage is recorded.
+// In fail-closed mode, with the database gone, the API refuses with a
+// clear 503 and /readyz says so; nothing reaches the upstream; once the
+// database is back the same key works and its usage is recorded. (The
+// default serve mode: TestDatabaseOutageServesKnownKeys.)
 func TestDatabaseDown(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -28,7 +29,7 @@ func TestDatabaseDown(t *testing.T) {
 	direct := e.dbURL
 	e.dbURL, err = proxy.RewriteURL(direct)
 	must(t, err)
-	a := e.startAPI()
+	a := e.startAPI("SVC_DB_OUTAGE_MODE=fail-closed")
 	e.dbURL = direct // the admin CLI keeps the direct connection
 	c := client(a.URL+"/v1", acc.key)
 	if _, err := c.Chat.Completions.New(context.Background(), userMsg("warm")); err != nil {

@@ -97,6 +97,8 @@ type report struct {
 	requests int
 	duration time.Duration
 	streams  int
+	env      *env    // the gateway's (its database and catalog)
+	acc      account // the account every gateway path uses
 }
 
 func envInt(name string, def int) int {
@@ -145,6 +147,7 @@ models:
 	}
 	r.bare = startBareProxy(b, r.up.BaseURL())
 	acc := e.account("bench")
+	r.env, r.acc = e, acc
 
 	client := func() *http.Client {
 		return &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 512, DisableCompression: true}}

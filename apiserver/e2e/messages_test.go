@@ -49,8 +49,16 @@ func TestMessagesAPIPlain(t *testing.T) {
 		Tools: []anthropic.ToolUnionParam{{OfTool: &anthropic.ToolParam{Name: "get_weather",
 			InputSchema: anthropic.ToolInputSchemaParam{Properties: map[string]any{"city": map[string]any{"type": "string"}}}}}},
 	}
-	msg, err := c.Messages.New(context.Background(), params)
+	var raw *http.Response
+	msg, err := c.Messages.New(context.Background(), params, anthoption.WithResponseInto(&raw))
 	must(t, err)
+	// Anthropic's rate-limit headers, as the SDK hands them over.
+	if h := raw.Header; h.Get("anthropic-ratelimit-requests-limit") != "1000" || h.Get("anthropic-ratelimit-requests-remaining") == "" ||
+		h.Get("anthropic-ratelimit-tokens-limit") == "" || h.Get("anthropic-ratelimit-tokens-remaining") == "" || h.Get("RateLimit") == "" {
+		t.Errorf("rate-limit headers %v", h)
+	} else if _, err := time.Parse(time.RFC3339, h.Get("anthropic-ratelimit-requests-reset")); err != nil {
+		t.Errorf("anthropic-ratelimit-requests-reset: %v", err)
+	}
 	if msg.Model != "svc-2-0" || msg.StopReason != anthropic.StopReasonEndTurn || len(msg.Content) != 1 ||
 		msg.Content[0].Text != "It is sunny." || !strings.HasPrefix(msg.ID, "msg_") {
 		t.Fatalf("decoded message %+v", msg)

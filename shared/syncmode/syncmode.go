@@ -38,14 +38,18 @@ type traits struct {
 	keepsSourceArchive bool
 	pushesToAPI        bool
 	gitCheckpoints     bool
+	cohortGuided       bool // a mode for a bounded cohort of projects (docs/sync-modes.md §10)
 }
 
 // table is the mode table: every mode and what it is.
 var table = map[Mode]traits{
 	S3:         {keepsSourceArchive: true},
-	DualShadow: {keepsSourceArchive: true, pushesToAPI: true, gitCheckpoints: true},
+	DualShadow: {keepsSourceArchive: true, pushesToAPI: true, gitCheckpoints: true, cohortGuided: true},
 	GitOnly:    {gitCheckpoints: true},
 }
+
+// All is every mode, in a fixed order.
+var All = []Mode{S3, DualShadow, GitOnly}
 
 // KeepsSourceArchive reports whether a pod in mode m writes the project's
 // files to object storage each turn (project-src.tar.gz and the assets) and
@@ -62,6 +66,15 @@ func (m Mode) PushesToAPI() bool { return table[m].pushesToAPI }
 // may reconcile them from it. An s3 project produces none (spec 3.1), and a
 // .git left in storage by an earlier mode is no history of it.
 func (m Mode) GitCheckpoints() bool { return table[m].gitCheckpoints }
+
+// AcceptsPodPush reports whether the API's git endpoint takes a push from
+// the project's pod and makes it durable (dual_shadow): the API side of
+// PushesToAPI, and the mode whose origin starts empty before the first push.
+func (m Mode) AcceptsPodPush() bool { return table[m].pushesToAPI }
+
+// CohortGuided reports whether switching a project to m is bounded by the
+// cohort guidance (dual_shadow: a few projects for a few days).
+func (m Mode) CohortGuided() bool { return table[m].cohortGuided }
 
 // Valid reports whether m is one of the three modes.
 func (m Mode) Valid() bool { _, ok := table[m]; return ok }

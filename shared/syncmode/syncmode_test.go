@@ -49,3 +49,24 @@ func TestModeTable(t *testing.T) {
 		}
 	}
 }
+
+// The API's traits: which modes take a pod's push, write checkpoint rows,
+// keep a git history the API reads, and are cohort-guided.
+func TestAPITraits(t *testing.T) {
+	t.Parallel()
+	type row struct{ push, rows, history, cohort bool }
+	want := map[syncmode.Mode]row{
+		syncmode.S3:         {},
+		syncmode.DualShadow: {push: true, rows: true, history: true, cohort: true},
+		syncmode.GitOnly:    {rows: true, history: true},
+	}
+	if len(syncmode.All) != len(want) {
+		t.Fatalf("All = %v", syncmode.All)
+	}
+	for _, m := range syncmode.All {
+		got := row{m.AcceptsPodPush(), m.GitCheckpoints(), m.GitCheckpoints(), m.CohortGuided()}
+		if got != want[m] {
+			t.Errorf("%s: %+v, want %+v", m, got, want[m])
+		}
+	}
+}

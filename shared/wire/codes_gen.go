@@ -127,6 +127,7 @@ const (
 	CodeStorageUnavailable           = "storage_unavailable"
 	CodeTagExists                    = "tag_exists"
 	CodeTooManyObjects               = "too_many_objects"
+	CodeTurnInProgress               = "turn_in_progress"
 	CodeTurnTimeout                  = "turn_timeout"
 	CodeUnauthenticated              = "unauthenticated"
 	CodeUnauthorized                 = "unauthorized"

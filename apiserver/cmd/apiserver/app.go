@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"maps"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,6 +41,7 @@ import (
 	"github.com/svc-dev/svc/shared/datadir"
 	"github.com/svc-dev/svc/shared/logging"
 	"github.com/svc-dev/svc/shared/objstore"
+	"github.com/svc-dev/svc/shared/wait"
 )
 
 type app struct {
@@ -211,6 +212,9 @@ func serve(ctx context.Context, args []string, dev bool) error {
 		AgentProxy: proxy, Pairing: hub, Relay: relay, AnswerDeadline: a.cfg.WebhookAnswerDeadline,
 		WebhookFailingAfter: a.cfg.WebhookFailingAfter,
 		StorageErr:          objs.Health.Err,
+		OutageServeFor:      c.OutageServeFor(),
+		UsageSpoolDir:       filepath.Join(c.DataDir, "spool"),
+		Timeouts:            server.Timeouts{ReadHeader: c.HTTPReadHeaderTimeout, Idle: c.HTTPIdleTimeout, Write: c.HTTPWriteTimeout},
 		Console: &console.Options{PublicURL: storage.PublicURL(a.cfg),
 			SecureCookies: strings.HasPrefix(storage.PublicURL(a.cfg), "https://")},
 	})
@@ -235,6 +239,18 @@ func serve(ctx context.Context, args []string, dev bool) error {
 	if a.kube != nil {
 		a.kube.RegisterMetrics(srv.Registry)
 	}
+	// Usage partitions (PostgreSQL): days made ahead, expired ones dropped
+	// past SVC_USAGE_RETENTION (docs/gateway.md, Usage at scale).
+	go wait.EveryFromNow(ctx, time.Hour, func(ctx context.Context) {
+		res, err := a.store.MaintainUsagePartitions(ctx, time.Now(), a.cfg.UsageRetention)
+		if err != nil {
+			a.log.Warn("usage partition maintenance", zap.Error(err))
+			return
+		}
+		if len(res.Created)+len(res.Dropped) > 0 {
+			a.log.Info("usage partitions", zap.Strings("created", res.Created), zap.Strings("dropped", res.Dropped))
+		}
+	})
 	go (&janitor.Janitor{Store: a.store, Log: a.log.Named("janitor"), AttemptRetention: a.cfg.WebhookAttemptRetention}).Run(ctx, janitor.Interval)
 	// svc_webhook_endpoints_failing.
 	go srv.Webhooks.Job(ctx, a.store, webhooklog.GaugeInterval)
@@ -257,7 +273,7 @@ func serve(ctx context.Context, args []string, dev bool) error {
 	// Parity of the rollout (spec 10.6.4): svc_parity_mismatches{mode}.
 	go (&parity.Checker{Store: a.store, Objects: objs.Store}).Job(ctx, parity.NewGauge(srv.Registry), parity.JobInterval,
 		parity.Window, func(err error) { a.log.Warn("parity check", zap.Error(err)) })
-	hs := &http.Server{Handler: srv.Echo, ReadHeaderTimeout: 10 * time.Second}
+	hs := srv.HTTPServer()
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(srv.Streams.Listen(ln)) }()
 	select {

@@ -54,8 +54,8 @@ func SetSyncMode(ctx context.Context, st *store.Store, id string, mode syncmode.
 		return SyncModeResult{}, err
 	}
 	var res SyncModeResult
-	if mode == syncmode.DualShadow {
-		cohort, err := st.ProjectsInModes(ctx, syncmode.DualShadow)
+	if mode.CohortGuided() {
+		cohort, err := st.ProjectsInModes(ctx, mode)
 		if err != nil {
 			return res, err
 		}

@@ -44,6 +44,12 @@ const CacheTTL = 500 * time.Millisecond
 
 // Authenticator checks credentials.
 type Authenticator struct {
+	// StaleFor: while the database does not answer, a key this replica
+	// read within this long is still served from its cache (0: not; the
+	// answer is 503). A key it does not know gets 503, never 401
+	// (docs/gateway.md, "When PostgreSQL is down").
+	StaleFor time.Duration
+
 	store  *store.Store
 	secret []byte
 	log    *zap.Logger
@@ -128,6 +134,9 @@ func (a *Authenticator) lookup(ctx context.Context, id string) (store.KeyAuth, e
 	}
 	row, err := a.store.LookupKey(ctx, id)
 	if err != nil {
+		if ok && !errors.Is(err, store.ErrNotFound) && ctx.Err() == nil && now.Sub(c.at) < a.StaleFor {
+			return c.row, nil // the database is down: the row as last read
+		}
 		return row, err
 	}
 	a.mu.Lock()

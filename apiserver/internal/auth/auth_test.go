@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -199,5 +200,45 @@ func TestBearer(t *testing.T) {
 		if got := Bearer(in); got != want {
 			t.Errorf("Bearer(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// While the database does not answer, a key this replica read within
+// StaleFor is still served; past it, or for a key it never read, or with
+// StaleFor 0, the answer is 503 service_unavailable, never 401.
+func TestKnownKeysServedWhileDatabaseIsDown(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		staleFor time.Duration
+		after    time.Duration // since the key was last read
+		want     string        // "" admitted, else the error code
+	}{
+		{"known key", 10 * time.Minute, time.Minute, ""},
+		{"known too long", 10 * time.Minute, 11 * time.Minute, "service_unavailable"},
+		{"fail closed", 0, time.Second, "service_unavailable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			f.a.StaleFor = tc.staleFor
+			ctx := context.Background()
+			if _, err := f.a.APIKey(ctx, f.key); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.st.Close(); err != nil { // the database goes away
+				t.Fatal(err)
+			}
+			f.now = f.now.Add(tc.after)
+			p, err := f.a.APIKey(ctx, f.key)
+			if got := codeOf(err); got != tc.want || (err == nil && p.WorkspaceID != f.ws) {
+				t.Fatalf("known key: %v (%+v), want %q", err, p, tc.want)
+			}
+			// A key this replica never read: 503, not 401.
+			other := "svc_sk_aaaaaaaaaaaa_" + strings.Repeat("b", 40)
+			if _, err := f.a.APIKey(ctx, other); codeOf(err) != "service_unavailable" {
+				t.Fatalf("unknown key: %v, want service_unavailable", err)
+			}
+		})
 	}
 }

@@ -38,7 +38,7 @@ func (a *API) Restore(c echo.Context) error {
 	if a.Runtime == nil {
 		return wire.Internal(errors.New("checkpointreads: no runtime"))
 	}
-	if ReadSource(proj) == ReadSourceGit || proj.CloudSyncMode == "dual_shadow" {
+	if proj.CloudSyncMode.GitCheckpoints() {
 		r, err := a.acquire(c.Request().Context(), httpmw.ProjectFrom(c).ID, c.Response().Header())
 		if err != nil {
 			return err
@@ -57,7 +57,13 @@ func (a *API) Restore(c echo.Context) error {
 		HTTP: &http.Client{Transport: ep.Transport}, Timeout: RestoreTimeout}
 	out, err := pc.Restore(ctx, wire.RestoreRequest{SHA: sha})
 	if se, ok := internalapi.AsStatus(err); ok && (se.Status == http.StatusNotFound || se.Status == http.StatusConflict) {
-		return wire.Relayed(se.Status, wire.ErrorDetail{Type: wire.TypeInvalidRequest, Code: se.Body.Error.Code, Message: se.Body.Error.Message})
+		e := wire.Relayed(se.Status, wire.ErrorDetail{Type: wire.TypeInvalidRequest, Code: se.Body.Error.Code, Message: se.Body.Error.Message})
+		if se.Body.Error.Code == "turn_in_progress" {
+			// The pod waited for the running turn as long as the deadline
+			// allowed (docs/sync-modes.md §6).
+			e.Headers = map[string]string{"Retry-After": "5"}
+		}
+		return e
 	}
 	if err != nil {
 		e := wire.Coded("restore_failed", "The agent could not commit the rollback.")

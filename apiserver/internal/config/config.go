@@ -23,9 +23,20 @@ type Config struct {
 	// logged at debug once the logger exists.
 	Foreign []settings.Foreign
 
-	HTTPAddr    string
-	DataDir     string
-	DatabaseURL string
+	HTTPAddr string
+	// DBOutageMode (serve, fail-closed) and DBOutageServeFor: what the
+	// gateway does while PostgreSQL is down (docs/gateway.md).
+	DBOutageMode     string
+	DBOutageServeFor time.Duration
+	// UsageRetention: usage_records partitions older than this are dropped
+	// (PostgreSQL; 0 keeps them); the daily aggregates stay.
+	UsageRetention time.Duration
+	// The HTTP server's timeouts (server.Timeouts).
+	HTTPReadHeaderTimeout time.Duration
+	HTTPIdleTimeout       time.Duration
+	HTTPWriteTimeout      time.Duration
+	DataDir               string
+	DatabaseURL           string
 	// DatabaseMaxConns bounds the PostgreSQL connections of this replica.
 	DatabaseMaxConns int
 	// Store is SVC_STORAGE and SVC_S3_* (its fs Dir is set at open).
@@ -93,6 +104,12 @@ type Config struct {
 
 var options = slices.Concat([]settings.Option[Config]{
 	{Flag: "http-addr", Env: "SVC_HTTP_ADDR", Def: "127.0.0.1:8080", Usage: "listen address", Set: settings.String(func(c *Config) *string { return &c.HTTPAddr })},
+	{Flag: "http-read-header-timeout", Env: "SVC_HTTP_READ_HEADER_TIMEOUT", Def: "10s", Usage: "a client must send a request's headers within this long", Set: settings.PositiveDuration(func(c *Config) *time.Duration { return &c.HTTPReadHeaderTimeout })},
+	{Flag: "http-idle-timeout", Env: "SVC_HTTP_IDLE_TIMEOUT", Def: "120s", Usage: "a kept-alive client connection with no request for this long is closed (keep it above a load balancer's idle timeout)", Set: settings.PositiveDuration(func(c *Config) *time.Duration { return &c.HTTPIdleTimeout })},
+	{Flag: "http-write-timeout", Env: "SVC_HTTP_WRITE_TIMEOUT", Def: "60s", Usage: "writing a non-streamed answer (public API, probes, console) from its headers on; streams, git and large files have none", Set: settings.PositiveDuration(func(c *Config) *time.Duration { return &c.HTTPWriteTimeout })},
+	{Flag: "db-outage-mode", Env: "SVC_DB_OUTAGE_MODE", Def: "serve", Usage: "while the database is down: serve (known keys, plans, windows and budgets go on for the serve-for time, usage is spooled) or fail-closed (503)", Set: settings.String(func(c *Config) *string { return &c.DBOutageMode })},
+	{Flag: "db-outage-serve-for", Env: "SVC_DB_OUTAGE_SERVE_FOR", Def: "10m", Usage: "serve mode: how long after this replica last read a key, a workspace's windows or a key budget it keeps serving them while the database is down", Set: settings.PositiveDuration(func(c *Config) *time.Duration { return &c.DBOutageServeFor })},
+	{Flag: "usage-retention", Env: "SVC_USAGE_RETENTION", Def: "0", Usage: "PostgreSQL: drop usage record partitions (days) older than this, e.g. 2160h for 90 days; 0 keeps every record (the daily aggregates the console reads are always kept)", Set: settings.Duration(func(c *Config) *time.Duration { return &c.UsageRetention })},
 	{Flag: "data-dir", Env: "SVC_DATA_DIR", Def: "./.data", Usage: "data directory (SQLite, fs object store, hydrated repos)", Set: settings.String(func(c *Config) *string { return &c.DataDir })},
 	{Flag: "database-url", Env: "SVC_DATABASE_URL", Usage: "postgres:// URL or SQLite path; empty: SQLite under the data dir", Secret: true, Set: settings.String(func(c *Config) *string { return &c.DatabaseURL })},
 	{Flag: "database-max-conns", Env: "SVC_DATABASE_MAX_CONNS", Def: "32", Usage: "PostgreSQL connections one replica opens at most (and keeps idle up to 5 minutes); replicas × this must stay under the server's max_connections", Set: settings.PositiveInt(func(c *Config) *int { return &c.DatabaseMaxConns })},
@@ -143,6 +160,15 @@ var options = slices.Concat([]settings.Option[Config]{
 	settings.LogOptions(func(c *Config) *logging.Options { return &c.Log }),
 	settings.StorageOptions(func(c *Config) *objstore.Config { return &c.Store }))
 
+// OutageServeFor is how long known state is served while the database is
+// down: 0 in fail-closed mode.
+func (c *Config) OutageServeFor() time.Duration {
+	if c.DBOutageMode == "fail-closed" {
+		return 0
+	}
+	return c.DBOutageServeFor
+}
+
 // EnvNames are the variables of the API server's settings.
 func EnvNames() []string { return settings.EnvNames(options) }
 
@@ -162,6 +188,9 @@ func Parse(name string, args []string) (*Config, *flag.FlagSet, error) {
 	}
 	if err := objstore.ValidBackend(c.Store.Backend); err != nil {
 		return nil, nil, fmt.Errorf("config: %w", err)
+	}
+	if c.DBOutageMode != "serve" && c.DBOutageMode != "fail-closed" {
+		return nil, nil, fmt.Errorf("config: SVC_DB_OUTAGE_MODE=%q: choose one of: serve, fail-closed", c.DBOutageMode)
 	}
 	return c, fs, nil
 }

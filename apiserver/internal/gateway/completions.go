@@ -158,11 +158,12 @@ func (a *API) admit(c echo.Context, cd codec) (*exchange, error) {
 	adm, err := a.Meter.Admit(actx, x.p, plan)
 	span.End()
 	x.t.admit = time.Since(admitStart)
+	_, anthropic := cd.(messagesCodec)
+	setRateLimitHeaders(c.Response().Header(), adm, model, anthropic, time.Now())
 	if err != nil {
 		return nil, err
 	}
 	x.adm = adm
-	adm.SetHeaders(c.Response().Header())
 	return x, nil
 }
 

@@ -22,7 +22,6 @@ import (
 	"github.com/svc-dev/svc/shared/gitrun"
 	"github.com/svc-dev/svc/shared/objstore"
 	"github.com/svc-dev/svc/shared/repoarchive"
-	"github.com/svc-dev/svc/shared/syncmode"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -37,9 +36,9 @@ import (
 func (s *Server) pushRefusal(c echo.Context, proj store.Project) string {
 	pod := httpmw.PrincipalFrom(c).Runtime()
 	switch {
-	case proj.CloudSyncMode == syncmode.DualShadow && pod:
+	case proj.CloudSyncMode.AcceptsPodPush() && pod:
 		return ""
-	case proj.CloudSyncMode == syncmode.DualShadow:
+	case proj.CloudSyncMode.AcceptsPodPush():
 		return "push-back is refused: in dual_shadow only the project's pod pushes to this repository (mode=dual_shadow); clone, fetch and pull work"
 	case pod:
 		return fmt.Sprintf("push is refused: the API is hydrate-only outside dual_shadow and never persists a push (mode=%s); the pod persists its own history", proj.CloudSyncMode)

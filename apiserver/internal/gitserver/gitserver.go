@@ -53,7 +53,6 @@ import (
 	"github.com/svc-dev/svc/shared/objstore"
 	"github.com/svc-dev/svc/shared/runtimetoken"
 	"github.com/svc-dev/svc/shared/settings"
-	"github.com/svc-dev/svc/shared/syncmode"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -272,7 +271,7 @@ func (s *Server) InfoRefs(c echo.Context) error {
 		}
 	}
 	r, err := s.Hydrate.Acquire(c.Request().Context(), proj.ID)
-	if errors.Is(err, hydrate.ErrNotFound) && (proj.CloudSyncMode == syncmode.DualShadow || httpmw.PrincipalFrom(c).Runtime()) {
+	if errors.Is(err, hydrate.ErrNotFound) && (proj.CloudSyncMode.AcceptsPodPush() || httpmw.PrincipalFrom(c).Runtime()) {
 		// The pod's origin before its first push: an empty repository.
 		dir, cleanup, eerr := s.emptyRepo(c.Request().Context())
 		if eerr != nil {
@@ -360,7 +359,7 @@ func (s *Server) rpc(c echo.Context, service string) error {
 		return s.durableReceive(c, proj, lr, proto)
 	}
 	r, err := s.Hydrate.Acquire(req.Context(), proj.ID)
-	if errors.Is(err, hydrate.ErrNotFound) && (proj.CloudSyncMode == syncmode.DualShadow || httpmw.PrincipalFrom(c).Runtime()) {
+	if errors.Is(err, hydrate.ErrNotFound) && (proj.CloudSyncMode.AcceptsPodPush() || httpmw.PrincipalFrom(c).Runtime()) {
 		dir, cleanup, eerr := s.emptyRepo(req.Context())
 		if eerr != nil {
 			return wire.Internal(eerr)

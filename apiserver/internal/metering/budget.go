@@ -34,28 +34,39 @@ func budgetClock(now time.Time) store.BudgetClock {
 		Until: u.Add(ReservationTTL).UnixMilli()}
 }
 
-// reserveBudget reserves one request against p's key budget; false when the
-// key has none (nothing reserved).
-func (m *Meter) reserveBudget(ctx context.Context, p auth.Principal, now time.Time) (bool, error) {
+// reserveBudget reserves one request against p's key budget; reserved
+// false when the key has none (nothing reserved). local: the database is
+// down and the key's last known budget admitted the request (outage.go),
+// without a reservation.
+func (m *Meter) reserveBudget(ctx context.Context, p auth.Principal, now time.Time) (reserved, local bool, err error) {
+	// Settlements kept through an outage first: their reservations would
+	// otherwise refuse this one until they lapse.
+	m.retrySettlements(ctx)
 	b, ok, err := m.Store.ReserveKeyBudget(ctx, p.KeyID, budgetClock(now))
+	if err == nil && b.KeyID != "" {
+		m.outage.sawBudget(b, now) // what admission uses while the database is down
+	}
 	switch {
 	case err != nil && ctx.Err() != nil:
-		return false, wire.Internal(fmt.Errorf("metering: key budget: %w", err))
-	case err != nil:
-		return false, wire.Unavailable(fmt.Errorf("metering: key budget: %w", err))
+		return false, false, wire.Internal(fmt.Errorf("metering: key budget: %w", err))
+	case err != nil && dbDown(ctx, err):
+		if err := m.budgetLocally(p, now, err); err != nil {
+			return false, false, err
+		}
+		return false, true, nil
 	case ok:
-		return true, nil
+		return true, false, nil
 	case b.KeyID == "":
-		return false, nil // the budget was removed since authentication
+		return false, false, nil // the budget was removed since authentication
 	}
 	if b.UsedMicro(now) >= b.LimitMicro {
-		return false, KeyBudgetExceeded(b)
+		return false, false, KeyBudgetExceeded(b)
 	}
 	// What is left is reserved by this key's requests in flight.
 	e := wire.Coded("key_budget_reserved",
 		"What is left of this API key's budget is reserved by its requests in flight; retry when they end.")
 	e.Headers = map[string]string{"Retry-After": "1"}
-	return false, e
+	return false, false, e
 }
 
 // KeyBudgetExceeded is the 402 of a key whose budget window is spent; a
@@ -75,7 +86,11 @@ func KeyBudgetExceeded(b store.KeyBudget) *wire.Error {
 // Settle ends the key-budget reservation of an admitted request (adm from
 // Admit): its cost, from u (nil: the upstream reported no usage, or the
 // request failed), is added to the key's window. Every admitted request
-// must be settled once; without a reservation Settle does nothing.
+// must be settled once; without a reservation Settle does nothing. A
+// request admitted during a database outage (adm.Unreserved) only adds its
+// cost. A settlement the database refuses is kept (up to maxUnsettled) and
+// tried again before the next reservation or settlement, so an outage's
+// spend reaches the key's counter when the database is back.
 func (m *Meter) Settle(ctx context.Context, p auth.Principal, adm Admission, model catalog.Model, u *Usage) error {
 	if !adm.KeyBudget {
 		return nil
@@ -84,9 +99,80 @@ func (m *Meter) Settle(ctx context.Context, p auth.Principal, adm Admission, mod
 	if u != nil {
 		cost = model.CreditsMicroCached(u.PromptTokens, u.CachedTokens, u.CacheWriteTokens, u.CompletionTokens)
 	}
-	err := m.Store.SettleKeyBudget(ctx, p.KeyID, cost, budgetClock(m.Now()))
-	if err != nil {
-		return errors.Join(errors.New("metering: settling key budget"), err)
+	s := settlement{keyID: p.KeyID, cost: cost, clock: budgetClock(m.Now()), unreserved: adm.Unreserved}
+	m.retrySettlements(ctx)
+	if err := m.settle(ctx, s); err != nil {
+		m.keepSettlement(s)
+		return errors.Join(errors.New("metering: settling key budget (kept, retried with the next)"), err)
+	}
+	return nil
+}
+
+// maxUnsettled bounds the settlements kept through an outage; retryBatch
+// is how many one settlement retries before its own.
+const (
+	maxUnsettled = 100_000
+	retryBatch   = 64
+)
+
+type settlement struct {
+	keyID      string
+	cost       int64
+	clock      store.BudgetClock
+	unreserved bool
+}
+
+func (m *Meter) settle(ctx context.Context, s settlement) error {
+	if s.unreserved {
+		return m.Store.AddKeyBudgetCost(ctx, s.keyID, s.cost, s.clock)
+	}
+	return m.Store.SettleKeyBudget(ctx, s.keyID, s.cost, s.clock)
+}
+
+func (m *Meter) keepSettlement(s settlement) {
+	m.outage.mu.Lock()
+	defer m.outage.mu.Unlock()
+	if len(m.outage.unsettled) < maxUnsettled {
+		m.outage.unsettled = append(m.outage.unsettled, s)
+	}
+}
+
+// retrySettlements writes the kept settlements, oldest first, until one
+// fails.
+func (m *Meter) retrySettlements(ctx context.Context) {
+	m.outage.mu.Lock()
+	kept := m.outage.unsettled
+	m.outage.unsettled = nil
+	if len(kept) > retryBatch { // one request's settlement retries a bounded share
+		m.outage.unsettled = kept[retryBatch:]
+		kept = kept[:retryBatch]
+	}
+	m.outage.mu.Unlock()
+	for i, s := range kept {
+		if err := m.settle(ctx, s); err != nil {
+			m.outage.mu.Lock()
+			m.outage.unsettled = append(kept[i:len(kept):len(kept)], m.outage.unsettled...)
+			m.outage.mu.Unlock()
+			return
+		}
+	}
+}
+
+// budgetLocally checks p's key budget without the database (outage.go):
+// nil admits, without a reservation.
+func (m *Meter) budgetLocally(p auth.Principal, now time.Time, cause error) error {
+	unavailable := wire.Unavailable(fmt.Errorf("metering: key budget: %w", cause))
+	if m.ServeFor <= 0 {
+		return unavailable
+	}
+	m.outage.mu.Lock()
+	kb, known := m.outage.budgets[p.KeyID]
+	m.outage.mu.Unlock()
+	if !known || now.Sub(kb.at) >= m.ServeFor {
+		return unavailable
+	}
+	if kb.b.UsedMicro(now)+kb.spent >= kb.b.LimitMicro {
+		return KeyBudgetExceeded(kb.b)
 	}
 	return nil
 }

@@ -26,7 +26,11 @@ type Meter struct {
 	Store    *store.Store
 	Recorder *Recorder // when set, Record queues instead of writing inline
 	Now      func() time.Time
+	// ServeFor: while the database is down, admission goes on from what
+	// this replica read within this long (outage.go); 0: fail closed (503).
+	ServeFor time.Duration
 
+	outage  outage
 	leases  leases
 	windows windowCache
 }
@@ -39,6 +43,7 @@ func New(st *store.Store, rec *Recorder) *Meter {
 		// dropping them: the next admission needs no database read
 		// (windows.go).
 		rec.windows = &m.windows
+		rec.outage = &m.outage
 	}
 	return m
 }
@@ -51,6 +56,41 @@ type Admission struct {
 	// KeyBudget: a reservation against the key's budget was taken; the
 	// request must be settled (Settle) once it ends.
 	KeyBudget bool
+	// Unreserved: the key budget was checked without the database (an
+	// outage): Settle adds the cost without releasing a reservation.
+	Unreserved bool
+	// Window is the plan's usage window with the fewest credits left (its
+	// LimitMicro is 0 when no window applies: usage-based pricing, or a
+	// plan without windows); the rate-limit headers report it in tokens.
+	Window WindowLeft
+}
+
+// WindowLeft is one usage window's allowance as admission saw it.
+type WindowLeft struct {
+	Name       string
+	LimitMicro int64
+	UsedMicro  int64
+	Reset      time.Time
+}
+
+// tightestWindow is the window of plan with the fewest credits left, from
+// the workspace's windows (one not open yet has used nothing and would
+// reset a whole duration from now).
+func tightestWindow(plan catalog.Plan, windows []store.UsageWindow, now time.Time) WindowLeft {
+	var best WindowLeft
+	nowMs := now.UnixMilli()
+	for _, w := range plan.Windows {
+		wl := WindowLeft{Name: w.Name, LimitMicro: w.LimitMicro(), Reset: now.Add(w.Duration)}
+		for _, c := range windows {
+			if c.WindowName == w.Name && c.ResetsAt > nowMs {
+				wl.UsedMicro, wl.Reset = c.CreditsMicro, time.UnixMilli(c.ResetsAt)
+			}
+		}
+		if best.LimitMicro == 0 || wl.LimitMicro-wl.UsedMicro < best.LimitMicro-best.UsedMicro {
+			best = wl
+		}
+	}
+	return best
 }
 
 // Headers returns the X-RateLimit-* headers of a.
@@ -83,7 +123,9 @@ type bucket struct {
 }
 
 // Admit applies the rate limits, then the usage windows (spec 7.1 order:
-// 429 before 402), then the key's own budget (budget.go), which reserves. Rate permits come from this replica's leases when it has
+// 429 before 402), then the key's own budget (budget.go), which reserves.
+// A refused request's Admission still says what was known (the headers of
+// the refusal); only a nil error admits. Rate permits come from this replica's leases when it has
 // some (leases.go) and usage windows from a short cache (windows.go); what is
 // missing is read in one database round trip.
 func (m *Meter) Admit(ctx context.Context, p auth.Principal, plan catalog.Plan) (Admission, error) {
@@ -119,7 +161,8 @@ func (m *Meter) Admit(ctx context.Context, p auth.Principal, plan catalog.Plan) 
 					m.leases.put(bj.name, lease{window: win, left: 1, count: owned[j].count})
 				}
 			}
-			return Admission{}, wire.RateLimited(reset.Sub(now), Admission{Limit: b.limit, Remaining: 0, Reset: reset}.Headers())
+			refused := Admission{Limit: b.limit, Remaining: 0, Reset: reset}
+			return refused, wire.RateLimited(reset.Sub(now), refused.Headers())
 		}
 		owned[i] = le
 	}
@@ -154,12 +197,18 @@ func (m *Meter) Admit(ctx context.Context, p auth.Principal, plan catalog.Plan) 
 			if ctx.Err() != nil {
 				return Admission{}, wire.Internal(fmt.Errorf("metering: admit: %w", err))
 			}
-			return Admission{}, wire.Unavailable(fmt.Errorf("metering: admit: %w", err))
+			for i, b := range buckets { // permits taken from leases go back
+				if owned[i].count != 0 {
+					m.leases.put(b.name, lease{window: win, left: 1, count: owned[i].count})
+				}
+			}
+			return m.admitLocally(p, plan, buckets, now, err)
 		}
 		counts = st.Counts
 		if readWindows {
 			windows = st.Windows
 			m.windows.put(p.WorkspaceID, windows, now, gen)
+			m.outage.sawWindows(p.WorkspaceID, windows, now)
 		}
 	}
 
@@ -213,23 +262,27 @@ func (m *Meter) Admit(ctx context.Context, p auth.Principal, plan catalog.Plan) 
 			}
 		}
 		b := buckets[limited]
-		return Admission{}, wire.RateLimited(reset.Sub(now), Admission{Limit: b.limit, Remaining: 0, Reset: reset}.Headers())
+		refused := Admission{Limit: b.limit, Remaining: 0, Reset: reset}
+		return refused, wire.RateLimited(reset.Sub(now), refused.Headers())
 	}
 
 	nowMs := now.UnixMilli()
+	if wantWindows {
+		adm.Window = tightestWindow(plan, windows, now)
+	}
 	for _, w := range plan.Windows {
 		for _, c := range windows {
 			if wantWindows && c.WindowName == w.Name && c.ResetsAt > nowMs && c.CreditsMicro >= w.LimitMicro() {
-				return Admission{}, wire.UsageLimitReached(w.Name, time.UnixMilli(c.ResetsAt))
+				return adm, wire.UsageLimitReached(w.Name, time.UnixMilli(c.ResetsAt))
 			}
 		}
 	}
 	if p.KeyID != "" && p.KeyBudget {
-		reserved, err := m.reserveBudget(ctx, p, now)
+		reserved, local, err := m.reserveBudget(ctx, p, now)
 		if err != nil {
-			return Admission{}, err
+			return adm, err
 		}
-		adm.KeyBudget = reserved
+		adm.KeyBudget, adm.Unreserved = reserved || local, local
 	}
 	return adm, nil
 }
@@ -266,6 +319,9 @@ func (m *Meter) Record(ctx context.Context, p auth.Principal, plan catalog.Plan,
 	specs := make([]store.WindowSpec, len(plan.Windows))
 	for i, w := range plan.Windows {
 		specs[i] = store.WindowSpec{Name: w.Name, Duration: w.Duration}
+	}
+	if p.KeyID != "" && p.KeyBudget {
+		m.outage.spent(p.KeyID, rec.CreditsMicro)
 	}
 	if m.Recorder != nil {
 		rec.CreatedAt = m.Now().UTC()

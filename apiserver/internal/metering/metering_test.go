@@ -94,7 +94,7 @@ func TestQuotaSeenAfterWrite(t *testing.T) {
 	t.Parallel()
 	st, w := workspace(t)
 	ctx := context.Background()
-	rec := NewRecorder(st, zapNop())
+	rec := NewRecorder(st, zapNop(), RecorderOptions{SpoolDir: t.TempDir()})
 	m := New(st, rec)
 	plan := catalog.Plan{Name: "p", Windows: []catalog.Window{{Name: "5h", Duration: 5 * time.Hour, Credits: 0.001}}}
 	model := catalog.Model{ID: "m", Price: catalog.Price{InputPerMTok: 1000}}

@@ -151,7 +151,7 @@ func (c *Checker) project(ctx context.Context, p store.Project, since time.Time)
 		return res, err
 	}
 	res.Checkpoints = len(cps)
-	if p.CloudSyncMode == syncmode.S3 {
+	if !p.CloudSyncMode.GitCheckpoints() {
 		res.Status, res.Reason = StatusSkipped, "s3 writes no checkpoint rows"
 		return res, nil
 	}
@@ -282,7 +282,12 @@ func NewGauge(reg prometheus.Registerer) *Gauge {
 
 // Set records a report.
 func (g *Gauge) Set(r Report) {
-	counts := map[syncmode.Mode]int{syncmode.DualShadow: 0, syncmode.GitOnly: 0}
+	counts := map[syncmode.Mode]int{}
+	for _, m := range syncmode.All {
+		if m.GitCheckpoints() {
+			counts[m] = 0
+		}
+	}
 	for _, p := range r.Mismatches {
 		counts[p.CloudSyncMode]++
 	}

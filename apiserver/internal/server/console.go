@@ -6,18 +6,19 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/console"
 )
 
-// mountConsole mounts the web console and its JSON key API.
-func mountConsole(e *echo.Echo, c *console.Console) {
-	e.GET("/console/static/*", c.Static())
-	e.GET("/console/sign-in", c.SignInPage)
-	e.POST("/console/sign-in", c.SignIn)
-	e.GET("/console/link/:token", c.LinkPage)
-	e.POST("/console/link", c.UseLink)
+// mountConsole mounts the web console and its JSON key API behind wt (the
+// write timeout of non-streamed answers).
+func mountConsole(e *echo.Echo, c *console.Console, wt echo.MiddlewareFunc) {
+	e.GET("/console/static/*", c.Static(), wt)
+	e.GET("/console/sign-in", c.SignInPage, wt)
+	e.POST("/console/sign-in", c.SignIn, wt)
+	e.GET("/console/link/:token", c.LinkPage, wt)
+	e.POST("/console/link", c.UseLink, wt)
 
-	g := e.Group("/console", c.RequireSession)
+	g := e.Group("/console", wt, c.RequireSession)
 	w := g.Group("/w/:ws", c.Workspace)
 	p := w.Group("/projects/:project", c.Project)
-	keys := e.Group("/api/workspaces/:ws/keys", c.KeysAPIAuth)
+	keys := e.Group("/api/workspaces/:ws/keys", wt, c.KeysAPIAuth)
 	g.GET("", c.Home)
 	g.POST("/sign-out", c.SignOut)
 	w.GET("", c.WorkspaceHome)

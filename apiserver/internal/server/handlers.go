@@ -36,8 +36,10 @@ type handlers struct {
 func (s *Server) buildHandlers(d Deps) (handlers, error) {
 	routing := d.Routing
 	routing.Registerer, routing.Tracer, routing.Log = s.Registry, d.Tracer, d.Log.Named("upstream")
+	meter := metering.New(d.Store, s.Usage)
+	meter.ServeFor = d.OutageServeFor
 	h := handlers{
-		api: &gateway.API{Catalog: d.Catalog, Meter: metering.New(d.Store, s.Usage),
+		api: &gateway.API{Catalog: d.Catalog, Meter: meter,
 			Router: upstream.NewRouter(d.Upstream, d.Catalog, routing), Tracer: d.Tracer,
 			Log: d.Log.Named("gateway"), MaxBody: d.MaxBodyBytes, Metrics: gateway.NewMetrics(s.Registry),
 			Streams: s.Streams},

@@ -20,25 +20,28 @@ func (s *Server) routes(e *echo.Echo) {
 	d, h := s.deps, s.h
 	apiKey := httpmw.APIKey(s.Auth)
 	member := httpmw.ProjectMember(d.Store, "id")
+	// The non-streaming routes bound the writing of their answers (streams,
+	// git, large files, the agent-proxy and tunnels do not: docs/gateway.md).
+	wt := httpmw.WriteTimeout(d.Timeouts.Write)
 
 	// Probes and metrics.
-	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
-	e.GET("/readyz", s.ready)
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{})))
+	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) }, wt)
+	e.GET("/readyz", s.ready, wt)
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{})), wt)
 
 	// Public API (spec 4.1) under /api/v1 and, identically, /v1.
 	api := h.api
 	for _, prefix := range []string{"/api/v1", "/v1"} {
 		// The OpenAPI document is public (no key), like the SDKs' own specs.
-		e.GET(prefix+"/openapi.json", openAPI)
-		g := e.Group(prefix, api.Observe, apiKey)
+		e.GET(prefix+"/openapi.json", openAPI, wt)
+		g := e.Group(prefix, wt, api.Observe, apiKey)
 		g.GET("/models", api.ListModels)
 		g.GET("/models/:id", api.RetrieveModel)
 		g.POST("/chat/completions", api.ChatCompletions)
 		g.POST("/responses", api.Responses)
 		// Anthropic's wire format, errors included, from the first
 		// middleware after timing (docs/gateway.md).
-		e.POST(prefix+"/messages", api.Messages, api.Observe, api.AnthropicErrors, httpmw.AnthropicKey(s.Auth))
+		e.POST(prefix+"/messages", api.Messages, wt, api.Observe, api.AnthropicErrors, httpmw.AnthropicKey(s.Auth))
 	}
 
 	// Internal routes pods call with their project's runtime token (spec
@@ -115,6 +118,6 @@ func (s *Server) routes(e *echo.Echo) {
 
 	// The web console and its JSON key API (console.go).
 	if h.console != nil {
-		mountConsole(e, h.console)
+		mountConsole(e, h.console, wt)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -79,6 +80,56 @@ type Deps struct {
 	// options (nil: not mounted). The server fills in its own
 	// store, catalog, authenticator, checkpoint reads and runtime.
 	Console *console.Options
+	// OutageServeFor: while the database is down, known keys, plans,
+	// usage windows and key budgets are served from what this replica
+	// read within this long (0: fail closed, 503); docs/gateway.md.
+	OutageServeFor time.Duration
+	// UsageSpoolDir holds the usage spool file, where records the
+	// database refuses wait past the memory spool ("": memory only).
+	UsageSpoolDir string
+	// Timeouts of the HTTP server (HTTPServer) and of the answers of the
+	// non-streaming routes; zero fields take DefaultTimeouts'.
+	Timeouts Timeouts
+}
+
+// Timeouts are the HTTP server's (docs/gateway.md, Client connections).
+type Timeouts struct {
+	// ReadHeader: a client must send a request's headers within this long
+	// of the connection's first byte (a new or handed-back connection).
+	ReadHeader time.Duration
+	// Idle: a kept-alive connection with no request for this long is
+	// closed.
+	Idle time.Duration
+	// Write bounds the writing of a non-streamed answer of the public API,
+	// the probes and the console, from its headers on (httpmw.WriteTimeout);
+	// streams get none.
+	Write time.Duration
+}
+
+// DefaultTimeouts are the defaults of SVC_HTTP_*_TIMEOUT.
+var DefaultTimeouts = Timeouts{ReadHeader: 10 * time.Second, Idle: 120 * time.Second, Write: 60 * time.Second}
+
+func (t Timeouts) orDefault() Timeouts {
+	if t.ReadHeader <= 0 {
+		t.ReadHeader = DefaultTimeouts.ReadHeader
+	}
+	if t.Idle <= 0 {
+		t.Idle = DefaultTimeouts.Idle
+	}
+	if t.Write <= 0 {
+		t.Write = DefaultTimeouts.Write
+	}
+	return t
+}
+
+// HTTPServer is the http.Server to serve s with: read-header and idle
+// timeouts set, no ReadTimeout (git pushes and large-file uploads take
+// long; the public API bounds its bodies by size) and no WriteTimeout
+// (it would cut streams, git fetches and downloads: the non-streaming
+// routes set a write deadline of their own when they answer).
+func (s *Server) HTTPServer() *http.Server {
+	t := s.deps.Timeouts
+	return &http.Server{Handler: s.Echo, ReadHeaderTimeout: t.ReadHeader, IdleTimeout: t.Idle}
 }
 
 // Server is the assembled HTTP server.
@@ -101,10 +152,14 @@ type Server struct {
 	Streams *gateway.Streams
 	deps    Deps
 	h       handlers
+	// dbDownSince: unix nanoseconds of the first failed readiness ping of
+	// the current database outage (0: none).
+	dbDownSince atomic.Int64
 }
 
 // New builds every handler once (handlers.go) and mounts them (routes.go).
 func New(d Deps) *Server {
+	d.Timeouts = d.Timeouts.orDefault()
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = apierr.Handler(d.Log)
@@ -128,6 +183,7 @@ func New(d Deps) *Server {
 		}))
 	}
 	a := auth.New(d.Store, d.RuntimeSecret, d.Log.Named("auth"))
+	a.StaleFor = d.OutageServeFor
 	s := &Server{Echo: e, Auth: a, Registry: reg, deps: d, Outbox: outbox.New(d.Store, d.Log.Named("outbox")),
 		Streams: &gateway.Streams{}}
 	s.Outbox.AnswerDeadline = d.AnswerDeadline
@@ -140,7 +196,7 @@ func New(d Deps) *Server {
 		d.AgentProxy.Pending = s.Outbox.Pending
 	}
 
-	s.Usage = metering.NewRecorder(d.Store, d.Log.Named("metering"))
+	s.Usage = metering.NewRecorder(d.Store, d.Log.Named("metering"), metering.RecorderOptions{SpoolDir: d.UsageSpoolDir})
 	h, err := s.buildHandlers(d)
 	if err != nil {
 		panic(err) // the console's templates are embedded: only a broken build fails here
@@ -160,8 +216,20 @@ func (s *Server) ready(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2e9)
 	defer cancel()
 	if err := s.deps.Store.Ping(ctx); err != nil {
+		// Serving through a database outage (docs/gateway.md): the replica
+		// stays ready — a readiness probe failing on every replica at once
+		// would take the whole gateway out — for as long as it serves what
+		// it knows, then reports the outage.
+		now := time.Now()
+		s.dbDownSince.CompareAndSwap(0, now.UnixNano())
+		since := time.Unix(0, s.dbDownSince.Load())
+		if serveFor := s.deps.OutageServeFor; serveFor > 0 && now.Sub(since) < serveFor {
+			return c.JSON(http.StatusOK, map[string]string{"status": "degraded", "database": "unavailable",
+				"databaseDownSince": since.UTC().Format(time.RFC3339)})
+		}
 		return wire.Coded("database_unavailable", "Database is not reachable.")
 	}
+	s.dbDownSince.Store(0)
 	// Ready without object storage: the public API and the outbox need
 	// none; what does (reads, LFS, publish) answers 503 on its own.
 	storage := "ok"

@@ -123,6 +123,17 @@ RETURNING `+budgetColumns, c.args(keyID)).Scan(&rows).Error
 	return b, false, err
 }
 
+// AddKeyBudgetCost adds the cost of a request admitted without a
+// reservation (while the database was down) to the window open at c.Now.
+func (s *Store) AddKeyBudgetCost(ctx context.Context, keyID string, costMicro int64, c BudgetClock) error {
+	args := c.args(keyID)
+	args["cost"] = costMicro
+	return s.db.WithContext(ctx).Exec(`UPDATE key_budgets SET credits_micro = `+budgetCredits+` + @cost,
+  resets_at = `+budgetResets+`,
+  max_request_micro = CASE WHEN @cost > max_request_micro THEN @cost ELSE max_request_micro END
+WHERE key_id = @key`, args).Error
+}
+
 // SettleKeyBudget ends one reservation of a key's budget: the request's
 // cost is added to the window open at c.Now and the reservation released.
 func (s *Store) SettleKeyBudget(ctx context.Context, keyID string, costMicro int64, c BudgetClock) error {

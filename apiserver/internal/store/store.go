@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/glebarez/sqlite"
@@ -39,6 +40,9 @@ type Store struct {
 	db      *gorm.DB
 	sqlDB   *sql.DB
 	dialect migrations.Dialect
+	// usageDays: day partitions of usage_records known to exist
+	// (usage_partitions.go).
+	usageDays sync.Map
 }
 
 // Open connects to url: a postgres:// URL, or a SQLite file path (empty means

@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"gorm.io/gorm"
-
-	"github.com/svc-dev/svc/migrations"
 )
 
 // UsageRecord is the metered usage of one completion request.
@@ -71,9 +69,15 @@ func (s *Store) RecordUsage(ctx context.Context, rec UsageRecord, windows []Wind
 	if rec.CreatedAt.IsZero() {
 		rec.CreatedAt = now.UTC()
 	}
+	if err := s.ensureDays(ctx, []time.Time{rec.CreatedAt}); err != nil {
+		return err
+	}
 	nowMs := now.UnixMilli()
 	return s.tx(ctx, func(tx *gorm.DB) error {
 		if err := tx.Create(&rec).Error; err != nil {
+			return err
+		}
+		if err := addDaily(tx, []UsageRecord{rec}); err != nil {
 			return err
 		}
 		for _, w := range windows {
@@ -86,13 +90,88 @@ func (s *Store) RecordUsage(ctx context.Context, rec UsageRecord, windows []Wind
 	})
 }
 
-// RecordUsageBatch writes many usage records in one transaction: one
-// multi-row insert, then one window update per workspace and window with the
-// batch's summed credits.
+// RecordUsageBatch writes many usage records in one transaction, exactly
+// once: records already written are skipped (a retried batch), the others
+// inserted and their credits added to the windows.
 func (s *Store) RecordUsageBatch(ctx context.Context, recs []UsageRecord, windows [][]WindowSpec, now time.Time) error {
 	if len(recs) == 0 {
 		return nil
 	}
+	for i := range recs {
+		if recs[i].CreatedAt.IsZero() {
+			recs[i].CreatedAt = now.UTC()
+		}
+		// The database keeps microseconds: a record read back compares
+		// equal to the one written (the idempotency check below).
+		recs[i].CreatedAt = recs[i].CreatedAt.Truncate(time.Microsecond)
+	}
+	times := make([]time.Time, len(recs))
+	for i, r := range recs {
+		times[i] = r.CreatedAt
+	}
+	if err := s.ensureDays(ctx, times); err != nil {
+		return err
+	}
+	nowMs := now.UnixMilli()
+	return s.tx(ctx, func(tx *gorm.DB) error {
+		// Idempotent: a record already written — a batch whose commit
+		// succeeded but whose acknowledgement was lost, retried — is
+		// skipped, and its credits are not added to the windows twice. A
+		// record is the same when its request id and creation time are
+		// (a client's own X-Request-Id may repeat; the time does not).
+		recs, windows, err := unwritten(tx, recs, windows)
+		if err != nil || len(recs) == 0 {
+			return err
+		}
+		return insertUsage(tx, recs, windows, nowMs)
+	})
+}
+
+// unwritten drops the records of recs already in usage_records.
+func unwritten(tx *gorm.DB, recs []UsageRecord, windows [][]WindowSpec) ([]UsageRecord, [][]WindowSpec, error) {
+	ids := make([]string, len(recs))
+	first, last := recs[0].CreatedAt, recs[0].CreatedAt
+	for i, r := range recs {
+		ids[i] = r.RequestID
+		if r.CreatedAt.Before(first) {
+			first = r.CreatedAt
+		}
+		if r.CreatedAt.After(last) {
+			last = r.CreatedAt
+		}
+	}
+	var found []struct {
+		RequestID string
+		CreatedAt time.Time
+	}
+	// The time range keeps the lookup to the batch's partitions.
+	if err := tx.Model(&UsageRecord{}).Select("request_id, created_at").
+		Where("request_id IN ? AND created_at >= ? AND created_at <= ?", ids, first, last).Scan(&found).Error; err != nil {
+		return nil, nil, err
+	}
+	if len(found) == 0 {
+		return recs, windows, nil
+	}
+	keep, keepW := recs[:0:0], windows[:0:0]
+	for i, r := range recs {
+		dup := false
+		for _, f := range found {
+			if f.RequestID == r.RequestID && f.CreatedAt.Equal(r.CreatedAt) {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			keep, keepW = append(keep, r), append(keepW, windows[i])
+		}
+	}
+	return keep, keepW, nil
+}
+
+// insertUsage inserts recs and adds their credits to the windows: one
+// multi-row insert, then one window update per workspace and window with
+// the summed credits.
+func insertUsage(tx *gorm.DB, recs []UsageRecord, windows [][]WindowSpec, nowMs int64) error {
 	type key struct {
 		ws, name string
 		dur      time.Duration
@@ -100,9 +179,6 @@ func (s *Store) RecordUsageBatch(ctx context.Context, recs []UsageRecord, window
 	sums := map[key]int64{}
 	var order []key
 	for i, r := range recs {
-		if recs[i].CreatedAt.IsZero() {
-			recs[i].CreatedAt = now.UTC()
-		}
 		for _, w := range windows[i] {
 			k := key{r.WorkspaceID, w.Name, w.Duration}
 			if _, seen := sums[k]; !seen {
@@ -111,18 +187,70 @@ func (s *Store) RecordUsageBatch(ctx context.Context, recs []UsageRecord, window
 			sums[k] += r.CreditsMicro
 		}
 	}
-	nowMs := now.UnixMilli()
-	return s.tx(ctx, func(tx *gorm.DB) error {
-		if err := tx.CreateInBatches(recs, 500).Error; err != nil {
+	if err := tx.CreateInBatches(recs, 500).Error; err != nil {
+		return err
+	}
+	if err := addDaily(tx, recs); err != nil {
+		return err
+	}
+	for _, k := range order {
+		if err := tx.Exec(windowUpsert, k.ws, k.name, nowMs, nowMs+k.dur.Milliseconds(), sums[k]).Error; err != nil {
 			return err
 		}
-		for _, k := range order {
-			if err := tx.Exec(windowUpsert, k.ws, k.name, nowMs, nowMs+k.dur.Milliseconds(), sums[k]).Error; err != nil {
-				return err
-			}
+	}
+	return nil
+}
+
+// dailyTotals sums usage_daily rows: the aggregates the records add to in
+// their own transaction (addDaily), so totals never scan usage_records.
+const dailyTotals = `COALESCE(SUM(requests),0) AS requests, COALESCE(SUM(prompt_tokens),0) AS prompt_tokens,
+COALESCE(SUM(completion_tokens),0) AS completion_tokens, COALESCE(SUM(reasoning_tokens),0) AS reasoning_tokens,
+COALESCE(SUM(cached_tokens),0) AS cached_tokens, COALESCE(SUM(cache_write_tokens),0) AS cache_write_tokens,
+COALESCE(SUM(credits_micro),0) AS credits_micro`
+
+// dailyUpsert adds one group of records to its day's aggregate.
+const dailyUpsert = `INSERT INTO usage_daily (workspace_id, day, model, deployment, requests, prompt_tokens,
+  completion_tokens, reasoning_tokens, cached_tokens, cache_write_tokens, credits_micro)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (workspace_id, day, model, deployment) DO UPDATE SET
+  requests = usage_daily.requests + excluded.requests,
+  prompt_tokens = usage_daily.prompt_tokens + excluded.prompt_tokens,
+  completion_tokens = usage_daily.completion_tokens + excluded.completion_tokens,
+  reasoning_tokens = usage_daily.reasoning_tokens + excluded.reasoning_tokens,
+  cached_tokens = usage_daily.cached_tokens + excluded.cached_tokens,
+  cache_write_tokens = usage_daily.cache_write_tokens + excluded.cache_write_tokens,
+  credits_micro = usage_daily.credits_micro + excluded.credits_micro`
+
+// addDaily adds recs to usage_daily (one upsert per workspace, UTC day,
+// model and deployment), in the records' transaction.
+func addDaily(tx *gorm.DB, recs []UsageRecord) error {
+	type key struct{ ws, day, model, dep string }
+	sums := map[key]*UsageTotals{}
+	var order []key
+	for _, r := range recs {
+		k := key{r.WorkspaceID, r.CreatedAt.UTC().Format(time.DateOnly), r.Model, r.Deployment}
+		t := sums[k]
+		if t == nil {
+			t = &UsageTotals{}
+			sums[k] = t
+			order = append(order, k)
 		}
-		return nil
-	})
+		t.Requests++
+		t.PromptTokens += r.PromptTokens
+		t.CompletionTokens += r.CompletionTokens
+		t.ReasoningTokens += r.ReasoningTokens
+		t.CachedTokens += r.CachedTokens
+		t.CacheWriteTokens += r.CacheWriteTokens
+		t.CreditsMicro += r.CreditsMicro
+	}
+	for _, k := range order {
+		t := sums[k]
+		if err := tx.Exec(dailyUpsert, k.ws, k.day, k.model, k.dep, t.Requests, t.PromptTokens, t.CompletionTokens,
+			t.ReasoningTokens, t.CachedTokens, t.CacheWriteTokens, t.CreditsMicro).Error; err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // UsageTotals sums a workspace's usage records.
@@ -143,11 +271,8 @@ func (s *Store) SumUsageByDeployment(ctx context.Context, workspaceID string) (m
 		Deployment string
 		UsageTotals
 	}
-	err := s.db.WithContext(ctx).Model(&UsageRecord{}).Where("workspace_id = ?", workspaceID).
-		Select(`deployment, COUNT(*) AS requests, COALESCE(SUM(prompt_tokens),0) AS prompt_tokens,
-COALESCE(SUM(completion_tokens),0) AS completion_tokens, COALESCE(SUM(reasoning_tokens),0) AS reasoning_tokens,
-COALESCE(SUM(cached_tokens),0) AS cached_tokens, COALESCE(SUM(cache_write_tokens),0) AS cache_write_tokens,
-COALESCE(SUM(credits_micro),0) AS credits_micro`).Group("deployment").Scan(&rows).Error
+	err := s.db.WithContext(ctx).Table("usage_daily").Where("workspace_id = ?", workspaceID).
+		Select(`deployment, ` + dailyTotals).Group("deployment").Scan(&rows).Error
 	out := make(map[string]UsageTotals, len(rows))
 	for _, r := range rows {
 		out[r.Deployment] = r.UsageTotals
@@ -158,11 +283,8 @@ COALESCE(SUM(credits_micro),0) AS credits_micro`).Group("deployment").Scan(&rows
 // SumUsage totals every usage record of a workspace.
 func (s *Store) SumUsage(ctx context.Context, workspaceID string) (UsageTotals, error) {
 	var t UsageTotals
-	err := s.db.WithContext(ctx).Model(&UsageRecord{}).Where("workspace_id = ?", workspaceID).
-		Select(`COUNT(*) AS requests, COALESCE(SUM(prompt_tokens),0) AS prompt_tokens,
-COALESCE(SUM(completion_tokens),0) AS completion_tokens, COALESCE(SUM(reasoning_tokens),0) AS reasoning_tokens,
-COALESCE(SUM(cached_tokens),0) AS cached_tokens, COALESCE(SUM(cache_write_tokens),0) AS cache_write_tokens,
-COALESCE(SUM(credits_micro),0) AS credits_micro`).Scan(&t).Error
+	err := s.db.WithContext(ctx).Table("usage_daily").Where("workspace_id = ?", workspaceID).
+		Select(dailyTotals).Scan(&t).Error
 	return t, err
 }
 
@@ -176,18 +298,15 @@ type UsageDay struct {
 	CreditsMicro     int64  `json:"creditsMicro"`
 }
 
-// UsageByDay sums a workspace's usage records per UTC day and model from
-// since on (the console's usage chart), ordered by day and model.
+// UsageByDay sums a workspace's usage per UTC day and model from since's
+// day on (the console's usage chart), ordered by day and model, from the
+// daily aggregates.
 func (s *Store) UsageByDay(ctx context.Context, workspaceID string, since time.Time) ([]UsageDay, error) {
-	day := "substr(created_at, 1, 10)" // SQLite keeps UTC times as text, date first
-	if s.dialect == migrations.Postgres {
-		day = "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
-	}
 	var out []UsageDay
-	err := s.db.WithContext(ctx).Model(&UsageRecord{}).
-		Select(day+` AS day, model, COUNT(*) AS requests, COALESCE(SUM(prompt_tokens),0) AS prompt_tokens,
+	err := s.db.WithContext(ctx).Table("usage_daily").
+		Select(`day, model, COALESCE(SUM(requests),0) AS requests, COALESCE(SUM(prompt_tokens),0) AS prompt_tokens,
 COALESCE(SUM(completion_tokens),0) AS completion_tokens, COALESCE(SUM(credits_micro),0) AS credits_micro`).
-		Where("workspace_id = ? AND created_at >= ?", workspaceID, since.UTC()).
-		Group(day + ", model").Order("day, model").Scan(&out).Error
+		Where("workspace_id = ? AND day >= ?", workspaceID, since.UTC().Format(time.DateOnly)).
+		Group("day, model").Order("day, model").Scan(&out).Error
 	return out, err
 }

@@ -106,7 +106,7 @@ type exporter struct {
 }
 
 func (x *exporter) CommitAndPersist(ctx context.Context) error {
-	_, err := x.p.Sync.Flush(ctx, gitsync.FlushOptions{Message: "metal export", Timeout: time.Minute})
+	_, err := x.p.Flush(ctx, gitsync.FlushOptions{Message: "metal export", Timeout: time.Minute})
 	guest.Sync()
 	return err
 }

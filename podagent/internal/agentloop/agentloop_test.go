@@ -14,7 +14,7 @@ import (
 
 	"github.com/svc-dev/svc/podagent/internal/agentloop"
 	"github.com/svc-dev/svc/podagent/internal/agentloop/fakegateway"
-	"github.com/svc-dev/svc/podagent/internal/turnorder"
+	"github.com/svc-dev/svc/podagent/internal/turn"
 )
 
 // committer records Turn calls.
@@ -40,10 +40,10 @@ func (c *committer) Calls() []string {
 	return append([]string(nil), c.calls...)
 }
 
-// turnAgent runs an agent's turns in package turnorder, which commits what
+// turnAgent runs an agent's turns in package turn, which commits what
 // the tools changed (the agent loop itself only talks to the model and runs
 // tools): the commit assertions below hold for the whole turn.
-type turnAgent struct{ r *turnorder.Runner }
+type turnAgent struct{ r *turn.Runner }
 
 func (a turnAgent) Run(ctx context.Context, req agentloop.Request) (agentloop.Result, error) {
 	return a.r.Run(ctx, req, nil)
@@ -66,7 +66,7 @@ func newAgent(t *testing.T, max int) (turnAgent, *fakegateway.Server, *committer
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = a.Close() })
-	return turnAgent{turnorder.New(turnorder.Options{Agent: a, Committer: cm, Log: zaptest.NewLogger(t)})}, gw, cm, ws
+	return turnAgent{turn.New(turn.Options{Agent: a, Committer: cm, Log: zaptest.NewLogger(t)})}, gw, cm, ws
 }
 
 func call(id, name string, args map[string]any) fakegateway.ToolCall {

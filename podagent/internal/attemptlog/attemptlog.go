@@ -14,12 +14,12 @@ package attemptlog
 
 import (
 	"context"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/svc-dev/svc/podagent/internal/handover"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/settings"
 	"github.com/svc-dev/svc/shared/wire"
@@ -35,7 +35,7 @@ const (
 	DefaultCapacity = 10000
 	DefaultBatch    = 200
 	DefaultRetryMin = 200 * time.Millisecond
-	DefaultRetryMax = 30 * time.Second
+	DefaultRetryMax = handover.DefaultRetryMax
 )
 
 // Options configure New.
@@ -62,7 +62,7 @@ type Recorder struct {
 	posted  int64
 	idle    *sync.Cond // signalled when the queue empties
 
-	wake   chan struct{}
+	loop   *handover.Loop
 	cancel context.CancelFunc
 	done   chan struct{}
 	closed sync.Once
@@ -77,7 +77,9 @@ func New(o Options) *Recorder {
 	o.Batch = min(settings.PositiveOr(o.Batch, DefaultBatch), 500)
 	o.RetryMin = settings.PositiveOr(o.RetryMin, DefaultRetryMin)
 	o.RetryMax = max(settings.PositiveOr(o.RetryMax, DefaultRetryMax), o.RetryMin)
-	r := &Recorder{o: o, log: o.Log.Named("attemptlog"), wake: make(chan struct{}, 1), done: make(chan struct{})}
+	r := &Recorder{o: o, log: o.Log.Named("attemptlog"), done: make(chan struct{})}
+	r.loop = handover.New(handover.Options{Drain: r.post, RetryMin: o.RetryMin, RetryMax: o.RetryMax,
+		Pending: r.Pending, What: "attempt records", Log: r.log})
 	r.idle = sync.NewCond(&r.mu)
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
@@ -96,10 +98,7 @@ func (r *Recorder) Record(a wire.WebhookAttempt) {
 		r.log.Warn("attempt log queue full; the oldest records were dropped", zap.Int("dropped", over))
 	}
 	r.mu.Unlock()
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
+	r.loop.Wake()
 }
 
 // Pending is the number of records not handed over yet.
@@ -156,32 +155,13 @@ func (r *Recorder) Close(ctx context.Context) error {
 
 func (r *Recorder) run(ctx context.Context) {
 	defer close(r.done)
-	backoff := time.Duration(0)
-	retry := time.NewTimer(time.Hour)
-	retry.Stop()
-	defer retry.Stop()
-	for {
-		if err := r.post(ctx); err != nil && ctx.Err() == nil {
-			backoff = min(max(2*backoff, r.o.RetryMin), r.o.RetryMax)
-			d := backoff - backoff/5 + rand.N(backoff/5*2+1)
-			r.log.Warn("handing attempt records to the API failed; will retry", zap.Duration("in", d),
-				zap.Int("pending", r.Pending()), zap.Error(err))
-			retry.Reset(d)
-		} else {
-			backoff = 0
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-r.wake:
-		case <-retry.C:
-		}
-	}
+	r.loop.Run(ctx)
 }
 
 // post hands over the queue in batches, oldest first, and stops at the
-// first failure. A batch the API refuses for good (400, 404, 413: a record
-// it will never take) is dropped and logged rather than retried forever.
+// first failure. A batch the API refuses for good (internalapi.Permanent: a
+// record it will never take) is dropped and logged rather than retried
+// forever.
 func (r *Recorder) post(ctx context.Context) error {
 	for {
 		r.mu.Lock()
@@ -193,7 +173,7 @@ func (r *Recorder) post(ctx context.Context) error {
 			return nil
 		}
 		_, err := r.o.Poster.PutWebhookAttempts(ctx, wire.WebhookAttemptsPut{Attempts: batch})
-		if se, ok := internalapi.AsStatus(err); ok && (se.Status == 400 || se.Status == 404 || se.Status == 413) {
+		if internalapi.Permanent(err) {
 			r.log.Error("the API refused attempt records for good; dropped", zap.Int("records", n), zap.Error(err))
 			err = nil
 		}

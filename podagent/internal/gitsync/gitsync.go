@@ -5,8 +5,11 @@
 // <projectId>/repo.git.tar.gz and record the checkpoint — through Writes,
 // the one ownership-checked write path.
 //
-// Concurrency: turns, flushes and the final shutdown flush are serialised by
-// the turn lock. Inside it, stage+commit and the .git snapshot each take the
+// Concurrency: turns, rollbacks, flushes and the shutdown flush are
+// serialised by the pod's one turn lock (package turn's Slot), which its
+// caller holds around the agent's tools and the commit alike. The engine
+// lock only orders the engine's own state against the background retry
+// loop (a retry never runs inside a commit). Inside it, stage+commit and the .git snapshot each take the
 // repository lock (the "one lock around commit + snapshot" of docs/design.md §6),
 // so a snapshot never sees a half-written commit. Uploads are ordered by the
 // persist lock, so an older snapshot can never be uploaded after a newer one.
@@ -105,10 +108,10 @@ type GitWorkspaceSync struct {
 	strat Strategy
 	w     *Writes
 
-	turnMu    sync.Mutex // serialises turns, flushes, shutdown
+	engineMu  sync.Mutex // the engine's state against the retry loop; turns are the Slot's
 	repoMu    sync.Mutex // commit + snapshot
 	persistMu sync.Mutex // orders uploads
-	closed    bool       // guarded by turnMu
+	closed    bool       // guarded by engineMu
 
 	dirty     atomic.Bool // HEAD has commits not in the durable object (or origin)
 	s3Owed    atomic.Bool // the last S3 write of a turn failed (s3, dual_shadow)
@@ -172,8 +175,8 @@ func (g *GitWorkspaceSync) Fenced() bool { return g.o.Lease.Fenced() }
 // and the degrade machine takes over); only a failed commit, a fenced
 // project or a closed sync return an error.
 func (g *GitWorkspaceSync) Turn(ctx context.Context, message string) (string, error) {
-	g.turnMu.Lock()
-	defer g.turnMu.Unlock()
+	g.engineMu.Lock()
+	defer g.engineMu.Unlock()
 	if g.closed {
 		return "", ErrClosed
 	}
@@ -508,8 +511,8 @@ func (g *GitWorkspaceSync) Flush(ctx context.Context, fo FlushOptions) (wire.Git
 		ctx, cancel = context.WithTimeout(ctx, fo.Timeout)
 		defer cancel()
 	}
-	g.turnMu.Lock()
-	defer g.turnMu.Unlock()
+	g.engineMu.Lock()
+	defer g.engineMu.Unlock()
 	if g.closed {
 		return wire.GitFlushResponse{}, ErrClosed
 	}
@@ -568,9 +571,9 @@ func (g *GitWorkspaceSync) flushLocked(ctx context.Context, fo FlushOptions) (wi
 func (g *GitWorkspaceSync) Drain(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
-		g.turnMu.Lock()
+		g.engineMu.Lock()
 		g.closed = true
-		g.turnMu.Unlock()
+		g.engineMu.Unlock()
 		close(done)
 	}()
 	select {
@@ -588,8 +591,8 @@ func (g *GitWorkspaceSync) Drain(ctx context.Context) error {
 func (g *GitWorkspaceSync) FinalFlush(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	g.turnMu.Lock()
-	defer g.turnMu.Unlock()
+	g.engineMu.Lock()
+	defer g.engineMu.Unlock()
 	_, err := g.flushLocked(ctx, FlushOptions{Message: "shutdown flush", skipS3: true})
 	return err
 }
@@ -624,8 +627,8 @@ func (g *GitWorkspaceSync) SnapshotHEAD(ctx context.Context) (string, error) {
 // PersistNow pushes large files and runs one durability step outside a
 // turn (the cold-start seed).
 func (g *GitWorkspaceSync) PersistNow(ctx context.Context) error {
-	g.turnMu.Lock()
-	defer g.turnMu.Unlock()
+	g.engineMu.Lock()
+	defer g.engineMu.Unlock()
 	g.dirty.Store(true)
 	g.pushLargeFiles(ctx)
 	return g.persistStep(ctx)
@@ -635,8 +638,8 @@ func (g *GitWorkspaceSync) PersistNow(ctx context.Context) error {
 // the durable object may lack, persist now; then record what is persisted.
 // Called once at start, after cold start.
 func (g *GitWorkspaceSync) Resume(ctx context.Context) {
-	g.turnMu.Lock()
-	defer g.turnMu.Unlock()
+	g.engineMu.Lock()
+	defer g.engineMu.Unlock()
 	if g.Fenced() {
 		return
 	}
@@ -696,8 +699,8 @@ func (g *GitWorkspaceSync) needsWork() bool {
 
 // retryOnce makes one background attempt; it reports whether all work is done.
 func (g *GitWorkspaceSync) retryOnce(ctx context.Context) bool {
-	g.turnMu.Lock()
-	defer g.turnMu.Unlock()
+	g.engineMu.Lock()
+	defer g.engineMu.Unlock()
 	if g.closed || g.Fenced() {
 		return true
 	}

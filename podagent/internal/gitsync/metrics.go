@@ -18,6 +18,9 @@ type Metrics struct {
 	Degraded        prometheus.Gauge
 	RecordsPending  prometheus.Gauge
 	Fenced          prometheus.Gauge
+	// TurnsWaiting counts the turns (a rollback, a flush, a message) waiting
+	// for the one running (package turn's Slot).
+	TurnsWaiting prometheus.Gauge
 }
 
 // gauge is a svc_podagent_<name> gauge.
@@ -41,8 +44,9 @@ func NewMetrics() *Metrics {
 		Degraded:       gauge("cloud_sync_degraded", "1 while the pod is in the degraded durability state, else 0."),
 		RecordsPending: gauge("checkpoint_records_pending", "Commits made but not yet recorded as checkpoint rows."),
 		Fenced:         gauge("durable_fenced", "1 once another writer was detected on this project's repo.git.tar.gz; the pod stopped writing it."),
+		TurnsWaiting:   gauge("turns_waiting", "Turns (rollbacks, flushes, messages) waiting for the running turn to end."),
 	}
-	m.Registry.MustRegister(m.PersistDuration, m.PersistFailures, m.Degraded, m.RecordsPending, m.Fenced,
+	m.Registry.MustRegister(m.PersistDuration, m.PersistFailures, m.Degraded, m.RecordsPending, m.Fenced, m.TurnsWaiting,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -20,8 +20,8 @@ type puller interface {
 // mode (persisted and recorded like any other). When the tree already is
 // that commit's, no commit is made and the answer's SHA is empty.
 func (g *GitWorkspaceSync) Restore(ctx context.Context, sha string) (wire.RestoreResponse, error) {
-	g.turnMu.Lock()
-	defer g.turnMu.Unlock()
+	g.engineMu.Lock()
+	defer g.engineMu.Unlock()
 	if g.closed {
 		return wire.RestoreResponse{}, ErrClosed
 	}

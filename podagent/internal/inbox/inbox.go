@@ -135,6 +135,20 @@ func (j *Journal) Done(corr string) error {
 	return nil
 }
 
+// DoneWith removes the entry corr in the same journal transaction as the
+// hand-over of its reply: handOver is given the removal as a journal.Op to
+// apply together with its own write (outbox.Relay.PutWith). When handOver
+// fails the entry stays (its reply is delivered again after a restart).
+func (j *Journal) DoneWith(corr string, handOver func(done journal.Op) error) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if err := handOver(j.table.DeleteOp(corr)); err != nil {
+		return err
+	}
+	delete(j.entries, corr)
+	return nil
+}
+
 // Get returns an entry.
 func (j *Journal) Get(corr string) (Entry, bool) {
 	j.mu.Lock()

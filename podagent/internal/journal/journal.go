@@ -385,3 +385,53 @@ func (t Table[T]) Load(valid func(key string, v T) bool) (items []Item[T], bad [
 	})
 	return items, bad, err
 }
+
+// Op is one write of a transaction that spans tables (DB.Apply): a put or
+// a delete of one entry.
+type Op struct {
+	db   *DB
+	kind Kind
+	key  string
+	val  []byte // nil: delete
+}
+
+// PutOp is Put as an Op of a later Apply.
+func (t Table[T]) PutOp(key string, v T) (Op, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return Op{}, err
+	}
+	return Op{db: t.db, kind: t.kind, key: key, val: b}, nil
+}
+
+// DeleteOp is Delete as an Op of a later Apply.
+func (t Table[T]) DeleteOp(key string) Op { return Op{db: t.db, kind: t.kind, key: key} }
+
+// DB is the journal the op writes to.
+func (o Op) DB() *DB { return o.db }
+
+// Apply writes every op in one transaction, durably: all or none (the
+// outbox's copy of a reply and the end of its accepted message, for one).
+// An op of another journal file fails the whole transaction.
+func (d *DB) Apply(ops ...Op) error {
+	for _, op := range ops {
+		if op.db != d {
+			return fmt.Errorf("journal: an op of %s applied to %s", op.db.Path(), d.path)
+		}
+	}
+	return d.bolt.Update(func(tx *bolt.Tx) error {
+		for _, op := range ops {
+			b := tx.Bucket([]byte(op.kind))
+			var err error
+			if op.val == nil {
+				err = b.Delete([]byte(op.key))
+			} else {
+				err = b.Put([]byte(op.key), op.val)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
+	"slices"
 	"sort"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/svc-dev/svc/podagent/internal/handover"
 	"github.com/svc-dev/svc/podagent/internal/journal"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/settings"
@@ -23,10 +24,10 @@ type Poster interface {
 	PutOutbox(ctx context.Context, m wire.OutboxPut) (wire.OutboxPutResponse, error)
 }
 
-// Relay defaults.
+// Relay defaults (the hand-over loop's).
 const (
-	DefaultRetryMin = 500 * time.Millisecond
-	DefaultRetryMax = 30 * time.Second
+	DefaultRetryMin = handover.DefaultRetryMin
+	DefaultRetryMax = handover.DefaultRetryMax
 )
 
 // RelayOptions configure OpenRelay.
@@ -42,7 +43,7 @@ type RelayOptions struct {
 	Poster Poster
 	Log    *zap.Logger
 	// RetryMin and RetryMax bound the backoff between rounds of failed
-	// POSTs (doubling, with jitter).
+	// POSTs (handover.Loop: exponential, capped, with jitter).
 	RetryMin, RetryMax time.Duration
 }
 
@@ -59,7 +60,7 @@ type Relay struct {
 
 	mu      sync.Mutex
 	pending map[string]*entry // by correlation id
-	wake    chan struct{}     // buffered 1: "there is something to send"
+	loop    *handover.Loop
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -81,8 +82,9 @@ func OpenRelay(o RelayOptions) (*Relay, error) {
 	if o.RetryMax < o.RetryMin {
 		o.RetryMax = max(DefaultRetryMax, o.RetryMin)
 	}
-	r := &Relay{o: o, log: o.Log.Named("outbox"), pending: map[string]*entry{}, wake: make(chan struct{}, 1),
-		done: make(chan struct{})}
+	r := &Relay{o: o, log: o.Log.Named("outbox"), pending: map[string]*entry{}, done: make(chan struct{})}
+	r.loop = handover.New(handover.Options{Drain: r.flush, RetryMin: o.RetryMin, RetryMax: o.RetryMax,
+		Pending: r.Pending, What: "outbox messages", Log: r.log})
 	if o.Journal == nil {
 		if o.Dir == "" {
 			return nil, errors.New("outbox: RelayOptions needs a Journal or a Dir")
@@ -107,7 +109,6 @@ func OpenRelay(o RelayOptions) (*Relay, error) {
 	}
 	if n := len(r.pending); n > 0 {
 		r.log.Info("outbox messages from an earlier run will be sent to the API", zap.Int("pending", n))
-		r.signal()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
@@ -133,7 +134,51 @@ func (r *Relay) Put(channelID string, m wire.OutboxMessage) {
 		r.pending[put.CorrelationID] = e
 	}
 	r.mu.Unlock()
-	r.signal()
+	r.loop.Wake()
+}
+
+// PutWith is Put whose journal write carries also in the same transaction
+// (the removal of the accepted message whose reply this is: inbox.Journal.
+// DoneWith). It fails when that transaction could not be written; the
+// message is then still sent from memory, and also is not applied.
+func (r *Relay) PutWith(channelID string, m wire.OutboxMessage, also ...journal.Op) (err error) {
+	put := wire.OutboxPut{ChannelID: channelID, OutboxReply: m.OutboxReply}
+	put.CreatedAt = put.CreatedAt.UTC()
+	var elsewhere []journal.Op // a relay with a journal of its own (Dir)
+	also = slices.DeleteFunc(also, func(op journal.Op) bool {
+		if op.DB() != r.o.Journal {
+			elsewhere = append(elsewhere, op)
+			return true
+		}
+		return false
+	})
+	defer func() {
+		for _, op := range elsewhere {
+			if err == nil {
+				err = op.DB().Apply(op)
+			}
+		}
+	}()
+	r.mu.Lock()
+	if _, ok := r.pending[put.CorrelationID]; ok {
+		err = r.o.Journal.Apply(also...)
+	} else {
+		e := &entry{put: put}
+		var op journal.Op
+		if op, err = r.table.PutOp(put.CorrelationID, put); err == nil {
+			err = r.o.Journal.Apply(append([]journal.Op{op}, also...)...)
+		}
+		if err != nil {
+			r.log.Error("writing the outbox journal failed; the message is kept in memory only until the API takes it",
+				zap.String("correlationId", put.CorrelationID), zap.Error(err))
+		} else {
+			e.journaled = true
+		}
+		r.pending[put.CorrelationID] = e
+	}
+	r.mu.Unlock()
+	r.loop.Wake()
+	return err
 }
 
 // Len is the number of messages of the channel the API has not accepted yet
@@ -181,37 +226,9 @@ func (r *Relay) closeOwned() {
 	}
 }
 
-func (r *Relay) signal() {
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
-}
-
 func (r *Relay) run(ctx context.Context) {
 	defer close(r.done)
-	backoff := time.Duration(0)
-	retry := time.NewTimer(time.Hour)
-	retry.Stop()
-	defer retry.Stop()
-	for {
-		if err := r.flush(ctx); err != nil && ctx.Err() == nil {
-			backoff = min(max(2*backoff, r.o.RetryMin), r.o.RetryMax)
-			d := backoff - backoff/5 + rand.N(backoff/5*2+1) // ±20 %
-			r.log.Warn("handing outbox messages to the API failed; will retry", zap.Duration("in", d),
-				zap.Int("pending", r.Pending()), zap.Error(err))
-			retry.Reset(d)
-		} else {
-			backoff = 0
-			retry.Stop()
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-r.wake:
-		case <-retry.C:
-		}
-	}
+	r.loop.Run(ctx)
 }
 
 // flush posts every pending message, oldest first, and stops at the first
@@ -222,13 +239,12 @@ func (r *Relay) flush(ctx context.Context) error {
 			return ctx.Err()
 		}
 		resp, err := r.o.Poster.PutOutbox(ctx, e.put)
-		var se *internalapi.StatusError
 		switch {
 		case err == nil:
 			r.log.Info("outbox message handed to the API", zap.String("correlationId", e.put.CorrelationID),
 				zap.String("id", resp.ID), zap.Bool("created", resp.Created))
 			r.drop(e, "")
-		case errors.As(err, &se) && permanent(se):
+		case internalapi.Permanent(err):
 			r.log.Error("the API refused an outbox message for good; set aside in the journal",
 				zap.String("correlationId", e.put.CorrelationID), zap.Error(err))
 			r.drop(e, "rejected")

@@ -34,6 +34,7 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/shutdown"
 	"github.com/svc-dev/svc/podagent/internal/syncstrategy"
 	"github.com/svc-dev/svc/podagent/internal/testhook"
+	"github.com/svc-dev/svc/podagent/internal/turn"
 	"github.com/svc-dev/svc/podagent/internal/webhook"
 	"github.com/svc-dev/svc/shared/gitrun"
 	"github.com/svc-dev/svc/shared/internalapi"
@@ -41,6 +42,7 @@ import (
 	_ "github.com/svc-dev/svc/shared/objstore/fs" // registers the fs backend
 	_ "github.com/svc-dev/svc/shared/objstore/s3" // registers the s3 backend
 	"github.com/svc-dev/svc/shared/repoarchive"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // Options configure Start.
@@ -94,6 +96,10 @@ type Pod struct {
 	ColdStart coldstart.Result
 	// Webhook serves /agent/channels/webhook/*.
 	Webhook *webhook.Handler
+	// Turns is the pod's one turn lock: a channel turn, a rollback, a git
+	// flush, a publish and the shutdown flush each hold it for their whole
+	// run (docs/sync-modes.md §6).
+	Turns *turn.Slot
 
 	log       *zap.Logger
 	afterTurn func()
@@ -147,6 +153,9 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 		return nil, err
 	}
 	p := &Pod{Config: cfg, Metrics: gitsync.NewMetrics(), log: log, afterTurn: o.AfterTurn, Strategy: strat}
+	p.Turns = turn.NewSlot(turn.SlotOptions{
+		OnWaiting: func(n int) { p.Metrics.TurnsWaiting.Set(float64(n)) },
+		OnWait:    func(turn.Kind) { testhook.Reach(testhook.TurnWaiting) }})
 	// The record lives beside the layers (the same store outside tests,
 	// which take only the .git path down with a separate Store).
 	p.Lease = ownership.New(ownership.Options{Store: o.LayerStore, ProjectID: cfg.ProjectID, Generation: cfg.Generation, Log: log,
@@ -252,13 +261,13 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 	}
 	// Webhook channel: the agent's tool loop ends each turn with p.Turn.
 	wdeps, err := webhook.PodDeps(webhook.PodOptions{APIURL: cfg.APIURL, ProjectID: cfg.ProjectID,
-		RuntimeToken: cfg.RuntimeToken, API: client, Workspace: ws, Committer: p, Settings: o.Webhook, Log: log, HTTP: o.HTTPClient,
+		RuntimeToken: cfg.RuntimeToken, API: client, Workspace: ws, Committer: p, Slot: p.Turns, Settings: o.Webhook, Log: log, HTTP: o.HTTPClient,
 		Ready: ready, Journal: p.Journal})
 	if err != nil {
 		return nil, err
 	}
 	p.Webhook = webhook.New(wdeps)
-	p.Echo = server.New(server.Options{RuntimeToken: cfg.RuntimeToken, ProjectID: cfg.ProjectID, Generation: cfg.Generation, Registry: p.Metrics.Registry, Flusher: p.Sync, Restorer: p.Sync,
+	p.Echo = server.New(server.Options{RuntimeToken: cfg.RuntimeToken, ProjectID: cfg.ProjectID, Generation: cfg.Generation, Registry: p.Metrics.Registry, Flusher: p, Restorer: p,
 		Webhook: p.Webhook, Log: log, Ready: ready})
 	p.Webhook.Resume() // accepted async messages an earlier run did not finish
 
@@ -272,13 +281,53 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 	return p, nil
 }
 
-// Turn is one agent turn (see gitsync.GitWorkspaceSync.Turn).
+// Turn commits an agent turn (see gitsync.GitWorkspaceSync.Turn); the
+// channel's turn.Runner calls it holding the slot.
 func (p *Pod) Turn(ctx context.Context, message string) (string, error) {
 	sha, err := p.Sync.Turn(ctx, message)
 	if p.afterTurn != nil {
 		p.afterTurn()
 	}
 	return sha, err
+}
+
+// Restore is a rollback turn (POST /agent/restore): it waits for the turn
+// in flight, bounded by the caller's deadline (turn.Slot.Hold), and never
+// runs beside an agent's tools.
+func (p *Pod) Restore(ctx context.Context, sha string) (resp wire.RestoreResponse, err error) {
+	herr := p.Turns.Hold(ctx, turn.KindRollback, func(ctx context.Context) error {
+		resp, err = p.Sync.Restore(ctx, sha)
+		return nil
+	})
+	if herr != nil {
+		return resp, closedAs(herr)
+	}
+	return resp, err
+}
+
+// Flush is a git-flush turn (POST /agent/git-flush; a publish when it
+// tags; the micro-VM export), on the same slot as Restore.
+func (p *Pod) Flush(ctx context.Context, fo gitsync.FlushOptions) (resp wire.GitFlushResponse, err error) {
+	kind := turn.KindFlush
+	if fo.Tag != "" {
+		kind = turn.KindPublish
+	}
+	herr := p.Turns.Hold(ctx, kind, func(ctx context.Context) error {
+		resp, err = p.Sync.Flush(ctx, fo)
+		return nil
+	})
+	if herr != nil {
+		return resp, closedAs(herr)
+	}
+	return resp, err
+}
+
+// closedAs answers a slot closed by the drain as the engine does.
+func closedAs(err error) error {
+	if errors.Is(err, turn.ErrClosed) {
+		return gitsync.ErrClosed
+	}
+	return err
 }
 
 // Shutdown runs the spec 10.2 sequence and stops the background loop.
@@ -306,10 +355,21 @@ func (p *Pod) Shutdown(ctx context.Context) shutdown.Result {
 // alone, and forceProjectArchive is set in git_only only).
 func (p *Pod) ShutdownSteps() shutdown.Steps {
 	s := shutdown.Steps{
-		Drain:    p.Sync.Drain,
-		GitFlush: p.Sync.FinalFlush,
-		Healthy:  p.Sync.Healthy,
-		Fenced:   p.Sync.Fenced,
+		// The drain closes the turn slot once the turn in flight ended; the
+		// shutdown flush is the one turn that runs after it.
+		Drain: func(ctx context.Context) error {
+			if err := p.Turns.Drain(ctx); err != nil {
+				return err
+			}
+			return p.Sync.Drain(ctx)
+		},
+		GitFlush: func(ctx context.Context, timeout time.Duration) error {
+			return p.Turns.Hold(ctx, turn.KindShutdown, func(ctx context.Context) error {
+				return p.Sync.FinalFlush(ctx, timeout)
+			})
+		},
+		Healthy: p.Sync.Healthy,
+		Fenced:  p.Sync.Fenced,
 		UploadHEADSnapshot: func(ctx context.Context) error {
 			path, err := p.Sync.SnapshotHEAD(ctx)
 			if err != nil {

@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,13 +19,14 @@ import (
 
 	"github.com/svc-dev/svc/podagent/internal/gitsync"
 	"github.com/svc-dev/svc/podagent/internal/poderr"
+	"github.com/svc-dev/svc/podagent/internal/turn"
 	"github.com/svc-dev/svc/podagent/internal/webhook"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/runtimetoken"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
-// Flusher is what POST /agent/git-flush drives (gitsync.GitWorkspaceSync).
+// Flusher is what POST /agent/git-flush drives: a flush turn (pod.Pod.Flush).
 type Flusher interface {
 	Flush(ctx context.Context, fo gitsync.FlushOptions) (wire.GitFlushResponse, error)
 }
@@ -47,7 +50,7 @@ type Options struct {
 	Log     *zap.Logger
 }
 
-// Restorer is what POST /agent/restore drives (gitsync.GitWorkspaceSync).
+// Restorer is what POST /agent/restore drives: a rollback turn (pod.Pod.Restore).
 type Restorer interface {
 	Restore(ctx context.Context, sha string) (wire.RestoreResponse, error)
 }
@@ -182,7 +185,15 @@ func validSHA(s string) bool {
 }
 
 func mapFlushError(err error) error {
+	var busy *turn.InProgressError
 	switch {
+	case errors.As(err, &busy):
+		// The turn in flight outlasted what the caller's deadline left for
+		// the wait (docs/sync-modes.md §6).
+		e := wire.Coded("turn_in_progress", fmt.Sprintf("a %s turn is running; the %s waited %s for it and was not started",
+			busy.Holder, busy.Kind, busy.Waited.Round(time.Millisecond)))
+		e.Headers = map[string]string{"Retry-After": strconv.Itoa(int(busy.RetryAfter / time.Second))}
+		return e
 	case errors.Is(err, gitsync.ErrFenced):
 		return wire.Coded("fenced", "another pod holds a newer history of this project; this pod stopped writing")
 	case errors.Is(err, gitsync.ErrTagExists):

@@ -16,7 +16,7 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/inbox"
 	"github.com/svc-dev/svc/podagent/internal/journal"
 	"github.com/svc-dev/svc/podagent/internal/outbox"
-	"github.com/svc-dev/svc/podagent/internal/turnorder"
+	"github.com/svc-dev/svc/podagent/internal/turn"
 	"github.com/svc-dev/svc/shared/internalapi"
 )
 
@@ -28,10 +28,13 @@ type PodOptions struct {
 	Workspace    string
 	// Committer ends a turn that changed files (pod.Pod): commit, then
 	// the sync strategy's persist and record.
-	Committer turnorder.Committer
-	Ready     func() error
-	Settings  Settings
-	Log       *zap.Logger
+	Committer turn.Committer
+	// Slot is the pod's one turn lock, shared with rollback, git-flush,
+	// publish and the shutdown flush (nil: one of the channel's own).
+	Slot     *turn.Slot
+	Ready    func() error
+	Settings Settings
+	Log      *zap.Logger
 	// HTTP is used for the API (channel config, completions, outbox); nil: default.
 	HTTP *http.Client
 	// API is the pod's one internal client (nil: one is built from APIURL,
@@ -107,6 +110,7 @@ func PodDeps(o PodOptions) (Deps, error) {
 		Channel:      &channelcfg.Client{API: api, TTL: s.ChannelConfigTTL},
 		Agent:        agent,
 		Committer:    o.Committer,
+		Slot:         o.Slot,
 		Callbacks:    cb,
 		Outbox:       ob,
 		Journal:      messages,

@@ -6,12 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strings"
 
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/podagent/internal/callback"
+	"github.com/svc-dev/svc/podagent/internal/turn"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -23,30 +23,7 @@ import (
 
 // webhookID is the webhook-id of a message: the same on every attempt,
 // after a restart and on a replay.
-func webhookID(corr string) string { return "msg_" + strings.TrimPrefix(corr, "cor_") }
-
-// deliveryConfig is the channel configuration a callback is signed with:
-// the current one (a rotation reaches retries at once), or the one the
-// message arrived with when the API cannot be asked.
-func (h *Handler) deliveryConfig(t *turn) wire.ChannelConfig {
-	cfg, err := h.d.Channel.Channel(h.base)
-	if err != nil || cfg.Secret == "" {
-		return t.cfg
-	}
-	return cfg
-}
-
-// failingEndpoint returns the endpoint of url when the API marked it
-// failing, "" otherwise.
-func failingEndpoint(cfg wire.ChannelConfig, url string) string {
-	ep := wire.WebhookEndpoint(url)
-	for _, f := range cfg.FailingEndpoints {
-		if f == ep {
-			return ep
-		}
-	}
-	return ""
-}
+func webhookID(corr string) string { return turn.WebhookID(corr) }
 
 // Replay is POST …/replay.
 func (h *Handler) Replay(c echo.Context) error { return h.wrap(h.replay)(c) }

@@ -21,7 +21,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"io"
 	"net/http"
 	"sync"
@@ -37,10 +36,9 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/inbox"
 	"github.com/svc-dev/svc/podagent/internal/outbox"
 	"github.com/svc-dev/svc/podagent/internal/poderr"
-	"github.com/svc-dev/svc/podagent/internal/turnorder"
+	"github.com/svc-dev/svc/podagent/internal/turn"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/settings"
-	"github.com/svc-dev/svc/shared/wait"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -48,7 +46,7 @@ import (
 const Prefix = internalapi.PodWebhook
 
 // Agent runs one turn (agentloop.Agent).
-type Agent = turnorder.Agent
+type Agent = turn.Agent
 
 // Callbacks deliver async replies (callback.Deliverer).
 type Callbacks interface {
@@ -77,9 +75,11 @@ type Deps struct {
 	Channel channelcfg.Source
 	// Agent talks to the model and runs tools; Committer commits what they
 	// changed (nil: nothing is committed). A turn's order is package
-	// turnorder's: agent → journal → commit (persist, record) → deliver.
+	// turn's: agent → journal → commit (persist, record) → deliver.
 	Agent     Agent
-	Committer turnorder.Committer
+	Committer turn.Committer
+	// Slot is the pod's one turn lock (nil: one of the channel's own).
+	Slot      *turn.Slot
 	Callbacks Callbacks
 	Outbox    Outbox           // nil: a new in-memory outbox.Outbox
 	Activity  *activity.Log    // nil: a new one
@@ -123,13 +123,8 @@ const outboxCloseGrace = 3 * time.Second
 // Handler serves the routes.
 type Handler struct {
 	d         Deps
-	turns     *turnorder.Runner
+	msgs      *turn.Messages // a message's whole life
 	log       *zap.Logger
-	base      context.Context
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
-	mu        sync.Mutex // orders wg.Add against Shutdown's Wait
-	closing   atomic.Bool
 	closeOnce sync.Once
 	messages  atomic.Int64
 }
@@ -151,9 +146,10 @@ func New(d Deps) *Handler {
 	d.SyncTimeout = settings.PositiveOr(d.SyncTimeout, DefaultSyncTimeout)
 	d.TurnTimeout = settings.PositiveOr(d.TurnTimeout, DefaultTurnTimeout)
 	d.MaxBodyBytes = settings.PositiveOr(d.MaxBodyBytes, DefaultMaxBodyBytes)
-	base, cancel := context.WithCancel(context.Background())
-	return &Handler{d: d, log: d.Log.Named("webhook"), base: base, cancel: cancel,
-		turns: turnorder.New(turnorder.Options{Agent: d.Agent, Committer: d.Committer, Log: d.Log})}
+	runner := turn.New(turn.Options{Agent: d.Agent, Committer: d.Committer, Slot: d.Slot, Log: d.Log})
+	return &Handler{d: d, log: d.Log.Named("webhook"), msgs: turn.NewMessages(turn.MessagesOptions{Runner: runner,
+		Channel: d.Channel, Callbacks: d.Callbacks, Outbox: d.Outbox, Activity: d.Activity, Journal: d.Journal,
+		TurnTimeout: d.TurnTimeout, Now: d.Now, Log: d.Log})}
 }
 
 // The channel's handlers; the pod's route table (server.New) mounts them
@@ -190,12 +186,7 @@ func (h *Handler) Activity() *activity.Log { return h.d.Activity }
 // hand its messages to the API and keeps the rest in its journal for the
 // next start (the git flush of the shutdown sequence must not wait on it).
 func (h *Handler) Shutdown(ctx context.Context) error {
-	h.mu.Lock()
-	h.closing.Store(true)
-	h.mu.Unlock()
-	err := wait.Group(ctx, &h.wg)
-	h.cancel()
-	h.wg.Wait()
+	err := h.msgs.Shutdown(ctx)
 	h.closeOnce.Do(func() {
 		if h.d.Closer != nil {
 			_ = h.d.Closer.Close()
@@ -212,17 +203,6 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 		}
 	})
 	return err
-}
-
-// begin registers background work; false once Shutdown has started.
-func (h *Handler) begin() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closing.Load() {
-		return false
-	}
-	h.wg.Add(1)
-	return true
 }
 
 func (h *Handler) wrap(fn func(c echo.Context) error) echo.HandlerFunc {
@@ -269,7 +249,7 @@ func (h *Handler) health(c echo.Context) error {
 	cfg, cfgErr := h.d.Channel.Channel(c.Request().Context())
 	reason := ""
 	switch {
-	case h.closing.Load():
+	case h.msgs.Closing():
 		reason = wire.HealthShuttingDown
 	case h.d.Ready != nil && h.d.Ready() != nil:
 		reason = wire.HealthFenced // the pod's only readiness condition
@@ -314,12 +294,4 @@ func newID(prefix string) string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return prefix + hex.EncodeToString(b[:])
-}
-
-// metadataOrEmpty is the metadata echoed in callbacks and outbox messages.
-func metadataOrEmpty(m json.RawMessage) json.RawMessage {
-	if len(m) == 0 {
-		return json.RawMessage("{}")
-	}
-	return m
 }

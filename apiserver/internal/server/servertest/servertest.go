@@ -48,6 +48,7 @@ func New(t testing.TB, d server.Deps) *Server {
 	}
 	srv := server.New(d)
 	hs := httptest.NewUnstartedServer(srv.Echo)
+	hs.Config = srv.HTTPServer()                  // the timeouts cmd/apiserver serves with
 	hs.Listener = srv.Streams.Listen(hs.Listener) // as cmd/apiserver serves
 	hs.Start()
 	t.Cleanup(func() {

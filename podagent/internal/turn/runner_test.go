@@ -1,4 +1,4 @@
-package turnorder_test
+package turn_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/svc-dev/svc/podagent/internal/agentloop"
-	"github.com/svc-dev/svc/podagent/internal/turnorder"
+	"github.com/svc-dev/svc/podagent/internal/turn"
 )
 
 // steps records the order of a turn's steps in one list.
@@ -96,8 +96,8 @@ func TestTurnOrder(t *testing.T) {
 				}
 				return res, nil
 			}}
-			r := turnorder.New(turnorder.Options{Agent: a, Committer: &committer{s: s, err: tc.commitErr}})
-			var journal turnorder.Journal
+			r := turn.New(turn.Options{Agent: a, Committer: &committer{s: s, err: tc.commitErr}})
+			var journal turn.Journal
 			if !tc.noJournal {
 				journal = func(res agentloop.Result, err error) {
 					if err != nil {
@@ -134,7 +134,7 @@ func TestOneTurnAtATime(t *testing.T) {
 	a := &agent{s: s, gate: gate, arrived: make(chan struct{}), run: func(context.Context) (agentloop.Result, error) {
 		return agentloop.Result{Reply: "r", Changed: true}, nil
 	}}
-	r := turnorder.New(turnorder.Options{Agent: a, Committer: &committer{s: s}})
+	r := turn.New(turn.Options{Agent: a, Committer: &committer{s: s}})
 	done := make(chan error, 1)
 	go func() {
 		_, err := r.Run(context.Background(), agentloop.Request{Message: "first", Channel: "webhook"}, nil)

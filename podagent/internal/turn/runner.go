@@ -1,15 +1,18 @@
-// Package turnorder is the one owner of a turn's order (spec 2.4, 6, 10.1;
-// docs/design.md): the agent talks to the model and runs
-// its tools (agentloop), then the reply is journaled, then what the tools
-// changed is committed — and, inside the commit, persisted and recorded by
-// the pod's sync strategy (syncstrategy, through gitsync) — and only then
-// does Run return, so the channel delivers a reply whose turn is as durable
-// as the mode makes it. Turns run one at a time per project: the next turn's
-// tools never write into a work tree the previous turn is committing.
-package turnorder
+// Package turn is the pod's turn (spec 2.4, 6, 10.1, 10.2, 10.6.3;
+// docs/sync-modes.md §6, §12) and its one lock, the Slot. A channel turn is
+// Runner.Run: the agent talks to the model and runs its tools (agentloop),
+// then the reply is journaled, then what the tools changed is committed —
+// and, inside the commit, persisted and recorded by the pod's sync strategy
+// (syncstrategy, through gitsync) — and only then does Run return, so the
+// channel delivers a reply whose turn is as durable as the mode makes it.
+// A rollback, a git flush, a publish and the shutdown flush are turns of
+// their own kind on the same Slot: none of them runs beside an agent's
+// tools or cuts into a commit.
+package turn
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"go.uber.org/zap"
@@ -43,7 +46,9 @@ type Options struct {
 	// CommitTimeout bounds the commit; it runs detached from the turn's
 	// context, so a turn cut off mid-commit still ends its commit.
 	CommitTimeout time.Duration
-	Log           *zap.Logger
+	// Slot is the pod's one turn lock (nil: a slot of the Runner's own).
+	Slot *Slot
+	Log  *zap.Logger
 }
 
 // Journal stores a turn's reply before its commit (the async inbox), so a
@@ -54,7 +59,6 @@ type Journal func(res agentloop.Result, err error)
 // Runner runs turns in order. Safe for concurrent use.
 type Runner struct {
 	o   Options
-	one chan struct{}
 	log *zap.Logger
 }
 
@@ -64,7 +68,10 @@ func New(o Options) *Runner {
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
-	return &Runner{o: o, one: make(chan struct{}, 1), log: o.Log.Named("turnorder")}
+	if o.Slot == nil {
+		o.Slot = NewSlot(SlotOptions{})
+	}
+	return &Runner{o: o, log: o.Log.Named("turn")}
 }
 
 // Run is one turn, top-down: agent (model and tools) → journal the reply →
@@ -72,14 +79,22 @@ func New(o Options) *Runner {
 // committed also when the agent failed part-way, so none is left
 // uncommitted; a failed commit fails a turn that had succeeded
 // (commit_failed).
-func (r *Runner) Run(ctx context.Context, req agentloop.Request, journal Journal) (agentloop.Result, error) {
-	select {
-	case r.one <- struct{}{}:
-	case <-ctx.Done():
+func (r *Runner) Run(ctx context.Context, req agentloop.Request, journal Journal) (res agentloop.Result, err error) {
+	herr := r.o.Slot.Hold(ctx, KindAgent, func(ctx context.Context) error {
+		res, err = r.run(ctx, req, journal)
+		return nil
+	})
+	if errors.Is(herr, ErrClosed) {
+		return agentloop.Failed(agentloop.Result{}, &agentloop.Error{Code: "shutting_down",
+			Message: "the agent is shutting down", Cause: herr})
+	}
+	if herr != nil {
 		return agentloop.Failed(agentloop.Result{}, agentloop.ContextError(ctx))
 	}
-	defer func() { <-r.one }()
+	return res, err
+}
 
+func (r *Runner) run(ctx context.Context, req agentloop.Request, journal Journal) (agentloop.Result, error) {
 	res, err := r.o.Agent.Run(ctx, req)
 	if journal != nil {
 		journal(res, err)
