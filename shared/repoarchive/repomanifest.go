@@ -63,6 +63,10 @@ type BaseRef struct {
 	// Refs the base holds (nil: unknown), so the increments can be merged
 	// into one without rewriting the base.
 	Refs map[string]string `json:"refs,omitempty"`
+	// LFS: the base carries .git/lfs (the large-file cache), written while
+	// a large-file push was failing; the next persist after a successful
+	// push rewrites the base without it (spec 10.3).
+	LFS bool `json:"lfs,omitempty"`
 }
 
 // Increment is one listed increment.

@@ -255,7 +255,7 @@ func (p *Persister) Compact(ctx context.Context) error {
 		dropped[inc.Key] = true
 	}
 	next := p.nextManifest(cur)
-	next.Base = repoarchive.BaseRef{ETag: info.ETag, Epoch: p.lease.Epoch(), Seq: man.Seq, Bytes: size, Refs: man.Refs}
+	next.Base = repoarchive.BaseRef{ETag: info.ETag, Epoch: p.lease.Epoch(), Seq: man.Seq, Bytes: size, Refs: man.Refs, LFS: withLFS}
 	next.Increments = nil
 	var retired []repoarchive.Increment
 	for _, inc := range cur.Increments {

@@ -174,7 +174,8 @@ func (p *Persister) fence(reason string) error {
 // Snapshot is what one persist uploads, staged under the caller's
 // repository lock: an increment (a pack of the objects new since the
 // durable refs), only new refs, or — the first persist of a project, a
-// legacy object, a failed large-file push, or Options.Full — the whole
+// legacy object, a failed large-file push, the first persist after a
+// base that carries the large-file cache, or Options.Full — the whole
 // base.
 type Snapshot struct {
 	Path  string
@@ -246,7 +247,9 @@ func (p *Persister) Snapshot(ctx context.Context, includeLFS bool) (*Snapshot, e
 	p.mu.Lock()
 	man := p.man
 	p.mu.Unlock()
-	if man != nil && !includeLFS && !p.opts.Full {
+	// A base that still carries the large-file cache is rewritten without
+	// it once a push has succeeded: the cache is then in object storage.
+	if man != nil && !includeLFS && !p.opts.Full && !man.Base.LFS {
 		ok, err := p.snapshotIncrement(ctx, snap, man, tmpDir)
 		if ok {
 			return snap, nil
@@ -312,7 +315,7 @@ func (p *Persister) Upload(ctx context.Context, snap *Snapshot) (objstore.Object
 		if err != nil {
 			return info, err
 		}
-		next.Base = repoarchive.BaseRef{ETag: info.ETag, Epoch: next.Epoch, Seq: next.Seq, Bytes: snap.Size, Refs: snap.refs}
+		next.Base = repoarchive.BaseRef{ETag: info.ETag, Epoch: next.Epoch, Seq: next.Seq, Bytes: snap.Size, Refs: snap.refs, LFS: snap.lfs}
 		next.Retired = retire(next.Retired, next.Increments, time.Now())
 		next.Increments = nil
 		p.mu.Lock()
