@@ -46,6 +46,8 @@ func benchStore(b *testing.B) *objstoretest.Counting {
 // Snapshot + Upload inside) on a repository of incompressible history:
 // ms/turn and the bytes uploaded per turn, counted by the store wrapper.
 // The target: 200MB within 1.5× of 10MB, ≤ 64 KiB per turn.
+// Each size runs twice: increments, and the whole archive per turn (the
+// path before increments, SVC_DURABLE_FULL) as the baseline of the same run.
 // SVC_BENCH_1GB=1 adds a 1 GB repository (the 5 s shutdown flush).
 func BenchmarkIncrementalTurn(b *testing.B) {
 	sizes := []int{10, 200}
@@ -53,32 +55,40 @@ func BenchmarkIncrementalTurn(b *testing.B) {
 		sizes = append(sizes, 1024)
 	}
 	for _, mb := range sizes {
-		b.Run(fmt.Sprintf("%dMB", mb), func(b *testing.B) {
-			ctx := context.Background()
-			st := benchStore(b)
-			ws := b.TempDir()
-			newRepo(b, ws, mb<<20)
-			turn(b, ws, 0)
-			p := podWith(b, st, ws, "bench", durable.CompactionOptions{MaxIncrements: -1, VolumeRatio: -1})
-			if err := benchPersist(ctx, p); err != nil {
-				b.Fatal(err)
+		for _, full := range []bool{false, true} {
+			name := fmt.Sprintf("%dMB/increment", mb)
+			if full {
+				name = fmt.Sprintf("%dMB/full", mb) // the whole archive per turn (SVC_DURABLE_FULL): the baseline
 			}
-			st.Reset()
-			b.ResetTimer()
-			for i := 1; i <= b.N; i++ {
-				b.StopTimer()
-				turn(b, ws, i)
-				b.StartTimer()
-				if err := benchPersist(ctx, p); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.StopTimer()
-			puts := st.Puts()
-			b.ReportMetric(float64(objstoretest.Total(puts))/float64(b.N), "bytes-uploaded/turn")
-			b.ReportMetric(float64(puts["base"].Bytes)/float64(b.N), "base-bytes/turn")
-		})
+			b.Run(name, func(b *testing.B) { benchTurn(b, mb, full) })
+		}
 	}
+}
+
+func benchTurn(b *testing.B, mb int, full bool) {
+	ctx := context.Background()
+	st := benchStore(b)
+	ws := b.TempDir()
+	newRepo(b, ws, mb<<20)
+	turn(b, ws, 0)
+	p := podWith(b, st, ws, "bench", durable.CompactionOptions{MaxIncrements: -1, VolumeRatio: -1}, full)
+	if err := benchPersist(ctx, p); err != nil {
+		b.Fatal(err)
+	}
+	st.Reset()
+	b.ResetTimer()
+	for i := 1; i <= b.N; i++ {
+		b.StopTimer()
+		turn(b, ws, i)
+		b.StartTimer()
+		if err := benchPersist(ctx, p); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	puts := st.Puts()
+	b.ReportMetric(float64(objstoretest.Total(puts))/float64(b.N), "bytes-uploaded/turn")
+	b.ReportMetric(float64(puts["base"].Bytes)/float64(b.N), "base-bytes/turn")
 }
 
 // BenchmarkRestoreIncrements is a cold start's restore (base + K

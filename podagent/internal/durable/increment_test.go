@@ -39,7 +39,7 @@ func keyClass(key string) string {
 	return "other"
 }
 
-func podWith(t testing.TB, st objstore.Store, workspace, name string, co durable.CompactionOptions) *durable.Persister {
+func podWith(t testing.TB, st objstore.Store, workspace, name string, co durable.CompactionOptions, full ...bool) *durable.Persister {
 	t.Helper()
 	log := zap.NewNop()
 	if _, bench := t.(*testing.B); !bench {
@@ -50,7 +50,7 @@ func podWith(t testing.TB, st objstore.Store, workspace, name string, co durable
 		t.Fatalf("%s: claim: %v", name, err)
 	}
 	p := durable.New(durable.Options{Store: st, ProjectID: "p1", Workspace: workspace, Runner: &gitrun.Runner{},
-		Log: log, Lease: lease, Compaction: co})
+		Log: log, Lease: lease, Compaction: co, Full: len(full) > 0 && full[0]})
 	t.Cleanup(p.Close)
 	return p
 }
