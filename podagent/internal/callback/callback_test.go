@@ -3,6 +3,8 @@ package callback_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"net/netip"
 	"sync"
 	"testing"
@@ -98,14 +100,45 @@ func TestRetriesUntilSuccessWithSameID(t *testing.T) {
 	}
 }
 
+// Retry-After on 429, 502, 503 and 504 is honoured in both forms
+// (delay-seconds and an HTTP date) and capped at MaxRetryAfter; a shorter
+// one never shortens the backoff.
 func TestRetryAfterHonoured(t *testing.T) {
 	t.Parallel()
-	rcv := callbacktest.New(t, 429, 200)
-	rcv.Headers = map[string]string{"Retry-After": "7"}
-	d, waits := newDeliverer(t, loopback, 3)
-	res := d.Deliver(context.Background(), callback.Delivery{URL: rcv.URL, MsgID: "m", Secret: "s", Body: []byte(`{}`)})
-	if !res.Delivered || len(*waits) != 1 || (*waits)[0] != 7*time.Second {
-		t.Fatalf("result %+v waits %v", res, *waits)
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	date := func(d time.Duration) string { return now.Add(d).Format(http.TimeFormat) }
+	for _, status := range []int{429, 502, 503, 504} {
+		for _, tc := range []struct {
+			name, value string
+			want        time.Duration
+		}{
+			{"seconds", "7", 7 * time.Second},
+			{"http date", date(90 * time.Second), 90 * time.Second},
+			{"seconds capped", "86400", callback.MaxRetryAfter},
+			{"http date capped", date(48 * time.Hour), callback.MaxRetryAfter},
+			{"past date keeps the backoff", date(-time.Hour), 0},
+			{"garbage keeps the backoff", "soon", 0},
+		} {
+			t.Run(fmt.Sprintf("%d %s", status, tc.name), func(t *testing.T) {
+				t.Parallel()
+				rcv := callbacktest.New(t, status, 200)
+				rcv.Headers = map[string]string{"Retry-After": tc.value}
+				d, waits := newRecordingDeliverer(t, callback.Options{Guard: callback.NewGuard(loopback), Attempts: 3,
+					Now: func() time.Time { return now }})
+				res := d.Deliver(context.Background(), callback.Delivery{URL: rcv.URL, MsgID: "m", Secret: "s", Body: []byte(`{}`)})
+				if !res.Delivered || res.Attempts != 2 || len(*waits) != 1 {
+					t.Fatalf("result %+v waits %v", res, *waits)
+				}
+				got := (*waits)[0]
+				if tc.want > 0 && got != tc.want {
+					t.Fatalf("waited %v, want %v", got, tc.want)
+				}
+				// Without a usable Retry-After: the first backoff (100 ms ±20 %).
+				if tc.want == 0 && (got < 80*time.Millisecond || got > 120*time.Millisecond) {
+					t.Fatalf("waited %v, want the backoff", got)
+				}
+			})
+		}
 	}
 }
 
@@ -114,7 +147,12 @@ func TestStopsOn4xxAndGivesUp(t *testing.T) {
 	for _, tc := range []callbacktest.Refusal{
 		{Name: "400 stops", Statuses: []int{400}, Requests: 1},
 		{Name: "404 stops", Statuses: []int{404}, Requests: 1},
-		{Name: "redirect not followed", Statuses: []int{302}, Requests: 1},
+		{Name: "301 is a failure, not followed", Statuses: []int{301}, Requests: 1},
+		{Name: "302 is a failure, not followed", Statuses: []int{302}, Requests: 1},
+		{Name: "303 is a failure, not followed", Statuses: []int{303}, Requests: 1},
+		{Name: "307 is a failure, not followed", Statuses: []int{307}, Requests: 1},
+		{Name: "308 is a failure, not followed", Statuses: []int{308}, Requests: 1},
+		{Name: "410 stops", Statuses: []int{410}, Requests: 1},
 		{Name: "5xx gives up after schedule", Statuses: []int{500}, Requests: 4},
 	} {
 		t.Run(tc.Name, func(t *testing.T) {
@@ -123,7 +161,8 @@ func TestStopsOn4xxAndGivesUp(t *testing.T) {
 			rcv.Headers = map[string]string{"Location": other.URL}
 			d, _ := newDeliverer(t, loopback, 4)
 			res := d.Deliver(context.Background(), callback.Delivery{URL: rcv.URL, MsgID: "m", Secret: "s", Body: []byte(`{}`)})
-			if res.Delivered || res.Attempts != tc.Requests || len(rcv.Got()) != tc.Requests || res.Err == nil {
+			if res.Delivered || res.Attempts != tc.Requests || len(rcv.Got()) != tc.Requests || res.Err == nil ||
+				res.Status != tc.Statuses[0] {
 				t.Fatalf("result = %+v, %d requests", res, len(rcv.Got()))
 			}
 			if len(other.Got()) != 0 {
