@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"net/http"
 	"sort"
 	"strconv"
 	"time"
@@ -71,7 +72,7 @@ type EndpointChange struct {
 // re-sending a batch stores nothing twice) and updates the health of their
 // endpoints in attempt order: a 2xx resets the streak (re-enabling a
 // failing endpoint), a failure extends it, and a streak that has lasted
-// failingAfter marks the endpoint failing. Each endpoint's row is read
+// failingAfter, or one 410 Gone answer, marks the endpoint failing. Each endpoint's row is read
 // (locked) and written once per call. It returns how many attempts were
 // new and the endpoints whose failing state changed.
 func (s *Store) RecordWebhookAttempts(ctx context.Context, attempts []WebhookAttempt, failingAfter time.Duration, now time.Time) (int, []EndpointChange, error) {
@@ -143,7 +144,8 @@ func (s *Store) updateEndpoint(tx *gorm.DB, projectID, endpoint string, as []Web
 			e.FailingSince = &t
 		}
 		e.LastError = AttemptError(a)
-		if e.DisabledAt == nil && a.AttemptedAt.Sub(*e.FailingSince) >= failingAfter {
+		// 410 Gone disables the endpoint at once (Standard Webhooks).
+		if e.DisabledAt == nil && (a.StatusCode == http.StatusGone || a.AttemptedAt.Sub(*e.FailingSince) >= failingAfter) {
 			e.DisabledAt = &now
 		}
 	}

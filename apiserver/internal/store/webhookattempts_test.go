@@ -90,6 +90,42 @@ func TestWebhookAttemptsLogAndEndpointHealth(t *testing.T) {
 	})
 }
 
+// One 410 Gone answer marks the endpoint failing at once, whatever the
+// failing period; other failures before the period do not; a success
+// re-enables it.
+func TestGoneDisablesEndpointAtOnce(t *testing.T) {
+	t.Parallel()
+	eachChannel(t, func(ctx context.Context, t *testing.T, s *store.Store, pid, chID string) {
+		t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		const url = "https://hooks.example/gone"
+		for i, tc := range []struct {
+			status, failing int
+			outcome         string
+			want            []bool
+		}{
+			{404, 0, wire.AttemptFailed, nil},
+			{410, 1, wire.AttemptFailed, []bool{true}},
+			{200, 0, wire.AttemptDelivered, []bool{false}},
+		} {
+			a := attempt(pid, chID, "att_g"+strconv.Itoa(i), "cor_g"+strconv.Itoa(i), url, tc.outcome, t0.Add(time.Duration(i)*time.Minute))
+			a.StatusCode = tc.status
+			_, changes, err := s.RecordWebhookAttempts(ctx, []store.WebhookAttempt{a}, 120*time.Hour, a.AttemptedAt)
+			if err != nil || len(changes) != len(tc.want) {
+				t.Fatalf("%d: changes %+v %v, want %v", tc.status, changes, err, tc.want)
+			}
+			for j, w := range tc.want {
+				if changes[j].Failing != w {
+					t.Fatalf("%d: change %+v, want failing=%v", tc.status, changes[j], w)
+				}
+			}
+			failing, err := s.ListWebhookEndpoints(ctx, pid, true)
+			if err != nil || len(failing) != tc.failing {
+				t.Fatalf("after %d: failing %+v %v, want %d", tc.status, failing, err, tc.failing)
+			}
+		}
+	})
+}
+
 // A rotation keeps the old secret valid for the overlap; dropping it ends
 // the overlap at once, and the janitor's prune forgets expired ones.
 func TestChannelSecretRotation(t *testing.T) {

@@ -21,7 +21,7 @@
 //
 // Endpoint health: RecordWebhookAttempts counts each endpoint's
 // consecutive failures; a streak that lasts FailingAfter (Svix's five days
-// by default) marks it failing (a log line, svc_webhook_endpoint_failing_total,
+// by default), or one 410 Gone answer, marks it failing (a log line, svc_webhook_endpoint_failing_total,
 // and the pod, which reads the failing endpoints with its channel config,
 // puts replies for it straight into the outbox; svc_webhook_endpoints_failing
 // is the number failing now); any 2xx, such as a test

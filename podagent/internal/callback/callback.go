@@ -5,8 +5,9 @@
 // webhook-signature v1 = HMAC-SHA256 keyed by the channel secret).
 //
 // Delivery is at-least-once: network errors, 429 and 5xx are retried with
-// exponential backoff and jitter (a Retry-After answer is honoured), other
-// 4xx stop, and after the configured schedule the caller moves the reply to
+// exponential backoff and jitter (a Retry-After answer is honoured, capped),
+// 3xx (never followed) and other 4xx stop, 410 Gone also disables the
+// endpoint (see gone.go), and after the configured schedule the caller moves the reply to
 // the outbox. The webhook-id is the same on every attempt, so receivers can
 // de-duplicate. Targets go through an SSRF guard at connect time.
 package callback
@@ -89,6 +90,7 @@ type Deliverer struct {
 	guard *ssrf.Guardian
 	http  *http.Client
 	log   *zap.Logger
+	gone  goneSet
 }
 
 // New returns a deliverer.
@@ -165,6 +167,10 @@ func (d *Deliverer) Deliver(ctx context.Context, del Delivery) Result {
 	b = retry.WithJitterPercent(20, b)
 	b = retry.WithMaxRetries(uint64(d.o.Attempts-1), b)
 	var res Result
+	if d.gone.has(del.URL) {
+		res.Err = fmt.Errorf("%w: %s", ErrEndpointGone, wire.WebhookEndpoint(del.URL))
+		return res
+	}
 	for {
 		res.Attempts++
 		ans := d.attempt(ctx, del)
@@ -275,6 +281,12 @@ func (d *Deliverer) attempt(ctx context.Context, del Delivery) (a answer) {
 	a.status = resp.StatusCode
 	switch {
 	case a.status >= 200 && a.status < 300:
+		d.gone.clear(del.URL)
+	case a.status == http.StatusGone:
+		d.gone.add(del.URL)
+		d.log.Warn("callback endpoint answered 410 Gone: disabled until a test message succeeds",
+			zap.String("endpoint", wire.WebhookEndpoint(del.URL)), zap.String("webhookId", del.MsgID))
+		a.err = &permanentError{fmt.Errorf("%w: callback answered 410", ErrEndpointGone)}
 	case a.status == http.StatusTooManyRequests || a.status >= 500:
 		a.retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), d.o.Now())
 		a.err = fmt.Errorf("callback answered %d", a.status)

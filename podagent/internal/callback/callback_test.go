@@ -246,3 +246,36 @@ func splitPort(u string) (string, string, error) {
 	}
 	return u, "", errors.New("no port")
 }
+
+// 410 Gone stops the delivery and disables the endpoint: later deliveries
+// to it (any query) make no attempt and report ErrEndpointGone, other
+// endpoints are untouched, and one successful test message re-enables it.
+func TestGoneDisablesEndpoint(t *testing.T) {
+	t.Parallel()
+	rcv := callbacktest.New(t, 410, 200)
+	other := callbacktest.New(t, 200)
+	d, waits := newDeliverer(t, loopback, 4)
+	send := func(url string) callback.Result {
+		return d.Deliver(context.Background(), callback.Delivery{URL: url, MsgID: "m", Secret: "s", Body: []byte(`{}`)})
+	}
+	if res := send(rcv.URL + "/hook?token=1"); res.Delivered || res.Attempts != 1 || res.Status != 410 ||
+		!errors.Is(res.Err, callback.ErrEndpointGone) || len(*waits) != 0 {
+		t.Fatalf("first delivery = %+v, waits %v", res, *waits)
+	}
+	if res := send(rcv.URL + "/hook?token=2"); res.Delivered || res.Attempts != 0 || !errors.Is(res.Err, callback.ErrEndpointGone) {
+		t.Fatalf("delivery to a gone endpoint = %+v, want no attempt", res)
+	}
+	if n := len(rcv.Got()); n != 1 {
+		t.Fatalf("the gone endpoint got %d requests, want 1", n)
+	}
+	if res := send(other.URL + "/hook"); !res.Delivered {
+		t.Fatalf("another endpoint = %+v", res)
+	}
+	if rec := d.Once(context.Background(), callback.Delivery{URL: rcv.URL + "/hook", MsgID: "msg_test", Secret: "s",
+		Kind: "test", Body: []byte(`{}`)}); rec.Status != 200 || rec.Outcome != "delivered" {
+		t.Fatalf("test message = %+v", rec)
+	}
+	if res := send(rcv.URL + "/hook?token=3"); !res.Delivered || res.Attempts != 1 {
+		t.Fatalf("after a successful test message = %+v, want delivered", res)
+	}
+}
