@@ -15,6 +15,7 @@ package callback
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -140,6 +141,9 @@ type Delivery struct {
 	// adds a signature to webhook-signature (space-separated), so receivers
 	// that know either secret verify.
 	OldSecrets []string
+	// SigningKey, when set, is the channel's ed25519 key (whsk_): a "v1a,"
+	// signature is added to webhook-signature beside the v1 ones.
+	SigningKey string
 	// CorrelationID, ChannelID and Kind (wire.Attempt*; empty: delivery)
 	// go into the attempt records.
 	CorrelationID, ChannelID, Kind string
@@ -241,6 +245,14 @@ func (d *Deliverer) attempt(ctx context.Context, del Delivery) (a answer) {
 	if err != nil {
 		a.err = &permanentError{err}
 		return a
+	}
+	if del.SigningKey != "" {
+		v1a, err := SignAsymmetric(del.SigningKey, del.MsgID, a.at, del.Body)
+		if err != nil {
+			a.err = &permanentError{err}
+			return a
+		}
+		sig += " " + v1a
 	}
 	actx, cancel := context.WithTimeout(ctx, d.o.AttemptTimeout)
 	defer cancel()
@@ -362,6 +374,23 @@ func Sign(secret, msgID string, ts time.Time, body []byte, old ...string) (strin
 		sigs = append(sigs, sig)
 	}
 	return strings.Join(sigs, " "), nil
+}
+
+// SignAsymmetric returns the Standard Webhooks asymmetric signature of
+// body: "v1a," and the base64 ed25519 signature, by the whsk_ key, of
+// "<msgID>.<unix ts>.<body>".
+func SignAsymmetric(signingKey, msgID string, ts time.Time, body []byte) (string, error) {
+	sk, err := wire.ParseWebhookSigningKey(signingKey)
+	if err != nil {
+		return "", err
+	}
+	content := make([]byte, 0, len(msgID)+len(body)+24)
+	content = append(content, msgID...)
+	content = append(content, '.')
+	content = strconv.AppendInt(content, ts.Unix(), 10)
+	content = append(content, '.')
+	content = append(content, body...)
+	return "v1a," + base64.StdEncoding.EncodeToString(ed25519.Sign(sk, content)), nil
 }
 
 // Verify checks the Standard Webhooks headers of a received callback.
