@@ -36,6 +36,9 @@ type ChannelConfig struct {
 	// FailingEndpoints are the callback endpoints (WebhookEndpoint) marked
 	// failing: replies for them go straight to the outbox.
 	FailingEndpoints []string `json:"failingEndpoints,omitempty"`
+	// SigningKey, when set, is the channel's ed25519 key (whsk_): every
+	// callback carries a v1a signature by it beside the v1 ones.
+	SigningKey string `json:"signingKey,omitempty"`
 }
 
 // WebhookIncoming is the documented body of POST .../incoming (spec 2.4).

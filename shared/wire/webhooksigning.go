@@ -56,3 +56,12 @@ func WebhookPublicKey(signingKey string) (string, error) {
 	}
 	return WebhookPublicKeyPrefix + base64.StdEncoding.EncodeToString(sk.Public().(ed25519.PublicKey)), nil
 }
+
+// WebhookSigningPublicKey is the answer of GET …/webhook/signing-key.
+type WebhookSigningPublicKey struct {
+	// Scheme is always "v1a" (the webhook-signature entries it verifies).
+	Scheme string `json:"scheme"`
+	// PublicKey is whpk_ and base64, empty when the channel has no
+	// signing key (v1 HMAC signatures only).
+	PublicKey string `json:"publicKey"`
+}

@@ -180,6 +180,17 @@ func TestCommands(t *testing.T) {
 				want(t, m, "previousSecret", false)
 				want(t, m, "projectId", f.proj)
 			}},
+		{name: "channel signing-key", args: func() []string { return []string{"channel", "signing-key", "--project", f.proj} },
+			check: func(t *testing.T, m map[string]any) {
+				if pk := str(t, m, "publicKey"); !strings.HasPrefix(pk, "whpk_") || len(pk) != len("whpk_")+44 {
+					t.Errorf("publicKey %v", m["publicKey"])
+				}
+				if _, ok := m["signingKey"]; ok {
+					t.Errorf("the private key was printed: %v", m)
+				}
+			}},
+		{name: "channel signing-key --remove", args: func() []string { return []string{"channel", "signing-key", "--project", f.proj, "--remove"} },
+			check: func(t *testing.T, m map[string]any) { want(t, m, "publicKey", "") }},
 		{name: "project show", args: func() []string { return []string{"project", "show", "--id", f.proj} },
 			check: func(t *testing.T, m map[string]any) { want(t, m, "id", f.proj); str(t, m, "channelId") }},
 		{name: "project set-sync-mode", args: func() []string { return []string{"project", "set-sync-mode", "--id", f.proj, "--mode", "s3"} },

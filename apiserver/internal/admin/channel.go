@@ -70,7 +70,7 @@ func (a *cli) channelCommands() []*cobra.Command {
 	set.Flags().StringVar(&secret, "secret", "", "the channel secret (X-Webhook-Secret)")
 	set.Flags().BoolVar(&generate, "generate-secret", false, "generate a whsec_ secret (printed once)")
 	set.Flags().StringVar(&headers, "callback-headers", "", "JSON object of headers sent with callbacks")
-	return []*cobra.Command{noun("channel", append([]*cobra.Command{set}, a.channelRotateCommands()...)...)}
+	return []*cobra.Command{noun("channel", append(append([]*cobra.Command{set}, a.channelRotateCommands()...), a.channelSigningCommands()...)...)}
 }
 
 // GenerateChannelSecret returns a new channel secret in the Standard

@@ -42,7 +42,7 @@ func (a *API) Channel(c echo.Context) error {
 		return wire.Internal(err)
 	}
 	cfg := wire.ChannelConfig{Configured: true, ChannelID: ch.ID, Secret: ch.Secret, CallbackHeaders: headers,
-		PreviousSecrets: ch.PreviousSecrets(time.Now())}
+		PreviousSecrets: ch.PreviousSecrets(time.Now()), SigningKey: ch.SigningKey}
 	for _, e := range failing {
 		cfg.FailingEndpoints = append(cfg.FailingEndpoints, e.Endpoint)
 	}

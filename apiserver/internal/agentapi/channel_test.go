@@ -3,6 +3,7 @@ package agentapi_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -77,6 +78,23 @@ func TestChannelConfigForTheProjectsRuntimeOnly(t *testing.T) {
 	if status != 200 || cfg.Secret != "n3w-secret" || len(cfg.PreviousSecrets) != 1 || cfg.PreviousSecrets[0] != "s3cret" ||
 		len(cfg.FailingEndpoints) != 1 || cfg.FailingEndpoints[0] != "https://h.example/cb" {
 		t.Fatalf("after a rotation and a failing endpoint: %d %s", status, body)
+	}
+	if cfg.SigningKey != "" {
+		t.Fatalf("a channel without a signing key: %s", body)
+	}
+	// The ed25519 signing key reaches the pod.
+	sk, err := wire.NewWebhookSigningKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.SetChannelSigningKey(ctx, p1.ID, sk); err != nil {
+		t.Fatal(err)
+	}
+	if status, cfg, body = get(p1.ID, runtimetoken.Mint(secret, p1.ID)); status != 200 || cfg.SigningKey != sk {
+		t.Fatalf("signing key: %d %s", status, body)
+	}
+	if _, err := st.SetChannelSigningKey(ctx, p2.ID, sk); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a signing key for a project without a channel: %v", err)
 	}
 
 	// Another project's token, no token, a bad token: refused.

@@ -30,9 +30,12 @@ const (
 type headerRow struct{ Name, Value string }
 
 type channelData struct {
-	Project     store.Project
-	Channel     store.Channel
-	HasSecret   bool
+	Project   store.Project
+	Channel   store.Channel
+	HasSecret bool
+	// PublicKey is the whpk_ key receivers verify v1a signatures with
+	// (empty: the channel signs with its secret only).
+	PublicKey   string
 	NewSecret   string // shown once after a rotate or set
 	Headers     []headerRow
 	IncomingURL string
@@ -92,6 +95,9 @@ func (c *Console) channelData(ec echo.Context, p page, newSecret string) (channe
 		return channelData{}, err
 	}
 	d := channelData{Project: proj, Channel: ch, HasSecret: ch.Secret != "", NewSecret: newSecret, Owner: isOwner(p)}
+	if ch.SigningKey != "" {
+		d.PublicKey, _ = wire.WebhookPublicKey(ch.SigningKey)
+	}
 	hs, _ := webhookchannel.DecodeCallbackHeaders(ch.CallbackHeaders)
 	for k, v := range hs {
 		d.Headers = append(d.Headers, headerRow{k, v})

@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"html"
 	"net/http"
 	"net/url"
 	"strings"
@@ -86,6 +87,47 @@ func TestChannelPageDeliveryLog(t *testing.T) {
 		}
 		if r := m.do(http.MethodPost, page+"/secret", url.Values{"csrf": {m.csrf(page)}, "action": {"drop-old"}}, nil); r.status != http.StatusForbidden {
 			t.Fatalf("a member dropping the old secret: %d", r.status)
+		}
+	})
+}
+
+// One 410 Gone answer shows the failing banner at once, and a channel with
+// an ed25519 signing key shows its public half, never the private one.
+func TestChannelPageGoneAndPublicKey(t *testing.T) {
+	t.Parallel()
+	storetest.EachWith(t, newWorld, func(t *testing.T, w *world) {
+		ctx := context.Background()
+		secret := "a-channel-secret-of-16+"
+		ch, err := w.st.SetChannel(ctx, w.projA.ID, &secret, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gone := store.WebhookAttempt{ID: store.NewID("att"), ProjectID: w.projA.ID, ChannelID: ch.ID, CorrelationID: "cor_gone",
+			WebhookID: "msg_gone", Kind: wire.AttemptDelivery, Attempt: 1, URL: "https://hooks.example/gone",
+			Endpoint: "https://hooks.example/gone", AttemptedAt: time.Now().UTC(), StatusCode: 410,
+			Error: "callback endpoint is gone (410): callback answered 410", Outcome: wire.AttemptFailed}
+		if _, _, err := w.st.RecordWebhookAttempts(ctx, []store.WebhookAttempt{gone}, 120*time.Hour, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		sk, err := wire.NewWebhookSigningKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.st.SetChannelSigningKey(ctx, w.projA.ID, sk); err != nil {
+			t.Fatal(err)
+		}
+		pk, _ := wire.WebhookPublicKey(sk)
+		m := w.browser(t)
+		m.signIn(w.member)
+		r := m.get("/console/w/" + w.wsA.ID + "/projects/" + w.projA.ID + "/channel")
+		body := html.UnescapeString(r.body)
+		for _, want := range []string{`id="failing-endpoint"`, "https://hooks.example/gone", "gone (410)", `id="signing-public-key"`, pk} {
+			if !strings.Contains(body, want) {
+				t.Fatalf("the channel page lacks %q", want)
+			}
+		}
+		if strings.Contains(body, strings.TrimPrefix(sk, "whsk_")) {
+			t.Fatal("the channel page shows the private signing key")
 		}
 	})
 }

@@ -95,6 +95,7 @@ func (s *Server) routes(e *echo.Echo) {
 	// 24), from the database; replay and test send through the pod.
 	proxy.GET(internalapi.PodWebhook+"/attempts", h.webhooks.List)
 	proxy.GET(internalapi.PodWebhook+"/endpoints", h.webhooks.Endpoints)
+	proxy.GET(internalapi.PodWebhook+"/signing-key", h.webhooks.SigningKey)
 	proxy.POST(internalapi.PodWebhook+"/endpoints/test", h.webhooks.Test)
 	proxy.POST(internalapi.PodWebhook+"/replay/:correlationId", h.webhooks.Replay)
 	if d.AgentProxy != nil {

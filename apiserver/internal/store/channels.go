@@ -20,6 +20,9 @@ type Channel struct {
 	// PreviousSecretExpiresAt.
 	PreviousSecret          string     `json:"-"`
 	PreviousSecretExpiresAt *time.Time `json:"previousSecretExpiresAt,omitempty"`
+	// SigningKey is the channel's ed25519 key (whsk_): callbacks carry a
+	// v1a signature beside v1; empty: v1 only.
+	SigningKey string `json:"-"`
 }
 
 // PreviousSecrets returns the replaced secret while its overlap lasts at now.
@@ -71,6 +74,20 @@ func (s *Store) PruneExpiredSecrets(ctx context.Context, now time.Time) (int64, 
 		Where("previous_secret <> '' AND previous_secret_expires_at <= ?", now.UTC()).
 		Updates(map[string]any{"previous_secret": "", "previous_secret_expires_at": nil})
 	return res.RowsAffected, res.Error
+}
+
+// SetChannelSigningKey sets (or, with "", removes) the channel's ed25519
+// signing key. The channel must exist.
+func (s *Store) SetChannelSigningKey(ctx context.Context, projectID, key string) (Channel, error) {
+	res := s.db.WithContext(ctx).Model(&Channel{}).Where("project_id = ?", projectID).
+		Updates(map[string]any{"signing_key": key, "updated_at": time.Now().UTC()})
+	if res.Error != nil {
+		return Channel{}, res.Error
+	}
+	if res.RowsAffected == 0 {
+		return Channel{}, ErrNotFound
+	}
+	return s.GetChannel(ctx, projectID)
 }
 
 // GetChannel loads the webhook channel of a project.

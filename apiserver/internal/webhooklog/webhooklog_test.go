@@ -77,6 +77,7 @@ func newWorld(t *testing.T, s *store.Store) *world {
 	proxy := e.Group("/api/projects/:id/agent-proxy", member, httpmw.ProjectMember(s, "id"))
 	proxy.GET(internalapi.PodWebhook+"/attempts", h.List)
 	proxy.GET(internalapi.PodWebhook+"/endpoints", h.Endpoints)
+	proxy.GET(internalapi.PodWebhook+"/signing-key", h.SigningKey)
 	proxy.POST(internalapi.PodWebhook+"/replay/:correlationId", h.Replay)
 	w.e = e
 	return w
@@ -243,4 +244,61 @@ func TestReplayRefusals(t *testing.T) {
 			t.Errorf("%s: %d %s, want %s", tc.corr, rec.Code, rec.Body, tc.code)
 		}
 	}
+}
+
+// One 410 Gone answer marks the endpoint failing at once (metric, gauge,
+// listed as failing) although the failing period has not passed; a
+// successful test message re-enables it. The signing-key route shows the
+// public half of the channel's ed25519 key, or none.
+func TestGoneAndSigningKeyRoutes(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		w := newWorld(t, s)
+		ctx := context.Background()
+		put := func(a wire.WebhookAttempt) {
+			t.Helper()
+			if rec := w.serve(http.MethodPost, "/internal/projects/"+w.project+"/webhook/attempts", w.project, "",
+				wire.WebhookAttemptsPut{Attempts: []wire.WebhookAttempt{a}}); rec.Code != 200 {
+				t.Fatalf("attempt %s: %d %s", a.ID, rec.Code, rec.Body)
+			}
+		}
+		put(w.attempt("att_gone", "cor_gone", wire.AttemptFailed, 410, time.Now().UTC()))
+		if f, _ := s.ListWebhookEndpoints(ctx, w.project, true); len(f) != 1 || f[0].Endpoint != "https://hooks.example/cb" {
+			t.Fatalf("after a 410: failing %+v, want the endpoint", f)
+		}
+		if n := metric(t, w.reg, "svc_webhook_endpoint_failing_total"); n != 1 {
+			t.Fatalf("svc_webhook_endpoint_failing_total = %v", n)
+		}
+		testenv.Must(t, w.log.RefreshGauge(ctx, s))
+		if n := metric(t, w.reg, "svc_webhook_endpoints_failing"); n != 1 {
+			t.Fatalf("svc_webhook_endpoints_failing = %v, want 1", n)
+		}
+		ok := w.attempt("att_ok", "cor_test_1", wire.AttemptDelivered, 200, time.Now().UTC())
+		ok.Kind = wire.AttemptTest
+		put(ok)
+		if f, _ := s.ListWebhookEndpoints(ctx, w.project, true); len(f) != 0 {
+			t.Fatalf("still failing after a successful test message: %+v", f)
+		}
+
+		key := func() wire.WebhookSigningPublicKey {
+			t.Helper()
+			rec := w.serve(http.MethodGet, "/api/projects/"+w.project+"/agent-proxy/agent/channels/webhook/signing-key", "", "", nil)
+			var out wire.WebhookSigningPublicKey
+			if rec.Code != 200 || json.Unmarshal(rec.Body.Bytes(), &out) != nil {
+				t.Fatalf("signing-key: %d %s", rec.Code, rec.Body)
+			}
+			return out
+		}
+		if k := key(); k.PublicKey != "" || k.Scheme != "v1a" {
+			t.Fatalf("no signing key: %+v", k)
+		}
+		sk, err := wire.NewWebhookSigningKey()
+		testenv.Must(t, err)
+		_, err = s.SetChannelSigningKey(ctx, w.project, sk)
+		testenv.Must(t, err)
+		pk, _ := wire.WebhookPublicKey(sk)
+		if k := key(); k.PublicKey != pk {
+			t.Fatalf("signing key %+v, want %s", k, pk)
+		}
+	})
 }
