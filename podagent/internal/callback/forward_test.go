@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -150,5 +151,30 @@ func TestForwarderRawRequests(t *testing.T) {
 		if res, _ := testhttp.Do(t, nil, req, ""); res.StatusCode != c.status {
 			t.Errorf("%s %q: %d, want %d", c.method, c.target, res.StatusCode, c.status)
 		}
+	}
+}
+
+// Through a host's forwarder too, a 3xx is a failure neither the host nor
+// the guest follows, and a 410 disables the endpoint in the guest.
+func TestForwardedRedirectAndGone(t *testing.T) {
+	t.Parallel()
+	for _, status := range []int{301, 302, 307, 308, 410} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			t.Parallel()
+			other := callbacktest.New(t, 200)
+			rcv := callbacktest.New(t, status)
+			rcv.Headers = map[string]string{"Location": other.URL}
+			fw := newForwarder(t, []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")})
+			d, waits := guestDeliverer(t, fw.URL, 3)
+			del := callback.Delivery{URL: rcv.URL, MsgID: "m", Secret: "s", Body: []byte(`{}`)}
+			res := d.Deliver(context.Background(), del)
+			if res.Delivered || res.Attempts != 1 || res.Status != status || len(*waits) != 0 || len(other.Got()) != 0 {
+				t.Fatalf("result %+v, waits %v, redirect target got %d", res, *waits, len(other.Got()))
+			}
+			again := d.Deliver(context.Background(), del)
+			if gone := errors.Is(again.Err, callback.ErrEndpointGone); gone != (status == 410) || (gone && again.Attempts != 0) {
+				t.Fatalf("second delivery after %d: %+v", status, again)
+			}
+		})
 	}
 }
