@@ -4,10 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +31,8 @@ import (
 // driver's start count).
 
 // edgeAgentEnv makes this test binary a stand-in agent for the local driver:
-// it serves /readyz and the channel's health on SVC_HTTP_ADDR.
+// it serves /readyz (naming its project) and the channel's health on the
+// listener the driver hands it (SVC_HTTP_LISTEN_FD).
 const edgeAgentEnv = "SERVER_TEST_EDGE_AGENT"
 
 func init() {
@@ -38,16 +40,21 @@ func init() {
 		return
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, `{"status":"ready"}`) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(wire.PodReadiness{Status: "ready", ProjectID: os.Getenv("SVC_PROJECT_ID")})
+	})
 	mux.HandleFunc("GET /agent/channels/webhook/health", func(w http.ResponseWriter, _ *http.Request) {
 		_ = json.NewEncoder(w).Encode(wire.WebhookHealth{Connected: true, HasSecret: true, MessageCount: 1})
 	})
 	mux.HandleFunc("POST /agent/channels/webhook/incoming", func(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(wire.WebhookReply{Reply: "ok"})
 	})
-	if err := http.ListenAndServe(os.Getenv("SVC_HTTP_ADDR"), mux); err != nil {
-		fmt.Fprintln(os.Stderr, err)
+	fd, _ := strconv.Atoi(os.Getenv("SVC_HTTP_LISTEN_FD"))
+	ln, err := net.FileListener(os.NewFile(uintptr(fd), "http-listener"))
+	if err == nil {
+		err = http.Serve(ln, mux)
 	}
+	fmt.Fprintln(os.Stderr, err)
 	os.Exit(1)
 }
 

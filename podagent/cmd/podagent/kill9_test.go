@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/svc-dev/svc/podagent/internal/testhook"
 	"github.com/svc-dev/svc/shared/objstore"
 	"github.com/svc-dev/svc/shared/repoarchive"
 )
@@ -19,6 +20,11 @@ type kill9Point struct {
 	// compaction: the pause is in the background compaction the turn
 	// started (the pod runs with one increment allowed).
 	compaction bool
+	// merge: the pause is in the background merge of increments the turn
+	// started (two increments allowed, no grace for unlisted increments):
+	// the merged increment is stored and no manifest names it. The restart
+	// must never read it and, as the owner, removes it at its first merge.
+	merge bool
 }
 
 // kill -9 at every point of a persist and of a compaction loses no
@@ -36,6 +42,7 @@ func TestKill9(t *testing.T) {
 		{name: "after-manifest", landed: true},
 		{name: "compact-base", landed: true, compaction: true},
 		{name: "compact-repoint", landed: true, compaction: true},
+		{name: "merge-increment", landed: true, compaction: true, merge: true},
 	}
 	for _, storage := range []string{"fs", "minio"} {
 		for _, point := range points {
@@ -54,7 +61,12 @@ func TestKill9(t *testing.T) {
 
 				e.mkHook(point.name, false)
 				extra := []string{"SVC_TEST_PAUSE_AT=" + point.name}
-				if point.compaction {
+				var merging []string
+				switch {
+				case point.merge:
+					merging = []string{"SVC_DURABLE_MAX_INCREMENTS=2", "SVC_DURABLE_RETIRE_GRACE=1ns"}
+					extra = append(extra, merging...)
+				case point.compaction:
 					extra = append(extra, "SVC_DURABLE_MAX_INCREMENTS=1")
 				}
 				p2 := e.start(extra...)
@@ -79,9 +91,27 @@ func TestKill9(t *testing.T) {
 					t.Fatalf("records = %v", got)
 				}
 
+				var orphans []string
+				if point.merge {
+					if orphans = unlisted(t, e); len(orphans) == 0 {
+						t.Fatal("the killed merge left no merged increment in the store")
+					}
+					// Read as every reader does, the state holds only what the
+					// manifest lists: the turn killed during its merge.
+					if head, _ := e.durableHead(); head == c1 {
+						t.Fatalf("durable head = %s, the turn before the killed one", head)
+					}
+				}
+
 				// Restart on the same disk: the commit made before the kill is
 				// persisted and recorded at start.
-				p3 := e.start()
+				var p3 *proc
+				if point.merge {
+					e.mkHook(testhook.Collected, true)
+					p3 = e.start(append([]string{"SVC_TEST_PAUSE_AT=" + testhook.Collected}, merging...)...)
+				} else {
+					p3 = e.start()
+				}
 				recs := e.api.shas()
 				if len(recs) != 2 || recs[0] != c1 {
 					t.Fatalf("records after restart = %v", recs)
@@ -93,6 +123,22 @@ func TestKill9(t *testing.T) {
 				// The next turn persists everything.
 				e.write("a.txt", "3")
 				c3 := p3.flushSHA(t)
+				if point.merge {
+					// The owner's next merge removes the increment the killed
+					// merge left (and the ones it retires, grace 1 ns) — and
+					// nothing the manifest lists.
+					e.waitHook(testhook.Collected, p3)
+					left := map[string]bool{}
+					for _, k := range unlisted(t, e) {
+						left[k] = true
+					}
+					for _, k := range orphans {
+						if left[k] {
+							t.Fatalf("the orphan merged increment %s is still stored after the owner's merge", k)
+						}
+					}
+					e.release(testhook.Collected)
+				}
 				head, list := e.durableHead()
 				if head != c3 || !strings.Contains(list, c1) || !strings.Contains(list, c2) {
 					t.Fatalf("durable history = %s", list)
@@ -121,4 +167,30 @@ func TestKill9(t *testing.T) {
 			})
 		}
 	}
+}
+
+// unlisted returns the stored increments the current manifest does not
+// list (a reader never opens them).
+func unlisted(t *testing.T, e *env) []string {
+	t.Helper()
+	ctx := context.Background()
+	man, _, err := repoarchive.GetManifest(ctx, e.store, "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, inc := range man.Increments {
+		listed[inc.Key] = true
+	}
+	var keys []string
+	err = e.store.List(ctx, objstore.RepoIncrementPrefix("p1"), func(oi objstore.ObjectInfo) error {
+		if !listed[oi.Key] && strings.HasSuffix(oi.Key, ".tar") {
+			keys = append(keys, oi.Key)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
 }

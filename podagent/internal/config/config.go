@@ -44,6 +44,9 @@ type Config struct {
 	DurableFull bool
 	// DurableMaxIncrements listed before a background compaction.
 	DurableMaxIncrements int
+	// DurableRetireGrace: how long an increment no manifest lists is kept
+	// before the owner removes it.
+	DurableRetireGrace   time.Duration
 	DegradeAfterFailures int
 	HTTPAddr             string
 	// HTTPListenFD, when positive, is an inherited listening socket the pod
@@ -93,6 +96,7 @@ var options = slices.Concat([]settings.Option[Config]{
 	{Flag: "shutdown-grace", Env: "SVC_SHUTDOWN_GRACE", Def: "30s", Usage: "time from SIGTERM to SIGKILL the runtime grants; the drain gets what the final git flush (5 s), HEAD snapshot (5 s), S3 flush (10 s) and a 1 s margin leave", Set: settings.Duration(func(c *Config) *time.Duration { return &c.ShutdownGrace })},
 	{Flag: "durable-full", Env: "SVC_DURABLE_FULL", Def: "false", Usage: "write the whole repo.git.tar.gz at every persist instead of increments (before a downgrade: docs/sync-modes.md)", Set: settings.Bool(func(c *Config) *bool { return &c.DurableFull })},
 	{Flag: "durable-max-increments", Env: "SVC_DURABLE_MAX_INCREMENTS", Def: "16", Usage: "increments listed before the base is rewritten in the background", Set: settings.Int(func(c *Config) *int { return &c.DurableMaxIncrements })},
+	{Flag: "durable-retire-grace", Env: "SVC_DURABLE_RETIRE_GRACE", Def: "15m", Usage: "how long an increment no manifest lists (dropped by a compaction, or left by a crash) is kept for readers before the owner removes it", Set: settings.Duration(func(c *Config) *time.Duration { return &c.DurableRetireGrace })},
 	{Flag: "pod-generation", Env: "SVC_POD_GENERATION", Def: "0", Usage: "the runtime driver's generation of this pod; a pod never takes its project over from a newer generation", Set: settings.Int(func(c *Config) *int64 { return &c.Generation })},
 	{Flag: "lfs", Env: "SVC_LFS", Def: "true", Usage: "track files above LARGE_FILE_BYTES and curated binary types with git-lfs through the API's batch endpoint", Set: settings.Bool(func(c *Config) *bool { return &c.LFS })},
 },

@@ -130,7 +130,9 @@ func BenchmarkRestoreIncrements(b *testing.B) {
 // (SVC_BENCH_STORAGE_MB, default 200) with the default compaction (run in
 // line, grace 0: merges every 16 increments, a base rewrite once their
 // volume is half the base) and reports the bytes stored, their ratio to
-// the base, and the bytes uploaded per turn amortised over the run.
+// the base, the bytes uploaded per turn amortised over the run, the base
+// rewrites and merges the compaction made, and the peak chain (increments
+// listed right after a persist, before its compaction).
 // The target: ≤ 2 × the repository.
 func BenchmarkStorageAfterTurns(b *testing.B) {
 	mb := 200
@@ -148,17 +150,31 @@ func BenchmarkStorageAfterTurns(b *testing.B) {
 		if err := benchPersist(ctx, p); err != nil {
 			b.Fatal(err)
 		}
-		maxIncs := 0
+		// The chain a cold start would apply peaks right after a persist,
+		// before the compaction it triggers; a base rewrite shows as a new
+		// base in the manifest, a merge as fewer increments listed.
+		first, _ := p.Manifest()
+		baseETag := first.Base.ETag
+		peak, rewrites, merges := len(first.Increments), 0, 0
+		var rewroteAt []int
 		for n := 1; n <= 500; n++ {
 			turn(b, ws, n)
 			if err := benchPersist(ctx, p); err != nil {
 				b.Fatal(err)
 			}
+			before, _ := p.Manifest()
+			peak = max(peak, len(before.Increments))
 			if err := p.CompactIfDue(ctx); err != nil { // in line, as the background would
 				b.Fatal(err)
 			}
-			if m, _ := p.Manifest(); len(m.Increments) > maxIncs {
-				maxIncs = len(m.Increments)
+			after, _ := p.Manifest()
+			switch {
+			case after.Base.ETag != baseETag:
+				rewrites++
+				rewroteAt = append(rewroteAt, n)
+				baseETag = after.Base.ETag
+			case len(after.Increments) < len(before.Increments):
+				merges++
 			}
 		}
 		var stored, base int64
@@ -172,10 +188,15 @@ func BenchmarkStorageAfterTurns(b *testing.B) {
 		b.ReportMetric(float64(stored), "bytes-stored")
 		b.ReportMetric(float64(stored)/float64(base), "stored/base")
 		b.ReportMetric(float64(objstoretest.Total(st.Puts()))/500, "bytes-uploaded/turn")
-		b.ReportMetric(float64(maxIncs), "max-increments")
+		b.ReportMetric(float64(peak), "peak-chain")
+		b.ReportMetric(float64(rewrites), "base-rewrites")
+		b.ReportMetric(float64(merges), "merges")
 		puts := st.Puts()
-		b.ReportMetric(float64(puts["base"].Requests), "base-rewrites")
+		b.ReportMetric(float64(puts["base"].Requests), "base-writes")
 		b.ReportMetric(float64(puts["inc"].Bytes)/500, "inc-bytes/turn")
+		b.Logf("%d MB, 500 one-line turns: %d base writes (the first, then %d rewrites by compaction, after turns %v), %d merges, "+
+			"peak chain %d increments, %d stored = %.3f × the base", mb, puts["base"].Requests, rewrites, rewroteAt, merges,
+			peak, stored, float64(stored)/float64(base))
 	}
 }
 

@@ -329,6 +329,7 @@ func (p *Persister) Merge(ctx context.Context) error {
 		p.manMu.Unlock()
 		return err
 	}
+	testhook.Reach(testhook.MergeIncrement)
 	inc.Level, inc.Refs = 1, man.Refs
 	merged := map[string]bool{}
 	for _, i := range l0 {
@@ -474,6 +475,7 @@ func (p *Persister) collect(ctx context.Context, grace time.Duration) error {
 		p.log.Info("removed increments no manifest lists", zap.Int("count", len(gone)))
 		p.forgetRetired(ctx, gone)
 	}
+	testhook.Reach(testhook.Collected)
 	return nil
 }
 

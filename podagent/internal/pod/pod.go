@@ -189,7 +189,7 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 		SetSuppressProjectArchive: strat.SuppressSource(p.S3),
 	}, log.Named("degrade"))
 	p.Durable = durable.New(durable.Options{Store: o.Store, ProjectID: cfg.ProjectID, Workspace: ws, Runner: runner, Log: log, Lease: p.Lease,
-		Full: cfg.DurableFull, Compaction: durable.CompactionOptions{MaxIncrements: cfg.DurableMaxIncrements},
+		Full: cfg.DurableFull, Compaction: durable.CompactionOptions{MaxIncrements: cfg.DurableMaxIncrements, RetireGrace: cfg.DurableRetireGrace},
 		Manifest: func(ctx context.Context) (repoarchive.Manifest, error) {
 			hash, err := p.Repo.LockfileHash(ctx)
 			return repoarchive.Manifest{DepsHash: hash}, err

@@ -239,50 +239,55 @@ func BenchmarkColdStartReference(b *testing.B) {
 		trees = append(trees, dir)
 	}
 	for _, root := range roots {
-		b.Run(root.name, func(b *testing.B) {
-			var pod, floor, podCPU, floorCPU, podSys, floorSys time.Duration
-			for i := 0; i < b.N; i++ {
-				// Alternate which one goes first, so a drift of the
-				// machine (or of the file system) weighs on both alike.
-				var d, f, dc, fc, ds, fs time.Duration
-				// measure runs one restore and takes its wall, CPU and
-				// system times.
-				measure := func(once func(*testing.B, objstore.Store, string, string) (time.Duration, string)) (wall, cpu, sys time.Duration) {
-					c0, s0 := cpuTime(), sysTime()
-					wall, dir := once(b, store, project, root.dir)
-					cpu, sys = cpuTime()-c0, sysTime()-s0
-					keep(dir)
-					return wall, cpu, sys
-				}
-				runPod := func() { d, dc, ds = measure(coldStartOnce) }
-				runFloor := func() { f, fc, fs = measure(floorOnce) }
-				if i%2 == 0 {
-					runPod()
-					runFloor()
-				} else {
-					runFloor()
-					runPod()
-				}
-				pod += d
-				floor += f
-				podCPU += dc
-				floorCPU += fc
-				podSys += ds
-				floorSys += fs
-				b.Logf("%s: pod %v (cpu %v, sys %v), floor %v (cpu %v, sys %v)", root.name, d.Round(time.Millisecond),
-					dc.Round(time.Millisecond), ds.Round(time.Millisecond), f.Round(time.Millisecond), fc.Round(time.Millisecond), fs.Round(time.Millisecond))
-			}
-			b.ReportMetric(float64(pod.Milliseconds())/float64(b.N), "pod-ms")
-			b.ReportMetric(float64(floor.Milliseconds())/float64(b.N), "floor-ms")
-			b.ReportMetric(float64(pod)/float64(floor), "pod/floor")
-			// CPU of this process and its children (git, tar, gzip; not
-			// MinIO): the figure least disturbed by a busy machine.
-			b.ReportMetric(float64(podCPU.Milliseconds())/float64(b.N), "pod-cpu-ms")
-			b.ReportMetric(float64(floorCPU.Milliseconds())/float64(b.N), "floor-cpu-ms")
-			b.ReportMetric(float64(podSys.Milliseconds())/float64(b.N), "pod-sys-ms")
-			b.ReportMetric(float64(floorSys.Milliseconds())/float64(b.N), "floor-sys-ms")
-		})
+		b.Run(root.name, func(b *testing.B) { coldStartVsFloor(b, store, project, root.name, root.dir, keep) })
 	}
+}
+
+// coldStartVsFloor runs b.N pod cold starts and b.N floors of project into
+// dir, alternating which goes first, and reports ms per cold start of
+// each, pod/floor and their CPU and system CPU.
+func coldStartVsFloor(b *testing.B, store objstore.Store, project, name, dir string, keep func(string)) {
+	var pod, floor, podCPU, floorCPU, podSys, floorSys time.Duration
+	for i := 0; i < b.N; i++ {
+		// Alternate which one goes first, so a drift of the
+		// machine (or of the file system) weighs on both alike.
+		var d, f, dc, fc, ds, fs time.Duration
+		// measure runs one restore and takes its wall, CPU and
+		// system times.
+		measure := func(once func(*testing.B, objstore.Store, string, string) (time.Duration, string)) (wall, cpu, sys time.Duration) {
+			c0, s0 := cpuTime(), sysTime()
+			wall, tree := once(b, store, project, dir)
+			cpu, sys = cpuTime()-c0, sysTime()-s0
+			keep(tree)
+			return wall, cpu, sys
+		}
+		runPod := func() { d, dc, ds = measure(coldStartOnce) }
+		runFloor := func() { f, fc, fs = measure(floorOnce) }
+		if i%2 == 0 {
+			runPod()
+			runFloor()
+		} else {
+			runFloor()
+			runPod()
+		}
+		pod += d
+		floor += f
+		podCPU += dc
+		floorCPU += fc
+		podSys += ds
+		floorSys += fs
+		b.Logf("%s: pod %v (cpu %v, sys %v), floor %v (cpu %v, sys %v)", name, d.Round(time.Millisecond),
+			dc.Round(time.Millisecond), ds.Round(time.Millisecond), f.Round(time.Millisecond), fc.Round(time.Millisecond), fs.Round(time.Millisecond))
+	}
+	b.ReportMetric(float64(pod.Milliseconds())/float64(b.N), "pod-ms")
+	b.ReportMetric(float64(floor.Milliseconds())/float64(b.N), "floor-ms")
+	b.ReportMetric(float64(pod)/float64(floor), "pod/floor")
+	// CPU of this process and its children (git, tar, gzip; not
+	// MinIO): the figure least disturbed by a busy machine.
+	b.ReportMetric(float64(podCPU.Milliseconds())/float64(b.N), "pod-cpu-ms")
+	b.ReportMetric(float64(floorCPU.Milliseconds())/float64(b.N), "floor-cpu-ms")
+	b.ReportMetric(float64(podSys.Milliseconds())/float64(b.N), "pod-sys-ms")
+	b.ReportMetric(float64(floorSys.Milliseconds())/float64(b.N), "floor-sys-ms")
 }
 
 // coldStartOnce returns the time and the restored tree (the caller

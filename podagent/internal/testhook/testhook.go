@@ -24,6 +24,8 @@ const (
 	AfterManifest  = "after-manifest"  // the manifest naming the turn is stored; durable.json not yet written
 	CompactBase    = "compact-base"    // a compaction stored the new base; the manifest still names the old one
 	CompactRepoint = "compact-repoint" // a compaction re-pointed the manifest; the retired increments still exist
+	MergeIncrement = "merge-increment" // a merge stored the merged increment; no manifest names it yet
+	Collected      = "collected"       // the owner removed the increments no manifest lists (after a compaction or a merge)
 	AfterPersist   = "after-persist"   // the object is written; the checkpoint not yet recorded
 	BeforeS3Flush  = "before-s3-flush" // shutdown: after the git flush, before the S3 flush
 	BeforeWrite    = "before-write"    // a fenced write checked the ownership record; its PUT is not sent yet
