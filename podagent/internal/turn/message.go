@@ -383,7 +383,7 @@ func (m *Messages) deliver(t *Message, reply string) {
 	outID := m.o.Activity.Add(wire.ActivityEvent{Direction: wire.DirectionOutbound, CorrelationID: t.Corr,
 		SenderID: t.In.SenderID, SenderName: t.In.SenderName, Mode: "async", Preview: reply, Status: wire.ActivityDelivering})
 	res := m.o.Callbacks.Deliver(m.base, callback.Delivery{URL: t.In.CallbackURL, MsgID: WebhookID(t.Corr),
-		Secret: cfg.Secret, OldSecrets: cfg.PreviousSecrets, Headers: cfg.CallbackHeaders, Body: body,
+		Secret: cfg.Secret, OldSecrets: cfg.PreviousSecrets, SigningKey: cfg.SigningKey, Headers: cfg.CallbackHeaders, Body: body,
 		CorrelationID: t.Corr, ChannelID: t.Cfg.ChannelID, Kind: wire.AttemptDelivery})
 	if res.Delivered {
 		m.o.Activity.Update(outID, func(e *wire.ActivityEvent) {

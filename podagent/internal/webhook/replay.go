@@ -92,7 +92,7 @@ func (h *Handler) once(c echo.Context, cfg wire.ChannelConfig, url, corr, kind s
 	ctx, cancel := context.WithCancel(c.Request().Context())
 	defer cancel()
 	rec := h.d.Callbacks.Once(ctx, callback.Delivery{URL: url, MsgID: webhookID(corr), Secret: cfg.Secret,
-		OldSecrets: cfg.PreviousSecrets, Headers: cfg.CallbackHeaders, Body: payload, CorrelationID: corr,
+		OldSecrets: cfg.PreviousSecrets, SigningKey: cfg.SigningKey, Headers: cfg.CallbackHeaders, Body: payload, CorrelationID: corr,
 		ChannelID: cfg.ChannelID, Kind: kind})
 	h.log.Info("one callback attempt for a member", zap.String("kind", kind), zap.String("correlationId", corr),
 		zap.String("outcome", rec.Outcome), zap.Int("status", rec.Status))
