@@ -67,6 +67,11 @@ type BaseRef struct {
 	// a large-file push was failing; the next persist after a successful
 	// push rewrites the base without it (spec 10.3).
 	LFS bool `json:"lfs,omitempty"`
+	// Loose counts the loose objects the base holds: a base written from
+	// the work repository (a project's first persist) keeps them loose, and
+	// every cold start pays for each as a file; the next compaction packs
+	// them into one pack.
+	Loose int `json:"loose,omitempty"`
 }
 
 // Increment is one listed increment.

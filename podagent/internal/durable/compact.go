@@ -57,6 +57,11 @@ func (o CompactionOptions) withDefaults() CompactionOptions {
 	return o
 }
 
+// looseBase is the number of loose objects above which a base is
+// rewritten as one pack at the next compaction check (gitsync packs the
+// work repository's loose objects at the same threshold).
+const looseBase = 256
+
 // background runs at most one compaction at a time.
 type background struct {
 	mu      sync.Mutex
@@ -89,6 +94,11 @@ func (p *Persister) due() dueKind {
 	defer p.mu.Unlock()
 	if p.man == nil || len(p.man.Increments) == 0 {
 		return dueNone
+	}
+	if p.man.Base.Loose > looseBase && (o.MaxIncrements > 0 || o.VolumeRatio > 0) {
+		// A first base of loose objects: one pack makes every cold
+		// start after it cheaper, whatever the chain's volume.
+		return dueBase
 	}
 	n := p.man.IncrementBytes()
 	if o.VolumeRatio > 0 && n >= o.MinBytes && float64(n) >= o.VolumeRatio*float64(p.man.Base.Bytes) {
@@ -154,6 +164,9 @@ func (p *Persister) CompactIfDue(ctx context.Context) error {
 	}
 	return nil
 }
+
+// WaitBackground waits for a background compaction to end.
+func (p *Persister) WaitBackground() { p.bg.wg.Wait() }
 
 // CompactInBackground rewrites the base in the background unless a
 // compaction runs (or the Persister is closed). Callers use it at idle,

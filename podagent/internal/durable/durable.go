@@ -31,6 +31,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -189,6 +190,7 @@ type Snapshot struct {
 	depsHash string
 	headTurn *int64
 	lfs      bool
+	loose    int // loose objects in a whole base
 	pack     *repoarchive.Pack
 	sha256   string
 }
@@ -265,6 +267,7 @@ func (p *Persister) snapshotFull(ctx context.Context, snap *Snapshot, tmpDir str
 		return nil, err
 	}
 	snap.kind, snap.Path = snapFull, f.Name()
+	snap.loose = looseObjects(p.gitDir)
 	ropts := repoarchive.Options{Level: p.opts.GzipLevel, IncludeLFS: snap.lfs, Manifest: meta}
 	st, err := repoarchive.Create(f, p.gitDir, ropts)
 	if cerr := f.Close(); err == nil {
@@ -315,7 +318,7 @@ func (p *Persister) Upload(ctx context.Context, snap *Snapshot) (objstore.Object
 		if err != nil {
 			return info, err
 		}
-		next.Base = repoarchive.BaseRef{ETag: info.ETag, Epoch: next.Epoch, Seq: next.Seq, Bytes: snap.Size, Refs: snap.refs, LFS: snap.lfs}
+		next.Base = repoarchive.BaseRef{ETag: info.ETag, Epoch: next.Epoch, Seq: next.Seq, Bytes: snap.Size, Refs: snap.refs, LFS: snap.lfs, Loose: snap.loose}
 		next.Retired = retire(next.Retired, next.Increments, time.Now())
 		next.Increments = nil
 		p.mu.Lock()
@@ -447,4 +450,30 @@ func carryJournal(gitDir, staging string) error {
 		return fmt.Errorf("durable: carry the journal into the restored .git: %w", err)
 	}
 	return atomicfile.SyncDir(filepath.Join(staging, StateDirName))
+}
+
+// looseObjects counts the loose objects of the repository at gitDir (the
+// files of objects/xx/); an unreadable directory counts as none.
+func looseObjects(gitDir string) int {
+	dirs, err := os.ReadDir(filepath.Join(gitDir, "objects"))
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, d := range dirs {
+		if name := d.Name(); d.IsDir() && len(name) == 2 && isHex(name) {
+			files, _ := os.ReadDir(filepath.Join(gitDir, "objects", name))
+			n += len(files)
+		}
+	}
+	return n
+}
+
+func isHex(s string) bool {
+	for _, c := range s {
+		if !strings.ContainsRune("0123456789abcdef", c) {
+			return false
+		}
+	}
+	return true
 }

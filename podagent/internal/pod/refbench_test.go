@@ -157,6 +157,7 @@ func referenceObjectsIn(b *testing.B, store objstore.Store, project string, repa
 			b.Fatal(err)
 		}
 		p.Sync.WaitBackground()
+		p.Durable.WaitBackground() // the first base's loose objects packed, as a pod does after its first turn
 	}
 	if err := p.S3.EnsureDeps(ctx); err != nil {
 		b.Fatal(err)
