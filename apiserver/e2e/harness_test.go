@@ -145,15 +145,24 @@ type api struct {
 
 func (e *env) startAPI(extraEnv ...string) *api {
 	e.t.Helper()
-	port, err := testenv.FreePort()
-	must(e.t, err)
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	cmd := exec.Command(apiserverBin, "serve")
-	cmd.Env = append(append(e.baseEnv(), "SVC_HTTP_ADDR="+addr), extraEnv...)
-	logs := startProcess(e.t, "apiserver", cmd)
-	a := &api{URL: "http://" + addr, cmd: cmd}
-	waitReady(e.t, "apiserver", a.URL+"/readyz", 20*time.Second, logs)
-	return a
+	// A port FreePort found free can be taken before the server binds it
+	// (another process's outgoing connection): start again on another one.
+	for attempt := 1; ; attempt++ {
+		port, err := testenv.FreePort()
+		must(e.t, err)
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		cmd := exec.Command(apiserverBin, "serve")
+		cmd.Env = append(append(e.baseEnv(), "SVC_HTTP_ADDR="+addr), extraEnv...)
+		logs := startProcess(e.t, "apiserver", cmd)
+		a := &api{URL: "http://" + addr, cmd: cmd}
+		if waitReadyOrPortTaken(e.t, "apiserver", a.URL+"/readyz", 20*time.Second, logs) {
+			return a
+		}
+		if attempt == 3 {
+			e.t.Fatalf("apiserver: three picked ports were taken before it bound them\n%s", logs.String())
+		}
+		e.t.Logf("apiserver: port %d was taken before it bound it; starting on another", port)
+	}
 }
 
 // await returns what ch delivers, failing the test with what when nothing

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -60,6 +61,29 @@ func waitReady(t testing.TB, name, url string, timeout time.Duration, logs *logB
 			if resp.StatusCode == http.StatusOK {
 				return
 			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not become ready: %v\n%s", name, err, logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitReadyOrPortTaken is waitReady that returns false at once when the
+// process could not bind its address (taken since it was picked).
+func waitReadyOrPortTaken(t testing.TB, name, url string, timeout time.Duration, logs *logBuffer) bool {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return true
+			}
+		}
+		if strings.Contains(logs.String(), "bind: address already in use") {
+			return false
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s did not become ready: %v\n%s", name, err, logs.String())
