@@ -37,6 +37,10 @@ const ManifestName = "svc-manifest.json"
 // maxManifest bounds the manifest a reader accepts.
 const maxManifest = 64 << 10
 
+// Lockfiles are the dependency lockfiles whose sha256 keys the deps layer
+// (deps-<hash>.tar.gz), in the order they are looked for.
+var Lockfiles = []string{"package-lock.json", "pnpm-lock.yaml", "yarn.lock", "bun.lockb", "bun.lock"}
+
 // Manifest describes the durable object beyond .git itself.
 type Manifest struct {
 	// DepsHash is the key hash of the deps layer (deps-<hash>.tar.gz) of

@@ -1,5 +1,9 @@
-// Package coldstart brings a pod's workspace up in git_only (spec 10.1.5,
-// 10.1.7):
+// Package coldstart brings a pod's workspace up (spec 10.1.5–10.1.7). The
+// mode's strategy (package syncstrategy) picks the source: FromGit, the
+// durable .git of git_only, below; FromS3, the S3 layers and a history
+// source of s3 and dual_shadow (fromsource.go). Neither knows the mode.
+//
+// FromGit:
 //
 //  1. .git already local: restore does nothing; the fencing token is
 //     re-established (durable.Adopt).
@@ -30,14 +34,13 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/s3sync"
 	"github.com/svc-dev/svc/shared/archive"
 	"github.com/svc-dev/svc/shared/repoarchive"
-	"github.com/svc-dev/svc/shared/syncmode"
 )
 
 // SeedMessage is the message of the initial commit.
 const SeedMessage = "initial commit"
 
-// Persister is the durability step used to persist the seed (it pushes
-// large files first).
+// Persister makes the seed commit durable the mode's way (the engine's
+// PersistNow: in git_only the .git persist, in dual_shadow the push).
 type Persister interface {
 	PersistNow(ctx context.Context) error
 }
@@ -52,13 +55,7 @@ type LargeFiles interface {
 
 // Options are the parts cold start uses.
 type Options struct {
-	// Mode picks the procedure: git_only (empty) as above; s3 and
-	// dual_shadow in modes.go.
-	Mode syncmode.Mode
-	// Origin is the API origin the history is fetched from first and the
-	// seed is pushed to (the dual_shadow strategy sets it; nil: none).
-	Origin  *gitsync.Origin
-	Assets  Assets // s3 and dual_shadow; nil: none
+	Assets  Assets // FromS3's large files; nil: none
 	Repo    *gitsync.Repo
 	Durable *durable.Persister
 	Sync    Persister
@@ -84,14 +81,10 @@ type Result struct {
 	Phases map[string]time.Duration
 }
 
-// Run performs the cold start.
-func Run(ctx context.Context, o Options) (Result, error) {
+// FromGit is the cold start from the durable .git (git_only).
+func FromGit(ctx context.Context, o Options) (Result, error) {
 	start := time.Now()
-	log := o.Log
-	if log == nil {
-		log = zap.NewNop()
-	}
-	log = log.Named("coldstart")
+	log := logger(o)
 	res := Result{Phases: map[string]time.Duration{}}
 	mark := time.Now()
 	phase := func(name string) {
@@ -101,17 +94,6 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	defer widenProcs()()
 	o.Durable.Cleanup()
-	if o.Mode.KeepsSourceArchive() {
-		err := runS3Modes(ctx, o, &res, log)
-		res.Took = time.Since(start)
-		if err == nil {
-			log.Info("cold start done", zap.String("mode", string(o.Mode)), zap.Bool("local", res.Local),
-				zap.Bool("restored", res.Restored), zap.Bool("seeded", res.Seeded), zap.Bool("sourceRestored", res.SourceRestored),
-				zap.Int("assets", len(res.Assets)), zap.String("head", res.Head), zap.Duration("took", res.Took))
-		}
-		return res, err
-	}
-
 	// deps runs layer 1 concurrently with the rest of the cold start.
 	var deps *depsJob
 	defer func() {
@@ -254,6 +236,13 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	log.Info("cold start done", zap.Bool("local", res.Local), zap.Bool("restored", res.Restored),
 		zap.Bool("seeded", res.Seeded), zap.Bool("depsRestored", res.DepsRestored), zap.String("head", head), zap.Duration("took", res.Took), zap.Any("phases", res.Phases))
 	return res, nil
+}
+
+func logger(o Options) *zap.Logger {
+	if o.Log == nil {
+		return zap.NewNop().Named("coldstart")
+	}
+	return o.Log.Named("coldstart")
 }
 
 // depsJob is layer 1's restore running beside the main path.

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/svc-dev/svc/podagent/internal/s3sync"
 	"github.com/svc-dev/svc/shared/atomicfile"
 	"github.com/svc-dev/svc/shared/gitrun"
 	"github.com/svc-dev/svc/shared/repoarchive"
@@ -36,10 +35,21 @@ type Repo struct {
 	Runner *gitrun.Runner
 	Author Author
 
+	mu sync.Mutex // the repository lock: stage+commit, a tag, the .git snapshot, a repack
+
 	lockMu   sync.Mutex
 	lockBlob string // blob id of the lockfile last hashed
 	lockHash string // its sha256
 }
+
+// Lock takes the repository lock (the "one lock around commit + snapshot"
+// of docs/design.md §6): the engine holds it around stage+commit and a
+// tag, the sync mode around its .git snapshot, so a snapshot never sees a
+// half-written commit.
+func (r *Repo) Lock() { r.mu.Lock() }
+
+// Unlock releases the repository lock.
+func (r *Repo) Unlock() { r.mu.Unlock() }
 
 func (r *Repo) git(args ...gitrun.Arg) *gitrun.Cmd {
 	return r.Runner.Command(args...).Dir(r.Dir)
@@ -246,12 +256,12 @@ const emptyTree = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 func (r *Repo) GitDir() string { return filepath.Join(r.Dir, ".git") }
 
 // LockfileHash is s3sync.LockfileHash of HEAD's tree: the sha256 (hex) of
-// the first of s3sync.Lockfiles that HEAD holds at its root, or "" (also
+// the first of repoarchive.Lockfiles that HEAD holds at its root, or "" (also
 // for an unborn HEAD). It is the deps-layer key of HEAD, read from the
 // object database, so it needs no work tree; the hash of the last blob seen
 // is cached, so an unchanged lockfile costs one ls-tree.
 func (r *Repo) LockfileHash(ctx context.Context) (string, error) {
-	out, err := r.git("ls-tree", "-z", "HEAD").AddDashesAndList(s3sync.Lockfiles...).Output(ctx)
+	out, err := r.git("ls-tree", "-z", "HEAD").AddDashesAndList(repoarchive.Lockfiles...).Output(ctx)
 	if err != nil {
 		if head, herr := r.Head(ctx); herr == nil && head == "" {
 			return "", nil
@@ -265,7 +275,7 @@ func (r *Repo) LockfileHash(ctx context.Context) (string, error) {
 			blobs[name] = f[2]
 		}
 	}
-	for _, name := range s3sync.Lockfiles {
+	for _, name := range repoarchive.Lockfiles {
 		oid, ok := blobs[name]
 		if !ok {
 			continue

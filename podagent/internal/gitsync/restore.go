@@ -9,12 +9,6 @@ import (
 	"github.com/svc-dev/svc/shared/wire"
 )
 
-// puller repopulates large files after the work tree was rewritten (git-lfs
-// leaves pointer files when smudge is skipped).
-type puller interface {
-	Pull(ctx context.Context) error
-}
-
 // Restore is a rollback (docs/sync-modes.md §6): the index and work tree
 // become those of commit sha, and the result is committed as a turn of the
 // mode (persisted and recorded like any other). When the tree already is
@@ -29,26 +23,21 @@ func (g *GitWorkspaceSync) Restore(ctx context.Context, sha string) (wire.Restor
 		return wire.RestoreResponse{}, ErrFenced
 	}
 	resp := wire.RestoreResponse{RestoredFrom: sha}
-	g.repoMu.Lock()
+	g.o.Repo.Lock()
 	err := g.o.Repo.ResetTreeTo(ctx, sha)
-	g.repoMu.Unlock()
+	g.o.Repo.Unlock()
 	if err != nil {
 		return resp, err
 	}
-	g.strat.AfterRollback(ctx, g.w)
+	g.w.RolledBack(ctx)
 	short := sha
 	if len(short) > 12 {
 		short = short[:12]
 	}
-	newSHA, err := g.commitLocked(ctx, fmt.Sprintf("restore %s", short))
-	if err != nil || newSHA == "" {
-		return resp, err
-	}
-	g.afterCommit(ctx, newSHA)
+	newSHA, err := g.turnLocked(ctx, fmt.Sprintf("restore %s", short))
 	resp.SHA = newSHA
-	g.log.Info("rolled back", zap.String("to", sha), zap.String("sha", newSHA))
-	if g.Fenced() {
-		return resp, ErrFenced
+	if newSHA != "" {
+		g.log.Info("rolled back", zap.String("to", sha), zap.String("sha", newSHA))
 	}
-	return resp, nil
+	return resp, err
 }

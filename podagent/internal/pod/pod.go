@@ -57,13 +57,14 @@ type Options struct {
 	// Callbacks observe degrade transitions (besides the suppression).
 	OnDegrade, OnRecovered func()
 	// PersistAttempts and PersistTimeout tune one durability step
-	// (defaults in gitsync.Options).
+	// (defaults in syncstrategy.Stores).
 	PersistAttempts int
 	PersistTimeout  time.Duration
 	// Webhook tunes the webhook channel (zero value: the defaults; serve
 	// passes Config.Webhook).
 	Webhook webhook.Settings
-	// RepackLooseObjects is gitsync.Options.RepackLooseObjects (0: default).
+	// RepackLooseObjects is gitsync.NewRepacker's loose-object threshold
+	// (0: default; negative disables).
 	RepackLooseObjects int
 	// AfterTurn runs after every turn (the micro-VM guest flushes its disk,
 	// so a host that finds the VM dead reads the last commit).
@@ -221,15 +222,16 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 	}
 	p.Recorder.OnPendingChange = func(n int) { p.Metrics.RecordsPending.Set(float64(n)) }
 
-	// Large files (spec 10.3) and the origin are the mode's.
+	// Large files (spec 10.3), the origin and every durable write are the
+	// mode's: its Writer holds the stores the mode writes.
 	parts := syncstrategy.Parts{Config: cfg, Workspace: ws, Runner: runner, Assets: p.Assets, Lease: p.Lease, Log: log}
-	large, origin := strat.LargeFiles(parts), strat.Origin(parts)
-	sopts := gitsync.Options{Strategy: strat, Repo: p.Repo, Persister: p.Durable, Lease: p.Lease, Recorder: p.Recorder, Machine: p.Machine,
-		S3: p.S3, Metrics: p.Metrics, Log: log, RetryMin: cfg.PersistRetryMin, RetryMax: cfg.PersistRetryMax,
-		PersistAttempts: o.PersistAttempts, PersistTimeout: o.PersistTimeout, RepackLooseObjects: o.RepackLooseObjects,
-		LFS: large.Turn, Origin: origin}
-	copts := coldstart.Options{Repo: p.Repo, Durable: p.Durable, S3: p.S3, Log: log,
-		LFS: large.Cold, Assets: large.Assets, Origin: origin}
+	large, repack := strat.LargeFiles(parts), gitsync.NewRepacker(p.Repo, o.RepackLooseObjects, 0, log)
+	writer := strat.Writer(syncstrategy.Stores{Repo: p.Repo, Lease: p.Lease, Persister: p.Durable, Recorder: p.Recorder,
+		Repack: repack, Origin: strat.Origin(parts), S3: p.S3, Large: large,
+		Machine: p.Machine, Metrics: p.Metrics, Log: log, PersistAttempts: o.PersistAttempts, PersistTimeout: o.PersistTimeout})
+	sopts := gitsync.Options{Writer: writer, Repo: p.Repo, Lease: p.Lease, LFS: large.Turn, Repack: repack,
+		Log: log, RetryMin: cfg.PersistRetryMin, RetryMax: cfg.PersistRetryMax}
+	copts := coldstart.Options{Repo: p.Repo, Durable: p.Durable, S3: p.S3, Log: log, LFS: large.Cold, Assets: large.Assets}
 	// The pod is the sole writer: a lock a killed git left blocks every
 	// later write, so it goes before anything runs git.
 	if removed, err := p.Repo.RemoveStaleLocks(); len(removed) > 0 || err != nil {
@@ -244,7 +246,7 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 	if err := p.Lease.Claim(ctx); err != nil && !errors.Is(err, ownership.ErrFenced) {
 		log.Warn("claiming the project failed; the first write claims it", zap.Error(err))
 	}
-	p.ColdStart, err = strat.Restore(ctx, copts)
+	p.ColdStart, err = writer.Restore(ctx, copts)
 	if errors.Is(err, coldstart.ErrDiverged) {
 		_ = p.Lease.Fence(err.Error())
 	} else if err != nil && !errors.Is(err, durable.ErrFenced) {
@@ -368,7 +370,7 @@ func (p *Pod) ShutdownSteps() shutdown.Steps {
 				return p.Sync.FinalFlush(ctx, timeout)
 			})
 		},
-		Healthy: p.Sync.Healthy,
+		Healthy: func() bool { return !p.Machine.Degraded() },
 		Fenced:  p.Sync.Fenced,
 		UploadHEADSnapshot: func(ctx context.Context) error {
 			path, err := p.Sync.SnapshotHEAD(ctx)
@@ -392,7 +394,7 @@ func (p *Pod) ShutdownSteps() shutdown.Steps {
 
 // started is the running pod as its strategy sees it.
 func (p *Pod) started() syncstrategy.Started {
-	return syncstrategy.Started{Sync: p.Sync, Repo: p.Repo, Assets: p.Assets, S3: p.S3, Log: p.log}
+	return syncstrategy.Started{Sync: p.Sync, Machine: p.Machine, Repo: p.Repo, Assets: p.Assets, S3: p.S3, Log: p.log}
 }
 
 // Close stops the background loop and background maintenance (a repack,

@@ -33,11 +33,12 @@ import (
 	"github.com/svc-dev/svc/shared/archive"
 	"github.com/svc-dev/svc/shared/atomicfile"
 	"github.com/svc-dev/svc/shared/objstore"
+	"github.com/svc-dev/svc/shared/repoarchive"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
 // Lockfiles, in the order they are looked for.
-var Lockfiles = []string{"package-lock.json", "pnpm-lock.yaml", "yarn.lock", "bun.lockb", "bun.lock"}
+var Lockfiles = repoarchive.Lockfiles
 
 // DepsDir is the dependency directory of layer 1.
 const DepsDir = "node_modules"

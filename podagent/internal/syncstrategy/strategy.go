@@ -5,9 +5,11 @@
 // record), how the pod restores (cold-start source, origin), where large
 // files go (git-lfs or assets) and what the shutdown writes. This package
 // and shared/syncmode are the only places that tell the modes apart
-// (TestNoModeBranchOutsideStrategies); every durable write a strategy makes
-// goes through gitsync.Writes, the ownership-checked path
-// (docs/sync-modes.md §11).
+// (TestNoModeBranchOutsideStrategies). Each mode's Writer owns its mode's
+// durable writes — git_only the .git persister and the checkpoint records,
+// dual_shadow the origin push, s3 and dual_shadow the S3 layers and the
+// assets — and their retry; every store it writes fences through the pod's
+// ownership lease (docs/sync-modes.md §11).
 package syncstrategy
 
 import (
@@ -20,6 +22,7 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/assets"
 	"github.com/svc-dev/svc/podagent/internal/coldstart"
 	"github.com/svc-dev/svc/podagent/internal/config"
+	"github.com/svc-dev/svc/podagent/internal/degrade"
 	"github.com/svc-dev/svc/podagent/internal/gitsync"
 	"github.com/svc-dev/svc/podagent/internal/ownership"
 	"github.com/svc-dev/svc/podagent/internal/s3sync"
@@ -28,11 +31,14 @@ import (
 	"github.com/svc-dev/svc/shared/syncmode"
 )
 
-// Strategy is one sync mode: the turn engine's hooks (gitsync.Strategy:
-// what a turn does after its commit, the durability step, flush, resume,
-// background retry, rollback) and the pod's wiring of the mode.
+// Strategy is one sync mode: its Writer (what the turn engine's events
+// write, and the cold start from those stores) and the pod's wiring of the
+// mode.
 type Strategy interface {
-	gitsync.Strategy
+	// Mode names the mode.
+	Mode() syncmode.Mode
+	// Writer builds the mode's writes over the pod's stores.
+	Writer(s Stores) Writer
 	// Source configures layer 2's writer: suppressed in git_only (the
 	// durable .git holds the files), offloaded large files left out in s3
 	// and dual_shadow.
@@ -46,10 +52,6 @@ type Strategy interface {
 	// Origin is the API origin the pod pushes to and restores from
 	// (dual_shadow); nil: none.
 	Origin(p Parts) *gitsync.Origin
-	// Restore is the mode's cold start (spec 10.1.5–10.1.7): from the
-	// durable .git in git_only, from the S3 layers (and the origin) in s3
-	// and dual_shadow.
-	Restore(ctx context.Context, o coldstart.Options) (coldstart.Result, error)
 	// AfterStart runs once after cold start and Resume (git_only migrates
 	// an earlier life's assets to git-lfs).
 	AfterStart(ctx context.Context, p Started)
@@ -67,20 +69,30 @@ type Parts struct {
 	Log       *zap.Logger
 }
 
+// TurnLargeFiles are a mode's large files around a commit: tracked before
+// it (the engine), uploaded after it (the mode's Writer).
+type TurnLargeFiles interface {
+	gitsync.LargeFiles
+	// Push uploads the large-file bytes not yet stored; nil means every
+	// object is stored (git_only's .git archive then omits the cache).
+	Push(ctx context.Context) error
+}
+
 // LargeFiles is where a mode's large files go, for turns and cold start.
 type LargeFiles struct {
-	Turn   gitsync.LargeFiles
+	Turn   TurnLargeFiles
 	Cold   coldstart.LargeFiles
 	Assets coldstart.Assets
 }
 
 // Started is the running pod, as the strategy sees it after cold start.
 type Started struct {
-	Sync   *gitsync.GitWorkspaceSync
-	Repo   *gitsync.Repo
-	Assets *assets.Assets
-	S3     *s3sync.S3Sync
-	Log    *zap.Logger
+	Sync    *gitsync.GitWorkspaceSync
+	Machine *degrade.Machine
+	Repo    *gitsync.Repo
+	Assets  *assets.Assets
+	S3      *s3sync.S3Sync
+	Log     *zap.Logger
 }
 
 // table is the one place a mode picks its implementation.
@@ -131,22 +143,3 @@ func (sourceModes) Shutdown(s *shutdown.Steps, p Started) {
 	}
 	s.ForceProjectArchive = false
 }
-
-// Committed: only git_only records from the pod; in dual_shadow the API's
-// post-receive writes the row, in s3 nobody does (spec 3.1).
-func (sourceModes) Committed(context.Context, *gitsync.Writes, gitsync.Commit) {}
-
-// AfterCommit: S3 (layers + assets) first, it is what reads and cold starts
-// trust; then the durability step (the push in dual_shadow).
-func (sourceModes) AfterCommit(ctx context.Context, w *gitsync.Writes) {
-	_ = w.WriteSource(ctx)
-	_ = w.Step(ctx)
-}
-
-func (sourceModes) AfterFlush(context.Context, *gitsync.Writes) {}
-
-func (sourceModes) Owed(*gitsync.Writes) bool { return false }
-
-func (sourceModes) Retry(context.Context, *gitsync.Writes) bool { return true }
-
-func (sourceModes) AfterRollback(context.Context, *gitsync.Writes) {}

@@ -7,8 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/svc-dev/svc/podagent/internal/gitsync"
 )
 
 // Assets is the large-file offload of s3 and dual_shadow (package assets).
@@ -23,19 +26,50 @@ type Assets interface {
 // (docs/sync-modes.md §11).
 var ErrDiverged = errors.New("coldstart: project-src.tar.gz records a head this disk's history does not know: another pod wrote the project since this disk's last turn")
 
-// runS3Modes is the cold start of s3 and dual_shadow (spec 3.1 "cold-start
-// source: S3", 10.1.6; docs/sync-modes.md §2):
+// History is where FromS3 fetches the project's history from: the API
+// origin (*gitsync.Origin, dual_shadow) or NoHistory (s3).
+type History interface {
+	// Fetch fetches the branch and tags into r; it reports whether there
+	// was a branch.
+	Fetch(ctx context.Context, r *gitsync.Repo) (bool, error)
+}
+
+// NoHistory is the history source of a mode that keeps none (s3): every
+// cold start without a local .git commits the restored tree as the seed.
+type NoHistory struct{}
+
+// Fetch fetches nothing.
+func (NoHistory) Fetch(context.Context, *gitsync.Repo) (bool, error) { return false, nil }
+
+// FromS3 is the cold start from the S3 layers (spec 3.1 "cold-start
+// source: S3", 10.1.6; docs/sync-modes.md §2), of s3 and dual_shadow:
 //
 //  1. .git already local: nothing to restore (a restarted pod);
 //  2. else the work tree comes from S3: project-src.tar.gz, the assets,
-//     layer 1; then a fresh repository:
-//     - dual_shadow fetches the API origin; with history there, the index
-//     is set to its HEAD and the work tree stays as S3 restored it (S3 is
-//     authoritative), unless S3's layer 2 is older than that HEAD (a pod
-//     that ended without writing it), when the tree is reset to HEAD;
-//     - without history at the origin (or in s3), the restored tree is
-//     committed as the seed, and in dual_shadow pushed.
-func runS3Modes(ctx context.Context, o Options, res *Result, log *zap.Logger) error {
+//     layer 1; then a fresh repository fetches history: with history
+//     there, the index is set to its HEAD and the work tree stays as S3
+//     restored it (S3 is authoritative), unless S3's layer 2 is older than
+//     that HEAD (a pod that ended without writing it), when the tree is
+//     reset to HEAD; without history, the restored tree is committed as
+//     the seed and made durable the mode's way (o.Sync: pushed in
+//     dual_shadow, nothing more in s3).
+func FromS3(ctx context.Context, o Options, h History) (Result, error) {
+	start := time.Now()
+	log := logger(o)
+	res := Result{Phases: map[string]time.Duration{}}
+	defer widenProcs()()
+	o.Durable.Cleanup()
+	err := fromS3(ctx, o, h, &res, log)
+	res.Took = time.Since(start)
+	if err == nil {
+		log.Info("cold start done", zap.Bool("local", res.Local),
+			zap.Bool("restored", res.Restored), zap.Bool("seeded", res.Seeded), zap.Bool("sourceRestored", res.SourceRestored),
+			zap.Int("assets", len(res.Assets)), zap.String("head", res.Head), zap.Duration("took", res.Took))
+	}
+	return res, err
+}
+
+func fromS3(ctx context.Context, o Options, h History, res *Result, log *zap.Logger) error {
 	if o.Durable.HasLocalRepo() {
 		res.Local = true
 		if err := o.Repo.Configure(ctx); err != nil {
@@ -88,12 +122,9 @@ func runS3Modes(ctx context.Context, o Options, res *Result, log *zap.Logger) er
 	if err := o.Repo.Configure(ctx); err != nil {
 		return err
 	}
-	hasHistory := false
-	if o.Origin != nil {
-		var err error
-		if hasHistory, err = o.Origin.Fetch(ctx, o.Repo); err != nil {
-			return fmt.Errorf("coldstart: %w", err)
-		}
+	hasHistory, err := h.Fetch(ctx, o.Repo)
+	if err != nil {
+		return fmt.Errorf("coldstart: %w", err)
 	}
 	if hasHistory {
 		head, err := o.Repo.Head(ctx)
@@ -125,10 +156,8 @@ func runS3Modes(ctx context.Context, o Options, res *Result, log *zap.Logger) er
 		return fmt.Errorf("coldstart: initial commit: %w", err)
 	}
 	res.Seeded, res.Head = true, head
-	if o.Origin != nil {
-		if err := o.Sync.PersistNow(ctx); err != nil {
-			log.Warn("pushing the seeded repository failed", zap.Error(err))
-		}
+	if err := o.Sync.PersistNow(ctx); err != nil {
+		log.Warn("pushing the seeded repository failed", zap.Error(err))
 	}
 	return nil
 }
