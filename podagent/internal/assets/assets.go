@@ -52,10 +52,6 @@ type Options struct {
 	// and an exclude does not apply to tracked files.
 	Untrack func(ctx context.Context, paths []string) error
 	Log     *zap.Logger
-	// Lease, when set, fences every upload and delete (docs/sync-modes.md
-	// §10): uploads are conditional on the version this pod last wrote or
-	// restored, with the project's ownership checked before and after.
-	Lease *ownership.Lease
 }
 
 type fileState struct {
@@ -68,20 +64,26 @@ type fileState struct {
 
 // Assets is safe for concurrent use; its operations are serialised.
 type Assets struct {
-	o   Options
-	log *zap.Logger
+	o     Options
+	lease *ownership.Lease
+	log   *zap.Logger
 
 	mu      sync.Mutex
 	state   map[string]fileState // relpath → last uploaded
 	current map[string]bool      // relpaths excluded by the last scan
 }
 
-// New returns the asset handling of o.Workspace.
-func New(o Options) *Assets {
+// New returns the asset handling of o.Workspace. The lease fences every upload and delete (docs/sync-modes.md §10, §11):
+// uploads are conditional on the version this pod last wrote or restored,
+// with the project's ownership checked before and after. It is required.
+func New(lease *ownership.Lease, o Options) *Assets {
+	if lease == nil {
+		panic("assets: New needs the pod's ownership lease")
+	}
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
-	a := &Assets{o: o, log: o.Log.Named("assets"), state: map[string]fileState{}, current: map[string]bool{}}
+	a := &Assets{o: o, lease: lease, log: o.Log.Named("assets"), state: map[string]fileState{}, current: map[string]bool{}}
 	if b, err := os.ReadFile(o.StateFile); err == nil {
 		_ = json.Unmarshal(b, &a.state)
 	}
@@ -254,15 +256,7 @@ func (a *Assets) upload(ctx context.Context, rel string, size int64, prev string
 	opts := objstore.PutOptions{ContentType: "application/octet-stream"}
 	var info objstore.ObjectInfo
 	var err error
-	if a.o.Lease != nil {
-		info, err = a.o.Lease.Put(ctx, a.o.Store, key, prev, body, opts)
-	} else {
-		var r io.ReadCloser
-		if r, _, err = body(); err == nil {
-			info, err = a.o.Store.Put(ctx, key, r, size, opts)
-			r.Close()
-		}
-	}
+	info, err = a.lease.Put(ctx, a.o.Store, key, prev, body, opts)
 	if errors.Is(err, ownership.ErrFenced) {
 		return "", "", err
 	}
@@ -272,12 +266,9 @@ func (a *Assets) upload(ctx context.Context, rel string, size int64, prev string
 	return hex.EncodeToString(h.Sum(nil)), info.ETag, nil
 }
 
-// delete deletes key, after the ownership check when a Lease is set.
+// delete deletes key, after the ownership check.
 func (a *Assets) delete(ctx context.Context, key string) error {
-	if a.o.Lease != nil {
-		return a.o.Lease.Delete(ctx, a.o.Store, key)
-	}
-	return a.o.Store.Delete(ctx, key)
+	return a.lease.Delete(ctx, a.o.Store, key)
 }
 
 // Restore downloads every asset that is not in the work tree yet (cold

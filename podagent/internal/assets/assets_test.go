@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/svc-dev/svc/podagent/internal/ownership"
 	"github.com/svc-dev/svc/shared/objstore"
 	fsstore "github.com/svc-dev/svc/shared/objstore/fs"
 )
@@ -61,7 +62,7 @@ func TestSyncExcludeUploadPruneRestore(t *testing.T) {
 	must(os.WriteFile(filepath.Join(ws, "media", "a.bin"), big, 0o644))
 	must(os.WriteFile(filepath.Join(ws, "media", "b.bin"), big, 0o644))
 	must(os.WriteFile(filepath.Join(ws, "small.txt"), []byte("s"), 0o644))
-	a := New(Options{Store: store, ProjectID: "p1", Workspace: ws, Threshold: 100, StateFile: filepath.Join(ws, ".git", "svc-agent", "assets.json")})
+	a := New(ownership.New(ownership.Options{Store: store, ProjectID: "p1"}), Options{Store: store, ProjectID: "p1", Workspace: ws, Threshold: 100, StateFile: filepath.Join(ws, ".git", "svc-agent", "assets.json")})
 	must(a.TrackLarge(ctx))
 	must(a.Push(ctx))
 	ex, _ := os.ReadFile(filepath.Join(ws, ".git", "info", "exclude"))
@@ -85,7 +86,7 @@ func TestSyncExcludeUploadPruneRestore(t *testing.T) {
 	}
 	// A fresh workspace gets the assets back.
 	ws2 := t.TempDir()
-	b := New(Options{Store: store, ProjectID: "p1", Workspace: ws2, Threshold: 100})
+	b := New(ownership.New(ownership.Options{Store: store, ProjectID: "p1", Pod: "b"}), Options{Store: store, ProjectID: "p1", Workspace: ws2, Threshold: 100})
 	wrote, err := b.Restore(ctx)
 	must(err)
 	got, _ := os.ReadFile(filepath.Join(ws2, "media", "b.bin"))

@@ -162,18 +162,17 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 	p.Lease = ownership.New(ownership.Options{Store: o.LayerStore, ProjectID: cfg.ProjectID, Generation: cfg.Generation, Log: log,
 		OnFenced: func() { p.Metrics.Fenced.Set(1) }})
 	p.Repo = &gitsync.Repo{Dir: ws, Runner: runner, Author: gitsync.DefaultAuthor}
-	p.Assets = assets.New(assets.Options{Store: o.LayerStore, ProjectID: cfg.ProjectID, Workspace: ws,
-		Threshold: cfg.LargeFileBytes, StateFile: filepath.Join(ws, ".git", durable.StateDirName, "assets.json"), Log: log, Lease: p.Lease,
+	p.Assets = assets.New(p.Lease, assets.Options{Store: o.LayerStore, ProjectID: cfg.ProjectID, Workspace: ws,
+		Threshold: cfg.LargeFileBytes, StateFile: filepath.Join(ws, ".git", durable.StateDirName, "assets.json"), Log: log,
 		Untrack: func(ctx context.Context, paths []string) error {
 			return runner.Command("rm", "--cached", "-q", "--ignore-unmatch").Dir(ws).Env("GIT_LITERAL_PATHSPECS=1").AddDashesAndList(paths...).Run(ctx)
 		}})
 	sopt := s3sync.Options{Store: o.LayerStore, ProjectID: cfg.ProjectID, Workspace: ws,
-		Log: log, Lease: p.Lease,
+		Log:       log,
 		StateFile: filepath.Join(ws, ".git", durable.StateDirName, "source-etag"),
-		Fenced:    p.Lease.Fenced,
 		Head:      func(ctx context.Context) string { h, _ := p.Repo.Head(ctx); return h }}
 	strat.Source(&sopt, p.Assets)
-	p.S3 = s3sync.New(sopt)
+	p.S3 = s3sync.New(p.Lease, sopt)
 	p.Machine = degrade.New(strat.Mode(), cfg.DegradeAfterFailures, degrade.Callbacks{
 		OnDegrade: func() {
 			p.Metrics.Degraded.Set(1)

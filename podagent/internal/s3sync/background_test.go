@@ -6,26 +6,26 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 
+	"github.com/svc-dev/svc/podagent/internal/ownership"
 	"github.com/svc-dev/svc/shared/archive"
 	"github.com/svc-dev/svc/shared/objstore"
 	fsstore "github.com/svc-dev/svc/shared/objstore/fs"
 	"github.com/svc-dev/svc/shared/testenv/testfile"
 )
 
-func newSync(t *testing.T, fenced *atomic.Bool) (*S3Sync, objstore.Store, string) {
+func newSync(t *testing.T) (*S3Sync, *ownership.Lease, objstore.Store, string) {
 	t.Helper()
 	store, err := fsstore.New(t.TempDir(), fsstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ws := t.TempDir()
-	s := New(Options{Store: store, ProjectID: "p1", Workspace: ws, TempDir: t.TempDir(), SuppressProjectArchive: true,
-		Fenced: func() bool { return fenced.Load() }})
+	lease := ownership.New(ownership.Options{Store: store, ProjectID: "p1"})
+	s := New(lease, Options{Store: store, ProjectID: "p1", Workspace: ws, TempDir: t.TempDir(), SuppressProjectArchive: true})
 	t.Cleanup(s.Close)
-	return s, store, ws
+	return s, lease, store, ws
 }
 
 func write(t *testing.T, dir, rel, body string) {
@@ -39,8 +39,7 @@ func write(t *testing.T, dir, rel, body string) {
 // fenced pod uploads nothing.
 func TestDepsUploadInBackground(t *testing.T) {
 	t.Parallel()
-	var fenced atomic.Bool
-	s, store, ws := newSync(t, &fenced)
+	s, lease, store, ws := newSync(t)
 	ctx := context.Background()
 	write(t, ws, "package-lock.json", `{"v":1}`)
 	write(t, ws, "node_modules/a/index.js", "a")
@@ -76,7 +75,7 @@ func TestDepsUploadInBackground(t *testing.T) {
 		t.Fatalf("second layer content: %q %v", b, err)
 	}
 
-	fenced.Store(true)
+	_ = lease.Fence("another pod owns the project")
 	write(t, ws, "package-lock.json", `{"v":3}`)
 	if err := s.AfterTurn(ctx); err != nil {
 		t.Fatal(err)
@@ -94,8 +93,7 @@ func TestDepsUploadInBackground(t *testing.T) {
 // the lockfile, so an archive made while the lockfile changed is dropped.
 func TestDepsNotUploadedWhenLockfileChangesMidArchive(t *testing.T) {
 	t.Parallel()
-	var fenced atomic.Bool
-	s, store, ws := newSync(t, &fenced)
+	s, _, store, ws := newSync(t)
 	write(t, ws, "package-lock.json", `{"v":1}`)
 	write(t, ws, "node_modules/a/index.js", "a")
 	h1, _ := s.LockfileHash()
@@ -152,8 +150,7 @@ func TestExtractTap(t *testing.T) {
 // is restored, and counts as present (no zstd copy is uploaded).
 func TestDepsGzipLayerStillRead(t *testing.T) {
 	t.Parallel()
-	var fenced atomic.Bool
-	s, store, ws := newSync(t, &fenced)
+	s, _, store, ws := newSync(t)
 	ctx := context.Background()
 	src := t.TempDir()
 	write(t, src, "node_modules/old/index.js", "old layer")

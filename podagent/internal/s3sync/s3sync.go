@@ -52,20 +52,13 @@ type Options struct {
 	TempDir string
 	// SuppressProjectArchive is the initial suppression (true in git_only).
 	SuppressProjectArchive bool
-	// Fenced, when set and true, stops deps uploads (another pod owns the
-	// project; nothing is written).
-	Fenced func() bool
-	Log    *zap.Logger
+	Log                    *zap.Logger
 	// Exclude, when set, leaves more work-tree files out of layer 2 (the
 	// large files offloaded as assets in s3 and dual_shadow).
 	Exclude func(rel string) bool
 	// Head, when set, names the commit layer 2 is taken at; it is recorded
 	// in the archive's gzip comment (wire.SourceHeadComment).
 	Head func(ctx context.Context) string
-	// Lease, when set, fences layer 2 (docs/sync-modes.md §11): it is
-	// written conditionally on the version this pod last wrote or restored,
-	// with the project's ownership checked before and after.
-	Lease *ownership.Lease
 	// StateFile, when set, remembers the ETag of layer 2 as this pod last
 	// wrote or restored it across restarts (SourceETag).
 	StateFile string
@@ -74,6 +67,7 @@ type Options struct {
 // S3Sync is safe for concurrent use; uploads are serialised.
 type S3Sync struct {
 	opts     Options
+	lease    *ownership.Lease
 	log      *zap.Logger
 	suppress atomic.Bool
 
@@ -90,12 +84,18 @@ type S3Sync struct {
 	bgDone    chan struct{} // closed when the running background upload ends
 }
 
-// New returns an S3Sync.
-func New(opts Options) *S3Sync {
+// New returns an S3Sync whose writes lease fences (docs/sync-modes.md
+// §11): layer 2 is written conditionally on the version this pod last
+// wrote or restored, with the project's ownership checked before and after,
+// and a fenced pod uploads no deps layer. The lease is required.
+func New(lease *ownership.Lease, opts Options) *S3Sync {
+	if lease == nil {
+		panic("s3sync: New needs the pod's ownership lease")
+	}
 	if opts.Log == nil {
 		opts.Log = zap.NewNop()
 	}
-	s := &S3Sync{opts: opts, log: opts.Log.Named("s3sync")}
+	s := &S3Sync{opts: opts, lease: lease, log: opts.Log.Named("s3sync")}
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	s.suppress.Store(opts.SuppressProjectArchive)
 	return s
@@ -255,7 +255,7 @@ func (s *S3Sync) SyncDeps(ctx context.Context) error {
 	if hash == s.lastHash() {
 		return nil
 	}
-	if s.opts.Fenced != nil && s.opts.Fenced() {
+	if s.lease.Fenced() {
 		return nil // another pod owns the project
 	}
 	depsDir := filepath.Join(s.opts.Workspace, DepsDir)
@@ -385,14 +385,11 @@ func (s *S3Sync) WriteProjectArchive(ctx context.Context) error {
 	return s.putSourceLocked(ctx, f.Name())
 }
 
-// putSourceLocked writes layer 2 from the file at path, fenced when a
-// Lease is set. s.mu is held.
+// putSourceLocked writes layer 2 from the file at path, fenced by the
+// lease. s.mu is held.
 func (s *S3Sync) putSourceLocked(ctx context.Context, path string) error {
 	key := objstore.SourceKey(s.opts.ProjectID)
-	if s.opts.Lease == nil {
-		return s.putFile(ctx, key, path, objstore.PutOptions{})
-	}
-	info, err := s.opts.Lease.Put(ctx, s.opts.Store, key, s.srcETag, ownership.FileBody(path), objstore.PutOptions{ContentType: "application/gzip"})
+	info, err := s.lease.Put(ctx, s.opts.Store, key, s.srcETag, ownership.FileBody(path), objstore.PutOptions{ContentType: "application/gzip"})
 	if err != nil {
 		if errors.Is(err, ownership.ErrFenced) {
 			return err

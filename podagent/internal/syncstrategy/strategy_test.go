@@ -61,11 +61,11 @@ func TestForPicksOneStrategyPerMode(t *testing.T) {
 func TestEachStrategyWiresItsMode(t *testing.T) {
 	t.Parallel()
 	ws := t.TempDir()
-	as := assets.New(assets.Options{Workspace: ws, ProjectID: "p1"})
+	lease := ownership.New(ownership.Options{ProjectID: "p1"})
+	as := assets.New(lease, assets.Options{Workspace: ws, ProjectID: "p1"})
 	cfg := &config.Config{ProjectID: "p1", APIURL: "http://127.0.0.1:1", RuntimeToken: token, LFS: true,
 		LargeFileBytes: config.DefaultLargeFileBytes}
-	parts := syncstrategy.Parts{Config: cfg, Workspace: ws, Assets: as, Log: zaptest.NewLogger(t),
-		Lease: ownership.New(ownership.Options{ProjectID: "p1"})}
+	parts := syncstrategy.Parts{Config: cfg, Workspace: ws, Assets: as, Log: zaptest.NewLogger(t), Lease: lease}
 	for _, tc := range []struct {
 		mode                          syncmode.Mode
 		origin, suppressed, onDegrade bool
@@ -87,7 +87,7 @@ func TestEachStrategyWiresItsMode(t *testing.T) {
 		if o.SuppressProjectArchive != tc.suppressed || (o.Exclude != nil) != tc.assets {
 			t.Errorf("%s: layer 2 suppressed %v, excludes assets %v", tc.mode, o.SuppressProjectArchive, o.Exclude != nil)
 		}
-		if got := s.SuppressSource(s3sync.New(o)) != nil; got != tc.onDegrade {
+		if got := s.SuppressSource(s3sync.New(lease, o)) != nil; got != tc.onDegrade {
 			t.Errorf("%s: degrade suppression callback %v, want %v", tc.mode, got, tc.onDegrade)
 		}
 		lf := s.LargeFiles(parts)
