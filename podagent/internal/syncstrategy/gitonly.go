@@ -178,11 +178,7 @@ func (w *gitOnlyWriter) Retry(ctx context.Context) bool {
 			return false
 		}
 	}
-	if w.fenced() {
-		w.fence()
-		return false
-	}
-	return w.recorder.Flush(ctx) == nil
+	return w.postRecords(ctx) == nil
 }
 
 // RolledBack: git-lfs pulls the real bytes of the rewritten tree back.
@@ -205,12 +201,17 @@ func (w *gitOnlyWriter) pending() (unpersisted, unrecorded bool) {
 }
 
 // recordPending posts the persisted, unrecorded commits. Failures are not
-// durability failures; the engine's loop retries them (Owed). A fenced pod
+// durability failures; the engine's loop retries them (Owed).
+func (w *gitOnlyWriter) recordPending(ctx context.Context) { _ = w.postRecords(ctx) }
+
+// postRecords is the one call that hands checkpoint records to the API:
+// the persisted, unrecorded commits of the journal, once. A fenced pod
 // posts none.
-func (w *gitOnlyWriter) recordPending(ctx context.Context) {
-	if !w.fenced() {
-		_ = w.recorder.Flush(ctx)
+func (w *gitOnlyWriter) postRecords(ctx context.Context) error {
+	if w.fenced() {
+		return w.fence()
 	}
+	return w.recorder.Flush(ctx)
 }
 
 // pushLargeFiles pushes the large-file bytes not yet stored (spec 10.3) and
