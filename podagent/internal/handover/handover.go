@@ -76,6 +76,10 @@ func (l *Loop) Run(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
+	select { // the first drain takes what was queued before Run
+	case <-l.wake:
+	default:
+	}
 	for {
 		if err := l.o.Drain(ctx); err != nil && ctx.Err() == nil {
 			d, _ := b.Next()
