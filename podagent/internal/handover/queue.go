@@ -90,7 +90,7 @@ type Queue struct {
 	onChange map[Kind]func(n int)
 	removed  chan struct{} // closed and replaced when entries leave
 
-	drainMu sync.Mutex
+	drainMu map[Kind]*sync.Mutex // one drain per kind at a time (under mu)
 	run     sync.Once
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -111,7 +111,7 @@ func OpenQueue(db *journal.DB, o QueueOptions) (*Queue, error) {
 		o.Log = zap.NewNop()
 	}
 	q := &Queue{table: journal.TableOf[Entry](db, journal.Handover), db: db, log: o.Log.Named("handover"),
-		byID: map[Kind]map[string]*item{}, handlers: map[Kind]Handler{}, onChange: map[Kind]func(int){}, removed: make(chan struct{}), done: make(chan struct{})}
+		byID: map[Kind]map[string]*item{}, drainMu: map[Kind]*sync.Mutex{}, handlers: map[Kind]Handler{}, onChange: map[Kind]func(int){}, removed: make(chan struct{}), done: make(chan struct{})}
 	q.loop = New(Options{Drain: q.drainAll, RetryMin: o.RetryMin, RetryMax: o.RetryMax, Pending: q.Pending,
 		What: "queued hand-overs", Log: q.log})
 	items, bad, err := q.table.Load(func(key string, e Entry) bool {
@@ -409,10 +409,10 @@ func (q *Queue) Idle(ctx context.Context, k Kind) error {
 // Drain hands over what the kinds (every registered kind when none is
 // named) hold now, within ctx, and returns the failures that may pass
 // (the entries stay queued). It is the loop's drain, run now: a flush, a
-// view's last attempt at shutdown.
+// view's last attempt at shutdown. The kinds drain side by side, each in
+// its order, so a slow answer for one kind (an attempt batch) never holds
+// another (a turn's checkpoint record).
 func (q *Queue) Drain(ctx context.Context, kinds ...Kind) error {
-	q.drainMu.Lock()
-	defer q.drainMu.Unlock()
 	if len(kinds) == 0 {
 		q.mu.Lock()
 		for k := range q.handlers {
@@ -421,12 +421,18 @@ func (q *Queue) Drain(ctx context.Context, kinds ...Kind) error {
 		q.mu.Unlock()
 		sort.Slice(kinds, func(i, j int) bool { return kinds[i] < kinds[j] })
 	}
-	var errs []error
-	for _, k := range kinds {
-		if err := q.drainKind(ctx, k); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", k, err))
-		}
+	errs := make([]error, len(kinds))
+	var wg sync.WaitGroup
+	for i, k := range kinds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := q.drainKind(ctx, k); err != nil {
+				errs[i] = fmt.Errorf("%s: %w", k, err)
+			}
+		}()
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 
@@ -455,6 +461,15 @@ func (q *Queue) Close(ctx context.Context) error {
 // drainKind sends kind k's entries that are not held, in queue order, in
 // batches, until none is left or a failure that may pass.
 func (q *Queue) drainKind(ctx context.Context, k Kind) error {
+	q.mu.Lock()
+	mu := q.drainMu[k]
+	if mu == nil {
+		mu = &sync.Mutex{}
+		q.drainMu[k] = mu
+	}
+	q.mu.Unlock()
+	mu.Lock()
+	defer mu.Unlock()
 	for {
 		if err := ctx.Err(); err != nil {
 			return err

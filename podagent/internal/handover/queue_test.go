@@ -362,3 +362,31 @@ func TestQueueTakesOverTheEarlierBuckets(t *testing.T) {
 		}
 	}
 }
+
+// The kinds drain side by side: while the API holds an attempt batch, a
+// turn's checkpoint record is handed over at once.
+func TestASlowKindHoldsNoOther(t *testing.T) {
+	t.Parallel()
+	a := newAPI()
+	q := openQueue(t, openDB(t, t.TempDir()), handover.QueueOptions{}, a)
+	held, gate := make(chan struct{}), make(chan struct{})
+	q.Handle(handover.Attempts, handover.Handler{Send: func(ctx context.Context, _ []handover.Entry) error {
+		close(held)
+		select {
+		case <-gate:
+		case <-ctx.Done():
+		}
+		return nil
+	}})
+	put(t, q, handover.Attempts, "a1")
+	q.Start()
+	t.Cleanup(func() { close(gate); _ = q.Close(context.Background()) })
+	<-held
+	must(t, q.Put(handover.Checkpoint, "c1", "r", false))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	must(t, q.Drain(ctx, handover.Checkpoint))
+	if got := a.taken(handover.Checkpoint); !slices.Equal(got, []string{"c1"}) {
+		t.Fatalf("checkpoints handed over %v while the attempt batch was held", got)
+	}
+}
