@@ -227,8 +227,8 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.Recorder.OnPendingChange = func(n int) { p.Metrics.RecordsPending.Set(float64(n)) }
 	p.Recorder.Paused = p.Lease.Fenced // a fenced pod records nothing
+	p.Recorder.OnPendingChange = func(n int) { p.Metrics.RecordsPending.Set(float64(n)) }
 
 	// Large files (spec 10.3) and the origin are the mode's.
 	parts := syncstrategy.Parts{Config: cfg, Workspace: ws, Runner: runner, Assets: p.Assets, Lease: p.Lease, Log: log}
