@@ -192,6 +192,7 @@ func TestRollbackTwoSecondsIntoASlowTurn(t *testing.T) {
 			t.Fatalf("head %s, want the turn's commit %s", head, turnSHA)
 		}
 		s.onDisk(t, true)
+		t.Logf("serial order: the head holds all six files (rollback answered %d)", rb.status)
 	case n == 0:
 		var rr wire.RestoreResponse
 		if rb.err != nil || rb.status != 200 || json.Unmarshal(rb.body, &rr) != nil || len(rr.SHA) != 40 || rr.RestoredFrom != s.checkpoint {
@@ -204,6 +205,7 @@ func TestRollbackTwoSecondsIntoASlowTurn(t *testing.T) {
 			t.Fatalf("the head's tree is not the checkpoint's: %s", s.git(t, "ls-tree", "--name-only", "HEAD"))
 		}
 		s.onDisk(t, false)
+		t.Logf("serial order: the turn's commit holds all six files, the rollback's commit after it none")
 	default:
 		t.Fatalf("the head holds %d of the six files", n)
 	}
@@ -230,15 +232,18 @@ func TestGitFlushTwoSecondsIntoASlowTurn(t *testing.T) {
 		if !strings.Contains(string(pub.body), "turn_in_progress") {
 			t.Fatalf("publish refused without turn_in_progress: %v", pub)
 		}
+		t.Logf("serial order: the publish was refused (409 turn_in_progress)")
 		return
 	}
 	var out wire.GitFlushResponse
 	if pub.err != nil || pub.status != 200 || json.Unmarshal(pub.body, &out) != nil || len(out.SHA) != 40 || !strings.HasPrefix(out.Tag, "publish/serial/") {
 		t.Fatalf("publish: %v", pub)
 	}
-	if n := s.sixIn(t, out.SHA); n != 0 && n != len(s.files) {
+	n := s.sixIn(t, out.SHA)
+	if n != 0 && n != len(s.files) {
 		t.Fatalf("the published commit %s holds %d of the six files", out.SHA, n)
 	}
+	t.Logf("serial order: the published commit holds %d of the six files (the turn's commit: %v)", n, out.SHA == turnSHA)
 	if got := s.git(t, "rev-parse", out.Tag+"^{commit}"); got != out.SHA {
 		t.Fatalf("tag %s names %s, want %s", out.Tag, got, out.SHA)
 	}
