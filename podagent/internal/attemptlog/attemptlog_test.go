@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/svc-dev/svc/podagent/internal/attemptlog"
+	"github.com/svc-dev/svc/podagent/internal/handover"
 	"github.com/svc-dev/svc/podagent/internal/journal"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/wire"
@@ -148,12 +149,21 @@ func TestRefusedBatchAndFullQueue(t *testing.T) {
 	}
 
 	down := newAPI(t, http.StatusServiceUnavailable)
-	full := open(t, down, attemptlog.Options{Capacity: 5})
+	db := openDB(t, t.TempDir())
+	full := open(t, down, attemptlog.Options{Capacity: 5, Journal: db})
 	for i := range 8 {
 		full.Record(rec(i))
 	}
 	if full.Pending() != 5 || full.Dropped() != 3 {
 		t.Fatalf("pending %d dropped %d, want 5 and 3", full.Pending(), full.Dropped())
+	}
+	// The journal holds what memory holds: the five newest, also after
+	// the failed hand-overs counted their attempts.
+	_ = full.Close(context.Background())
+	kept, err := handover.Journaled(db, handover.Attempts)
+	must(t, err)
+	if len(kept) != 5 || kept[0].ID != rec(3).ID || kept[4].ID != rec(7).ID {
+		t.Fatalf("journal holds %d records (%+v), want att_003..att_007", len(kept), kept)
 	}
 }
 

@@ -570,6 +570,9 @@ func (q *Queue) failed(its []*item) {
 	defer q.mu.Unlock()
 	var changed []journal.Item[Entry]
 	for _, it := range its {
+		if q.find(it.e.Kind, it.e.ID) != it {
+			continue // dropped meanwhile (DropOldest): not written back
+		}
 		it.e.Attempts++
 		if it.journaled {
 			changed = append(changed, journal.Item[Entry]{Key: it.key, Value: it.e})
