@@ -3,23 +3,28 @@
 // keeps them in its database: the pod may be replaced, the log must not go
 // with it.
 //
-// Record never blocks a delivery: records wait in a bounded queue and a
-// background loop posts them in batches (POST
-// /internal/projects/{id}/webhook/attempts, idempotent on the attempt id),
-// at once when the queue was empty and with backoff while the API is
-// unreachable. Close makes one last attempt to hand over what is queued.
-// What a pod killed with -9 still held is lost (at most one batch window);
-// the final state of every message never is: it is the API's outbox record.
+// Records are the attempts kind of the pod's one hand-over queue (package
+// handover): Record writes the record to the journal (one fsynced
+// transaction, no network) and wakes the queue's loop, which posts them in
+// batches (POST /internal/projects/{id}/webhook/attempts, idempotent on the
+// attempt id) at once, and with backoff while the API is unreachable. The
+// log survives a restart of the pod, a kill -9 included: what the API had
+// not taken is posted by the next run, exactly once per attempt id. Close
+// makes one last attempt to hand over what is queued; the rest stays in the
+// journal.
 package attemptlog
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/podagent/internal/handover"
+	"github.com/svc-dev/svc/podagent/internal/journal"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/settings"
 	"github.com/svc-dev/svc/shared/wire"
@@ -42,8 +47,13 @@ const (
 type Options struct {
 	Poster Poster
 	Log    *zap.Logger
-	// Capacity bounds the queue; beyond it the oldest records are dropped
-	// (logged, counted by Dropped).
+	// Queue is the pod's hand-over queue. When nil, the recorder runs a
+	// queue of its own on Journal (required then), closed by Close, with
+	// RetryMin and RetryMax as its backoff.
+	Queue   *handover.Queue
+	Journal *journal.DB
+	// Capacity bounds the records waiting; beyond it the oldest are
+	// dropped (logged, counted by Dropped).
 	Capacity int
 	// Batch is the most records per POST.
 	Batch              int
@@ -52,24 +62,20 @@ type Options struct {
 
 // Recorder queues records and posts them. Safe for concurrent use.
 type Recorder struct {
-	o   Options
-	log *zap.Logger
+	o     Options
+	log   *zap.Logger
+	q     *handover.Queue
+	owned bool // q is the recorder's own
 
 	mu      sync.Mutex
-	queue   []wire.WebhookAttempt
-	base    int64 // sequence number of queue[0]
 	dropped int64
 	posted  int64
-	idle    *sync.Cond // signalled when the queue empties
-
-	loop   *handover.Loop
-	cancel context.CancelFunc
-	done   chan struct{}
-	closed sync.Once
+	closed  sync.Once
 }
 
-// New starts a recorder; call Close to stop it.
-func New(o Options) *Recorder {
+// New registers the attempts kind of the queue (records an earlier run
+// left in the journal are posted by it); call Close to stop.
+func New(o Options) (*Recorder, error) {
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
@@ -77,38 +83,40 @@ func New(o Options) *Recorder {
 	o.Batch = min(settings.PositiveOr(o.Batch, DefaultBatch), 500)
 	o.RetryMin = settings.PositiveOr(o.RetryMin, DefaultRetryMin)
 	o.RetryMax = max(settings.PositiveOr(o.RetryMax, DefaultRetryMax), o.RetryMin)
-	r := &Recorder{o: o, log: o.Log.Named("attemptlog"), done: make(chan struct{})}
-	r.loop = handover.New(handover.Options{Drain: r.post, RetryMin: o.RetryMin, RetryMax: o.RetryMax,
-		Pending: r.Pending, What: "attempt records", Log: r.log})
-	r.idle = sync.NewCond(&r.mu)
-	ctx, cancel := context.WithCancel(context.Background())
-	r.cancel = cancel
-	go r.run(ctx)
-	return r
+	r := &Recorder{o: o, log: o.Log.Named("attemptlog"), q: o.Queue}
+	if r.q == nil {
+		if o.Journal == nil {
+			return nil, errors.New("attemptlog: Options needs a Queue or a Journal")
+		}
+		q, err := handover.OpenQueue(o.Journal, handover.QueueOptions{RetryMin: o.RetryMin, RetryMax: o.RetryMax, Log: o.Log})
+		if err != nil {
+			return nil, err
+		}
+		r.q, r.owned = q, true
+	}
+	r.q.Handle(handover.Attempts, handover.Handler{What: "attempt records", Batch: o.Batch, Send: r.post})
+	if r.owned {
+		r.q.Start()
+	}
+	return r, nil
 }
 
-// Record queues one attempt (callback.Recorder).
+// Record queues one attempt (callback.Recorder): in the journal before it
+// returns, handed over by the queue's loop.
 func (r *Recorder) Record(a wire.WebhookAttempt) {
-	r.mu.Lock()
-	r.queue = append(r.queue, a)
-	if over := len(r.queue) - r.o.Capacity; over > 0 {
+	_ = r.q.Put(handover.Attempts, a.ID, a, false) // a failed write is logged; the record goes from memory
+	if over := r.q.DropOldest(handover.Attempts, r.o.Capacity); over > 0 {
+		r.mu.Lock()
 		r.dropped += int64(over)
-		r.base += int64(over)
-		r.queue = append([]wire.WebhookAttempt(nil), r.queue[over:]...)
+		r.mu.Unlock()
 		r.log.Warn("attempt log queue full; the oldest records were dropped", zap.Int("dropped", over))
 	}
-	r.mu.Unlock()
-	r.loop.Wake()
 }
 
 // Pending is the number of records not handed over yet.
-func (r *Recorder) Pending() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.queue)
-}
+func (r *Recorder) Pending() int { return r.q.Len(handover.Attempts) }
 
-// Posted is the number of records the API has taken.
+// Posted is the number of records the API has taken (or refused for good).
 func (r *Recorder) Posted() int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -123,73 +131,47 @@ func (r *Recorder) Dropped() int64 {
 }
 
 // Flush waits until every queued record was handed over, or ctx ends.
-func (r *Recorder) Flush(ctx context.Context) error {
-	stop := context.AfterFunc(ctx, func() {
-		r.mu.Lock()
-		r.idle.Broadcast()
-		r.mu.Unlock()
-	})
-	defer stop()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for len(r.queue) > 0 && ctx.Err() == nil {
-		r.idle.Wait()
-	}
-	return ctx.Err()
-}
+func (r *Recorder) Flush(ctx context.Context) error { return r.q.Idle(ctx, handover.Attempts) }
 
-// Close stops the loop and makes one last attempt within ctx; what is
-// left is logged and lost.
+// Close makes one last attempt within ctx to hand the records over; what
+// is left stays in the journal for the next start.
 func (r *Recorder) Close(ctx context.Context) error {
 	var err error
 	r.closed.Do(func() {
-		r.cancel()
-		<-r.done
-		err = r.post(ctx)
+		if r.owned {
+			err = r.q.Close(ctx)
+			return
+		}
+		err = r.q.Drain(ctx, handover.Attempts)
 		if n := r.Pending(); n > 0 {
-			r.log.Warn("attempt records not handed to the API are lost", zap.Int("pending", n), zap.Error(err))
+			r.log.Warn("attempt records not handed to the API yet stay in the journal for the next start",
+				zap.Int("pending", n), zap.Error(err))
 		}
 	})
 	return err
 }
 
-func (r *Recorder) run(ctx context.Context) {
-	defer close(r.done)
-	r.loop.Run(ctx)
-}
-
-// post hands over the queue in batches, oldest first, and stops at the
-// first failure. A batch the API refuses for good (internalapi.Permanent: a
-// record it will never take) is dropped and logged rather than retried
-// forever.
-func (r *Recorder) post(ctx context.Context) error {
-	for {
+// post hands one batch over, oldest first (the queue's handler). A batch
+// the API refuses for good (internalapi.Permanent: a record it will never
+// take) is set aside by the queue and logged rather than retried forever.
+func (r *Recorder) post(ctx context.Context, batch []handover.Entry) error {
+	recs := make([]wire.WebhookAttempt, 0, len(batch))
+	for _, e := range batch {
+		var a wire.WebhookAttempt
+		if err := json.Unmarshal(e.Payload, &a); err != nil {
+			r.log.Error("unreadable attempt record in the journal; dropped", zap.String("id", e.ID), zap.Error(err))
+			continue
+		}
+		recs = append(recs, a)
+	}
+	var err error
+	if len(recs) > 0 {
+		_, err = r.o.Poster.PutWebhookAttempts(ctx, wire.WebhookAttemptsPut{Attempts: recs})
+	}
+	if err == nil || internalapi.Permanent(err) {
 		r.mu.Lock()
-		n := min(len(r.queue), r.o.Batch)
-		batch := append([]wire.WebhookAttempt(nil), r.queue[:n]...)
-		base := r.base
-		r.mu.Unlock()
-		if n == 0 {
-			return nil
-		}
-		_, err := r.o.Poster.PutWebhookAttempts(ctx, wire.WebhookAttemptsPut{Attempts: batch})
-		if internalapi.Permanent(err) {
-			r.log.Error("the API refused attempt records for good; dropped", zap.Int("records", n), zap.Error(err))
-			err = nil
-		}
-		if err != nil {
-			return err
-		}
-		r.mu.Lock()
-		// Records dropped for capacity meanwhile moved the queue's start.
-		done := min(max(base+int64(n)-r.base, 0), int64(len(r.queue)))
-		r.queue = r.queue[done:]
-		r.base += done
-		r.posted += int64(n)
-		if len(r.queue) == 0 {
-			r.queue = nil
-			r.idle.Broadcast()
-		}
+		r.posted += int64(len(recs))
 		r.mu.Unlock()
 	}
+	return err
 }

@@ -13,6 +13,8 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/svc-dev/svc/podagent/internal/attemptlog"
+	"github.com/svc-dev/svc/podagent/internal/handover"
+	"github.com/svc-dev/svc/podagent/internal/journal"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/wire"
 )
@@ -64,12 +66,36 @@ func rec(i int) wire.WebhookAttempt {
 }
 
 func open(t *testing.T, a *api, o attemptlog.Options) *attemptlog.Recorder {
+	t.Helper()
+	if o.Journal == nil {
+		o.Journal = openDB(t, t.TempDir())
+	}
+	r := newRecorder(t, a, o)
+	t.Cleanup(func() { _ = r.Close(context.Background()) }) // before the journal closes
+	return r
+}
+
+func newRecorder(t *testing.T, a *api, o attemptlog.Options) *attemptlog.Recorder {
+	t.Helper()
 	o.Poster = &internalapi.Client{BaseURL: a.URL, ProjectID: "prj_1", Token: "rt"}
 	o.Log = zaptest.NewLogger(t)
 	o.RetryMin, o.RetryMax = time.Millisecond, 5*time.Millisecond
-	r := attemptlog.New(o)
-	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	r, err := attemptlog.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return r
+}
+
+// openDB opens the journal of the state directory dir (a pod's start).
+func openDB(t *testing.T, dir string) *journal.DB {
+	t.Helper()
+	db, err := journal.OpenState(dir, journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
 }
 
 // While the API is down records wait; once it is back every record is
@@ -123,11 +149,79 @@ func TestRefusedBatchAndFullQueue(t *testing.T) {
 	}
 
 	down := newAPI(t, http.StatusServiceUnavailable)
-	full := open(t, down, attemptlog.Options{Capacity: 5})
+	db := openDB(t, t.TempDir())
+	full := open(t, down, attemptlog.Options{Capacity: 5, Journal: db})
 	for i := range 8 {
 		full.Record(rec(i))
 	}
 	if full.Pending() != 5 || full.Dropped() != 3 {
 		t.Fatalf("pending %d dropped %d, want 5 and 3", full.Pending(), full.Dropped())
+	}
+	// The journal holds what memory holds: the five newest, also after
+	// the failed hand-overs counted their attempts.
+	_ = full.Close(context.Background())
+	kept, err := handover.Journaled(db, handover.Attempts)
+	must(t, err)
+	if len(kept) != 5 || kept[0].ID != rec(3).ID || kept[4].ID != rec(7).ID {
+		t.Fatalf("journal holds %d records (%+v), want att_003..att_007", len(kept), kept)
+	}
+}
+
+// The attempt log survives a restart of the pod: records made while the
+// API was down, the pod stopped before the API took them (its last attempt
+// at Close refused too), arrive once the next run's queue meets the API, each
+// exactly once, and the journal is empty after.
+func TestRecordsSurviveARestartAndArriveOnce(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, http.StatusServiceUnavailable)
+	dir := t.TempDir()
+	db, err := journal.OpenState(dir, journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRecorder(t, a, attemptlog.Options{Journal: db, Batch: 4})
+	for i := range 10 {
+		r.Record(rec(i))
+	}
+	if err := r.Close(context.Background()); err == nil {
+		t.Fatal("Close with the API down: want its failure")
+	}
+	if err := db.Close(); err != nil { // the pod process ends
+		t.Fatal(err)
+	}
+	a.mu.Lock()
+	if len(a.ids) != 0 {
+		t.Fatalf("the API took %d records while down", len(a.ids))
+	}
+	a.mu.Unlock()
+
+	a.set(http.StatusOK)
+	db2 := openDB(t, dir) // the next pod process
+	r2 := newRecorder(t, a, attemptlog.Options{Journal: db2, Batch: 4})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := r2.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	must(t, r2.Close(context.Background()))
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.ids) != 10 {
+		t.Fatalf("%d records reached the API after the restart, want 10", len(a.ids))
+	}
+	for id, n := range a.ids {
+		if n != 1 {
+			t.Fatalf("%s posted %d times", id, n)
+		}
+	}
+	if n, err := db2.Len(journal.Handover); err != nil || n != 0 {
+		t.Fatalf("the journal still holds %d hand-overs (%v)", n, err)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }

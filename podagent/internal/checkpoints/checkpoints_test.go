@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/svc-dev/svc/podagent/internal/checkpoints"
+	"github.com/svc-dev/svc/podagent/internal/handover"
 	"github.com/svc-dev/svc/podagent/internal/journal"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/wire"
@@ -43,7 +44,11 @@ func open(t *testing.T, path string, p checkpoints.Poster) (*checkpoints.Recorde
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := checkpoints.Open(db, p, zaptest.NewLogger(t))
+	q, err := handover.OpenQueue(db, handover.QueueOptions{Log: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := checkpoints.Open(q, p, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,10 @@
-// Package handover is the pod's one drain loop for what it hands to the API
-// in the background (spec 2.5, 4.3; docs/webhook-delivery.md): the outbox
-// relay and the attempt log run their queue through a Loop, and what the API
-// refuses for good is told apart by one rule, internalapi.Permanent.
+// Package handover is the pod's one queue of what it hands to the API in
+// the background (spec 2.5, 4.3; docs/webhook-delivery.md "One hand-over
+// queue"): outbox messages, callback attempt records and checkpoint records
+// are kinds of one Queue, kept in one table of the pod's journal
+// (journal.Handover) until the API took them, drained by one Loop, and what
+// the API refuses for good is told apart by one rule, internalapi.Permanent
+// (the entry is set aside in the journal, logged, and the rest goes on).
 //
 // A Loop drains at once when woken (something was queued), and after a
 // failed drain waits a backoff step (exponential, capped, with jitter:
@@ -76,6 +79,10 @@ func (l *Loop) Run(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
+	select { // the first drain takes what was queued before Run
+	case <-l.wake:
+	default:
+	}
 	for {
 		if err := l.o.Drain(ctx); err != nil && ctx.Err() == nil {
 			d, _ := b.Next()

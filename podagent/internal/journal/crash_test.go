@@ -15,6 +15,7 @@ import (
 
 	"github.com/svc-dev/svc/podagent/internal/activity"
 	"github.com/svc-dev/svc/podagent/internal/checkpoints"
+	"github.com/svc-dev/svc/podagent/internal/handover"
 	"github.com/svc-dev/svc/podagent/internal/inbox"
 	"github.com/svc-dev/svc/podagent/internal/journal"
 	"github.com/svc-dev/svc/podagent/internal/outbox"
@@ -36,6 +37,7 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 type views struct {
 	db       *journal.DB
 	inbox    *inbox.Journal
+	queue    *handover.Queue
 	recorder *checkpoints.Recorder
 	relay    *outbox.Relay
 	activity *activity.Log
@@ -51,11 +53,14 @@ func openViews(dir string) (*views, error) {
 	if v.inbox, bad, err = inbox.Open(db); err != nil || len(bad) > 0 {
 		return nil, fmt.Errorf("inbox: %v, bad %v", err, bad)
 	}
-	if v.recorder, err = checkpoints.Open(db, nil, nil); err != nil {
+	if v.queue, err = handover.OpenQueue(db, handover.QueueOptions{RetryMin: time.Hour}); err != nil {
+		return nil, err
+	}
+	if v.recorder, err = checkpoints.Open(v.queue, nil, nil); err != nil {
 		return nil, err
 	}
 	// An API nobody answers: the outbox keeps every message.
-	if v.relay, err = outbox.OpenRelay(outbox.RelayOptions{Journal: db, RetryMin: time.Hour,
+	if v.relay, err = outbox.OpenRelay(outbox.RelayOptions{Queue: v.queue,
 		Poster: &internalapi.Client{BaseURL: "http://127.0.0.1:1", ProjectID: "p", Token: "t"}}); err != nil {
 		return nil, err
 	}
@@ -67,6 +72,7 @@ func (v *views) close() {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_ = v.relay.Close(ctx)
+	_ = v.queue.Close(ctx)
 	_ = v.db.Close()
 }
 
@@ -128,12 +134,12 @@ func stateOf(t *testing.T, v *views) state {
 	for _, e := range v.recorder.Pending() {
 		s.Checkpoints = append(s.Checkpoints, fmt.Sprintf("%s/%t", e.Record.CommitSHA, e.Persisted))
 	}
-	items, bad, err := journal.TableOf[wire.OutboxPut](v.db, journal.Outbox).Load(nil)
-	if err != nil || len(bad) > 0 {
-		t.Fatalf("outbox: %v, bad %v", err, bad)
+	items, err := handover.Journaled(v.db, handover.Outbox)
+	if err != nil {
+		t.Fatalf("outbox: %v", err)
 	}
 	for _, it := range items {
-		s.Outbox = append(s.Outbox, it.Key)
+		s.Outbox = append(s.Outbox, it.ID)
 	}
 	for _, e := range v.activity.List() {
 		s.Activity = append(s.Activity, e.ID+"/"+e.Status)

@@ -8,8 +8,9 @@
 // journal.db, never archived), one bucket per kind of entry. Every write is
 // one transaction, fsynced before it returns (bbolt's default): after a
 // crash an entry is in the state of its last acknowledged write, never half
-// of one. The typed views (inbox, outbox.Relay, checkpoints,
-// activity) hold their entries in memory and write through a Table.
+// of one. The typed views (inbox, handover.Queue and
+// its views outbox.Relay, attemptlog and checkpoints, activity) hold their
+// entries in memory and write through a Table.
 //
 // A file that is not a valid journal is set aside (renamed
 // journal.db.corrupt-<time>, kept for an operator) and an empty one
@@ -45,11 +46,19 @@ type Kind string
 
 // The kinds of entry.
 const (
-	Inbox       Kind = "inbox"       // accepted async messages, by correlationId
-	Outbox      Kind = "outbox"      // outbox messages not yet taken by the API, by correlationId
-	Checkpoints Kind = "checkpoints" // commits to record, in commit order
-	Counters    Kind = "counters"    // named int64 counters (messageCount)
-	Activity    Kind = "activity"    // the activity window, one value
+	Inbox Kind = "inbox" // accepted async messages, by correlationId
+	// Handover is the one queue of what the pod hands to the API in the
+	// background (package handover): outbox messages, callback attempt
+	// records and checkpoint records, in the order they were queued.
+	Handover Kind = "handover"
+	// Outbox and Checkpoints are the hand-over buckets of earlier versions
+	// (outbox messages by correlationId; commits to record, in commit
+	// order): the hand-over queue moves what they hold into Handover when
+	// it opens.
+	Outbox      Kind = "outbox"
+	Checkpoints Kind = "checkpoints"
+	Counters    Kind = "counters" // named int64 counters (messageCount)
+	Activity    Kind = "activity" // the activity window, one value
 	// SetAside keeps what no view could use, raw, for an operator:
 	// undecodable entries, unreadable files of an imported legacy journal,
 	// outbox messages the API refused for good. Keys are
@@ -57,7 +66,7 @@ const (
 	SetAside Kind = "set_aside"
 )
 
-var kinds = []Kind{Inbox, Outbox, Checkpoints, Counters, Activity, SetAside}
+var kinds = []Kind{Inbox, Handover, Outbox, Checkpoints, Counters, Activity, SetAside}
 
 // DefaultLockTimeout is how long Open waits for another holder of the file.
 const DefaultLockTimeout = 5 * time.Second
@@ -332,13 +341,25 @@ func (t Table[T]) SetAside(key, reason string) error {
 	})
 }
 
+// SetAsideAs is SetAside with the set-aside key given whole (the
+// hand-over queue names an entry by its kind and id, not its sequence key).
+func (t Table[T]) SetAsideAs(key, asideKey string) error {
+	return t.db.bolt.Update(func(tx *bolt.Tx) error {
+		return moveAsideAs(tx, t.kind, key, []byte(asideKey))
+	})
+}
+
 func moveAside(tx *bolt.Tx, k Kind, key, reason string) error {
+	return moveAsideAs(tx, k, key, setAsideKey(k, reason, key))
+}
+
+func moveAsideAs(tx *bolt.Tx, k Kind, key string, asideKey []byte) error {
 	b := tx.Bucket([]byte(k))
 	v := b.Get([]byte(key))
 	if v == nil {
 		return nil
 	}
-	if err := tx.Bucket([]byte(SetAside)).Put(setAsideKey(k, reason, key), append([]byte(nil), v...)); err != nil {
+	if err := tx.Bucket([]byte(SetAside)).Put(asideKey, append([]byte(nil), v...)); err != nil {
 		return err
 	}
 	return b.Delete([]byte(key))

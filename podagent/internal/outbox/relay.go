@@ -2,10 +2,10 @@ package outbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -13,7 +13,6 @@ import (
 
 	"github.com/svc-dev/svc/podagent/internal/handover"
 	"github.com/svc-dev/svc/podagent/internal/journal"
-	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/settings"
 	"github.com/svc-dev/svc/shared/wire"
 )
@@ -32,48 +31,42 @@ const (
 
 // RelayOptions configure OpenRelay.
 type RelayOptions struct {
-	// Journal keeps the messages not yet accepted by the API (its outbox
-	// bucket, keyed by correlationId): the pod's one journal, which the
-	// caller closes after the relay.
+	// Queue is the pod's hand-over queue: the messages not yet accepted by
+	// the API are its outbox kind (in the journal, by correlationId).
+	Queue *handover.Queue
+	// Journal, when Queue is nil, is the journal of a queue of the relay's
+	// own (its caller closes the journal after the relay); Dir, when both
+	// are nil, a directory for a journal of the relay's own too
+	// (journal.OpenState). Both are closed by Close: for a relay that
+	// stands alone.
 	Journal *journal.DB
-	// Dir, when Journal is nil, is a directory for a journal of the relay's
-	// own (journal.OpenState), closed by Close: for a relay that stands
-	// alone.
-	Dir    string
-	Poster Poster
-	Log    *zap.Logger
-	// RetryMin and RetryMax bound the backoff between rounds of failed
-	// POSTs (handover.Loop: exponential, capped, with jitter).
+	Dir     string
+	Poster  Poster
+	Log     *zap.Logger
+	// RetryMin and RetryMax bound the backoff of a queue of the relay's
+	// own (handover.Loop: exponential, capped, with jitter).
 	RetryMin, RetryMax time.Duration
 }
 
-// Relay journals outbox messages on disk and forwards them to the API in
-// the background; a message leaves the journal once the API accepted it (or
-// refused it for good, which is logged as an error and moves the message to
-// the journal's set-aside bucket, as outbox/rejected/<correlationId>, for an
-// operator). Safe for concurrent use.
+// Relay is the outbox kind of the hand-over queue: it journals outbox
+// messages on disk and has the queue's loop forward them to the API; a
+// message leaves the journal once the API accepted it (or refused it for
+// good, which is logged as an error and moves the message to the journal's
+// set-aside bucket, as outbox/rejected/<correlationId>, for an operator).
+// Safe for concurrent use.
 type Relay struct {
 	o     RelayOptions
 	log   *zap.Logger
-	table journal.Table[wire.OutboxPut]
+	q     *handover.Queue
+	db    *journal.DB
 	owned *journal.DB // opened from Dir; closed by Close
+	ownQ  bool
 
-	mu      sync.Mutex
-	pending map[string]*entry // by correlation id
-	loop    *handover.Loop
-
-	cancel context.CancelFunc
-	done   chan struct{}
 	closed sync.Once
 }
 
-type entry struct {
-	put       wire.OutboxPut
-	journaled bool // false when the journal could not be written
-}
-
-// OpenRelay loads the journal left by an earlier run and starts forwarding.
-// Call Close to stop.
+// OpenRelay registers the outbox kind of the queue (messages an earlier run
+// left in the journal are sent by it). Call Close to stop.
 func OpenRelay(o RelayOptions) (*Relay, error) {
 	if o.Log == nil {
 		o.Log = zap.NewNop()
@@ -82,37 +75,29 @@ func OpenRelay(o RelayOptions) (*Relay, error) {
 	if o.RetryMax < o.RetryMin {
 		o.RetryMax = max(DefaultRetryMax, o.RetryMin)
 	}
-	r := &Relay{o: o, log: o.Log.Named("outbox"), pending: map[string]*entry{}, done: make(chan struct{})}
-	r.loop = handover.New(handover.Options{Drain: r.flush, RetryMin: o.RetryMin, RetryMax: o.RetryMax,
-		Pending: r.Pending, What: "outbox messages", Log: r.log})
-	if o.Journal == nil {
-		if o.Dir == "" {
-			return nil, errors.New("outbox: RelayOptions needs a Journal or a Dir")
+	r := &Relay{o: o, log: o.Log.Named("outbox"), q: o.Queue, db: o.Journal}
+	if r.q == nil {
+		if r.db == nil {
+			if o.Dir == "" {
+				return nil, errors.New("outbox: RelayOptions needs a Queue, a Journal or a Dir")
+			}
+			db, err := journal.OpenState(o.Dir, journal.Options{Log: o.Log})
+			if err != nil {
+				return nil, err
+			}
+			r.db, r.owned = db, db
 		}
-		db, err := journal.OpenState(o.Dir, journal.Options{Log: o.Log})
+		q, err := handover.OpenQueue(r.db, handover.QueueOptions{RetryMin: o.RetryMin, RetryMax: o.RetryMax, Log: o.Log})
 		if err != nil {
-			return nil, err
+			r.closeOwned()
+			return nil, fmt.Errorf("outbox: %w", err)
 		}
-		r.o.Journal, r.owned = db, db
+		r.q, r.ownQ = q, true
 	}
-	r.table = journal.TableOf[wire.OutboxPut](r.o.Journal, journal.Outbox)
-	items, bad, err := r.table.Load(func(key string, put wire.OutboxPut) bool { return put.CorrelationID == key })
-	if err != nil {
-		r.closeOwned()
-		return nil, fmt.Errorf("outbox: %w", err)
+	r.q.Handle(handover.Outbox, handover.Handler{What: "outbox message", Send: r.send})
+	if r.ownQ {
+		r.q.Start()
 	}
-	for _, k := range bad {
-		r.log.Error("unreadable outbox journal entry; set aside in the journal", zap.String("key", k))
-	}
-	for _, it := range items {
-		r.pending[it.Key] = &entry{put: it.Value, journaled: true}
-	}
-	if n := len(r.pending); n > 0 {
-		r.log.Info("outbox messages from an earlier run will be sent to the API", zap.Int("pending", n))
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r.cancel = cancel
-	go r.run(ctx)
 	return r, nil
 }
 
@@ -122,19 +107,7 @@ func OpenRelay(o RelayOptions) (*Relay, error) {
 func (r *Relay) Put(channelID string, m wire.OutboxMessage) {
 	put := wire.OutboxPut{ChannelID: channelID, OutboxReply: m.OutboxReply}
 	put.CreatedAt = put.CreatedAt.UTC()
-	r.mu.Lock()
-	if _, ok := r.pending[put.CorrelationID]; !ok {
-		e := &entry{put: put}
-		if err := r.table.Put(put.CorrelationID, put); err != nil {
-			r.log.Error("writing the outbox journal failed; the message is kept in memory only until the API takes it",
-				zap.String("correlationId", put.CorrelationID), zap.Error(err))
-		} else {
-			e.journaled = true
-		}
-		r.pending[put.CorrelationID] = e
-	}
-	r.mu.Unlock()
-	r.loop.Wake()
+	_ = r.q.Put(handover.Outbox, put.CorrelationID, put, false)
 }
 
 // PutWith is Put whose journal write carries also in the same transaction
@@ -144,51 +117,34 @@ func (r *Relay) Put(channelID string, m wire.OutboxMessage) {
 func (r *Relay) PutWith(channelID string, m wire.OutboxMessage, also ...journal.Op) (err error) {
 	put := wire.OutboxPut{ChannelID: channelID, OutboxReply: m.OutboxReply}
 	put.CreatedAt = put.CreatedAt.UTC()
-	var elsewhere []journal.Op // a relay with a journal of its own (Dir)
+	var elsewhere []journal.Op // ops of another journal than the queue's (a relay with one of its own)
 	also = slices.DeleteFunc(also, func(op journal.Op) bool {
-		if op.DB() != r.o.Journal {
+		if op.DB() != r.queueDB() {
 			elsewhere = append(elsewhere, op)
 			return true
 		}
 		return false
 	})
-	defer func() {
-		for _, op := range elsewhere {
-			if err == nil {
-				err = op.DB().Apply(op)
-			}
-		}
-	}()
-	r.mu.Lock()
-	if _, ok := r.pending[put.CorrelationID]; ok {
-		err = r.o.Journal.Apply(also...)
-	} else {
-		e := &entry{put: put}
-		var op journal.Op
-		if op, err = r.table.PutOp(put.CorrelationID, put); err == nil {
-			err = r.o.Journal.Apply(append([]journal.Op{op}, also...)...)
-		}
-		if err != nil {
-			r.log.Error("writing the outbox journal failed; the message is kept in memory only until the API takes it",
-				zap.String("correlationId", put.CorrelationID), zap.Error(err))
-		} else {
-			e.journaled = true
-		}
-		r.pending[put.CorrelationID] = e
+	if err = r.q.PutWith(handover.Outbox, put.CorrelationID, put, false, also...); err != nil {
+		return err
 	}
-	r.mu.Unlock()
-	r.loop.Wake()
+	for _, op := range elsewhere {
+		if err == nil {
+			err = op.DB().Apply(op)
+		}
+	}
 	return err
 }
+
+func (r *Relay) queueDB() *journal.DB { return r.q.DB() }
 
 // Len is the number of messages of the channel the API has not accepted yet
 // (delivery notices, Status delivered, are not counted).
 func (r *Relay) Len(channelID string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	n := 0
-	for _, e := range r.pending {
-		if e.put.ChannelID == channelID && e.put.Status != wire.OutboxStatusDelivered {
+	for _, e := range r.q.Entries(handover.Outbox) {
+		var put wire.OutboxPut
+		if json.Unmarshal(e.Payload, &put) == nil && put.ChannelID == channelID && put.Status != wire.OutboxStatusDelivered {
 			n++
 		}
 	}
@@ -196,21 +152,19 @@ func (r *Relay) Len(channelID string) int {
 }
 
 // Pending is the number of messages not accepted yet, all channels.
-func (r *Relay) Pending() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.pending)
-}
+func (r *Relay) Pending() int { return r.q.Len(handover.Outbox) }
 
-// Close stops the background loop, then makes one last attempt to hand
-// every pending message to the API within ctx. What is still pending stays
-// in the journal for the next start; the error says how many.
+// Close makes one last attempt to hand every pending message to the API
+// within ctx (and stops a queue of the relay's own). What is still pending
+// stays in the journal for the next start; the error says why.
 func (r *Relay) Close(ctx context.Context) error {
 	var err error
 	r.closed.Do(func() {
-		r.cancel()
-		<-r.done
-		err = r.flush(ctx)
+		if r.ownQ {
+			err = r.q.Close(ctx)
+		} else {
+			err = r.q.Drain(ctx, handover.Outbox)
+		}
 		if n := r.Pending(); n > 0 {
 			r.log.Warn("outbox messages not accepted by the API yet stay in the journal for the next start",
 				zap.Int("pending", n), zap.Error(err))
@@ -226,71 +180,20 @@ func (r *Relay) closeOwned() {
 	}
 }
 
-func (r *Relay) run(ctx context.Context) {
-	defer close(r.done)
-	r.loop.Run(ctx)
-}
-
-// flush posts every pending message, oldest first, and stops at the first
-// failure that may pass (network, 5xx, 401 of a stale token...).
-func (r *Relay) flush(ctx context.Context) error {
-	for _, e := range r.snapshot() {
-		if ctx.Err() != nil {
-			return ctx.Err()
+// send posts one message (the queue's handler).
+func (r *Relay) send(ctx context.Context, batch []handover.Entry) error {
+	for _, e := range batch {
+		var put wire.OutboxPut
+		if err := json.Unmarshal(e.Payload, &put); err != nil {
+			r.log.Error("unreadable outbox message in the journal; dropped", zap.String("correlationId", e.ID), zap.Error(err))
+			continue
 		}
-		resp, err := r.o.Poster.PutOutbox(ctx, e.put)
-		switch {
-		case err == nil:
-			r.log.Info("outbox message handed to the API", zap.String("correlationId", e.put.CorrelationID),
-				zap.String("id", resp.ID), zap.Bool("created", resp.Created))
-			r.drop(e, "")
-		case internalapi.Permanent(err):
-			r.log.Error("the API refused an outbox message for good; set aside in the journal",
-				zap.String("correlationId", e.put.CorrelationID), zap.Error(err))
-			r.drop(e, "rejected")
-		default:
+		resp, err := r.o.Poster.PutOutbox(ctx, put)
+		if err != nil {
 			return err
 		}
+		r.log.Info("outbox message handed to the API", zap.String("correlationId", put.CorrelationID),
+			zap.String("id", resp.ID), zap.Bool("created", resp.Created))
 	}
 	return nil
-}
-
-func (r *Relay) snapshot() []*entry {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]*entry, 0, len(r.pending))
-	for _, e := range r.pending {
-		out = append(out, e)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].put.CreatedAt.Equal(out[j].put.CreatedAt) {
-			return out[i].put.CreatedAt.Before(out[j].put.CreatedAt)
-		}
-		return out[i].put.CorrelationID < out[j].put.CorrelationID
-	})
-	return out
-}
-
-// drop forgets an entry: it leaves the journal, or is set aside there
-// under reason.
-func (r *Relay) drop(e *entry, reason string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.pending[e.put.CorrelationID] == e {
-		delete(r.pending, e.put.CorrelationID)
-	}
-	if !e.journaled {
-		return
-	}
-	var err error
-	if reason == "" {
-		err = r.table.Delete(e.put.CorrelationID)
-	} else {
-		err = r.table.SetAside(e.put.CorrelationID, reason)
-	}
-	if err != nil {
-		// A leftover entry is sent again after a restart; the API's
-		// idempotency on the correlation id makes that harmless.
-		r.log.Warn("removing an outbox journal entry failed", zap.String("correlationId", e.put.CorrelationID), zap.Error(err))
-	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/svc-dev/svc/podagent/internal/handover"
 	"github.com/svc-dev/svc/podagent/internal/journal"
 	"github.com/svc-dev/svc/podagent/internal/outbox"
 	"github.com/svc-dev/svc/shared/internalapi"
@@ -108,12 +109,14 @@ func openDB(t *testing.T, dir string) *journal.DB {
 func journalOf(t *testing.T, db *journal.DB) []string {
 	t.Helper()
 	var names []string
-	items, _, err := journal.TableOf[wire.OutboxPut](db, journal.Outbox).Load(nil)
+	items, _, err := journal.TableOf[handover.Entry](db, journal.Handover).Load(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range items {
-		names = append(names, "pending")
+	for _, it := range items {
+		if it.Value.Kind == handover.Outbox {
+			names = append(names, "pending")
+		}
 	}
 	aside, err := db.SetAsideEntries()
 	if err != nil {

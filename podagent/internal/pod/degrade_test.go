@@ -141,9 +141,9 @@ func TestRecordFailuresAreRetriedAndSurviveRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	onDisk, _, err := journal.TableOf[checkpoints.Entry](db, journal.Checkpoints).Load(nil)
+	onDisk, err := checkpoints.Journaled(db)
 	_ = db.Close()
-	if err != nil || len(onDisk) != 4 || onDisk[3].Value.Record.CommitSHA == "" {
+	if err != nil || len(onDisk) != 4 || onDisk[3].Record.CommitSHA == "" {
 		t.Fatalf("journal: %+v %v", onDisk, err)
 	}
 	api.down.Store(false)

@@ -47,13 +47,13 @@ func TestJournalSurvivesTheRestoreOfDotGit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	onDisk, _, err := journal.TableOf[checkpoints.Entry](db, journal.Checkpoints).Load(nil)
+	onDisk, err := checkpoints.Journaled(db)
 	if err != nil {
 		t.Fatal(err)
 	}
 	found := false
 	for _, it := range onDisk {
-		found = found || it.Value.Record.CommitSHA == sha
+		found = found || it.Record.CommitSHA == sha
 	}
 	if !found {
 		t.Fatalf("the record of %s is not in the journal file after the restore: %+v", sha, onDisk)

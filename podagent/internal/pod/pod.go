@@ -27,6 +27,7 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/degrade"
 	"github.com/svc-dev/svc/podagent/internal/durable"
 	"github.com/svc-dev/svc/podagent/internal/gitsync"
+	"github.com/svc-dev/svc/podagent/internal/handover"
 	"github.com/svc-dev/svc/podagent/internal/journal"
 	"github.com/svc-dev/svc/podagent/internal/ownership"
 	"github.com/svc-dev/svc/podagent/internal/s3sync"
@@ -83,7 +84,11 @@ type Pod struct {
 	// Journal is the pod's one journal of durable promises (checkpoint
 	// records, accepted webhook messages, outbox messages, counters, the
 	// activity window): <workspace>/.git/svc-agent/journal.db.
-	Journal  *journal.DB
+	Journal *journal.DB
+	// Handover is the pod's one queue of what it hands to the API in the
+	// background (outbox messages, attempt records, checkpoint records),
+	// drained by one loop.
+	Handover *handover.Queue
 	Recorder *checkpoints.Recorder
 	// Assets offloads large files in s3 and dual_shadow (and holds the
 	// legacy offload that git_only migrates to git-lfs).
@@ -215,10 +220,14 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 			}
 		}
 	}()
-	p.Recorder, err = checkpoints.Open(p.Journal, client, log)
+	if p.Handover, err = handover.OpenQueue(p.Journal, handover.QueueOptions{Log: log}); err != nil {
+		return nil, err
+	}
+	p.Recorder, err = checkpoints.Open(p.Handover, client, log)
 	if err != nil {
 		return nil, err
 	}
+	p.Recorder.Paused = p.Lease.Fenced // a fenced pod records nothing
 	p.Recorder.OnPendingChange = func(n int) { p.Metrics.RecordsPending.Set(float64(n)) }
 
 	// Large files (spec 10.3), the origin and every durable write are the
@@ -263,7 +272,7 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 	// Webhook channel: the agent's tool loop ends each turn with p.Turn.
 	wdeps, err := webhook.PodDeps(webhook.PodOptions{APIURL: cfg.APIURL, ProjectID: cfg.ProjectID,
 		RuntimeToken: cfg.RuntimeToken, API: client, Workspace: ws, Committer: p, Slot: p.Turns, Settings: o.Webhook, Log: log, HTTP: o.HTTPClient,
-		Ready: ready, Journal: p.Journal})
+		Ready: ready, Journal: p.Journal, Handover: p.Handover})
 	if err != nil {
 		return nil, err
 	}
@@ -278,6 +287,7 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 		defer close(p.bgDone)
 		p.Sync.Run(bgCtx)
 	}()
+	p.Handover.Start()
 	started = true
 	return p, nil
 }
@@ -411,6 +421,13 @@ func (p *Pod) Close() {
 	}
 	if p.S3 != nil {
 		p.S3.Close()
+	}
+	if p.Handover != nil {
+		// The loop stops; what the API has not taken stays in the journal
+		// (the webhook's and the flush's last attempts were made).
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = p.Handover.Close(ctx)
 	}
 	if p.Journal != nil {
 		_ = p.Journal.Close()

@@ -13,6 +13,7 @@ import (
 	"github.com/svc-dev/svc/podagent/internal/attemptlog"
 	"github.com/svc-dev/svc/podagent/internal/callback"
 	"github.com/svc-dev/svc/podagent/internal/channelcfg"
+	"github.com/svc-dev/svc/podagent/internal/handover"
 	"github.com/svc-dev/svc/podagent/internal/inbox"
 	"github.com/svc-dev/svc/podagent/internal/journal"
 	"github.com/svc-dev/svc/podagent/internal/outbox"
@@ -41,10 +42,13 @@ type PodOptions struct {
 	// ProjectID, RuntimeToken and HTTP).
 	API *internalapi.Client
 	// Journal is the pod's one journal (package journal): accepted async
-	// messages, messageCount, the activity window and the outbox messages
-	// not yet accepted by the API live in it. Required; the pod closes it
-	// after Handler.Shutdown.
+	// messages, messageCount, the activity window and the hand-over queue
+	// (outbox messages and attempt records not yet taken by the API) live
+	// in it. Required; the pod closes it after Handler.Shutdown.
 	Journal *journal.DB
+	// Handover is the pod's one hand-over queue on Journal (nil: one of
+	// the channel's own, closed by Handler.Shutdown).
+	Handover *handover.Queue
 }
 
 // PodDeps assembles the production Deps of a pod: channel config from the
@@ -85,23 +89,35 @@ func PodDeps(o PodOptions) (Deps, error) {
 	}
 	var ob Outbox
 	var durableOutbox DurableOutbox
+	// The outbox and the attempt log are kinds of the hand-over queue: the
+	// attempt log goes to the API's database; without an API only the
+	// activity window shows attempts.
+	var rec *attemptlog.Recorder
+	var recorder callback.Recorder
+	closeAttempts := closers{}
 	if o.APIURL != "" {
+		q := o.Handover
+		if q == nil {
+			if q, err = handover.OpenQueue(o.Journal, handover.QueueOptions{Log: o.Log}); err != nil {
+				_ = agent.Close()
+				return Deps{}, fmt.Errorf("webhook: hand-over journal: %w", err)
+			}
+			defer q.Start()
+			closeAttempts = append(closeAttempts, q) // after the views' last attempts
+		}
 		durableOutbox = api
-		relay, err := outbox.OpenRelay(outbox.RelayOptions{Journal: o.Journal, Log: o.Log,
-			Poster: api})
+		relay, err := outbox.OpenRelay(outbox.RelayOptions{Queue: q, Log: o.Log, Poster: api})
 		if err != nil {
 			_ = agent.Close()
 			return Deps{}, fmt.Errorf("webhook: outbox journal: %w", err)
 		}
 		ob = relay
-	}
-	// The attempt log goes to the API's database; without an
-	// API only the activity window shows attempts.
-	var rec *attemptlog.Recorder
-	var recorder callback.Recorder
-	if o.APIURL != "" {
-		rec = attemptlog.New(attemptlog.Options{Poster: api, Log: o.Log})
+		if rec, err = attemptlog.New(attemptlog.Options{Queue: q, Poster: api, Log: o.Log}); err != nil {
+			_ = agent.Close()
+			return Deps{}, fmt.Errorf("webhook: attempt log: %w", err)
+		}
 		recorder = rec
+		closeAttempts = append(closers{rec}, closeAttempts...)
 	}
 	cb := callback.New(callback.Options{Guard: callback.NewGuard(s.AllowedNets), Attempts: s.CallbackAttempts,
 		RetryBase: s.CallbackBase, RetryMax: s.CallbackMax, AttemptTimeout: s.CallbackTimeout, ForwardURL: s.CallbackForwardURL,
@@ -122,16 +138,30 @@ func PodDeps(o PodOptions) (Deps, error) {
 		TurnTimeout:  s.TurnTimeout,
 		MaxBodyBytes: s.MaxBodyBytes,
 		Closer:       agent,
-		Attempts:     closerOrNil(rec),
+		Attempts:     closeAttempts.orNil(),
 	}, nil
 }
 
-// closerOrNil keeps a nil recorder a nil interface.
-func closerOrNil(r *attemptlog.Recorder) interface {
+// closers close in order: the attempt log, then a hand-over queue of the
+// channel's own.
+type closers []interface {
+	Close(ctx context.Context) error
+}
+
+func (cs closers) Close(ctx context.Context) error {
+	var errs []error
+	for _, c := range cs {
+		errs = append(errs, c.Close(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// orNil keeps no closer a nil interface.
+func (cs closers) orNil() interface {
 	Close(ctx context.Context) error
 } {
-	if r == nil {
+	if len(cs) == 0 {
 		return nil
 	}
-	return r
+	return cs
 }

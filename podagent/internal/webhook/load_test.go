@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/podagent/internal/attemptlog"
+	"github.com/svc-dev/svc/podagent/internal/journal"
 	"github.com/svc-dev/svc/podagent/internal/outbox"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/wire"
@@ -123,8 +124,18 @@ func runLoad(t testing.TB, n, tries int, seed uint64) loadResult {
 	start := time.Now()
 	rcv := newFlakyReceiver(t, seed)
 	api := newLogAPI(t)
-	rec := &timedRecorder{Recorder: attemptlog.New(attemptlog.Options{Log: logger(t),
-		Poster: &internalapi.Client{BaseURL: api.URL, ProjectID: "prj_load", Token: "rt"}})}
+	db, err := journal.OpenState(t.TempDir(), journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	log, err := attemptlog.New(attemptlog.Options{Log: logger(t), Journal: db,
+		Poster: &internalapi.Client{BaseURL: api.URL, ProjectID: "prj_load", Token: "rt"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = log.Close(context.Background()) }) // before the journal closes
+	rec := &timedRecorder{Recorder: log}
 	ev := newEnv(t, opts{attempts: tries, recorder: rec})
 
 	corrs := make([]string, n)

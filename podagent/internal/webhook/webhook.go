@@ -102,7 +102,8 @@ type Deps struct {
 	// Durable, when set, is the API's durable outbox: health's
 	// outboxPending adds what it holds to the pod's own copy. nil: no API.
 	Durable DurableOutbox
-	// Attempts, when set, is the attempt log's recorder (attemptlog), closed
+	// Attempts, when set, is the attempt log's recorder (attemptlog, and a
+	// hand-over queue of the channel's own when the pod gave none), closed
 	// by Shutdown after the outbox.
 	Attempts interface {
 		Close(ctx context.Context) error

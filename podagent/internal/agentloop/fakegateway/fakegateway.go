@@ -3,7 +3,9 @@
 // shared/testenv/fakeupstream (the same Reply/ToolCall scripting the API's
 // tests use) after checking the runtime token,
 // GET /internal/projects/{id}/channel serves a settable channel config and
-// POST /internal/projects/{id}/checkpoints/record keeps checkpoint rows.
+// POST /internal/projects/{id}/checkpoints/record keeps checkpoint rows and
+// POST /internal/projects/{id}/webhook/attempts callback attempt records
+// (or answers 503 while SetAttemptsDown).
 package fakegateway
 
 import (
@@ -40,12 +42,18 @@ type Server struct {
 	channelHits int
 	records     map[string]wire.CheckpointRecord
 	outbox      map[string]wire.OutboxPut // by correlation id
+	// attempts: times each attempt id was taken; attemptsDown answers
+	// 503 and keeps the ids seen in attemptsRefused.
+	attempts        map[string]int
+	attemptsDown    bool
+	attemptsRefused map[string]bool
 }
 
 // New starts a fake gateway for one project; it is closed with the test.
 func New(t testing.TB, projectID, token string) *Server {
 	s := &Server{ProjectID: projectID, Token: token, Upstream: fakeupstream.NewUpstream(),
-		records: map[string]wire.CheckpointRecord{}, outbox: map[string]wire.OutboxPut{}}
+		records: map[string]wire.CheckpointRecord{}, outbox: map[string]wire.OutboxPut{},
+		attempts: map[string]int{}, attemptsRefused: map[string]bool{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.handle))
 	t.Cleanup(func() {
 		s.Upstream.Release()
@@ -90,6 +98,29 @@ func (s *Server) Outbox() map[string]wire.OutboxPut {
 		out[k] = v
 	}
 	return out
+}
+
+// SetAttemptsDown makes POST .../webhook/attempts answer 503 (down) or take
+// the records again.
+func (s *Server) SetAttemptsDown(down bool) {
+	s.mu.Lock()
+	s.attemptsDown = down
+	s.mu.Unlock()
+}
+
+// Attempts returns how many times each attempt record id was taken, and
+// the ids posted while down.
+func (s *Server) Attempts() (taken map[string]int, refused []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	taken = make(map[string]int, len(s.attempts))
+	for k, v := range s.attempts {
+		taken[k] = v
+	}
+	for id := range s.attemptsRefused {
+		refused = append(refused, id)
+	}
+	return taken, refused
 }
 
 // ChannelHits is the number of channel config requests served.
@@ -166,6 +197,27 @@ func (s *Server) handle(w http.ResponseWriter, req *http.Request) {
 			}
 			writeJSON(w, status, wire.OutboxPutResponse{ID: "obx_" + put.CorrelationID, Created: !existed})
 		}
+	case rest == strings.TrimPrefix(internalapi.PathWebhookAttempts, "/") && req.Method == http.MethodPost:
+		var in wire.WebhookAttemptsPut
+		if json.NewDecoder(req.Body).Decode(&in) != nil {
+			writeErr(w, 400, "bad_attempts")
+			return
+		}
+		s.mu.Lock()
+		down := s.attemptsDown
+		for _, a := range in.Attempts {
+			if down {
+				s.attemptsRefused[a.ID] = true
+			} else {
+				s.attempts[a.ID]++
+			}
+		}
+		s.mu.Unlock()
+		if down {
+			writeErr(w, http.StatusServiceUnavailable, "service_unavailable")
+			return
+		}
+		writeJSON(w, http.StatusOK, wire.WebhookAttemptsPutResponse{Stored: len(in.Attempts)})
 	default:
 		writeErr(w, 404, "not_found")
 	}
