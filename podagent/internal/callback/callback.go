@@ -217,4 +217,6 @@ func SignAsymmetric(signingKey, msgID string, ts time.Time, body []byte) (string
 }
 
 // Verify checks the Standard Webhooks headers of a received callback.
-func Verify(secret string, body []byte, h http.Header) error { return webhooksend.Verify(secret, body, h) }
+func Verify(secret string, body []byte, h http.Header) error {
+	return webhooksend.Verify(secret, body, h)
+}
