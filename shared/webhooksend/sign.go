@@ -1,8 +1,10 @@
 package webhooksend
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -82,4 +84,16 @@ func Verify(secret string, body []byte, h http.Header) error {
 		return err
 	}
 	return wh.Verify(body, h)
+}
+
+// CallbackBody encodes a callback as the pod's deliverer does: no HTML
+// escaping, no trailing newline.
+func CallbackBody(cb wire.WebhookCallback) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(cb); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
