@@ -187,6 +187,28 @@ func (q *Queue) Run(ctx context.Context) {
 	}
 }
 
+// Tick claims the rows due now (at most Concurrency), attempts them and
+// returns how many it handled, once all are finished (tests, and an
+// operator's one-off drain).
+func (q *Queue) Tick(ctx context.Context) int {
+	now := q.o.Now()
+	rows, err := q.store.ClaimQueued(ctx, q.o.Owner, now, now.Add(q.o.Lease), q.o.Concurrency)
+	if err != nil {
+		q.log.Warn("claiming queued webhook replies failed", zap.Error(err))
+		return 0
+	}
+	var wg sync.WaitGroup
+	for _, r := range rows {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			q.handle(ctx, r)
+		}()
+	}
+	wg.Wait()
+	return len(rows)
+}
+
 // handle makes one attempt of a claimed row (or puts it back).
 func (q *Queue) handle(ctx context.Context, r store.OutboxMessage) {
 	if ctx.Err() != nil {
