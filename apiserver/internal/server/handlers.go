@@ -45,7 +45,7 @@ func (s *Server) buildHandlers(d Deps) (handlers, error) {
 			Streams: s.Streams},
 		agent: &agentapi.API{Store: d.Store, Outbox: s.Outbox, Attempts: s.Webhooks, Objects: d.Objects,
 			Log: d.Log.Named("agentapi")},
-		webhooks: &webhookapi.Handlers{Outbox: s.Outbox, Log: s.Webhooks, Channels: d.Store},
+		webhooks: &webhookapi.Handlers{Outbox: s.Outbox, Log: s.Webhooks, Channels: d.Store, Recovery: s.Recovery},
 	}
 	if d.AgentProxy != nil {
 		h.webhooks.Pod = webhookapi.PodFromRuntime(d.AgentProxy.Runtime, d.AgentProxy.Transport)

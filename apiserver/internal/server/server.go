@@ -159,6 +159,9 @@ type Server struct {
 	// every replica); Throttle its per-endpoint throttle, shared by replays.
 	Queue    *webhookqueue.Queue
 	Throttle *webhookqueue.Throttle
+	// Recovery replays a channel's range of messages (same sender and
+	// throttle as the queue).
+	Recovery *webhookqueue.Recovery
 	// Console is the web console (nil when Deps.Console is nil).
 	Console *console.Console
 	// Streams are the streamed completions relayed past their handler
@@ -208,6 +211,7 @@ func New(d Deps) *Server {
 	sender := webhooksend.NewSender(webhooksend.NewGuard(d.CallbackAllowed), nil, d.WebhookQueue.AttemptTimeout, nil)
 	s.Queue = webhookqueue.New(d.Store, sender, s.Throttle, s.Webhooks, d.WebhookQueue, d.Log.Named("webhookqueue"), reg)
 	s.Outbox.QueueDelay = s.Queue.FirstDelay
+	s.Recovery = webhookqueue.NewRecovery(d.Store, sender, s.Throttle, s.Webhooks, d.Log.Named("webhookqueue"))
 	if d.AgentProxy != nil && d.AgentProxy.Accepted == nil {
 		d.AgentProxy.Accepted = s.Outbox.RecordAccepted
 	}

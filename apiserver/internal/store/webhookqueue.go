@@ -135,3 +135,30 @@ func (s *Store) CountQueued(ctx context.Context) (int64, error) {
 	err := s.db.WithContext(ctx).Model(&OutboxMessage{}).Where("next_attempt_at IS NOT NULL").Count(&n).Error
 	return n, err
 }
+
+// ListReplayable returns up to limit replies of a project's channel
+// created in [since, until) (zero: open), oldest first, whose final state
+// (wire.Message*) is state: delivered, in_outbox or taken_from_outbox
+// (empty: any of them).
+func (s *Store) ListReplayable(ctx context.Context, projectID, channelID string, since, until time.Time, state string, limit int) ([]OutboxMessage, error) {
+	q := s.db.WithContext(ctx).Where("project_id = ? AND channel_id = ?", projectID, channelID)
+	switch state {
+	case wire.MessageDelivered:
+		q = q.Where("status = ?", wire.OutboxStatusDelivered)
+	case wire.MessageInOutbox:
+		q = q.Where("status = ? AND delivered_at IS NULL", wire.OutboxStatusReplied)
+	case wire.MessageFetched:
+		q = q.Where("status = ? AND delivered_at IS NOT NULL", wire.OutboxStatusReplied)
+	default:
+		q = q.Where("status IN ?", []string{wire.OutboxStatusReplied, wire.OutboxStatusDelivered})
+	}
+	if !since.IsZero() {
+		q = q.Where("created_at >= ?", since.UTC())
+	}
+	if !until.IsZero() {
+		q = q.Where("created_at < ?", until.UTC())
+	}
+	var out []OutboxMessage
+	err := q.Order("created_at, id").Limit(limit).Find(&out).Error
+	return out, err
+}
