@@ -65,7 +65,7 @@ func (s *Server) buildHandlers(d Deps) (handlers, error) {
 		o := *d.Console
 		o.Store, o.Catalog, o.Auth, o.Log = d.Store, d.Catalog, s.Auth, d.Log.Named("console")
 		o.Checkpoints = h.reads
-		o.Webhooks = s.Webhooks
+		o.Webhooks, o.Recovery = s.Webhooks, s.Recovery
 		if d.AgentProxy != nil {
 			o.Runtime, o.Transport = d.AgentProxy.Runtime, d.AgentProxy.Transport
 		}
