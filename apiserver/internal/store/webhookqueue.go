@@ -129,13 +129,6 @@ func (s *Store) EndpointFailing(ctx context.Context, projectID, endpoint string)
 	return n > 0, err
 }
 
-// CountQueued is the number of replies queued for a callback, all projects.
-func (s *Store) CountQueued(ctx context.Context) (int64, error) {
-	var n int64
-	err := s.db.WithContext(ctx).Model(&OutboxMessage{}).Where("next_attempt_at IS NOT NULL").Count(&n).Error
-	return n, err
-}
-
 // ListReplayable returns up to limit replies of a project's channel
 // created in [since, until) (zero: open), oldest first, whose final state
 // (wire.Message*) is state: delivered, in_outbox or taken_from_outbox
