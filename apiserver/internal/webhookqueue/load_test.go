@@ -130,7 +130,7 @@ func TestLoadFaultsNothingLost(t *testing.T) {
 		wg.Wait()
 	}()
 	// One replica stops abruptly midway.
-	eventually(t, 120*time.Second, "half the replies delivered", func() bool { _, oks := rcv.total(); return oks >= msgs/2 })
+	eventually(t, time.Duration(max(120, msgs/10))*time.Second, "half the replies delivered", func() bool { _, oks := rcv.total(); return oks >= msgs/2 })
 	ctxs[0]()
 	done := func() bool {
 		var queued int64
@@ -139,7 +139,7 @@ func TestLoadFaultsNothingLost(t *testing.T) {
 		}
 		return queued == 0
 	}
-	eventually(t, 300*time.Second, "the queue drained", done)
+	eventually(t, time.Duration(max(300, msgs/5))*time.Second, "the queue drained", done)
 	elapsed := time.Since(start)
 	ctxs[1]()
 	wg.Wait()
