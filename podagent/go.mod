@@ -12,7 +12,6 @@ require (
 	github.com/labstack/echo/v4 v4.16.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/sethvargo/go-retry v0.5.0
-	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1
 	github.com/svc-dev/svc/shared v0.0.0-00010101000000-000000000000
 	github.com/svc-dev/svc/shared/testenv v0.0.0-00010101000000-000000000000
 	github.com/svix/svix-webhooks v1.44.0
@@ -28,6 +27,7 @@ require (
 	github.com/opencontainers/image-spec v1.1.1 // indirect
 	github.com/spf13/cobra v1.10.2 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
+	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1 // indirect
 	gopkg.in/validator.v2 v2.0.1 // indirect
 )
 

@@ -3,10 +3,12 @@ module github.com/svc-dev/svc/shared
 go 1.26.0
 
 require (
+	code.dny.dev/ssrf v0.3.0
 	github.com/agnivade/levenshtein v1.2.2
 	github.com/klauspost/compress v1.19.2
 	github.com/minio/minio-go/v7 v7.4.1
 	github.com/spf13/cobra v1.10.2
+	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1
 	github.com/svc-dev/svc/shared/testenv v0.0.0-00010101000000-000000000000
 	go.uber.org/zap v1.28.0
 	golang.org/x/sys v0.48.0

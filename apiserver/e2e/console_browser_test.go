@@ -237,6 +237,12 @@ func TestConsoleInBrowser(t *testing.T) {
 	assertNoSidewaysScroll(b, "the channel editor")
 	b.screenshot("04-channel-editor")
 
+	// Recovery: the range replay form says how many replies it replays.
+	b.run("replay a range", chromedp.Click(chromedp.CSS("#replay-range-submit")), chromedp.WaitVisible(chromedp.CSS("p.flash")))
+	if flash := value(b, "replay flash", chromedp.Text(chromedp.CSS("p.flash"))); !strings.Contains(flash, "Replaying") {
+		t.Fatalf("range replay answer: %q", flash)
+	}
+
 	// Publish (over HTTP with the account's key), then the graph shows the
 	// Published badge on the published commit.
 	res, body = do(t, http.MethodPost, w.api.URL+"/api/projects/"+w.project+"/publish", w.acc.key,

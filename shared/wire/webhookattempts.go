@@ -138,3 +138,25 @@ func WebhookEndpoint(raw string) string {
 	}
 	return strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Host) + path
 }
+
+// WebhookReplayRange asks the API to replay every reply of the channel
+// created in [Since, Until) (either may be zero: open) whose final state
+// (Message*) is Status (empty: any replayable state) — POST
+// …/agent/channels/webhook/replay. Each message gets one attempt, kind
+// replay, the same webhook-id, throttled per endpoint.
+type WebhookReplayRange struct {
+	Since  time.Time `json:"since,omitzero"`
+	Until  time.Time `json:"until,omitzero"`
+	Status string    `json:"status,omitempty"`
+}
+
+// WebhookReplayStarted answers a range replay (202): how many messages
+// are being replayed, how many matched but have no callback URL in the log
+// (skipped), and whether the range held more than one call replays
+// (Truncated: call again with Since after the last one).
+type WebhookReplayStarted struct {
+	Messages  int       `json:"messages"`
+	Skipped   int       `json:"skipped"`
+	Truncated bool      `json:"truncated"`
+	Last      time.Time `json:"last,omitzero"`
+}

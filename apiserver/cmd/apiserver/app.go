@@ -37,11 +37,13 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/tracing"
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
 	"github.com/svc-dev/svc/apiserver/internal/webhooklog"
+	"github.com/svc-dev/svc/apiserver/internal/webhookqueue"
 	"github.com/svc-dev/svc/shared/cli"
 	"github.com/svc-dev/svc/shared/datadir"
 	"github.com/svc-dev/svc/shared/logging"
 	"github.com/svc-dev/svc/shared/objstore"
 	"github.com/svc-dev/svc/shared/wait"
+	"github.com/svc-dev/svc/shared/webhooksend"
 )
 
 type app struct {
@@ -200,6 +202,16 @@ func serve(ctx context.Context, args []string, dev bool) error {
 		a.log.Info("tracing on: spans exported over OTLP/HTTP", zap.String("endpoint", endpoint))
 	}
 	c := a.cfg
+	allowed, err := webhooksend.ParseAllowedNets(c.CallbackAllowed)
+	if err != nil {
+		return err
+	}
+	var schedule webhookqueue.Schedule
+	if c.WebhookRetrySchedule != "" {
+		if schedule, err = webhookqueue.ParseSchedule(c.WebhookRetrySchedule); err != nil {
+			return err
+		}
+	}
 	srv := server.New(server.Deps{
 		Store: a.store, Catalog: a.cat, Log: a.log, Tracer: tracer,
 		Upstream: upstream.New(upstream.Options{HeaderTimeout: c.UpstreamTimeout, Propagator: tracer.Propagator(),
@@ -211,10 +223,14 @@ func serve(ctx context.Context, args []string, dev bool) error {
 		Hydrate: hyd, ObjectsHandler: objs.Handler, Objects: objs.Store,
 		AgentProxy: proxy, Pairing: hub, Relay: relay, AnswerDeadline: a.cfg.WebhookAnswerDeadline,
 		WebhookFailingAfter: a.cfg.WebhookFailingAfter,
-		StorageErr:          objs.Health.Err,
-		OutageServeFor:      c.OutageServeFor(),
-		UsageSpoolDir:       filepath.Join(c.DataDir, "spool"),
-		Timeouts:            server.Timeouts{ReadHeader: c.HTTPReadHeaderTimeout, Idle: c.HTTPIdleTimeout, Write: c.HTTPWriteTimeout},
+		WebhookQueue: webhookqueue.Options{Schedule: schedule,
+			Concurrency: a.cfg.WebhookQueueConcurrency},
+		CallbackAllowed: allowed, WebhookMaxInFlight: a.cfg.WebhookEndpointMaxFlight,
+		WebhookRate:    float64(a.cfg.WebhookEndpointRate),
+		StorageErr:     objs.Health.Err,
+		OutageServeFor: c.OutageServeFor(),
+		UsageSpoolDir:  filepath.Join(c.DataDir, "spool"),
+		Timeouts:       server.Timeouts{ReadHeader: c.HTTPReadHeaderTimeout, Idle: c.HTTPIdleTimeout, Write: c.HTTPWriteTimeout},
 		Console: &console.Options{PublicURL: storage.PublicURL(a.cfg),
 			SecureCookies: strings.HasPrefix(storage.PublicURL(a.cfg), "https://")},
 	})
@@ -252,6 +268,8 @@ func serve(ctx context.Context, args []string, dev bool) error {
 		}
 	})
 	go (&janitor.Janitor{Store: a.store, Log: a.log.Named("janitor"), AttemptRetention: a.cfg.WebhookAttemptRetention}).Run(ctx, janitor.Interval)
+	// The API's callback delivery queue (docs/webhook-delivery.md).
+	go srv.Queue.Run(ctx)
 	// svc_webhook_endpoints_failing.
 	go srv.Webhooks.Job(ctx, a.store, webhooklog.GaugeInterval)
 	// Large-file retention (spec 10.3): unreachable objects past the grace

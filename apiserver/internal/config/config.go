@@ -11,6 +11,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/svc-dev/svc/apiserver/internal/webhookqueue"
+
 	"github.com/svc-dev/svc/shared/logging"
 	"github.com/svc-dev/svc/shared/objstore"
 	"github.com/svc-dev/svc/shared/settings"
@@ -82,6 +84,13 @@ type Config struct {
 	// WebhookFailingAfter: a callback endpoint every attempt to which
 	// failed for this long is marked failing (Svix: 5 days).
 	WebhookFailingAfter time.Duration
+	// The API's callback delivery queue (docs/webhook-delivery.md): the
+	// delays of its attempts, how many it makes at once per replica, and
+	// the per-endpoint throttle (in flight, attempts per second).
+	WebhookRetrySchedule     string
+	WebhookQueueConcurrency  int
+	WebhookEndpointMaxFlight int
+	WebhookEndpointRate      int
 	// Metal runtime driver: the metal host's API.
 	MetalHostURL   string
 	MetalHostToken string
@@ -153,6 +162,16 @@ var options = slices.Concat([]settings.Option[Config]{
 	{Flag: "runtime-pod-create-burst", Env: "SVC_RUNTIME_POD_CREATE_BURST", Def: "40", Usage: "kubernetes driver: runtime pods created at once before the rate applies", Set: settings.PositiveInt(func(c *Config) *int { return &c.PodCreateBurst })},
 	{Flag: "runtime-pod-create-queue", Env: "SVC_RUNTIME_POD_CREATE_QUEUE", Def: "500", Usage: "kubernetes driver: pod creations that may wait for their turn; beyond it a first message answers 503 with Retry-After", Set: settings.PositiveInt(func(c *Config) *int { return &c.PodCreateQueue })},
 	{Flag: "runtime-pod-api-url", Env: "SVC_RUNTIME_POD_API_URL", Usage: "kubernetes driver: SVC_API_URL of runtime pods, replacing the template's (an API server outside the cluster)", Set: settings.String(func(c *Config) *string { return &c.RuntimePodAPIURL })},
+	{Flag: "webhook-retry-schedule", Env: "SVC_WEBHOOK_RETRY_SCHEDULE", Def: "5s,5m,30m,2h,5h,10h,10h,14h,14h,14h", Usage: "delays of the API's callback attempts after the pod's own ones failed (comma-separated, ±20 % jitter each; about 3 days by default)", Set: func(c *Config, v string) error {
+		if _, err := webhookqueue.ParseSchedule(v); err != nil {
+			return err
+		}
+		c.WebhookRetrySchedule = v
+		return nil
+	}},
+	{Flag: "webhook-queue-concurrency", Env: "SVC_WEBHOOK_QUEUE_CONCURRENCY", Def: "8", Usage: "callback attempts of the API's delivery queue in flight at once, per replica", Set: settings.PositiveInt(func(c *Config) *int { return &c.WebhookQueueConcurrency })},
+	{Flag: "webhook-endpoint-max-in-flight", Env: "SVC_WEBHOOK_ENDPOINT_MAX_IN_FLIGHT", Def: "10", Usage: "per replica, callback attempts to one endpoint at once (the queue and replays; a 429 lowers it)", Set: settings.PositiveInt(func(c *Config) *int { return &c.WebhookEndpointMaxFlight })},
+	{Flag: "webhook-endpoint-rate", Env: "SVC_WEBHOOK_ENDPOINT_RATE", Def: "20", Usage: "per replica, callback attempts to one endpoint per second (the queue and replays; a 429 lowers it)", Set: settings.PositiveInt(func(c *Config) *int { return &c.WebhookEndpointRate })},
 	{Flag: "webhook-max-body-bytes", Env: "SVC_WEBHOOK_MAX_BODY_BYTES", Def: "1048576", Usage: "agent-proxy: body limit of a webhook message, checked before it is routed (413 above; the pod's setting of the same name)", Set: settings.PositiveInt(func(c *Config) *int64 { return &c.WebhookMaxBody })},
 	{Flag: "agent-proxy-timeout", Env: "SVC_AGENT_PROXY_TIMEOUT", Def: "150s", Usage: "agent-proxy: one exchange with the agent (above the 120 s sync reply timeout)", Set: settings.Duration(func(c *Config) *time.Duration { return &c.AgentProxyTimeout })},
 	{Flag: "lfs-gc-interval", Env: "SVC_LFS_GC_INTERVAL", Def: "0", Usage: "run the large-file retention job (objects no ref or tag reaches, 7-day grace) at this interval; 0: off, as large-file objects are never pruned automatically (admin lfs gc runs it by hand)", Set: settings.Duration(func(c *Config) *time.Duration { return &c.LFSGCInterval })},

@@ -49,6 +49,8 @@ type channelData struct {
 	Failing       []wire.WebhookEndpointHealth
 	PreviousUntil *time.Time
 	LastAttempt   *wire.WebhookAttempt // of a replay or test just sent
+	// CanReplayRange shows the range replay form.
+	CanReplayRange bool
 }
 
 // liveData is the health and activity fragment.

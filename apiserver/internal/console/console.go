@@ -36,6 +36,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/runtimes"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/webhooklog"
+	"github.com/svc-dev/svc/apiserver/internal/webhookqueue"
 	"github.com/svc-dev/svc/shared/settings"
 )
 
@@ -71,6 +72,9 @@ type Options struct {
 	// Webhooks is the webhook attempt log, replay and endpoint health
 	// shown on the channel page (nil: not shown).
 	Webhooks *webhooklog.Log
+	// Recovery replays a range of the channel's messages (nil: the form
+	// is not shown).
+	Recovery *webhookqueue.Recovery
 	Log      *zap.Logger
 	// PublicURL is the base of the incoming URL shown in the channel editor
 	// ("" : the scheme and host of the request).

@@ -56,6 +56,7 @@ type world struct {
 	wsA, wsB             store.Workspace
 	owner, member, other store.User
 	projA, projB         store.Project
+	srv                  *server.Server
 }
 
 func newWorld(t *testing.T, st *store.Store) *world { return newWorldTB(t, st, nil) }
@@ -70,6 +71,7 @@ func newWorldTB(t testing.TB, st *store.Store, hyd *hydrate.Manager) *world {
 	w := &world{st: st, clock: &clock{t: time.Now()}}
 	srv := server.New(server.Deps{Store: st, Catalog: cat, Log: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)), Hydrate: hyd,
 		Console: &console.Options{Now: w.clock.now, IdleTimeout: time.Hour, AbsoluteTimeout: 24 * time.Hour}})
+	w.srv = srv
 	hs := httptest.NewServer(srv.Echo)
 	t.Cleanup(func() {
 		hs.Close()

@@ -47,6 +47,7 @@ func (c *Console) deliveries(ctx context.Context, ec echo.Context, projectID str
 		return err
 	}
 	d.Deliveries, d.OlderCursor = webhooklog.Group(page.Attempts), page.NextCursor
+	d.CanReplayRange = c.o.Recovery != nil
 	failing, err := c.o.Webhooks.Store.ListWebhookEndpoints(ctx, projectID, true)
 	if err != nil {
 		return err
@@ -63,6 +64,58 @@ func (c *Console) ReplayMessage(ec echo.Context) error {
 	return c.sendOnce(ec, func(ctx context.Context, proj store.Project, ch store.Channel) (wire.WebhookAttempt, error) {
 		return c.o.Webhooks.Replay(ctx, c.podFor(proj), proj.ID, ch, ec.Param("correlationId"))
 	})
+}
+
+// ReplayRange is POST …/channel/replay-range (since, until: UTC
+// datetime-local values, each optional; status): a member replays every
+// reply of the range with that final state (docs/webhook-delivery.md
+// "Recovery"); the page says how many.
+func (c *Console) ReplayRange(ec echo.Context) error {
+	proj := projectFrom(ec)
+	if c.o.Recovery == nil {
+		return c.channelPage(ec, http.StatusServiceUnavailable, "", "", "Replays are not available on this server.")
+	}
+	var rr wire.WebhookReplayRange
+	for _, f := range []struct {
+		name string
+		to   *time.Time
+	}{{"since", &rr.Since}, {"until", &rr.Until}} {
+		v := strings.TrimSpace(ec.FormValue(f.name))
+		if v == "" {
+			continue
+		}
+		t, err := time.ParseInLocation("2006-01-02T15:04", v, time.UTC)
+		if err != nil {
+			return c.channelPage(ec, http.StatusBadRequest, "", "", "Times are UTC, as 2026-03-01T12:00.")
+		}
+		*f.to = t
+	}
+	rr.Status = ec.FormValue("status")
+	ctx := ec.Request().Context()
+	ch, err := c.o.Store.GetChannel(ctx, proj.ID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && ch.Secret == "") {
+		return c.channelPage(ec, http.StatusConflict, "", "", "The channel has no secret to sign with.")
+	}
+	if err != nil {
+		return err
+	}
+	got, err := c.o.Recovery.Start(ctx, proj.ID, ch, rr)
+	if err != nil {
+		var we *wire.Error
+		if errors.As(err, &we) && we.Status != 0 {
+			return c.channelPage(ec, we.Status, "", "", "Not replayed: "+we.Message)
+		}
+		return err
+	}
+	flash := fmt.Sprintf("Replaying %d messages", got.Messages)
+	if got.Skipped > 0 {
+		flash += fmt.Sprintf(" (%d skipped: the log no longer knows their callback URL)", got.Skipped)
+	}
+	flash += "; their attempts appear below as they are sent."
+	if got.Truncated {
+		flash += " The range holds more: replay again from " + got.Last.Format("2006-01-02T15:04") + "."
+	}
+	return c.channelPage(ec, http.StatusAccepted, "", flash, "")
 }
 
 // TestEndpoint is POST …/channel/endpoint-test (url): a test message to a

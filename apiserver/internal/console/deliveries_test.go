@@ -131,3 +131,51 @@ func TestChannelPageGoneAndPublicKey(t *testing.T) {
 		}
 	})
 }
+
+// The channel page's range replay form: a member replays the delivered
+// replies of a range; the API sends them itself, through its SSRF guard
+// (a loopback callback URL is refused and the refusal is an attempt of
+// kind replay in the log); a state that is not offered is refused.
+func TestChannelPageReplayRange(t *testing.T) {
+	t.Parallel()
+	storetest.EachWith(t, newWorld, func(t *testing.T, w *world) {
+		ctx := context.Background()
+		secret := "a-channel-secret-of-16+"
+		ch, err := w.st.SetChannel(ctx, w.projA.ID, &secret, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+		if _, _, err := w.st.PutOutbox(ctx, store.OutboxMessage{ProjectID: w.projA.ID, ChannelID: ch.ID, CorrelationID: "cor_rr",
+			Reply: "r", CreatedAt: at, Status: wire.OutboxStatusDelivered}); err != nil {
+			t.Fatal(err)
+		}
+		first := store.WebhookAttempt{ID: store.NewID("att"), ProjectID: w.projA.ID, ChannelID: ch.ID, CorrelationID: "cor_rr",
+			WebhookID: "msg_rr", Kind: wire.AttemptDelivery, Attempt: 1, URL: "http://127.0.0.1:1/cb",
+			Endpoint: "http://127.0.0.1:1/cb", AttemptedAt: at, StatusCode: 200, Outcome: wire.AttemptDelivered}
+		if _, _, err := w.st.RecordWebhookAttempts(ctx, []store.WebhookAttempt{first}, time.Hour, at); err != nil {
+			t.Fatal(err)
+		}
+		page := "/console/w/" + w.wsA.ID + "/projects/" + w.projA.ID + "/channel"
+		m := w.browser(t)
+		m.signIn(w.member)
+		if r := m.get(page); !strings.Contains(r.body, `id="replay-range"`) {
+			t.Fatal("the channel page has no range replay form")
+		}
+		tok := m.csrf(page)
+		r := m.do(http.MethodPost, page+"/replay-range", url.Values{"csrf": {tok}, "since": {"2026-03-01T00:00"},
+			"until": {"2026-03-02T00:00"}, "status": {"delivered"}}, nil)
+		if r.status != http.StatusAccepted || !strings.Contains(r.body, "Replaying 1 messages") {
+			t.Fatalf("replay a range: %d %.500s", r.status, r.body)
+		}
+		w.srv.Recovery.Wait()
+		rows, err := w.st.ListWebhookAttempts(ctx, w.projA.ID, "cor_rr", nil, 10)
+		if err != nil || len(rows) != 2 || rows[0].Kind != wire.AttemptReplay || rows[0].WebhookID != "msg_rr" ||
+			!strings.Contains(rows[0].Error, "refused") {
+			t.Fatalf("the replay's attempt: %+v %v", rows, err)
+		}
+		if r := m.do(http.MethodPost, page+"/replay-range", url.Values{"csrf": {tok}, "status": {"failed"}}, nil); r.status != http.StatusBadRequest {
+			t.Fatalf("a state not offered: %d", r.status)
+		}
+	})
+}

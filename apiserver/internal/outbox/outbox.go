@@ -68,6 +68,10 @@ type Outbox struct {
 	PollInterval time.Duration
 	// AnswerDeadline: DefaultAnswerDeadline when zero.
 	AnswerDeadline time.Duration
+	// QueueDelay, when set, queues every reply put for the API's callback
+	// delivery (webhookqueue) after the delay it returns; the queue drops
+	// what the pod's attempt log says it must not deliver.
+	QueueDelay func() time.Duration
 
 	mu sync.Mutex
 	// wakes has one channel per polled (project, channel): closed and
@@ -127,8 +131,13 @@ func (a *Outbox) Put(ctx context.Context, projectID string, in wire.OutboxPut) (
 	if err != nil {
 		return "", false, wire.Unavailable(err)
 	}
-	m, created, err := a.store.PutOutbox(ctx, store.OutboxMessage{ProjectID: projectID, ChannelID: in.ChannelID,
-		CorrelationID: in.CorrelationID, Reply: in.Reply, Metadata: metadata, CreatedAt: in.CreatedAt, Status: in.Status})
+	row := store.OutboxMessage{ProjectID: projectID, ChannelID: in.ChannelID,
+		CorrelationID: in.CorrelationID, Reply: in.Reply, Metadata: metadata, CreatedAt: in.CreatedAt, Status: in.Status}
+	if a.QueueDelay != nil && in.Status != wire.OutboxStatusDelivered {
+		t := time.Now().Add(a.QueueDelay())
+		row.NextAttemptAt = &t
+	}
+	m, created, err := a.store.PutOutbox(ctx, row)
 	if err != nil {
 		return "", false, wire.Unavailable(err)
 	}

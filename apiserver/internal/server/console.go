@@ -36,6 +36,7 @@ func mountConsole(e *echo.Echo, c *console.Console, wt echo.MiddlewareFunc) {
 	p.GET("/channel/live", c.ActivityFragment)
 	p.POST("/channel/test", c.TestMessage)
 	p.POST("/channel/replay/:correlationId", c.ReplayMessage)
+	p.POST("/channel/replay-range", c.ReplayRange)
 	p.POST("/channel/endpoint-test", c.TestEndpoint)
 	keys.GET("", c.ListKeysJSON)
 	keys.POST("", c.CreateKeyJSON)

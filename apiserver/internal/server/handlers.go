@@ -45,7 +45,7 @@ func (s *Server) buildHandlers(d Deps) (handlers, error) {
 			Streams: s.Streams},
 		agent: &agentapi.API{Store: d.Store, Outbox: s.Outbox, Attempts: s.Webhooks, Objects: d.Objects,
 			Log: d.Log.Named("agentapi")},
-		webhooks: &webhookapi.Handlers{Outbox: s.Outbox, Log: s.Webhooks, Channels: d.Store},
+		webhooks: &webhookapi.Handlers{Outbox: s.Outbox, Log: s.Webhooks, Channels: d.Store, Recovery: s.Recovery},
 	}
 	if d.AgentProxy != nil {
 		h.webhooks.Pod = webhookapi.PodFromRuntime(d.AgentProxy.Runtime, d.AgentProxy.Transport)
@@ -65,7 +65,7 @@ func (s *Server) buildHandlers(d Deps) (handlers, error) {
 		o := *d.Console
 		o.Store, o.Catalog, o.Auth, o.Log = d.Store, d.Catalog, s.Auth, d.Log.Named("console")
 		o.Checkpoints = h.reads
-		o.Webhooks = s.Webhooks
+		o.Webhooks, o.Recovery = s.Webhooks, s.Recovery
 		if d.AgentProxy != nil {
 			o.Runtime, o.Transport = d.AgentProxy.Runtime, d.AgentProxy.Transport
 		}

@@ -98,6 +98,10 @@ func (s *Server) routes(e *echo.Echo) {
 	proxy.GET(internalapi.PodWebhook+"/signing-key", h.webhooks.SigningKey)
 	proxy.POST(internalapi.PodWebhook+"/endpoints/test", h.webhooks.Test)
 	proxy.POST(internalapi.PodWebhook+"/replay/:correlationId", h.webhooks.Replay)
+	// Recovery: replay a time range and/or final state of the channel,
+	// sent by the API itself (outside the agent-proxy: the pod's own
+	// /replay keeps its place there).
+	e.POST("/api/projects/:id/channels/webhook/replay", h.webhooks.ReplayRange, apiKey, member)
 	if d.AgentProxy != nil {
 		proxy.Any("/*", d.AgentProxy.Handle)
 	}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/netip"
 	"sync/atomic"
 	"time"
 
@@ -31,7 +32,9 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/tracing"
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
 	"github.com/svc-dev/svc/apiserver/internal/webhooklog"
+	"github.com/svc-dev/svc/apiserver/internal/webhookqueue"
 	"github.com/svc-dev/svc/shared/objstore"
+	"github.com/svc-dev/svc/shared/webhooksend"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -73,6 +76,14 @@ type Deps struct {
 	// WebhookFailingAfter: a callback endpoint every attempt to which
 	// failed for this long is marked failing (0: the webhooklog default).
 	WebhookFailingAfter time.Duration
+	// WebhookQueue configures the API's callback delivery queue (the zero
+	// value: its defaults); CallbackAllowed are the networks its SSRF guard
+	// lets through (SVC_CALLBACK_ALLOWED_NETS); WebhookMaxInFlight and
+	// WebhookRate the per-endpoint throttle (0: defaults).
+	WebhookQueue       webhookqueue.Options
+	CallbackAllowed    []netip.Prefix
+	WebhookMaxInFlight int
+	WebhookRate        float64
 	// StorageErr reports object storage (storage.Health.Err; nil: no
 	// check): /readyz detail and svc_object_storage_up.
 	StorageErr func() error
@@ -144,6 +155,13 @@ type Server struct {
 	// Webhooks is the webhook attempt log, replay and endpoint health,
 	// shared by the routes and the console.
 	Webhooks *webhooklog.Log
+	// Queue is the API's callback delivery queue (run it with Queue.Run on
+	// every replica); Throttle its per-endpoint throttle, shared by replays.
+	Queue    *webhookqueue.Queue
+	Throttle *webhookqueue.Throttle
+	// Recovery replays a channel's range of messages (same sender and
+	// throttle as the queue).
+	Recovery *webhookqueue.Recovery
 	// Console is the web console (nil when Deps.Console is nil).
 	Console *console.Console
 	// Streams are the streamed completions relayed past their handler
@@ -189,6 +207,11 @@ func New(d Deps) *Server {
 	s.Outbox.AnswerDeadline = d.AnswerDeadline
 	s.Webhooks = webhooklog.New(d.Store, d.Log.Named("webhooklog"), reg)
 	s.Webhooks.FailingAfter = d.WebhookFailingAfter
+	s.Throttle = webhookqueue.NewThrottle(d.WebhookMaxInFlight, d.WebhookRate)
+	sender := webhooksend.NewSender(webhooksend.NewGuard(d.CallbackAllowed), nil, d.WebhookQueue.AttemptTimeout, nil)
+	s.Queue = webhookqueue.New(d.Store, sender, s.Throttle, s.Webhooks, d.WebhookQueue, d.Log.Named("webhookqueue"), reg)
+	s.Outbox.QueueDelay = s.Queue.FirstDelay
+	s.Recovery = webhookqueue.NewRecovery(d.Store, sender, s.Throttle, s.Webhooks, d.Log.Named("webhookqueue"))
 	if d.AgentProxy != nil && d.AgentProxy.Accepted == nil {
 		d.AgentProxy.Accepted = s.Outbox.RecordAccepted
 	}

@@ -30,6 +30,21 @@ type OutboxMessage struct {
 	// DeadlineAt passed), unanswered, delivered (closed, never served).
 	Status     string
 	DeadlineAt *time.Time
+	// The API's delivery queue (webhookqueue.go): NextAttemptAt is set
+	// while the reply is queued for a callback; a row under lease
+	// (LeaseUntil after now) is being attempted by LeaseOwner.
+	NextAttemptAt *time.Time
+	LeaseUntil    *time.Time
+	LeaseOwner    string
+	// QueueState is Queue* ("" when never queued).
+	QueueState string
+	// QueueAttempts counts the API's attempts; AttemptBase is the pod's
+	// last attempt number, CallbackURL and WebhookID what the attempt log
+	// knew of the pod's attempts (empty until the first claim resolved them).
+	QueueAttempts int
+	AttemptBase   int
+	CallbackURL   string
+	WebhookID     string
 }
 
 // StatusAccepted is the status of the API's record of an accepted async
@@ -66,9 +81,19 @@ func (s *Store) PutOutbox(ctx context.Context, m OutboxMessage) (OutboxMessage, 
 		m.Status = wire.OutboxStatusReplied
 	}
 	m.DeadlineAt = nil
+	m.LeaseUntil, m.LeaseOwner, m.QueueAttempts = nil, "", 0
+	if m.Status == wire.OutboxStatusDelivered {
+		m.NextAttemptAt = nil
+	}
+	m.QueueState = ""
+	if m.NextAttemptAt != nil {
+		t := m.NextAttemptAt.UTC()
+		m.NextAttemptAt, m.QueueState = &t, QueueQueued
+	}
 	res := s.db.WithContext(ctx).Clauses(clause.OnConflict{
-		Columns:   []clause.Column{{Name: "project_id"}, {Name: "correlation_id"}},
-		DoUpdates: clause.AssignmentColumns([]string{"reply", "metadata", "created_at", "delivered_at", "status"}),
+		Columns: []clause.Column{{Name: "project_id"}, {Name: "correlation_id"}},
+		DoUpdates: clause.AssignmentColumns([]string{"reply", "metadata", "created_at", "delivered_at", "status",
+			"next_attempt_at", "queue_state"}),
 		Where: clause.Where{Exprs: []clause.Expression{
 			clause.Expr{SQL: "webhook_outbox.status IN ?", Vars: []any{closable}}}},
 	}).Create(&m)
@@ -95,11 +120,14 @@ func (s *Store) AcceptOutbox(ctx context.Context, projectID, channelID, correlat
 	return s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&m).Error
 }
 
-// servable selects the rows a poll may return at now (bound twice).
-const servable = `delivered_at IS NULL AND (status <> 'accepted' OR deadline_at <= ?)`
+// servable selects the rows a poll may return at now (bound three times):
+// a reply being attempted by the delivery queue (under lease) waits for
+// the attempt's end.
+const servable = `delivered_at IS NULL AND (status <> 'accepted' OR deadline_at <= ?) AND (lease_until IS NULL OR lease_until <= ?)`
 
 // TakeOutbox returns up to limit of the oldest undelivered messages of a
-// project's channel and marks them delivered in the same statement. On
+// project's channel and marks them delivered in the same statement, which
+// also ends their delivery queue (taken before delivered). On
 // Postgres the rows are picked FOR UPDATE SKIP LOCKED, so concurrent takers
 // (on any replica) never return the same message; SQLite runs on one
 // connection, which serializes takers. It never waits: long-polling is the
@@ -113,7 +141,9 @@ func (s *Store) TakeOutbox(ctx context.Context, projectID, channelID string, lim
 		lock = " FOR UPDATE SKIP LOCKED"
 	}
 	q := `UPDATE webhook_outbox SET delivered_at = ?,
-  status = CASE WHEN status = 'accepted' THEN 'unanswered' ELSE status END
+  status = CASE WHEN status = 'accepted' THEN 'unanswered' ELSE status END,
+  next_attempt_at = NULL,
+  queue_state = CASE WHEN queue_state = 'queued' THEN 'taken' ELSE queue_state END
 WHERE id IN (
   SELECT id FROM webhook_outbox
   WHERE project_id = ? AND channel_id = ? AND ` + servable + `
@@ -121,7 +151,7 @@ WHERE id IN (
 RETURNING id, project_id, channel_id, correlation_id, reply, metadata, created_at, accepted_at, delivered_at, status, deadline_at`
 	var out []OutboxMessage
 	now := time.Now().UTC()
-	err := s.db.WithContext(ctx).Raw(q, now, projectID, channelID, now, limit).Scan(&out).Error
+	err := s.db.WithContext(ctx).Raw(q, now, projectID, channelID, now, now, limit).Scan(&out).Error
 	if err != nil {
 		return nil, err
 	}
@@ -149,8 +179,9 @@ func (s *Store) ReleaseOutbox(ctx context.Context, projectID string, ids []strin
 // CountOutbox is the number of messages a poll would return now of a project's channel.
 func (s *Store) CountOutbox(ctx context.Context, projectID, channelID string) (int64, error) {
 	var n int64
+	now := time.Now().UTC()
 	err := s.db.WithContext(ctx).Model(&OutboxMessage{}).
-		Where("project_id = ? AND channel_id = ? AND "+servable, projectID, channelID, time.Now().UTC()).Count(&n).Error
+		Where("project_id = ? AND channel_id = ? AND "+servable, projectID, channelID, now, now).Count(&n).Error
 	return n, err
 }
 

@@ -76,42 +76,50 @@ type EndpointChange struct {
 // (locked) and written once per call. It returns how many attempts were
 // new and the endpoints whose failing state changed.
 func (s *Store) RecordWebhookAttempts(ctx context.Context, attempts []WebhookAttempt, failingAfter time.Duration, now time.Time) (int, []EndpointChange, error) {
-	stored := 0
+	var stored int
 	var changes []EndpointChange
 	err := s.tx(ctx, func(tx *gorm.DB) error {
-		stored, changes = 0, nil
-		type key struct{ project, endpoint string }
-		var order []key
-		fresh := map[key][]WebhookAttempt{}
-		for i := range attempts {
-			a := attempts[i]
-			a.AttemptedAt = a.AttemptedAt.UTC()
-			res := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&a)
-			if res.Error != nil {
-				return res.Error
-			}
-			if res.RowsAffected == 0 {
-				continue
-			}
-			stored++
-			k := key{a.ProjectID, a.Endpoint}
-			if _, ok := fresh[k]; !ok {
-				order = append(order, k)
-			}
-			fresh[k] = append(fresh[k], a)
-		}
-		for _, k := range order {
-			ch, changed, err := s.updateEndpoint(tx, k.project, k.endpoint, fresh[k], failingAfter, now.UTC())
-			if err != nil {
-				return err
-			}
-			if changed {
-				changes = append(changes, ch)
-			}
-		}
-		return nil
+		var err error
+		stored, changes, err = s.recordAttempts(tx, attempts, failingAfter, now)
+		return err
 	})
 	return stored, changes, err
+}
+
+// recordAttempts is RecordWebhookAttempts inside tx.
+func (s *Store) recordAttempts(tx *gorm.DB, attempts []WebhookAttempt, failingAfter time.Duration, now time.Time) (int, []EndpointChange, error) {
+	stored := 0
+	var changes []EndpointChange
+	type key struct{ project, endpoint string }
+	var order []key
+	fresh := map[key][]WebhookAttempt{}
+	for i := range attempts {
+		a := attempts[i]
+		a.AttemptedAt = a.AttemptedAt.UTC()
+		res := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&a)
+		if res.Error != nil {
+			return 0, nil, res.Error
+		}
+		if res.RowsAffected == 0 {
+			continue
+		}
+		stored++
+		k := key{a.ProjectID, a.Endpoint}
+		if _, ok := fresh[k]; !ok {
+			order = append(order, k)
+		}
+		fresh[k] = append(fresh[k], a)
+	}
+	for _, k := range order {
+		ch, changed, err := s.updateEndpoint(tx, k.project, k.endpoint, fresh[k], failingAfter, now.UTC())
+		if err != nil {
+			return 0, nil, err
+		}
+		if changed {
+			changes = append(changes, ch)
+		}
+	}
+	return stored, changes, nil
 }
 
 // updateEndpoint applies new attempts of one endpoint, oldest first.

@@ -22,6 +22,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/webhookchannel"
 	"github.com/svc-dev/svc/apiserver/internal/webhooklog"
+	"github.com/svc-dev/svc/apiserver/internal/webhookqueue"
 	"github.com/svc-dev/svc/shared/internalapi"
 	"github.com/svc-dev/svc/shared/wire"
 )
@@ -38,6 +39,8 @@ type Handlers struct {
 	Log      *webhooklog.Log
 	Channels ChannelStore
 	Pod      PodFunc
+	// Recovery runs range replays (nil: 503).
+	Recovery *webhookqueue.Recovery
 }
 
 // ChannelStore reads a project's channel (store.Store).
@@ -96,6 +99,30 @@ func (h *Handlers) Replay(c echo.Context) error {
 		return podError(err)
 	}
 	return c.JSON(http.StatusOK, a)
+}
+
+// ReplayRange is POST /api/projects/{id}/channels/webhook/replay {since,
+// until, status}: every matching reply gets one attempt, sent by the API
+// in the background, throttled; 202 with how many.
+func (h *Handlers) ReplayRange(c echo.Context) error {
+	proj := httpmw.ProjectFrom(c)
+	ch, err := webhookchannel.Authenticate(c.Request().Context(), h.Channels, proj.ID, c.Request().Header.Get(wire.HeaderWebhookSecret))
+	if err != nil {
+		return err
+	}
+	if h.Recovery == nil {
+		return wire.Coded(wire.CodeAgentUnavailable, "Replays are not available on this server.")
+	}
+	var in wire.WebhookReplayRange
+	if err := json.NewDecoder(io.LimitReader(c.Request().Body, 64<<10)).Decode(&in); err != nil && !errors.Is(err, io.EOF) {
+		return wire.Coded(wire.CodeInvalidReplayRange,
+			`The body must be {"since": RFC 3339 time, "until": RFC 3339 time, "status": "delivered"|"in_outbox"|"taken_from_outbox"}, each optional.`)
+	}
+	out, err := h.Recovery.Start(c.Request().Context(), proj.ID, ch, in)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusAccepted, out)
 }
 
 // Test is POST …/webhook/endpoints/test {callbackUrl}.

@@ -140,6 +140,17 @@ func (l *Log) Record(ctx context.Context, projectID string, in []wire.WebhookAtt
 	if err != nil {
 		return 0, err
 	}
+	l.Report(projectID, changes)
+	return n, nil
+}
+
+// FailingPeriod is the failing period in force.
+func (l *Log) FailingPeriod() time.Duration { return l.failingAfter() }
+
+// Report logs and counts endpoint transitions that recorded attempts
+// caused (Record does it; the delivery queue records through its own
+// transaction and calls it).
+func (l *Log) Report(projectID string, changes []store.EndpointChange) {
 	for _, ch := range changes {
 		e := ch.Endpoint
 		if ch.Failing {
@@ -154,7 +165,6 @@ func (l *Log) Record(ctx context.Context, projectID string, in []wire.WebhookAtt
 		l.Log.Info("callback endpoint re-enabled by a successful attempt", zap.String("projectId", projectID),
 			zap.String("endpoint", e.Endpoint))
 	}
-	return n, nil
 }
 
 // Limits of stored fields.

@@ -13,34 +13,27 @@
 package callback
 
 import (
-	"bytes"
 	"context"
-	"crypto/ed25519"
-	"encoding/base64"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
 	"code.dny.dev/ssrf"
 	"github.com/sethvargo/go-retry"
-	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/podagent/internal/testhook"
 	"github.com/svc-dev/svc/shared/settings"
 	"github.com/svc-dev/svc/shared/wait"
+	"github.com/svc-dev/svc/shared/webhooksend"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
 // Standard Webhooks headers.
 const (
-	HeaderID        = standardwebhooks.HeaderWebhookID
-	HeaderTimestamp = standardwebhooks.HeaderWebhookTimestamp
-	HeaderSignature = standardwebhooks.HeaderWebhookSignature
+	HeaderID        = webhooksend.HeaderID
+	HeaderTimestamp = webhooksend.HeaderTimestamp
+	HeaderSignature = webhooksend.HeaderSignature
 )
 
 // Defaults of Options.
@@ -50,7 +43,7 @@ const (
 	DefaultRetryMax       = 2 * time.Minute
 	DefaultAttemptTimeout = 30 * time.Second
 	// MaxRetryAfter caps how long a Retry-After answer can make us wait.
-	MaxRetryAfter = 10 * time.Minute
+	MaxRetryAfter = webhooksend.MaxRetryAfter
 )
 
 // Options configure a Deliverer.
@@ -87,11 +80,11 @@ type Recorder interface {
 
 // Deliverer sends callbacks.
 type Deliverer struct {
-	o     Options
-	guard *ssrf.Guardian
-	http  *http.Client
-	log   *zap.Logger
-	gone  goneSet
+	o      Options
+	guard  *ssrf.Guardian
+	sender *webhooksend.Sender
+	log    *zap.Logger
+	gone   goneSet
 }
 
 // New returns a deliverer.
@@ -120,7 +113,7 @@ func New(o Options) *Deliverer {
 	if hc == nil {
 		hc = NewHTTPClient(g, o.AttemptTimeout)
 	}
-	return &Deliverer{o: o, guard: g, http: hc, log: o.Log.Named("callback")}
+	return &Deliverer{o: o, guard: g, sender: webhooksend.NewSender(g, hc, o.AttemptTimeout, o.Now), log: o.Log.Named("callback")}
 }
 
 // Guard returns the deliverer's SSRF guard.
@@ -130,27 +123,8 @@ func (d *Deliverer) Guard() *ssrf.Guardian { return d.guard }
 // package function CheckURL).
 func (d *Deliverer) CheckURL(raw string) error { return CheckURL(d.guard, raw) }
 
-// Delivery is one callback.
-type Delivery struct {
-	URL string
-	// MsgID is the webhook-id, the same on every attempt.
-	MsgID string
-	// Secret is the channel secret the signature is keyed by.
-	Secret string
-	// OldSecrets are secrets a rotation replaced whose overlap lasts: each
-	// adds a signature to webhook-signature (space-separated), so receivers
-	// that know either secret verify.
-	OldSecrets []string
-	// SigningKey, when set, is the channel's ed25519 key (whsk_): a "v1a,"
-	// signature is added to webhook-signature beside the v1 ones.
-	SigningKey string
-	// CorrelationID, ChannelID and Kind (wire.Attempt*; empty: delivery)
-	// go into the attempt records.
-	CorrelationID, ChannelID, Kind string
-	// Headers are the channel's callbackHeaders (ours win on conflicts).
-	Headers map[string]string
-	Body    []byte
-}
+// Delivery is one callback (webhooksend.Delivery).
+type Delivery = webhooksend.Delivery
 
 // Result reports a delivery.
 type Result struct {
@@ -178,21 +152,19 @@ func (d *Deliverer) Deliver(ctx context.Context, del Delivery) Result {
 	for {
 		res.Attempts++
 		ans := d.attempt(ctx, del)
-		status, retryAfter, err := ans.status, ans.retryAfter, ans.err
+		status, retryAfter, err := ans.Status, ans.RetryAfter, ans.Err
 		res.Status, res.Err = status, err
 		if err == nil {
 			res.Delivered = true
 			d.record(del, res.Attempts, ans, wire.AttemptDelivered, 0)
 			return res
 		}
-		var pe *permanentError
-		if errors.As(err, &pe) {
-			res.Err = pe.err
+		if ans.Permanent {
 			if ctx.Err() == nil {
 				d.record(del, res.Attempts, ans, wire.AttemptFailed, 0)
 			}
 			d.log.Warn("callback failed permanently", zap.String("webhookId", del.MsgID), zap.Int("status", status),
-				zap.Int("attempts", res.Attempts), zap.Error(pe.err))
+				zap.Int("attempts", res.Attempts), zap.Error(err))
 			return res
 		}
 		wait, stop := b.Next()
@@ -216,188 +188,35 @@ func (d *Deliverer) Deliver(ctx context.Context, del Delivery) Result {
 	}
 }
 
-type permanentError struct{ err error }
-
-func (e *permanentError) Error() string { return e.err.Error() }
-
-// answer is the outcome of one POST.
-type answer struct {
-	at         time.Time
-	latency    time.Duration
-	status     int
-	retryAfter time.Duration
-	head       string
-	// err is nil for a 2xx; a permanentError for failures not worth
-	// retrying.
-	err error
-}
-
-// attempt is one POST.
-func (d *Deliverer) attempt(ctx context.Context, del Delivery) (a answer) {
-	a.at = d.o.Now()
-	start := time.Now()
-	defer func() { a.latency = time.Since(start) }()
-	if err := CheckURL(d.guard, del.URL); err != nil {
-		a.err = &permanentError{err}
-		return a
-	}
-	sig, err := Sign(del.Secret, del.MsgID, a.at, del.Body, del.OldSecrets...)
-	if err != nil {
-		a.err = &permanentError{err}
-		return a
-	}
-	if del.SigningKey != "" {
-		v1a, err := SignAsymmetric(del.SigningKey, del.MsgID, a.at, del.Body)
-		if err != nil {
-			a.err = &permanentError{err}
-			return a
-		}
-		sig += " " + v1a
-	}
-	actx, cancel := context.WithTimeout(ctx, d.o.AttemptTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(actx, http.MethodPost, del.URL, bytes.NewReader(del.Body))
-	if err != nil {
-		a.err = &permanentError{err}
-		return a
-	}
-	for k, v := range del.Headers {
-		if usableHeader(k, v) {
-			req.Header.Set(k, v)
-		}
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "svc-webhook-callback/1")
-	req.Header.Set(HeaderID, del.MsgID)
-	req.Header.Set(HeaderTimestamp, strconv.FormatInt(a.at.Unix(), 10))
-	req.Header.Set(HeaderSignature, sig)
-	resp, err := d.http.Do(req)
-	if err != nil {
-		switch {
-		case errors.Is(err, ErrRefused):
-			a.err = &permanentError{err}
-		case errors.Is(err, ssrf.ErrProhibitedIP) || errors.Is(err, ssrf.ErrProhibitedPort) || errors.Is(err, ssrf.ErrProhibitedNetwork):
-			a.err = &permanentError{fmt.Errorf("%w: %v", ErrRefused, err)}
-		case ctx.Err() != nil:
-			a.err = &permanentError{ctx.Err()}
-		default:
-			a.err = err
-		}
-		return a
-	}
-	head := make([]byte, wire.AttemptHeadBytes)
-	n, _ := io.ReadFull(resp.Body, head)
-	a.head = string(head[:n])
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
-	a.status = resp.StatusCode
+// attempt is one POST (webhooksend.Sender.Attempt); a 410 disables the
+// endpoint in this deliverer, a 2xx re-enables it.
+func (d *Deliverer) attempt(ctx context.Context, del Delivery) webhooksend.Answer {
+	a := d.sender.Attempt(ctx, del)
 	switch {
-	case a.status >= 200 && a.status < 300:
+	case a.Err == nil:
 		d.gone.clear(del.URL)
-	case a.status == http.StatusGone:
+	case a.Gone:
 		d.gone.add(del.URL)
 		d.log.Warn("callback endpoint answered 410 Gone: disabled until a test message succeeds",
 			zap.String("endpoint", wire.WebhookEndpoint(del.URL)), zap.String("webhookId", del.MsgID))
-		a.err = &permanentError{fmt.Errorf("%w: callback answered 410", ErrEndpointGone)}
-	case a.status == http.StatusTooManyRequests || a.status >= 500:
-		a.retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), d.o.Now())
-		a.err = fmt.Errorf("callback answered %d", a.status)
-	default:
-		a.err = &permanentError{fmt.Errorf("callback answered %d", a.status)}
 	}
 	return a
 }
 
-// usableHeader drops callbackHeaders that would break every attempt
-// (invalid names or values) or that the transport owns.
-func usableHeader(k, v string) bool {
-	switch http.CanonicalHeaderKey(k) {
-	case "", "Host", "Content-Length", "Transfer-Encoding", "Connection":
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return false
-		}
-	}
-	return !strings.ContainsAny(v, "\r\n\x00")
-}
+// Key returns the HMAC key of a channel secret (webhooksend.Key).
+func Key(secret string) []byte { return webhooksend.Key(secret) }
 
-// parseRetryAfter reads delay-seconds or an HTTP date.
-func parseRetryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
-		return time.Duration(s) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
-	}
-	return 0
-}
-
-// Key returns the HMAC key of a channel secret: a Standard Webhooks secret
-// ("whsec_" + base64) is decoded, any other secret is used as its bytes.
-func Key(secret string) []byte {
-	if rest, ok := strings.CutPrefix(secret, "whsec_"); ok {
-		if k, err := base64.StdEncoding.DecodeString(rest); err == nil && len(k) > 0 {
-			return k
-		}
-	}
-	return []byte(secret)
-}
-
-// Sign returns the webhook-signature header value of body: "v1,<base64>"
-// keyed by secret, followed by one space-separated entry per old secret (a
-// rotation's overlap; Standard Webhooks receivers accept any entry that
-// verifies).
+// Sign returns the webhook-signature header value of body (webhooksend.Sign).
 func Sign(secret, msgID string, ts time.Time, body []byte, old ...string) (string, error) {
-	if secret == "" {
-		return "", errors.New("the channel has no secret to sign with")
-	}
-	var sigs []string
-	for _, s := range append([]string{secret}, old...) {
-		if s == "" {
-			continue
-		}
-		wh, err := standardwebhooks.NewWebhookRaw(Key(s))
-		if err != nil {
-			return "", err
-		}
-		sig, err := wh.Sign(msgID, ts, body)
-		if err != nil {
-			return "", err
-		}
-		sigs = append(sigs, sig)
-	}
-	return strings.Join(sigs, " "), nil
+	return webhooksend.Sign(secret, msgID, ts, body, old...)
 }
 
-// SignAsymmetric returns the Standard Webhooks asymmetric signature of
-// body: "v1a," and the base64 ed25519 signature, by the whsk_ key, of
-// "<msgID>.<unix ts>.<body>".
+// SignAsymmetric returns the v1a signature of body (webhooksend.SignAsymmetric).
 func SignAsymmetric(signingKey, msgID string, ts time.Time, body []byte) (string, error) {
-	sk, err := wire.ParseWebhookSigningKey(signingKey)
-	if err != nil {
-		return "", err
-	}
-	content := make([]byte, 0, len(msgID)+len(body)+24)
-	content = append(content, msgID...)
-	content = append(content, '.')
-	content = strconv.AppendInt(content, ts.Unix(), 10)
-	content = append(content, '.')
-	content = append(content, body...)
-	return "v1a," + base64.StdEncoding.EncodeToString(ed25519.Sign(sk, content)), nil
+	return webhooksend.SignAsymmetric(signingKey, msgID, ts, body)
 }
 
 // Verify checks the Standard Webhooks headers of a received callback.
 func Verify(secret string, body []byte, h http.Header) error {
-	wh, err := standardwebhooks.NewWebhookRaw(Key(secret))
-	if err != nil {
-		return err
-	}
-	return wh.Verify(body, h)
+	return webhooksend.Verify(secret, body, h)
 }

@@ -1,9 +1,9 @@
 package callback
 
 import (
-	"errors"
 	"sync"
 
+	"github.com/svc-dev/svc/shared/webhooksend"
 	"github.com/svc-dev/svc/shared/wire"
 )
 
@@ -16,7 +16,7 @@ import (
 // re-enables it.
 
 // ErrEndpointGone reports a delivery to an endpoint that answered 410 Gone.
-var ErrEndpointGone = errors.New("callback endpoint is gone (410)")
+var ErrEndpointGone = webhooksend.ErrEndpointGone
 
 // goneSet is the endpoints (wire.WebhookEndpoint) that answered 410.
 type goneSet struct {
