@@ -70,9 +70,10 @@ func TestUsagePartitionsAndRetention(t *testing.T) {
 
 // Days made on demand by several replicas' requests at once — a day no
 // partition covers, and a day the legacy partition covers — are made
-// once, without an error, and leave no stray table; and no table of
+// once, without an error, and leave no stray table; no table of
 // usage_records has a foreign key to workspaces (migration 00024), so
-// creating and dropping a day locks nothing a workspace's reader waits on.
+// creating and dropping a day locks nothing a workspace's reader waits on;
+// and a usage write for a workspace that does not exist still fails.
 func TestUsageDaysMadeConcurrently(t *testing.T) {
 	t.Parallel()
 	url := storetest.PostgresURL(t)
@@ -120,6 +121,16 @@ func TestUsageDaysMadeConcurrently(t *testing.T) {
 			ws.ID, day, want).Scan(&n); err != nil || n != 12 {
 			t.Errorf("%d records of %v in %s (%v), want 12", n, day, want, err)
 		}
+	}
+	// A usage write naming no workspace still fails, with nothing written:
+	// the same transaction adds to usage_daily, whose key stays.
+	bad := store.UsageRecord{RequestID: "nows", WorkspaceID: "ws_none", Model: "m", PromptTokens: 1, CreatedAt: ahead}
+	if err := s.RecordUsageBatch(ctx, []store.UsageRecord{bad}, [][]store.WindowSpec{win}, ahead); err == nil {
+		t.Error("a usage write for a workspace that does not exist succeeded")
+	}
+	var orphans int
+	if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM usage_records WHERE request_id = 'nows'`).Scan(&orphans); err != nil || orphans != 0 {
+		t.Errorf("%d records of the refused write (%v), want none", orphans, err)
 	}
 	var stray bool
 	if err := s.DB().QueryRowContext(ctx, `SELECT to_regclass('usage_records_20200101') IS NOT NULL`).Scan(&stray); err != nil || stray {
