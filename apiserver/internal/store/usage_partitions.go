@@ -58,19 +58,33 @@ func (s *Store) createDay(ctx context.Context, db execer, day time.Time) error {
 	// creation; the next attempt finds the day made or covered.
 	for range 5 {
 		err = createDayOnce(ctx, db, day)
-		if err == nil || !(strings.Contains(err.Error(), "SQLSTATE 42P01") || isUnique(err)) {
+		if err == nil || !retryDay.MatchString(err.Error()) && !isUnique(err) {
 			return err
 		}
 	}
 	return err
 }
 
+// retryDay matches what a concurrent maker of the same day causes: the
+// table gone (undefined_table) or made meanwhile (duplicate_table,
+// duplicate_object: its row type).
+var retryDay = regexp.MustCompile(`SQLSTATE (42P01|42P07|42710)`)
+
 func createDayOnce(ctx context.Context, db execer, day time.Time) error {
 	name := "usage_records_" + day.Format("20060102")
+	// Catalog reads first, which lock nothing: a day that is there (a
+	// replica's first write of each day comes here) or that the legacy
+	// partition covers needs no ATTACH, whose lock waits on a running
+	// DETACH … CONCURRENTLY and on another ATTACH.
+	var attached bool
 	var bound sql.NullString
-	if err := db.QueryRowContext(ctx, `SELECT pg_get_expr(c.relpartbound, c.oid) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-WHERE i.inhparent = 'usage_records'::regclass AND c.relname = 'usage_records_legacy'`).Scan(&bound); err != nil && err != sql.ErrNoRows {
+	if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_inherits WHERE inhrelid = to_regclass($1) AND inhparent = 'usage_records'::regclass),
+  (SELECT pg_get_expr(c.relpartbound, c.oid) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+   WHERE i.inhparent = 'usage_records'::regclass AND c.relname = 'usage_records_legacy')`, name).Scan(&attached, &bound); err != nil {
 		return err
+	}
+	if attached {
+		return nil
 	}
 	if end, ok := partitionEnd("usage_records_legacy", bound.String); ok && day.Before(end) {
 		return nil // the legacy partition covers the day

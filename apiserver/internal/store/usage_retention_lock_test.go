@@ -19,8 +19,10 @@ import (
 
 // requestLoad runs what a request does with usage — the admission read,
 // a usage batch write, the console's totals — in a loop on workers of
-// their own workspace (so they never wait on each other's rows), at the
-// time at (plus a millisecond a request), through
+// their own workspace (so they never wait on each other's rows), worker w
+// at the time at plus w days (plus a millisecond a request: each worker
+// writes its own day's partition, so they never wait on each other's
+// extension of a table either), through
 // a store whose connections have lock_timeout = 1ms: a request that waits
 // on a lock for longer fails with lock_not_available (55P03) instead of
 // waiting, and is counted. Nothing else in the test takes a lock a
@@ -69,7 +71,7 @@ func startRequests(t *testing.T, url string, workers int, at time.Time) *request
 					return
 				default:
 				}
-				now := at.Add(time.Duration(n) * time.Millisecond)
+				now := at.AddDate(0, 0, w).Add(time.Duration(n) * time.Millisecond)
 				rec := store.UsageRecord{RequestID: fmt.Sprintf("%s-%d", ws.ID, n), WorkspaceID: ws.ID, Model: "m",
 					PromptTokens: 10, CreditsMicro: 100, CreatedAt: now}
 				err := func() error {
@@ -297,7 +299,7 @@ func sampleWaits(ctx context.Context, db *sql.DB) func() []string {
 			rows, err := db.QueryContext(ctx, `SELECT l.locktype || ' ' || l.mode || ' ' || coalesce(l.relation::regclass::text, '')
   || ' :: ' || left(a.query, 80) || ' <- ' || coalesce((SELECT string_agg(left(b.query, 80), ' | ')
   FROM pg_stat_activity b WHERE b.pid = ANY(pg_blocking_pids(l.pid))), '')
-FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE NOT l.granted`)
+FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE NOT l.granted AND a.datname = current_database()`)
 			if err != nil {
 				continue
 			}
