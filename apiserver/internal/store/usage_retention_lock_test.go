@@ -92,7 +92,7 @@ func startRequests(t *testing.T, url string, workers int, at time.Time) *request
 				switch {
 				case errors.As(err, &pgErr) && pgErr.Code == "55P03":
 					l.lockWaits.Add(1)
-					l.lastWait.Store(pgErr.Message + " :: " + pgErr.Where + " :: " + pgErr.InternalQuery)
+					l.lastWait.Store(pgErr.Message)
 				case err != nil:
 					l.otherErrs.Add(1)
 					l.firstErr.CompareAndSwap(nil, err.Error())
@@ -272,6 +272,9 @@ FROM generate_series(1, 20000) g`, old.ID, first, expired); err != nil {
 	load.halt()
 	if len(res.Created) != store.PartitionsAhead+1 {
 		t.Fatalf("created %v, want the %d days of the later present", res.Created, store.PartitionsAhead+1)
+	}
+	if duringCreate == 0 {
+		t.Fatalf("no request ended during the %v the creation took: the test did not overlap them", ended.Sub(began))
 	}
 	if n, e := load.lockWaits.Load(), load.otherErrs.Load(); n != 0 || e != 0 {
 		t.Fatalf("during the creation of %d partitions (%v): %d requests waited on a lock, %d failed otherwise (%v); "+
