@@ -159,7 +159,7 @@ func (s *Server) durableReceive(c echo.Context, proj store.Project, body *limitR
 	if err != nil {
 		return wire.Internal(err)
 	}
-	if !sameRefs(before, after) {
+	if !repoarchive.SameRefs(before, after) {
 		// Checked again after receiving: a pod that lost the project while
 		// its push was received makes nothing durable (docs/sync-modes.md §11).
 		if err := s.notOwner(c, proj.ID); err != nil {
@@ -234,18 +234,6 @@ func (s *Server) persist(ctx context.Context, projectID, gitDir string, put objs
 	s.Log.Info("dual_shadow push made durable", zap.String("projectId", projectID), zap.String("key", info.Key),
 		zap.Int64("bytes", size), zap.String("etag", info.ETag))
 	return info, nil
-}
-
-func sameRefs(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // recordPushed is the post-receive of dual_shadow: one ProjectCheckpoint

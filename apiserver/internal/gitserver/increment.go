@@ -66,7 +66,7 @@ func (s *Server) persistIncrement(ctx context.Context, c echo.Context, projectID
 		}
 	}
 	defer os.RemoveAll(scratch)
-	pack, err := repoarchive.PackObjects(ctx, s.runner(), gitDir, scratch, uniq(after), uniq(before))
+	pack, err := repoarchive.PackObjects(ctx, s.runner(), gitDir, scratch, repoarchive.Tips(after), repoarchive.Tips(before))
 	if err != nil {
 		return objstore.ObjectInfo{}, "", err
 	}
@@ -184,16 +184,4 @@ func (s *Server) createManifest(ctx context.Context, c echo.Context, projectID, 
 		return info, fmt.Errorf("create %s: %w", objstore.RepoManifestKey(projectID), err)
 	}
 	return info, nil
-}
-
-func uniq(refs map[string]string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, name := range repoarchive.SortedRefNames(refs) {
-		if id := refs[name]; !seen[id] {
-			seen[id] = true
-			out = append(out, id)
-		}
-	}
-	return out
 }

@@ -159,31 +159,13 @@ func (m *Manager) fromCurrent(ctx context.Context, projectID, staging string) (o
 	if err != nil || binfo.ETag != base.ETag {
 		return objstore.ObjectInfo{}, nil, 0, nil
 	}
-	if err := linkObjects(filepath.Join(cur.dir, "objects"), filepath.Join(staging, "objects")); err != nil {
+	// git never rewrites an object or pack file in place; the
+	// commit-graph is replaced by rename.
+	if err := repoarchive.LinkTree(filepath.Join(cur.dir, "objects"), filepath.Join(staging, "objects"), false); err != nil {
 		_ = os.RemoveAll(staging)
 		return objstore.ObjectInfo{}, nil, 0, nil
 	}
 	return base, applied, 0, nil
-}
-
-// linkObjects hard-links the object files of one copy into another (git
-// never rewrites an object or pack file in place; the commit-graph is
-// replaced by rename).
-func linkObjects(from, to string) error {
-	return filepath.Walk(from, func(path string, fi os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(from, path)
-		dst := filepath.Join(to, rel)
-		if fi.IsDir() {
-			return os.MkdirAll(dst, 0o755)
-		}
-		if !fi.Mode().IsRegular() {
-			return nil
-		}
-		return os.Link(path, dst)
-	})
 }
 
 // AdoptIncrement is Adopt for a write the API made from r's copy: info is

@@ -41,19 +41,78 @@ func (s *Store) ensureDays(ctx context.Context, times []time.Time) error {
 // execer is a *sql.DB or *sql.Conn.
 type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
 // createDay creates day's partition unless it exists or the legacy
-// partition covers the day.
+// partition covers the day. The day is made a table of its own and then
+// attached: ATTACH PARTITION takes SHARE UPDATE EXCLUSIVE on usage_records,
+// which no request's insert or read waits on, where CREATE TABLE …
+// PARTITION OF takes ACCESS EXCLUSIVE (the new table is empty: the attach
+// checks no row and builds the parent's indexes on nothing).
 func (s *Store) createDay(ctx context.Context, db execer, day time.Time) error {
-	name := "usage_records_" + day.Format("20060102")
-	_, err := db.ExecContext(ctx, fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s PARTITION OF usage_records FOR VALUES FROM ('%s') TO ('%s')`,
-		name, day.Format(time.RFC3339), day.AddDate(0, 0, 1).Format(time.RFC3339)))
-	if err != nil && strings.Contains(err.Error(), "would overlap") {
-		return nil
+	var err error
+	// Two callers making the same day at once (requests of one replica,
+	// or replicas) may see the table vanish under the attach (the other
+	// dropped it: the legacy partition covers the day) or collide on its
+	// creation; the next attempt finds the day made or covered.
+	for range 5 {
+		err = createDayOnce(ctx, db, day)
+		if err == nil || !retryDay.MatchString(err.Error()) && !isUnique(err) {
+			return err
+		}
 	}
 	return err
 }
+
+// retryDay matches what a concurrent maker of the same day causes: the
+// table gone (undefined_table) or made meanwhile (duplicate_table,
+// duplicate_object: its row type).
+var retryDay = regexp.MustCompile(`SQLSTATE (42P01|42P07|42710)`)
+
+func createDayOnce(ctx context.Context, db execer, day time.Time) error {
+	name := "usage_records_" + day.Format("20060102")
+	// Catalog reads first, which lock nothing: a day that is there (a
+	// replica's first write of each day comes here) or that the legacy
+	// partition covers needs no ATTACH, whose lock waits on a running
+	// DETACH … CONCURRENTLY and on another ATTACH.
+	var attached bool
+	var bound sql.NullString
+	if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_inherits WHERE inhrelid = to_regclass($1) AND inhparent = 'usage_records'::regclass),
+  (SELECT pg_get_expr(c.relpartbound, c.oid) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+   WHERE i.inhparent = 'usage_records'::regclass AND c.relname = 'usage_records_legacy')`, name).Scan(&attached, &bound); err != nil {
+		return err
+	}
+	if attached {
+		return nil
+	}
+	if end, ok := partitionEnd("usage_records_legacy", bound.String); ok && day.Before(end) {
+		return nil // the legacy partition covers the day
+	}
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+name+` (LIKE usage_records INCLUDING DEFAULTS)`); err != nil {
+		return err
+	}
+	_, err := db.ExecContext(ctx, fmt.Sprintf(`ALTER TABLE usage_records ATTACH PARTITION %s FOR VALUES FROM ('%s') TO ('%s')`,
+		name, day.Format(time.RFC3339), day.AddDate(0, 0, 1).Format(time.RFC3339)))
+	switch {
+	case err == nil:
+		return nil
+	case strings.Contains(err.Error(), "is already a partition"):
+		return nil // made by another caller, or earlier
+	case strings.Contains(err.Error(), "would overlap"):
+		// The legacy partition covers the day: the table made above is
+		// no partition and never becomes one (it has no foreign key, so
+		// dropping it locks nothing else).
+		_, err := db.ExecContext(ctx, `DROP TABLE IF EXISTS `+name)
+		return err
+	}
+	return err
+}
+
+// isPartition tells whether the table $1 is a partition of usage_records
+// (a day's table that an interrupted createDay left unattached is not:
+// the next createDay attaches it).
+const isPartition = `SELECT EXISTS (SELECT 1 FROM pg_inherits WHERE inhrelid = to_regclass($1) AND inhparent = 'usage_records'::regclass)`
 
 // PartitionsAhead is how many days of partitions exist ahead of today.
 const PartitionsAhead = 7
@@ -95,7 +154,7 @@ func (s *Store) MaintainUsagePartitions(ctx context.Context, now time.Time, rete
 		from := today.AddDate(0, 0, i)
 		name := "usage_records_" + from.Format("20060102")
 		var exists bool
-		if err := conn.QueryRowContext(ctx, `SELECT to_regclass($1) IS NOT NULL`, name).Scan(&exists); err != nil {
+		if err := conn.QueryRowContext(ctx, isPartition, name).Scan(&exists); err != nil {
 			return out, err
 		}
 		if exists {
@@ -104,7 +163,7 @@ func (s *Store) MaintainUsagePartitions(ctx context.Context, now time.Time, rete
 		if err := s.createDay(ctx, conn, from); err != nil {
 			return out, fmt.Errorf("store: creating %s: %w", name, err)
 		}
-		if err := conn.QueryRowContext(ctx, `SELECT to_regclass($1) IS NOT NULL`, name).Scan(&exists); err != nil || !exists {
+		if err := conn.QueryRowContext(ctx, isPartition, name).Scan(&exists); err != nil || !exists {
 			continue // the legacy partition covers the day
 		}
 		s.usageDays.Store(from, true)

@@ -386,7 +386,7 @@ func (p *Persister) stageBase(ctx context.Context, dir string, man *repoarchive.
 		return 0, err
 	}
 	if len(man.Refs) > 0 {
-		pack, err := repoarchive.PackObjects(ctx, p.opts.Runner, p.gitDir, filepath.Join(gitDir, "objects", "pack"), tips(man.Refs), nil)
+		pack, err := repoarchive.PackObjects(ctx, p.opts.Runner, p.gitDir, filepath.Join(gitDir, "objects", "pack"), repoarchive.Tips(man.Refs), nil)
 		if err != nil {
 			return 0, err
 		}
@@ -396,7 +396,7 @@ func (p *Persister) stageBase(ctx context.Context, dir string, man *repoarchive.
 		return 0, err
 	}
 	if withLFS {
-		if err := linkTree(filepath.Join(p.gitDir, "lfs", "objects"), filepath.Join(gitDir, "lfs", "objects")); err != nil {
+		if err := repoarchive.LinkTree(filepath.Join(p.gitDir, "lfs", "objects"), filepath.Join(gitDir, "lfs", "objects"), true); err != nil {
 			return 0, err
 		}
 	}
@@ -417,28 +417,6 @@ func (p *Persister) stageBase(ctx context.Context, dir string, man *repoarchive.
 		return 0, err
 	}
 	return fi.Size(), nil
-}
-
-// linkTree hard-links the regular files under from into to (content-
-// addressed files never change once written).
-func linkTree(from, to string) error {
-	return filepath.Walk(from, func(path string, fi os.FileInfo, err error) error {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(from, path)
-		dst := filepath.Join(to, rel)
-		if fi.IsDir() {
-			return os.MkdirAll(dst, 0o755)
-		}
-		if !fi.Mode().IsRegular() {
-			return nil
-		}
-		return os.Link(path, dst)
-	})
 }
 
 // collect deletes, as the owner, the increments the current manifest no

@@ -58,36 +58,12 @@ func (p *Persister) headTurn(ctx context.Context) *int64 {
 	return &n
 }
 
-func sameRefs(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
-func tips(refs map[string]string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, name := range repoarchive.SortedRefNames(refs) {
-		if id := refs[name]; !seen[id] {
-			seen[id] = true
-			out = append(out, id)
-		}
-	}
-	return out
-}
-
 // snapshotIncrement stages the pack of every object reachable from the
 // local refs and not from the manifest's (git pack-objects --revs). It
 // reports false (with the reason) when the whole base must be written
 // instead: the manifest names a tip this repository lacks.
 func (p *Persister) snapshotIncrement(ctx context.Context, snap *Snapshot, man *repoarchive.RepoManifest, tmpDir string) (bool, error) {
-	if sameRefs(snap.refs, man.Refs) && (snap.head == man.Head || snap.head == "") {
+	if repoarchive.SameRefs(snap.refs, man.Refs) && (snap.head == man.Head || snap.head == "") {
 		snap.kind = snapNone
 		return true, nil
 	}
@@ -95,7 +71,7 @@ func (p *Persister) snapshotIncrement(ctx context.Context, snap *Snapshot, man *
 	if err != nil {
 		return false, err
 	}
-	pack, err := repoarchive.PackObjects(ctx, p.opts.Runner, p.gitDir, dir, tips(snap.refs), tips(man.Refs))
+	pack, err := repoarchive.PackObjects(ctx, p.opts.Runner, p.gitDir, dir, repoarchive.Tips(snap.refs), repoarchive.Tips(man.Refs))
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return false, err

@@ -188,10 +188,13 @@ func PutObject(t testing.TB, st objstore.Store, projectID string, b []byte) objs
 	return info
 }
 
-// CountingStore wraps a Store and counts Head and Get calls per key.
+// CountingStore wraps a Store and counts Head and Get calls, and the
+// bytes its callers read from the bodies of Gets (GotBytes: what a read
+// fetched from the object store).
 type CountingStore struct {
 	objstore.Store
 	Heads, Gets atomic.Int64
+	GotBytes    atomic.Int64
 	// BeforeGet, when set, runs before each Get (tests hold a download).
 	BeforeGet func()
 }
@@ -208,5 +211,21 @@ func (c *CountingStore) Get(ctx context.Context, key string) (io.ReadCloser, obj
 	if c.BeforeGet != nil {
 		c.BeforeGet()
 	}
-	return c.Store.Get(ctx, key)
+	rc, info, err := c.Store.Get(ctx, key)
+	if err != nil {
+		return rc, info, err
+	}
+	return &countedBody{ReadCloser: rc, n: &c.GotBytes}, info, nil
+}
+
+// countedBody adds the bytes read from a Get's body to n.
+type countedBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (b *countedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(n))
+	return n, err
 }
