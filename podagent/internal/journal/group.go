@@ -17,9 +17,7 @@ type group struct {
 	busy    bool // a leader is writing
 	waiting []*groupCall
 
-	// commits counts the transactions written (tests); beforeCommit and
-	// queued are test hooks.
-	commits      int
+	// beforeCommit and queued are test hooks.
 	beforeCommit func(calls int)
 	queued       func()
 }
@@ -59,7 +57,6 @@ func (d *DB) ApplyGrouped(ops ...Op) error {
 	g.busy = true
 	calls := g.waiting // c is among them
 	g.waiting = nil
-	g.commits++
 	hook := g.beforeCommit
 	g.mu.Unlock()
 
