@@ -81,6 +81,9 @@ func (r *Recorder) MarkPersisted(shas []string) error {
 	return r.q.Release(handover.Checkpoint, shas)
 }
 
+// Wake asks the queue's drain loop to post the released entries now.
+func (r *Recorder) Wake() { r.q.Wake() }
+
 // PendingSHAs returns the shas of all remembered entries, in commit order.
 func (r *Recorder) PendingSHAs() []string {
 	pending := r.Pending()

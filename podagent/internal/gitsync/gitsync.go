@@ -342,8 +342,8 @@ func (g *GitWorkspaceSync) Resume(ctx context.Context) {
 }
 
 // Run is the background retry loop: while the mode owes work (a persist,
-// a push, an S3 write, checkpoint records) it has the Writer retry with
-// exponential backoff. It returns when ctx ends.
+// a push, an S3 write) it has the Writer retry with exponential backoff
+// (checkpoint records are the hand-over queue's). It returns when ctx ends.
 func (g *GitWorkspaceSync) Run(ctx context.Context) {
 	backoff := g.newBackoff()
 	for {

@@ -101,6 +101,7 @@ type item struct {
 	key       string
 	e         Entry
 	journaled bool // false: the journal write failed, memory only
+	writing   bool // its journal write (Put) has not ended: not handed over yet
 }
 
 // OpenQueue loads the entries an earlier run left in db (moving those of
@@ -285,15 +286,35 @@ func (q *Queue) PutWith(k Kind, id string, payload any, held bool, also ...journ
 		}
 		return q.db.Apply(also...)
 	}
-	it := &item{key: q.nextKey(), e: Entry{Kind: k, ID: id, Held: held, Payload: raw}}
+	// The entry is in memory (its place in the kind's order taken) but not
+	// handed over until its journal write ends; the write is a group
+	// commit outside q.mu, so the Puts of a burst share a few fsyncs.
+	it := &item{key: q.nextKey(), e: Entry{Kind: k, ID: id, Held: held, Payload: raw}, writing: true}
 	op, err := q.table.PutOp(it.key, it.e)
-	if err == nil {
-		err = q.db.Apply(append([]journal.Op{op}, also...)...)
-	}
-	it.journaled = err == nil
 	q.add(it)
 	q.changedLocked(k)
 	q.mu.Unlock()
+	if err == nil {
+		err = q.db.ApplyGrouped(append([]journal.Op{op}, also...)...)
+	}
+	q.mu.Lock()
+	it.writing = false
+	it.journaled = err == nil
+	gone := q.find(k, id) != it // dropped meanwhile (DropOldest)
+	now := it.e                 // released meanwhile (Release)
+	q.mu.Unlock()
+	// The journal holds what memory holds.
+	switch {
+	case err != nil:
+	case gone:
+		if derr := q.db.Apply(q.table.DeleteOp(it.key)); derr != nil {
+			q.log.Warn("removing a dropped hand-over from the journal failed", zap.String("id", id), zap.Error(derr))
+		}
+	case now.Held != held:
+		if derr := q.table.PutAll([]journal.Item[Entry]{{Key: it.key, Value: now}}); derr != nil {
+			q.log.Warn("saving a released hand-over in the journal failed", zap.String("id", id), zap.Error(derr))
+		}
+	}
 	if err != nil {
 		q.log.Error("writing the hand-over journal failed; the entry is kept in memory only until the API takes it",
 			zap.String("kind", string(k)), zap.String("id", id), zap.Error(err))
@@ -479,6 +500,9 @@ func (q *Queue) drainKind(ctx context.Context, k Kind) error {
 		var batch []*item
 		if ok && (h.Paused == nil || !h.Paused()) {
 			for _, it := range q.items {
+				if it.e.Kind == k && it.writing {
+					break // the kind's order: nothing after an entry not on disk yet
+				}
 				if it.e.Kind == k && !it.e.Held {
 					batch = append(batch, it)
 					if len(batch) == h.Batch {

@@ -87,6 +87,7 @@ type DB struct {
 	bolt     *bolt.DB
 	path     string
 	setAside string
+	group    group // ApplyGrouped's group commit
 }
 
 // Open opens (or creates) the journal file at path. A file that is not a
@@ -440,19 +441,22 @@ func (d *DB) Apply(ops ...Op) error {
 			return fmt.Errorf("journal: an op of %s applied to %s", op.db.Path(), d.path)
 		}
 	}
-	return d.bolt.Update(func(tx *bolt.Tx) error {
-		for _, op := range ops {
-			b := tx.Bucket([]byte(op.kind))
-			var err error
-			if op.val == nil {
-				err = b.Delete([]byte(op.key))
-			} else {
-				err = b.Put([]byte(op.key), op.val)
-			}
-			if err != nil {
-				return err
-			}
+	return d.bolt.Update(func(tx *bolt.Tx) error { return applyOps(tx, ops) })
+}
+
+// applyOps writes ops in tx.
+func applyOps(tx *bolt.Tx, ops []Op) error {
+	for _, op := range ops {
+		b := tx.Bucket([]byte(op.kind))
+		var err error
+		if op.val == nil {
+			err = b.Delete([]byte(op.key))
+		} else {
+			err = b.Put([]byte(op.key), op.val)
 		}
-		return nil
-	})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

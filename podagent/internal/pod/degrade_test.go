@@ -153,7 +153,10 @@ func TestRecordFailuresAreRetriedAndSurviveRestart(t *testing.T) {
 	}
 }
 
-// The background loop retries pending records with backoff.
+// A record the API failed is the hand-over queue's to retry: once the
+// commit is persisted the mode's writer owes nothing (the engine's retry
+// loop, set here to wait an hour, never posts records), and the queue's
+// drain loop records the commit when the API is back.
 func TestBackgroundLoopRecordsLater(t *testing.T) {
 	t.Parallel()
 	store := storeKinds()[0].open(t)
@@ -161,17 +164,23 @@ func TestBackgroundLoopRecordsLater(t *testing.T) {
 	api.down.Store(true)
 	ws := t.TempDir()
 	cfg := testConfig("p1", ws, api.srv.URL)
-	cfg.PersistRetryMin, cfg.PersistRetryMax = 10*time.Millisecond, 50*time.Millisecond
+	cfg.PersistRetryMin, cfg.PersistRetryMax = time.Hour, time.Hour
 	p := startPod(t, Options{Config: cfg, Store: store})
 	writeFile(t, ws, "x", "1")
 	if _, err := p.Turn(context.Background(), "turn"); err != nil {
 		t.Fatal(err)
 	}
+	if p.Recorder.Len() != 1 || len(api.recorded()) != 0 {
+		t.Fatalf("pending=%d recorded=%d", p.Recorder.Len(), len(api.recorded()))
+	}
+	if p.Writer.Owed() {
+		t.Fatal("the writer owes work for a persisted commit's record; the hand-over queue owns its retry")
+	}
 	api.down.Store(false)
 	deadline := time.Now().Add(20 * time.Second)
 	for p.Recorder.Len() != 0 {
 		if time.Now().After(deadline) {
-			t.Fatal("background loop never recorded the commit")
+			t.Fatal("the hand-over queue never recorded the commit")
 		}
 		time.Sleep(20 * time.Millisecond) // observe the loop's effect: poll with a deadline
 	}

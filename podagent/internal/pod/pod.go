@@ -95,7 +95,9 @@ type Pod struct {
 	Assets  *assets.Assets
 	Machine *degrade.Machine
 	// Strategy is the pod's sync mode, chosen once at start.
-	Strategy  syncstrategy.Strategy
+	Strategy syncstrategy.Strategy
+	// Writer is the mode's writer (what the engine's retry loop asks Owed).
+	Writer    syncstrategy.Writer
 	S3        *s3sync.S3Sync
 	Metrics   *gitsync.Metrics
 	Echo      *echo.Echo
@@ -234,9 +236,10 @@ func Start(ctx context.Context, o Options) (*Pod, error) {
 	// mode's: its Writer holds the stores the mode writes.
 	parts := syncstrategy.Parts{Config: cfg, Workspace: ws, Runner: runner, Assets: p.Assets, Lease: p.Lease, Log: log}
 	large, repack := strat.LargeFiles(parts), gitsync.NewRepacker(p.Repo, o.RepackLooseObjects, 0, log)
-	writer := strat.Writer(syncstrategy.Stores{Repo: p.Repo, Lease: p.Lease, Persister: p.Durable, Recorder: p.Recorder,
+	p.Writer = strat.Writer(syncstrategy.Stores{Repo: p.Repo, Lease: p.Lease, Persister: p.Durable, Recorder: p.Recorder,
 		Repack: repack, Origin: strat.Origin(parts), S3: p.S3, Large: large,
 		Machine: p.Machine, Metrics: p.Metrics, Log: log, PersistAttempts: o.PersistAttempts, PersistTimeout: o.PersistTimeout})
+	writer := p.Writer
 	sopts := gitsync.Options{Writer: writer, Repo: p.Repo, Lease: p.Lease, LFS: large.Turn, Repack: repack,
 		Log: log, RetryMin: cfg.PersistRetryMin, RetryMax: cfg.PersistRetryMax}
 	copts := coldstart.Options{Repo: p.Repo, Durable: p.Durable, S3: p.S3, Log: log, LFS: large.Cold, Assets: large.Assets}

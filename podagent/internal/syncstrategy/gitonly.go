@@ -152,7 +152,7 @@ func (w *gitOnlyWriter) Flush(ctx context.Context, f gitsync.FlushEvent) error {
 // Resume: if the journal holds commits the durable object may lack,
 // persist now; then record what is persisted.
 func (w *gitOnlyWriter) Resume(ctx context.Context) {
-	if unpersisted, _ := w.pending(); unpersisted {
+	if w.unpersisted() {
 		w.dirty.Store(true)
 		w.log.Info("resuming: persisting commits made before a restart")
 		w.pushLargeFiles(ctx)
@@ -163,22 +163,18 @@ func (w *gitOnlyWriter) Resume(ctx context.Context) {
 	w.recordPending(ctx)
 }
 
-// Owed: a persist, or records of persisted commits.
-func (w *gitOnlyWriter) Owed() bool {
-	if w.dirty.Load() {
+// Owed: a persist. Records of persisted commits are not owed here: the
+// persist released them in the hand-over queue, whose drain loop retries
+// them with its own backoff (docs/sync-modes.md §12).
+func (w *gitOnlyWriter) Owed() bool { return w.dirty.Load() }
+
+// Retry persists; the persist releases the commits' records to the
+// hand-over queue and wakes it.
+func (w *gitOnlyWriter) Retry(ctx context.Context) bool {
+	if !w.dirty.Load() {
 		return true
 	}
-	_, unrecorded := w.pending()
-	return unrecorded
-}
-
-func (w *gitOnlyWriter) Retry(ctx context.Context) bool {
-	if w.dirty.Load() {
-		if err := w.step(ctx, w.persist); err != nil {
-			return false
-		}
-	}
-	return w.postRecords(ctx) == nil
+	return w.step(ctx, w.persist) == nil
 }
 
 // RolledBack: git-lfs pulls the real bytes of the rewritten tree back.
@@ -190,18 +186,21 @@ func (w *gitOnlyWriter) RolledBack(ctx context.Context) {
 	}
 }
 
-// pending reports whether the journal holds commits not persisted yet, and
-// commits persisted but not recorded yet.
-func (w *gitOnlyWriter) pending() (unpersisted, unrecorded bool) {
+// unpersisted reports whether the journal holds commits not persisted
+// yet.
+func (w *gitOnlyWriter) unpersisted() bool {
 	for _, e := range w.recorder.Pending() {
-		unpersisted = unpersisted || !e.Persisted
-		unrecorded = unrecorded || e.Persisted
+		if !e.Persisted {
+			return true
+		}
 	}
-	return unpersisted, unrecorded
+	return false
 }
 
-// recordPending posts the persisted, unrecorded commits. Failures are not
-// durability failures; the engine's loop retries them (Owed).
+// recordPending posts the persisted, unrecorded commits now, through the
+// hand-over queue (a turn's own record, a flush, the resume). Failures are
+// not durability failures; the entries stay queued and the queue's drain
+// loop retries them.
 func (w *gitOnlyWriter) recordPending(ctx context.Context) { _ = w.postRecords(ctx) }
 
 // postRecords is the one call that hands checkpoint records to the API:
@@ -254,9 +253,11 @@ func (w *gitOnlyWriter) persist(ctx context.Context) error {
 		return err
 	}
 	w.dirty.Store(false)
+	// Release the records: the queue's drain loop posts them from here on.
 	if err := w.recorder.MarkPersisted(shas); err != nil {
 		w.log.Warn("saving checkpoint journal", zap.Error(err))
 	}
+	w.recorder.Wake()
 	w.log.Info("persisted .git", zap.String("key", w.persister.Key()), zap.Int64("bytes", snap.Size),
 		zap.Duration("took", time.Since(start)), zap.String("etag", w.persister.ETag()))
 	testhook.Reach(testhook.AfterPersist)
