@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"runtime"
 	"testing"
@@ -32,7 +34,8 @@ import (
 //	  GOWORK=off go test -run '^$' -bench BenchmarkGovernedBoard -benchtime 1x -timeout 30m ./e2e/
 //
 // Environment as BenchmarkGatewayReport's (SVC_BENCH_REQUESTS,
-// SVC_BENCH_DURATION, SVC_BENCH_FRAMES, SVC_BENCH_FRAME_GAP).
+// SVC_BENCH_DURATION, SVC_BENCH_FRAMES, SVC_BENCH_FRAME_GAP), and
+// SVC_BENCH_CPUPROFILE: a file for the gateway's CPU profile over the sweep.
 func BenchmarkGovernedBoard(b *testing.B) {
 	r := newReport(b)
 	// The key's own budget: large enough never to refuse, checked on every request.
@@ -76,6 +79,7 @@ func BenchmarkGovernedBoard(b *testing.B) {
 		// then on the gateway) so that drift of the machine touches both
 		// lanes alike.
 		levels := []int{1, 2, 4, 8, 16, 32, 64, 128}
+		profiled := r.profileGateway(time.Duration(2*len(levels)) * r.duration)
 		for j, p := range paths[1:] {
 			board.Lanes = append(board.Lanes, governedLane{Name: p.name,
 				AddedP50us: us(pct(lat[j+1], 50) - dp50), AddedP99us: us(pct(lat[j+1], 99) - dp99), Frontier: map[string]float64{}})
@@ -85,6 +89,9 @@ func BenchmarkGovernedBoard(b *testing.B) {
 				rps, l := p.load(b, c, r.duration)
 				board.Lanes[j].Sweep = append(board.Lanes[j].Sweep, sweepPoint{Clients: c, RPS: rps, P99us: us(pct(l, 99))})
 			}
+		}
+		if err := <-profiled; err != nil {
+			b.Fatal(err)
 		}
 		for j := range board.Lanes {
 			for _, bound := range frontierBounds {
@@ -153,6 +160,32 @@ type governedBoard struct {
 	Lanes      []governedLane     `json:"lanes"` // the bare proxy, then the governed gateway
 	Ratios     map[string]float64 `json:"ratios"`
 	Goals      map[string]string  `json:"goals"` // "met", "missed" or "not measured"
+}
+
+// profileGateway writes the gateway's CPU profile over the next d to
+// SVC_BENCH_CPUPROFILE, when set (a profile of the governed request path
+// under the sweep); the channel yields once it is written.
+func (r *report) profileGateway(d time.Duration) <-chan error {
+	done := make(chan error, 1)
+	path := os.Getenv("SVC_BENCH_CPUPROFILE")
+	if path == "" {
+		done <- nil
+		return done
+	}
+	go func() {
+		resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", r.pprof, max(int(d.Seconds()), 1)))
+		if err != nil {
+			done <- err
+			return
+		}
+		defer resp.Body.Close()
+		raw, err := io.ReadAll(resp.Body)
+		if err == nil {
+			err = os.WriteFile(path, raw, 0o644)
+		}
+		done <- err
+	}()
+	return done
 }
 
 // frontierBounds are the p99 bounds of the throughput frontier.
