@@ -106,7 +106,7 @@ WHERE key_id IN (SELECT id FROM api_keys WHERE workspace_id = ?)`, workspaceID).
 // ok false: refused, and b is the row as it stands (b.KeyID empty: the key
 // has no budget, and nothing is reserved).
 func (s *Store) ReserveKeyBudget(ctx context.Context, keyID string, c BudgetClock) (b KeyBudget, ok bool, err error) {
-	err = s.sqlDB.QueryRowContext(ctx, reserveKeyBudgetSQL.of(s.dialect), reserveKeyBudgetSQL.args(keyID, 0, c)...).Scan(
+	err = s.sqlDB.QueryRowContext(ctx, reserveKeyBudgetSQL.of(s.dialect), reserveKeyBudgetSQL.args(budgetArgs{key: keyID}, c)...).Scan(
 		&b.KeyID, &b.LimitMicro, &b.BudgetWindow, &b.ResetsAt, &b.CreditsMicro, &b.Inflight, &b.ReservedUntil, &b.MaxRequestMicro)
 	if err == nil {
 		return b, true, nil
@@ -124,14 +124,22 @@ func (s *Store) ReserveKeyBudget(ctx context.Context, keyID string, c BudgetCloc
 // AddKeyBudgetCost adds the cost of a request admitted without a
 // reservation (while the database was down) to the window open at c.Now.
 func (s *Store) AddKeyBudgetCost(ctx context.Context, keyID string, costMicro int64, c BudgetClock) error {
-	_, err := s.sqlDB.ExecContext(ctx, addKeyBudgetCostSQL.of(s.dialect), addKeyBudgetCostSQL.args(keyID, costMicro, c)...)
+	_, err := s.sqlDB.ExecContext(ctx, addKeyBudgetCostSQL.of(s.dialect), addKeyBudgetCostSQL.args(budgetArgs{key: keyID, cost: costMicro}, c)...)
 	return err
 }
 
 // SettleKeyBudget ends one reservation of a key's budget: the request's
 // cost is added to the window open at c.Now and the reservation released.
 func (s *Store) SettleKeyBudget(ctx context.Context, keyID string, costMicro int64, c BudgetClock) error {
-	_, err := s.sqlDB.ExecContext(ctx, settleKeyBudgetSQL.of(s.dialect), settleKeyBudgetSQL.args(keyID, costMicro, c)...)
+	return s.SettleKeyBudgets(ctx, keyID, 1, costMicro, costMicro, c)
+}
+
+// SettleKeyBudgets ends n reservations of a key's budget in one statement:
+// their costs (costMicro in all, maxCostMicro the largest) are added to the
+// window open at c.Now and the reservations released.
+func (s *Store) SettleKeyBudgets(ctx context.Context, keyID string, n, costMicro, maxCostMicro int64, c BudgetClock) error {
+	_, err := s.sqlDB.ExecContext(ctx, settleKeyBudgetSQL.of(s.dialect),
+		settleKeyBudgetSQL.args(budgetArgs{key: keyID, cost: costMicro, n: n, max: maxCostMicro}, c)...)
 	return err
 }
 
@@ -152,13 +160,13 @@ RETURNING ` + budgetColumns)
 WHERE key_id = @key`)
 	settleKeyBudgetSQL = budgetStatement(`UPDATE key_budgets SET credits_micro = ` + budgetCredits + ` + @cost,
   resets_at = ` + budgetResets + `,
-  inflight = CASE WHEN ` + budgetInflight + ` > 0 THEN ` + budgetInflight + ` - 1 ELSE 0 END,
-  max_request_micro = CASE WHEN @cost > max_request_micro THEN @cost ELSE max_request_micro END
+  inflight = CASE WHEN ` + budgetInflight + ` > @n THEN ` + budgetInflight + ` - @n ELSE 0 END,
+  max_request_micro = CASE WHEN @max > max_request_micro THEN @max ELSE max_request_micro END
 WHERE key_id = @key`)
 )
 
 // budgetParams are the budget statements' named parameters.
-var budgetParams = []string{"key", "now", "day", "month", "until", "cost"}
+var budgetParams = []string{"key", "now", "day", "month", "until", "cost", "n", "max"}
 
 // budgetStmt is one budget statement in each database's placeholder
 // syntax; params are the budgetParams it uses, in its numbering.
@@ -174,9 +182,16 @@ func (q budgetStmt) of(d migrations.Dialect) string {
 	return q.sqlite
 }
 
+// budgetArgs are the values of a budget statement's parameters besides the
+// clock's.
+type budgetArgs struct {
+	key          string
+	cost, n, max int64
+}
+
 // args are the statement's arguments, in its numbering.
-func (q budgetStmt) args(keyID string, costMicro int64, c BudgetClock) []any {
-	all := [...]any{keyID, c.Now, c.Day, c.Month, c.Until, costMicro}
+func (q budgetStmt) args(a budgetArgs, c BudgetClock) []any {
+	all := [...]any{a.key, c.Now, c.Day, c.Month, c.Until, a.cost, a.n, a.max}
 	out := make([]any, len(q.params))
 	for i, p := range q.params {
 		out[i] = all[p]
