@@ -100,10 +100,11 @@ func BenchmarkGovernedBoard(b *testing.B) {
 		}
 		var ttfb [3][]time.Duration
 		stallFree := [3]int{}
+		timings := [3]map[string][]time.Duration{{}, {}, {}}
 		streams := max(r.requests/4, 1)
 		for n := 0; n < streams; n++ {
 			for j, p := range paths {
-				t, got, batched, err := p.streamOnce(gap, map[string][]time.Duration{})
+				t, got, batched, err := p.streamOnce(gap, timings[j])
 				if err != nil {
 					b.Fatalf("%s stream: %v", p.name, err)
 				}
@@ -119,6 +120,12 @@ func BenchmarkGovernedBoard(b *testing.B) {
 			l.Streams = streams
 			l.AddedTTFTP50us, l.AddedTTFTP99us = us(pct(ttfb[j+1], 50)-d50), us(pct(ttfb[j+1], 99)-d99)
 			l.StallFree = float64(stallFree[j+1]) / float64(streams)
+			for name, ds := range timings[j+1] {
+				if l.ServerTimingP50us == nil {
+					l.ServerTimingP50us = map[string]float64{}
+				}
+				l.ServerTimingP50us[name] = us(pct(ds, 50))
+			}
 		}
 		g, p := board.Lanes[1], board.Lanes[0]
 		board.Ratios = map[string]float64{}
@@ -232,6 +239,10 @@ type governedLane struct {
 	AddedTTFTP50us float64            `json:"addedTTFTP50us"`
 	AddedTTFTP99us float64            `json:"addedTTFTP99us"`
 	StallFree      float64            `json:"stallFreeShare"`
+	// ServerTimingP50us: the gateway's own account of its streams
+	// (X-Svc-Overhead-Duration-Ms and the Server-Timing phases: auth,
+	// admit, upstream), p50.
+	ServerTimingP50us map[string]float64 `json:"serverTimingP50us,omitempty"`
 }
 
 type sweepPoint struct {
