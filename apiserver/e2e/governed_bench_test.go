@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"runtime"
 	"testing"
@@ -32,7 +34,8 @@ import (
 //	  GOWORK=off go test -run '^$' -bench BenchmarkGovernedBoard -benchtime 1x -timeout 30m ./e2e/
 //
 // Environment as BenchmarkGatewayReport's (SVC_BENCH_REQUESTS,
-// SVC_BENCH_DURATION, SVC_BENCH_FRAMES, SVC_BENCH_FRAME_GAP).
+// SVC_BENCH_DURATION, SVC_BENCH_FRAMES, SVC_BENCH_FRAME_GAP), and
+// SVC_BENCH_CPUPROFILE: a file for the gateway's CPU profile over the sweep.
 func BenchmarkGovernedBoard(b *testing.B) {
 	r := newReport(b)
 	// The key's own budget: large enough never to refuse, checked on every request.
@@ -72,31 +75,36 @@ func BenchmarkGovernedBoard(b *testing.B) {
 		}
 		dp50, dp99 := pct(lat[0], 50), pct(lat[0], 99)
 		// 2. one sweep; 3. streams.
+		// The sweep's levels are interleaved (each level on the bare proxy,
+		// then on the gateway) so that drift of the machine touches both
+		// lanes alike.
 		levels := []int{1, 2, 4, 8, 16, 32, 64, 128}
+		profiled := r.profileGateway(time.Duration(2*len(levels)) * r.duration)
 		for j, p := range paths[1:] {
-			lane := governedLane{Name: p.name,
-				AddedP50us: us(pct(lat[j+1], 50) - dp50), AddedP99us: us(pct(lat[j+1], 99) - dp99), Frontier: map[string]float64{}}
-			for _, c := range levels {
+			board.Lanes = append(board.Lanes, governedLane{Name: p.name,
+				AddedP50us: us(pct(lat[j+1], 50) - dp50), AddedP99us: us(pct(lat[j+1], 99) - dp99), Frontier: map[string]float64{}})
+		}
+		for _, c := range levels {
+			for j, p := range paths[1:] {
 				rps, l := p.load(b, c, r.duration)
-				lane.Sweep = append(lane.Sweep, sweepPoint{Clients: c, RPS: rps, P99us: us(pct(l, 99))})
+				board.Lanes[j].Sweep = append(board.Lanes[j].Sweep, sweepPoint{Clients: c, RPS: rps, P99us: us(pct(l, 99))})
 			}
-			for _, bound := range []time.Duration{time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 50 * time.Millisecond} {
-				best := 0.0
-				for _, pt := range lane.Sweep {
-					if pt.P99us <= us(bound) && pt.RPS > best {
-						best = pt.RPS
-					}
-				}
-				lane.Frontier[fmt.Sprintf("p99<=%dms", bound/time.Millisecond)] = best
+		}
+		if err := <-profiled; err != nil {
+			b.Fatal(err)
+		}
+		for j := range board.Lanes {
+			for _, bound := range frontierBounds {
+				board.Lanes[j].Frontier[frontierKey(bound)] = frontier(board.Lanes[j].Sweep, bound)
 			}
-			board.Lanes = append(board.Lanes, lane)
 		}
 		var ttfb [3][]time.Duration
 		stallFree := [3]int{}
+		timings := [3]map[string][]time.Duration{{}, {}, {}}
 		streams := max(r.requests/4, 1)
 		for n := 0; n < streams; n++ {
 			for j, p := range paths {
-				t, got, batched, err := p.streamOnce(gap, map[string][]time.Duration{})
+				t, got, batched, err := p.streamOnce(gap, timings[j])
 				if err != nil {
 					b.Fatalf("%s stream: %v", p.name, err)
 				}
@@ -112,15 +120,26 @@ func BenchmarkGovernedBoard(b *testing.B) {
 			l.Streams = streams
 			l.AddedTTFTP50us, l.AddedTTFTP99us = us(pct(ttfb[j+1], 50)-d50), us(pct(ttfb[j+1], 99)-d99)
 			l.StallFree = float64(stallFree[j+1]) / float64(streams)
+			for name, ds := range timings[j+1] {
+				if l.ServerTimingP50us == nil {
+					l.ServerTimingP50us = map[string]float64{}
+				}
+				l.ServerTimingP50us[name] = us(pct(ds, 50))
+			}
 		}
 		g, p := board.Lanes[1], board.Lanes[0]
 		board.Ratios = map[string]float64{}
-		for k, v := range g.Frontier {
+		board.Goals = map[string]string{}
+		for _, bound := range frontierBounds {
+			k := frontierKey(bound)
 			if p.Frontier[k] > 0 {
-				board.Ratios["frontier "+k] = v / p.Frontier[k]
+				board.Ratios["frontier "+k] = g.Frontier[k] / p.Frontier[k]
 			}
+			board.Goals["frontier "+k+" >= 1.0x the bare proxy's"] = frontierGoal(g.Frontier[k], p.Frontier[k])
 		}
-		board.Ratios["added TTFT p50 minus the bare proxy's, µs"] = g.AddedTTFTP50us - p.AddedTTFTP50us
+		ttft := g.AddedTTFTP50us - p.AddedTTFTP50us
+		board.Ratios["added TTFT p50 minus the bare proxy's, µs"] = ttft
+		board.Goals["added TTFT p50 <= the bare proxy's + 100 µs"] = met(ttft <= 100)
 		var buf bytes.Buffer
 		enc := json.NewEncoder(&buf)
 		enc.SetEscapeHTML(false)
@@ -147,6 +166,67 @@ type governedBoard struct {
 	Governance []string           `json:"governance"`
 	Lanes      []governedLane     `json:"lanes"` // the bare proxy, then the governed gateway
 	Ratios     map[string]float64 `json:"ratios"`
+	Goals      map[string]string  `json:"goals"` // "met", "missed" or "not measured"
+}
+
+// profileGateway writes the gateway's CPU profile over the next d to
+// SVC_BENCH_CPUPROFILE, when set (a profile of the governed request path
+// under the sweep); the channel yields once it is written.
+func (r *report) profileGateway(d time.Duration) <-chan error {
+	done := make(chan error, 1)
+	path := os.Getenv("SVC_BENCH_CPUPROFILE")
+	if path == "" {
+		done <- nil
+		return done
+	}
+	go func() {
+		resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", r.pprof, max(int(d.Seconds()), 1)))
+		if err != nil {
+			done <- err
+			return
+		}
+		defer resp.Body.Close()
+		raw, err := io.ReadAll(resp.Body)
+		if err == nil {
+			err = os.WriteFile(path, raw, 0o644)
+		}
+		done <- err
+	}()
+	return done
+}
+
+// frontierBounds are the p99 bounds of the throughput frontier.
+var frontierBounds = []time.Duration{time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 50 * time.Millisecond}
+
+func frontierKey(bound time.Duration) string { return fmt.Sprintf("p99<=%dms", bound/time.Millisecond) }
+
+// frontier is the most req/s of a sweep's levels whose p99 is within
+// bound (0: none is).
+func frontier(sweep []sweepPoint, bound time.Duration) float64 {
+	best := 0.0
+	for _, pt := range sweep {
+		if pt.P99us <= us(bound) && pt.RPS > best {
+			best = pt.RPS
+		}
+	}
+	return best
+}
+
+// frontierGoal compares the gateway's frontier at one bound with the bare
+// proxy's: with no level of either lane within the bound there is nothing
+// to compare; a gateway within it where the bare proxy is not meets it.
+func frontierGoal(gateway, bare float64) string {
+	if gateway == 0 && bare == 0 {
+		return "not measured"
+	}
+	return met(gateway >= bare)
+}
+
+func met(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "missed"
 }
 
 type governedLane struct {
@@ -159,6 +239,10 @@ type governedLane struct {
 	AddedTTFTP50us float64            `json:"addedTTFTP50us"`
 	AddedTTFTP99us float64            `json:"addedTTFTP99us"`
 	StallFree      float64            `json:"stallFreeShare"`
+	// ServerTimingP50us: the gateway's own account of its streams
+	// (X-Svc-Overhead-Duration-Ms and the Server-Timing phases: auth,
+	// admit, upstream), p50.
+	ServerTimingP50us map[string]float64 `json:"serverTimingP50us,omitempty"`
 }
 
 type sweepPoint struct {

@@ -126,7 +126,7 @@ func (m *Meter) settle(ctx context.Context, s settlement) error {
 	if s.unreserved {
 		return m.Store.AddKeyBudgetCost(ctx, s.keyID, s.cost, s.clock)
 	}
-	return m.Store.SettleKeyBudget(ctx, s.keyID, s.cost, s.clock)
+	return m.settleReserved(ctx, s)
 }
 
 func (m *Meter) keepSettlement(s settlement) {

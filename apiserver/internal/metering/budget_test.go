@@ -209,3 +209,64 @@ func TestKeyBudgetRemoved(t *testing.T) {
 		t.Fatalf("after the budget was removed: %+v, %v; want admitted without a reservation", adm, err)
 	}
 }
+
+// Settlements of one key ending together (written in batches while one is
+// in flight) each land once: the row ends with every cost added, no
+// reservation left and the largest cost as its estimate, and each Settle
+// returns only once its own settlement is on the row.
+func TestKeyBudgetConcurrentSettlements(t *testing.T) {
+	t.Parallel()
+	st, p := budgetKey(t, 1_000_000*credit, store.BudgetMonthly)
+	ctx := context.Background()
+	m := New(st, nil)
+	plan := catalog.Plan{Name: "p"}
+	// The key's first request is admitted alone (no cost known yet).
+	adm, err := m.Admit(ctx, p, plan)
+	if err != nil || !adm.KeyBudget {
+		t.Fatalf("first admission: %+v %v", adm, err)
+	}
+	if err := m.Settle(ctx, p, adm, oneCredit, &Usage{PromptTokens: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 40
+	adms := make([]Admission, n)
+	for i := range adms {
+		if adms[i], err = m.Admit(ctx, p, plan); err != nil || !adms[i].KeyBudget {
+			t.Fatalf("admission %d: %+v %v", i, adms[i], err)
+		}
+	}
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	want := int64(credit)
+	for i, adm := range adms {
+		tokens := int64(1000 * (i%7 + 1)) // 1 to 7 credits
+		want += tokens * credit / 1000
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			if err := m.Settle(ctx, p, adm, oneCredit, &Usage{PromptTokens: tokens}); err != nil {
+				t.Error(err)
+				return
+			}
+			b, err := st.GetKeyBudget(ctx, p.KeyID)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if b.Inflight > n-1 || b.CreditsMicro < credit+tokens*credit/1000 {
+				t.Errorf("after a settlement of %d credits returned: %d in flight, %d used", tokens/1000, b.Inflight, b.CreditsMicro)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	b, err := st.GetKeyBudget(ctx, p.KeyID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.CreditsMicro != want || b.Inflight != 0 || b.MaxRequestMicro != 7*credit {
+		t.Fatalf("row after %d settlements: used %d in flight %d largest %d; want %d, 0, %d",
+			n+1, b.CreditsMicro, b.Inflight, b.MaxRequestMicro, want, 7*credit)
+	}
+}

@@ -31,6 +31,7 @@ type Meter struct {
 	ServeFor time.Duration
 
 	outage  outage
+	batches settleBatches
 	leases  leases
 	windows windowCache
 }

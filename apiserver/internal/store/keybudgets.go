@@ -2,8 +2,14 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/svc-dev/svc/migrations"
 )
 
 // The windows of a key budget (docs/gateway.md, "Budgets
@@ -58,10 +64,6 @@ const (
 	budgetColumns  = `key_id, limit_micro, budget_window, resets_at, credits_micro, inflight, reserved_until, max_request_micro`
 )
 
-func (c BudgetClock) args(keyID string) map[string]any {
-	return map[string]any{"key": keyID, "now": c.Now, "day": c.Day, "month": c.Month, "until": c.Until}
-}
-
 // SetKeyBudget sets (or replaces) a key's budget. Changing only the limit
 // keeps what the window used; changing the window starts a new one.
 func (s *Store) SetKeyBudget(ctx context.Context, keyID string, limitMicro int64, window string) error {
@@ -104,17 +106,13 @@ WHERE key_id IN (SELECT id FROM api_keys WHERE workspace_id = ?)`, workspaceID).
 // ok false: refused, and b is the row as it stands (b.KeyID empty: the key
 // has no budget, and nothing is reserved).
 func (s *Store) ReserveKeyBudget(ctx context.Context, keyID string, c BudgetClock) (b KeyBudget, ok bool, err error) {
-	var rows []KeyBudget
-	err = s.db.WithContext(ctx).Raw(`UPDATE key_budgets SET credits_micro = `+budgetCredits+`,
-  inflight = `+budgetInflight+` + 1, resets_at = `+budgetResets+`, reserved_until = @until
-WHERE key_id = @key AND `+budgetCredits+` < limit_micro AND (`+budgetInflight+` = 0
-  OR (max_request_micro > 0 AND `+budgetCredits+` + (`+budgetInflight+` + 1) * max_request_micro <= limit_micro))
-RETURNING `+budgetColumns, c.args(keyID)).Scan(&rows).Error
-	if err != nil || len(rows) == 1 {
-		if len(rows) == 1 {
-			b = rows[0]
-		}
-		return b, err == nil, err
+	err = s.sqlDB.QueryRowContext(ctx, reserveKeyBudgetSQL.of(s.dialect), reserveKeyBudgetSQL.args(budgetArgs{key: keyID}, c)...).Scan(
+		&b.KeyID, &b.LimitMicro, &b.BudgetWindow, &b.ResetsAt, &b.CreditsMicro, &b.Inflight, &b.ReservedUntil, &b.MaxRequestMicro)
+	if err == nil {
+		return b, true, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return KeyBudget{}, false, err
 	}
 	b, err = s.GetKeyBudget(ctx, keyID)
 	if errors.Is(err, ErrNotFound) {
@@ -126,22 +124,113 @@ RETURNING `+budgetColumns, c.args(keyID)).Scan(&rows).Error
 // AddKeyBudgetCost adds the cost of a request admitted without a
 // reservation (while the database was down) to the window open at c.Now.
 func (s *Store) AddKeyBudgetCost(ctx context.Context, keyID string, costMicro int64, c BudgetClock) error {
-	args := c.args(keyID)
-	args["cost"] = costMicro
-	return s.db.WithContext(ctx).Exec(`UPDATE key_budgets SET credits_micro = `+budgetCredits+` + @cost,
-  resets_at = `+budgetResets+`,
-  max_request_micro = CASE WHEN @cost > max_request_micro THEN @cost ELSE max_request_micro END
-WHERE key_id = @key`, args).Error
+	_, err := s.sqlDB.ExecContext(ctx, addKeyBudgetCostSQL.of(s.dialect), addKeyBudgetCostSQL.args(budgetArgs{key: keyID, cost: costMicro}, c)...)
+	return err
 }
 
 // SettleKeyBudget ends one reservation of a key's budget: the request's
 // cost is added to the window open at c.Now and the reservation released.
 func (s *Store) SettleKeyBudget(ctx context.Context, keyID string, costMicro int64, c BudgetClock) error {
-	args := c.args(keyID)
-	args["cost"] = costMicro
-	return s.db.WithContext(ctx).Exec(`UPDATE key_budgets SET credits_micro = `+budgetCredits+` + @cost,
-  resets_at = `+budgetResets+`,
-  inflight = CASE WHEN `+budgetInflight+` > 0 THEN `+budgetInflight+` - 1 ELSE 0 END,
+	return s.SettleKeyBudgets(ctx, keyID, 1, costMicro, costMicro, c)
+}
+
+// SettleKeyBudgets ends n reservations of a key's budget in one statement:
+// their costs (costMicro in all, maxCostMicro the largest) are added to the
+// window open at c.Now and the reservations released.
+func (s *Store) SettleKeyBudgets(ctx context.Context, keyID string, n, costMicro, maxCostMicro int64, c BudgetClock) error {
+	_, err := s.sqlDB.ExecContext(ctx, settleKeyBudgetSQL.of(s.dialect),
+		settleKeyBudgetSQL.args(budgetArgs{key: keyID, cost: costMicro, n: n, max: maxCostMicro}, c)...)
+	return err
+}
+
+// The budget statements run on every request of a key with a budget (a
+// reservation before the upstream, a settlement after): their SQL is built
+// once, with numbered parameters, and sent straight to database/sql (the
+// driver caches the prepared statement), rather than rebuilt by the ORM
+// from named parameters each time.
+var (
+	reserveKeyBudgetSQL = budgetStatement(`UPDATE key_budgets SET credits_micro = ` + budgetCredits + `,
+  inflight = ` + budgetInflight + ` + 1, resets_at = ` + budgetResets + `, reserved_until = @until
+WHERE key_id = @key AND ` + budgetCredits + ` < limit_micro AND (` + budgetInflight + ` = 0
+  OR (max_request_micro > 0 AND ` + budgetCredits + ` + (` + budgetInflight + ` + 1) * max_request_micro <= limit_micro))
+RETURNING ` + budgetColumns)
+	addKeyBudgetCostSQL = budgetStatement(`UPDATE key_budgets SET credits_micro = ` + budgetCredits + ` + @cost,
+  resets_at = ` + budgetResets + `,
   max_request_micro = CASE WHEN @cost > max_request_micro THEN @cost ELSE max_request_micro END
-WHERE key_id = @key`, args).Error
+WHERE key_id = @key`)
+	settleKeyBudgetSQL = budgetStatement(`UPDATE key_budgets SET credits_micro = ` + budgetCredits + ` + @cost,
+  resets_at = ` + budgetResets + `,
+  inflight = CASE WHEN ` + budgetInflight + ` > @n THEN ` + budgetInflight + ` - @n ELSE 0 END,
+  max_request_micro = CASE WHEN @max > max_request_micro THEN @max ELSE max_request_micro END
+WHERE key_id = @key`)
+)
+
+// budgetParams are the budget statements' named parameters.
+var budgetParams = []string{"key", "now", "day", "month", "until", "cost", "n", "max"}
+
+// budgetStmt is one budget statement in each database's placeholder
+// syntax; params are the budgetParams it uses, in its numbering.
+type budgetStmt struct {
+	postgres, sqlite string
+	params           []int
+}
+
+func (q budgetStmt) of(d migrations.Dialect) string {
+	if d == migrations.Postgres {
+		return q.postgres
+	}
+	return q.sqlite
+}
+
+// budgetArgs are the values of a budget statement's parameters besides the
+// clock's.
+type budgetArgs struct {
+	key          string
+	cost, n, max int64
+}
+
+// args are the statement's arguments, in its numbering.
+func (q budgetStmt) args(a budgetArgs, c BudgetClock) []any {
+	all := [...]any{a.key, c.Now, c.Day, c.Month, c.Until, a.cost, a.n, a.max}
+	out := make([]any, len(q.params))
+	for i, p := range q.params {
+		out[i] = all[p]
+	}
+	return out
+}
+
+// budgetStatement numbers q's named parameters (@key …; budgetParams) in
+// the order they first appear: $n on PostgreSQL, ?n on SQLite, each
+// usable more than once.
+func budgetStatement(q string) budgetStmt {
+	var pg, lite strings.Builder
+	var st budgetStmt
+	for {
+		i := strings.IndexByte(q, '@')
+		if i < 0 {
+			pg.WriteString(q)
+			lite.WriteString(q)
+			st.postgres, st.sqlite = pg.String(), lite.String()
+			return st
+		}
+		pg.WriteString(q[:i])
+		lite.WriteString(q[:i])
+		q = q[i+1:]
+		n := 0
+		for n < len(q) && q[n] >= 'a' && q[n] <= 'z' {
+			n++
+		}
+		p := slices.Index(budgetParams, q[:n])
+		if p < 0 {
+			panic("store: unknown budget parameter @" + q[:n])
+		}
+		k := slices.Index(st.params, p)
+		if k < 0 {
+			st.params = append(st.params, p)
+			k = len(st.params) - 1
+		}
+		pg.WriteString("$" + strconv.Itoa(k+1))
+		lite.WriteString("?" + strconv.Itoa(k+1))
+		q = q[n:]
+	}
 }
