@@ -93,7 +93,7 @@ func (s *Store) PutOutbox(ctx context.Context, m OutboxMessage) (OutboxMessage, 
 	res := s.db.WithContext(ctx).Clauses(clause.OnConflict{
 		Columns: []clause.Column{{Name: "project_id"}, {Name: "correlation_id"}},
 		DoUpdates: clause.AssignmentColumns([]string{"reply", "metadata", "created_at", "delivered_at", "status",
-			"next_attempt_at", "queue_state"}),
+			"next_attempt_at", "queue_state", "callback_url", "webhook_id", "attempt_base"}),
 		Where: clause.Where{Exprs: []clause.Expression{
 			clause.Expr{SQL: "webhook_outbox.status IN ?", Vars: []any{closable}}}},
 	}).Create(&m)
