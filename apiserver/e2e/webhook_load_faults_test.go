@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -99,6 +100,7 @@ func TestWebhookLoadFaultsRealProcesses(t *testing.T) {
 		ps[i].channel = w.e.admin("channel", "set", "--project", ps[i].id, "--secret", "hook-secret")["channelId"].(string)
 	}
 
+	xactBefore := dbTransactions(t, w.e.dbURL)
 	start := time.Now()
 	var mu sync.Mutex
 	accepted := map[string]string{} // correlationId → project
@@ -184,6 +186,7 @@ func TestWebhookLoadFaultsRealProcesses(t *testing.T) {
 		time.Sleep(100 * time.Millisecond) // poll with a deadline
 	}
 	elapsed := time.Since(start)
+	xacts := dbTransactions(t, w.e.dbURL) - xactBefore
 
 	// The attempt log against the receiver.
 	recv.mu.Lock()
@@ -219,6 +222,20 @@ func TestWebhookLoadFaultsRealProcesses(t *testing.T) {
 	if lost := seen - logged; lost < 0 || lost > concurrency {
 		t.Fatalf("the receiver saw %d requests, the log has %d: more than the killed replica's %d in flight", seen, logged, concurrency)
 	}
-	t.Logf("%d messages over %d projects: %d requests, %d logged (%d lost with the SIGKILL), %d outboxed, %.1f messages/s end to end",
-		want, len(ps), seen, logged, seen-logged, len(outboxed), float64(want)/elapsed.Seconds())
+	t.Logf("%d messages over %d projects: %d requests, %d logged (%d lost with the SIGKILL), %d outboxed, %.1f messages/s end to end; "+
+		"%.1f database transactions per attempt (every process's, turns and pods included)",
+		want, len(ps), seen, logged, seen-logged, len(outboxed), float64(want)/elapsed.Seconds(), float64(xacts)/float64(seen))
+}
+
+// dbTransactions is the database's committed and rolled back transactions
+// so far (pg_stat_database: every statement outside a transaction is one;
+// the statistics lag the backends by up to a second).
+func dbTransactions(t *testing.T, url string) int64 {
+	t.Helper()
+	db, err := sql.Open("pgx", url)
+	must(t, err)
+	defer db.Close()
+	var n int64
+	must(t, db.QueryRow(`SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()`).Scan(&n))
+	return n
 }
