@@ -45,6 +45,12 @@ type OutboxMessage struct {
 	AttemptBase   int
 	CallbackURL   string
 	WebhookID     string
+	// A range replay's pending send (replay.go, migration 00024).
+	ReplayAt         *time.Time
+	ReplayLeaseUntil *time.Time
+	ReplayOwner      string
+	ReplayURL        string
+	ReplayWebhookID  string
 }
 
 // StatusAccepted is the status of the API's record of an accepted async
