@@ -45,7 +45,7 @@ type OutboxMessage struct {
 	AttemptBase   int
 	CallbackURL   string
 	WebhookID     string
-	// A range replay's pending send (replay.go, migration 00024).
+	// A range replay's pending send (replay.go, migration 00025).
 	ReplayAt         *time.Time
 	ReplayLeaseUntil *time.Time
 	ReplayOwner      string

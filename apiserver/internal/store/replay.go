@@ -10,7 +10,7 @@ import (
 )
 
 // A range replay's pending sends live on the outbox rows it replays
-// (docs/webhook-delivery.md "Recovery", migration 00024): MarkReplays sets
+// (docs/webhook-delivery.md "Recovery", migration 00025): MarkReplays sets
 // ReplayAt, any replica claims due rows with a lease (ClaimReplays, as
 // ClaimQueued), and FinishReplay clears the row once its attempt is in the
 // log. A replica stopped mid-replay leaves the rest to the others.
