@@ -182,6 +182,19 @@ type OutboxReply struct {
 	// later is returned again, replied). A pod puts OutboxStatusDelivered
 	// when the callback delivered the reply (nothing to serve).
 	Status string `json:"status,omitempty"`
+	// Continue is set by a pod stopped in the middle of its callback
+	// schedule (pod to API only; never served by a poll): the callback its
+	// retries were on, which the API's delivery queue continues at once
+	// with the same webhook-id, numbering its attempts after the pod's.
+	Continue *OutboxContinue `json:"continue,omitempty"`
+}
+
+// OutboxContinue is the callback a pod handed to the API mid-schedule.
+type OutboxContinue struct {
+	CallbackURL string `json:"callbackUrl"`
+	WebhookID   string `json:"webhookId"`
+	// Attempts is how many attempts the pod made (each in the attempt log).
+	Attempts int `json:"attempts"`
 }
 
 // OutboxMessage is one pending outbound message (docs/design.md §6).

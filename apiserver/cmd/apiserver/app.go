@@ -270,6 +270,8 @@ func serve(ctx context.Context, args []string, dev bool) error {
 	go (&janitor.Janitor{Store: a.store, Log: a.log.Named("janitor"), AttemptRetention: a.cfg.WebhookAttemptRetention}).Run(ctx, janitor.Interval)
 	// The API's callback delivery queue (docs/webhook-delivery.md).
 	go srv.Queue.Run(ctx)
+	// Range replays marked in the database, this replica's share.
+	go srv.Recovery.Run(ctx, 0)
 	// svc_webhook_endpoints_failing.
 	go srv.Webhooks.Job(ctx, a.store, webhooklog.GaugeInterval)
 	// Large-file retention (spec 10.3): unreachable objects past the grace

@@ -136,6 +136,11 @@ func (a *Outbox) Put(ctx context.Context, projectID string, in wire.OutboxPut) (
 	if a.QueueDelay != nil && in.Status != wire.OutboxStatusDelivered {
 		t := time.Now().Add(a.QueueDelay())
 		row.NextAttemptAt = &t
+		if c := in.Continue; c != nil && c.CallbackURL != "" && c.WebhookID != "" && c.Attempts >= 0 {
+			// A pod stopped mid-schedule: the queue continues its callback
+			// without waiting for the attempt log to say how it ended.
+			row.CallbackURL, row.WebhookID, row.AttemptBase = c.CallbackURL, c.WebhookID, c.Attempts
+		}
 	}
 	m, created, err := a.store.PutOutbox(ctx, row)
 	if err != nil {

@@ -26,6 +26,7 @@ func TestDocumentIsValid(t *testing.T) {
 	for _, p := range []string{"/api/v1/models", "/api/v1/models/{model}", "/api/v1/chat/completions",
 		"/api/v1/responses", "/api/v1/messages",
 		"/api/projects/{projectId}/agent-proxy/agent/channels/webhook/incoming",
+		"/api/projects/{projectId}/channels/webhook/replay",
 		"/api/projects/{projectId}/checkpoints/graph"} {
 		if doc.Paths.Find(p) == nil {
 			t.Errorf("path %s is missing", p)

@@ -121,3 +121,77 @@ func TestAPIDeliversWhatThePodHandedOver(t *testing.T) {
 		t.Fatalf("attempt log: %+v %v", rows, err)
 	}
 }
+
+// A pod stopped mid-schedule hands its reply over with the callback it was
+// on (continue): the API's queue sends at its first claim, numbering after
+// the pod's attempts, although the pod's last record says "retrying" — a
+// reply handed over without it waits for the pod's final record first.
+func TestAPIContinuesAPodStoppedMidSchedule(t *testing.T) {
+	t.Parallel()
+	db := storetest.SQLite(t)
+	srv := servertest.New(t, server.Deps{Store: db,
+		WebhookQueue: webhookqueue.Options{Schedule: webhookqueue.MustSchedule("1s,1s"),
+			Now: func() time.Time { return time.Now().Add(time.Minute) }},
+		CallbackAllowed: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+	acct := servertest.NewAccount(t, db)
+	ctx := context.Background()
+	p, err := db.CreateProject(ctx, acct.WorkspaceID, "hook")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	ch, err := db.SetChannel(ctx, p.ID, &secret, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	got := map[string]int{} // by webhook-id
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got[r.Header.Get(webhooksend.HeaderID)]++
+		mu.Unlock()
+	}))
+	t.Cleanup(rcv.Close)
+	pod := &internalapi.Client{BaseURL: srv.URL, ProjectID: p.ID, Token: runtimetoken.Mint([]byte(servertest.RuntimeSecret), p.ID),
+		HTTP: http.DefaultClient, Timeout: 10 * time.Second}
+	for _, c := range []struct {
+		corr   string
+		resume bool
+	}{{"cor_stopped", true}, {"cor_pending", false}} {
+		id := "msg_" + strings.TrimPrefix(c.corr, "cor_")
+		if _, err := pod.PutWebhookAttempts(ctx, wire.WebhookAttemptsPut{Attempts: []wire.WebhookAttempt{{
+			ID: webhooksend.NewAttemptID(), ChannelID: ch.ID, CorrelationID: c.corr, WebhookID: id,
+			Kind: wire.AttemptDelivery, Attempt: 2, URL: rcv.URL + "/hook", AttemptedAt: time.Now().UTC(), Status: 503,
+			Error: "callback answered 503", NextRetryAt: time.Now().Add(time.Minute).UTC(), Outcome: wire.AttemptRetrying}}}); err != nil {
+			t.Fatal(err)
+		}
+		put := wire.OutboxPut{ChannelID: ch.ID, OutboxReply: wire.OutboxReply{CorrelationID: c.corr, Reply: "r", Metadata: json.RawMessage(`{}`)}}
+		if c.resume {
+			put.Continue = &wire.OutboxContinue{CallbackURL: rcv.URL + "/hook", WebhookID: id, Attempts: 2}
+		}
+		if _, err := pod.PutOutbox(ctx, put); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := srv.Queue.Tick(ctx); n != 2 {
+		t.Fatalf("the queue handled %d replies, want 2", n)
+	}
+	if m, _ := db.GetOutboxMessage(ctx, p.ID, "cor_stopped"); m.QueueState != store.QueueDelivered {
+		t.Fatalf("the continued reply: %+v", m)
+	}
+	if m, _ := db.GetOutboxMessage(ctx, p.ID, "cor_pending"); m.QueueState != store.QueueQueued || m.QueueAttempts != 0 {
+		t.Fatalf("the reply without continue: %+v (it waits for the pod's final record)", m)
+	}
+	mu.Lock()
+	if len(got) != 1 || got["msg_stopped"] != 1 {
+		t.Fatalf("receiver got %v, want msg_stopped once", got)
+	}
+	mu.Unlock()
+	as, err := db.ListWebhookAttempts(ctx, p.ID, "cor_stopped", nil, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(as) != 2 || as[0].Attempt != 3 || as[0].WebhookID != "msg_stopped" || as[0].Outcome != wire.AttemptDelivered {
+		t.Fatalf("attempt log, newest first: %+v; want the API's attempt 3 after the pod's 2", as)
+	}
+}

@@ -45,6 +45,12 @@ type OutboxMessage struct {
 	AttemptBase   int
 	CallbackURL   string
 	WebhookID     string
+	// A range replay's pending send (replay.go, migration 00025).
+	ReplayAt         *time.Time
+	ReplayLeaseUntil *time.Time
+	ReplayOwner      string
+	ReplayURL        string
+	ReplayWebhookID  string
 }
 
 // StatusAccepted is the status of the API's record of an accepted async
@@ -93,7 +99,7 @@ func (s *Store) PutOutbox(ctx context.Context, m OutboxMessage) (OutboxMessage, 
 	res := s.db.WithContext(ctx).Clauses(clause.OnConflict{
 		Columns: []clause.Column{{Name: "project_id"}, {Name: "correlation_id"}},
 		DoUpdates: clause.AssignmentColumns([]string{"reply", "metadata", "created_at", "delivered_at", "status",
-			"next_attempt_at", "queue_state"}),
+			"next_attempt_at", "queue_state", "callback_url", "webhook_id", "attempt_base"}),
 		Where: clause.Where{Exprs: []clause.Expression{
 			clause.Expr{SQL: "webhook_outbox.status IN ?", Vars: []any{closable}}}},
 	}).Create(&m)

@@ -20,16 +20,26 @@ import (
 // reply of a channel in a time range and/or with a given final state —
 // one attempt each (kind replay, the same webhook-id, a new timestamp and
 // signature), sent by the API through the per-endpoint Throttle, each
-// attempt recorded in the log. A replay runs in the background on the
-// replica that took the call; one at a time per project.
+// attempt recorded in the log. The call marks the messages in the database
+// (store.MarkReplays); every replica's Run claims marked messages with a
+// lease and sends them, so a replica stopped mid-replay leaves the rest to
+// the others. One replay at a time per project.
 
 // DefaultReplayMax bounds the messages of one replay call.
 const DefaultReplayMax = 1000
+
+// replayBatch is how many marked messages one claim takes.
+const replayBatch = 16
 
 // RecoveryStore is what a replay needs (store.Store).
 type RecoveryStore interface {
 	ListReplayable(ctx context.Context, projectID, channelID string, since, until time.Time, state string, limit int) ([]store.OutboxMessage, error)
 	LastDeliveryAttempt(ctx context.Context, projectID, correlationID string) (store.WebhookAttempt, error)
+	MarkReplays(ctx context.Context, ms []store.ReplayMark, at time.Time) error
+	ReplayPending(ctx context.Context, projectID string) (int64, error)
+	ClaimReplays(ctx context.Context, owner string, now, leaseUntil time.Time, limit int) ([]store.OutboxMessage, error)
+	FinishReplay(ctx context.Context, id, owner string) error
+	GetChannel(ctx context.Context, projectID string) (store.Channel, error)
 }
 
 // Recovery runs range replays.
@@ -41,10 +51,13 @@ type Recovery struct {
 	log      *zap.Logger
 	// Max: DefaultReplayMax when zero.
 	Max int
+	// Owner names this replica's leases; Lease is how long a claimed
+	// message is this replica's (an attempt's timeout + 30 s).
+	Owner string
+	Lease time.Duration
 
-	mu      sync.Mutex
-	running map[string]bool
-	wg      sync.WaitGroup
+	mu   sync.Mutex // one drain at a time
+	wake chan struct{}
 }
 
 // NewRecovery returns the replayer (sharing the queue's sender and throttle).
@@ -52,7 +65,8 @@ func NewRecovery(st RecoveryStore, sender *webhooksend.Sender, throttle *Throttl
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Recovery{store: st, sender: sender, throttle: throttle, wlog: wl, log: log, running: map[string]bool{}}
+	return &Recovery{store: st, sender: sender, throttle: throttle, wlog: wl, log: log,
+		Owner: store.NewID("rpl"), Lease: webhooksend.DefaultAttemptTimeout + leaseMargin, wake: make(chan struct{}, 1)}
 }
 
 var (
@@ -60,15 +74,8 @@ var (
 	errReplaying   = wire.Coded(wire.CodeReplayInProgress, "A replay of this channel is running; retry after it ends.")
 )
 
-type replayItem struct {
-	m   store.OutboxMessage
-	url string
-	id  string
-}
-
-// Start checks the range, picks the messages and starts their replay; the
-// answer says how many. ch is the project's channel (its secret and keys
-// sign).
+// Start checks the range, picks the messages and marks them for replay
+// in the database; the answer says how many. ch is the project's channel.
 func (r *Recovery) Start(ctx context.Context, projectID string, ch store.Channel, rr wire.WebhookReplayRange) (wire.WebhookReplayStarted, error) {
 	switch rr.Status {
 	case "", wire.MessageDelivered, wire.MessageInOutbox, wire.MessageFetched:
@@ -85,6 +92,11 @@ func (r *Recovery) Start(ctx context.Context, projectID string, ch store.Channel
 	if max <= 0 {
 		max = DefaultReplayMax
 	}
+	if n, err := r.store.ReplayPending(ctx, projectID); err != nil {
+		return wire.WebhookReplayStarted{}, wire.Unavailable(err)
+	} else if n > 0 {
+		return wire.WebhookReplayStarted{}, errReplaying
+	}
 	rows, err := r.store.ListReplayable(ctx, projectID, ch.ID, rr.Since, rr.Until, rr.Status, max+1)
 	if err != nil {
 		return wire.WebhookReplayStarted{}, wire.Unavailable(err)
@@ -93,11 +105,11 @@ func (r *Recovery) Start(ctx context.Context, projectID string, ch store.Channel
 	if len(rows) > max {
 		rows, out.Truncated = rows[:max], true
 	}
-	var items []replayItem
+	var marks []store.ReplayMark
 	for _, m := range rows {
 		out.Last = m.CreatedAt.UTC()
-		it := replayItem{m: m, url: m.CallbackURL, id: m.WebhookID}
-		if it.url == "" {
+		mk := store.ReplayMark{ID: m.ID, URL: m.CallbackURL, WebhookID: m.WebhookID}
+		if mk.URL == "" {
 			last, err := r.store.LastDeliveryAttempt(ctx, projectID, m.CorrelationID)
 			if errors.Is(err, store.ErrNotFound) || (err == nil && last.URL == "") {
 				out.Skipped++
@@ -106,80 +118,118 @@ func (r *Recovery) Start(ctx context.Context, projectID string, ch store.Channel
 			if err != nil {
 				return wire.WebhookReplayStarted{}, wire.Unavailable(err)
 			}
-			it.url, it.id = last.URL, last.WebhookID
+			mk.URL, mk.WebhookID = last.URL, last.WebhookID
 		}
-		items = append(items, it)
+		marks = append(marks, mk)
 	}
-	out.Messages = len(items)
-	r.mu.Lock()
-	if r.running[projectID] {
-		r.mu.Unlock()
-		return wire.WebhookReplayStarted{}, errReplaying
+	out.Messages = len(marks)
+	if err := r.store.MarkReplays(ctx, marks, time.Now()); err != nil {
+		return wire.WebhookReplayStarted{}, wire.Unavailable(err)
 	}
-	r.running[projectID] = true
-	r.wg.Add(1)
-	r.mu.Unlock()
-	go r.run(context.WithoutCancel(ctx), projectID, ch, items)
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
 	r.log.Info("webhook replay started", zap.String("projectId", projectID), zap.Int("messages", out.Messages),
 		zap.Int("skipped", out.Skipped), zap.Bool("truncated", out.Truncated))
 	return out, nil
 }
 
-// Wait waits for every replay running.
-func (r *Recovery) Wait() { r.wg.Wait() }
-
-// Running reports whether a replay of the project runs.
-func (r *Recovery) Running(projectID string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.running[projectID]
+// Run sends the marked messages of every project, this replica's share,
+// until ctx ends: at once after a Start on this replica, otherwise every
+// pollInterval (the rest of a replica stopped mid-replay, once its leases
+// ran out).
+func (r *Recovery) Run(ctx context.Context, pollInterval time.Duration) {
+	if pollInterval <= 0 {
+		pollInterval = DefaultPollInterval
+	}
+	t := time.NewTicker(pollInterval)
+	defer t.Stop()
+	for {
+		r.Drain(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.wake:
+		case <-t.C:
+		}
+	}
 }
 
-func (r *Recovery) run(ctx context.Context, projectID string, ch store.Channel, items []replayItem) {
-	defer r.wg.Done()
-	defer func() {
-		r.mu.Lock()
-		delete(r.running, projectID)
-		r.mu.Unlock()
-	}()
-	headers, _ := webhookchannel.DecodeCallbackHeaders(ch.CallbackHeaders)
-	var wg sync.WaitGroup
-	delivered := 0
-	var mu sync.Mutex
-	for _, it := range items {
-		meta := json.RawMessage(it.m.Metadata)
-		if !json.Valid(meta) {
-			meta = json.RawMessage("{}")
-		}
-		body, err := webhooksend.CallbackBody(wire.WebhookCallback{Reply: it.m.Reply, CorrelationID: it.m.CorrelationID, Metadata: meta})
+// Wait sends every marked message this replica can claim now (tests, and
+// an operator's one-off drain).
+func (r *Recovery) Wait() { r.Drain(context.Background()) }
+
+// Drain claims and sends marked messages until none is left to claim.
+func (r *Recovery) Drain(ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for ctx.Err() == nil {
+		now := time.Now()
+		rows, err := r.store.ClaimReplays(ctx, r.Owner, now, now.Add(r.Lease), replayBatch)
 		if err != nil {
-			continue
-		}
-		del := webhooksend.Delivery{URL: it.url, MsgID: it.id, Secret: ch.Secret, OldSecrets: ch.PreviousSecrets(time.Now()),
-			SigningKey: ch.SigningKey, CorrelationID: it.m.CorrelationID, ChannelID: ch.ID, Kind: wire.AttemptReplay,
-			Headers: headers, Body: body}
-		done, err := r.throttle.Acquire(ctx, wire.WebhookEndpoint(it.url))
-		if err != nil {
+			r.log.Warn("claiming replays failed", zap.Error(err))
 			return
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			a := r.sender.Attempt(ctx, del)
-			done(a.Status)
-			outcome := wire.AttemptDelivered
-			if a.Err != nil {
-				outcome = wire.AttemptFailed
-			} else {
-				mu.Lock()
-				delivered++
-				mu.Unlock()
+		if len(rows) == 0 {
+			return
+		}
+		var wg sync.WaitGroup
+		for _, m := range rows {
+			ch, err := r.store.GetChannel(ctx, m.ProjectID)
+			if err != nil || ch.ID != m.ChannelID || ch.Secret == "" {
+				if err == nil || errors.Is(err, store.ErrNotFound) {
+					r.finish(m) // no channel to sign with any more: nothing to send
+				}
+				continue
 			}
-			if _, err := r.wlog.Record(ctx, projectID, []wire.WebhookAttempt{webhooksend.Record(del, 1, a, outcome, 0)}); err != nil {
-				r.log.Warn("recording a replay attempt failed", zap.String("projectId", projectID), zap.Error(err))
+			done, err := r.throttle.Acquire(ctx, wire.WebhookEndpoint(m.ReplayURL))
+			if err != nil {
+				wg.Wait()
+				return // ctx ended: the lease runs out, another claim sends it
 			}
-		}()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r.send(ctx, m, ch, done)
+			}()
+		}
+		wg.Wait()
 	}
-	wg.Wait()
-	r.log.Info("webhook replay done", zap.String("projectId", projectID), zap.Int("messages", len(items)), zap.Int("delivered", delivered))
+}
+
+// send makes a marked message's one replay attempt, records it and ends
+// the mark.
+func (r *Recovery) send(ctx context.Context, m store.OutboxMessage, ch store.Channel, done func(int)) {
+	headers, _ := webhookchannel.DecodeCallbackHeaders(ch.CallbackHeaders)
+	meta := json.RawMessage(m.Metadata)
+	if !json.Valid(meta) {
+		meta = json.RawMessage("{}")
+	}
+	body, err := webhooksend.CallbackBody(wire.WebhookCallback{Reply: m.Reply, CorrelationID: m.CorrelationID, Metadata: meta})
+	if err != nil {
+		done(0)
+		r.finish(m)
+		return
+	}
+	del := webhooksend.Delivery{URL: m.ReplayURL, MsgID: m.ReplayWebhookID, Secret: ch.Secret, OldSecrets: ch.PreviousSecrets(time.Now()),
+		SigningKey: ch.SigningKey, CorrelationID: m.CorrelationID, ChannelID: ch.ID, Kind: wire.AttemptReplay,
+		Headers: headers, Body: body}
+	a := r.sender.Attempt(context.WithoutCancel(ctx), del)
+	done(a.Status)
+	outcome := wire.AttemptDelivered
+	if a.Err != nil {
+		outcome = wire.AttemptFailed
+	}
+	fctx := context.WithoutCancel(ctx)
+	if _, err := r.wlog.Record(fctx, m.ProjectID, []wire.WebhookAttempt{webhooksend.Record(del, 1, a, outcome, 0)}); err != nil {
+		r.log.Warn("recording a replay attempt failed", zap.String("projectId", m.ProjectID), zap.Error(err))
+	}
+	r.finish(m)
+}
+
+func (r *Recovery) finish(m store.OutboxMessage) {
+	if err := r.store.FinishReplay(context.Background(), m.ID, r.Owner); err != nil {
+		r.log.Warn("ending a replay failed; it may be sent again", zap.String("projectId", m.ProjectID), zap.Error(err))
+	}
 }

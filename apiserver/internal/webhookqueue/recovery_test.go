@@ -119,3 +119,72 @@ func TestThrottleInFlightAndAIMD(t *testing.T) {
 		t.Fatalf("after three 2xx: in flight %d, rate %v; want 4 and 800", inflight, rate)
 	}
 }
+
+// A replay's pending sends live in the database: the replica that took
+// the call may stop before sending any (its marks wait for any replica)
+// or after claiming some (they wait for its lease to run out); another
+// replica sends each message exactly once.
+func TestReplaySurvivesItsReplica(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		pid, chID := channel(t, s, "replay-durable")
+		rcv := newReceiver(t, func(string, int) int { return http.StatusOK })
+		url := rcv.srv.URL + "/hook"
+		at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+		for i, corr := range []string{"cor_a", "cor_b", "cor_c"} {
+			if _, _, err := s.PutOutbox(ctx, store.OutboxMessage{ProjectID: pid, ChannelID: chID, CorrelationID: corr,
+				Reply: "r " + corr, CreatedAt: at.Add(time.Duration(i) * time.Minute), Status: wire.OutboxStatusDelivered}); err != nil {
+				t.Fatal(err)
+			}
+			a := wire.WebhookAttempt{ID: webhooksend.NewAttemptID(), ChannelID: chID, CorrelationID: corr, WebhookID: webhookID(corr),
+				Kind: wire.AttemptDelivery, Attempt: 1, URL: url, AttemptedAt: at, Status: 200, Outcome: wire.AttemptDelivered}
+			if _, _, err := s.RecordWebhookAttempts(ctx, []store.WebhookAttempt{webhooklog.ToRow(pid, a)}, time.Hour, at); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ch, err := s.GetChannel(ctx, pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sender := webhooksend.NewSender(webhooksend.NewGuard(loopback), nil, 10*time.Second, nil)
+		newReplica := func() *webhookqueue.Recovery {
+			return webhookqueue.NewRecovery(s, sender, webhookqueue.NewThrottle(4, 1000), webhooklog.New(s, nil, nil), nil)
+		}
+		a := newReplica() // takes the call, then stops without sending
+		got, err := a.Start(ctx, pid, ch, wire.WebhookReplayRange{})
+		if err != nil || got.Messages != 3 {
+			t.Fatalf("start: %+v %v", got, err)
+		}
+		// A dead replica's claim on one of them (it stopped mid-send).
+		lease := time.Now().Add(time.Second)
+		claimed, err := s.ClaimReplays(ctx, "rpl_dead", time.Now(), lease, 1)
+		if err != nil || len(claimed) != 1 {
+			t.Fatalf("claim: %v %v", claimed, err)
+		}
+		b := newReplica()
+		b.Wait()
+		if n, _ := rcv.total(); n != 2 || rcv.count[claimed[0].ReplayWebhookID] != 0 {
+			t.Fatalf("before the lease ran out the receiver saw %v, want the two unclaimed", rcv.count)
+		}
+		var we *wire.Error
+		if _, err := b.Start(ctx, pid, ch, wire.WebhookReplayRange{}); !errors.As(err, &we) || we.Code != wire.CodeReplayInProgress {
+			t.Fatalf("a replay with a message still pending: %v", err)
+		}
+		time.Sleep(time.Until(lease)) // the dead replica's lease runs out (a time the test sets, not synchronisation)
+		b.Wait()
+		rcv.check(t)
+		if n, _ := rcv.total(); n != 3 || rcv.count["msg_a"] != 1 || rcv.count["msg_b"] != 1 || rcv.count["msg_c"] != 1 {
+			t.Fatalf("receiver saw %v, want each message once", rcv.count)
+		}
+		for _, corr := range []string{"cor_a", "cor_b", "cor_c"} {
+			as := attempts(t, s, pid, corr)
+			if len(as) != 2 || as[1].Kind != wire.AttemptReplay || as[1].WebhookID != webhookID(corr) {
+				t.Fatalf("%s attempts: %+v", corr, as)
+			}
+		}
+		if n, err := s.ReplayPending(ctx, pid); err != nil || n != 0 {
+			t.Fatalf("pending after the replay: %d %v", n, err)
+		}
+	})
+}

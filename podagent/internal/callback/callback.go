@@ -181,7 +181,7 @@ func (d *Deliverer) Deliver(ctx context.Context, del Delivery) Result {
 		testhook.Reach(testhook.CallbackRetry)
 		d.log.Info("callback will retry", zap.String("webhookId", del.MsgID), zap.Int("status", status),
 			zap.Int("attempt", res.Attempts), zap.Duration("in", wait), zap.Error(err))
-		if err := d.o.Sleep(ctx, wait); err != nil {
+		if err := sleepOrStop(ctx, d.o.Sleep, wait); err != nil {
 			res.Err = fmt.Errorf("%w (last failure: %v)", err, res.Err)
 			return res
 		}

@@ -54,6 +54,7 @@ func (o *Outbox) Put(channelID string, m wire.OutboxMessage) {
 	if m.Status == wire.OutboxStatusDelivered {
 		return // a delivery notice is for the API's record; nothing to serve
 	}
+	m.Continue = nil // for the API's queue only; a poll never sees it
 	o.mu.Lock()
 	q := append(o.pending[channelID], m)
 	if len(q) > o.capacity {

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -78,6 +79,8 @@ type Messages struct {
 	log     *zap.Logger
 	base    context.Context
 	cancel  context.CancelFunc
+	stop    chan struct{} // closed when Shutdown starts: callbacks stop retrying
+	stopped sync.Once
 	wg      sync.WaitGroup
 	mu      sync.Mutex // orders wg.Add against Shutdown's Wait
 	closing atomic.Bool
@@ -92,7 +95,8 @@ func NewMessages(o MessagesOptions) *Messages {
 		o.Now = time.Now
 	}
 	base, cancel := context.WithCancel(context.Background())
-	return &Messages{o: o, runner: o.Runner, log: o.Log.Named("webhook"), base: base, cancel: cancel}
+	return &Messages{o: o, runner: o.Runner, log: o.Log.Named("webhook"), base: base, cancel: cancel,
+		stop: make(chan struct{})}
 }
 
 // Message is one message on its way through its turn.
@@ -156,13 +160,17 @@ func (m *Messages) Take(t *Message) error {
 // Closing reports whether Shutdown has started.
 func (m *Messages) Closing() bool { return m.closing.Load() }
 
-// Shutdown refuses new messages, waits for the running turns and callbacks
-// until ctx ends, then cancels what is left (a cancelled callback puts its
-// reply in the outbox; a journaled turn cut off resumes at the next start).
+// Shutdown refuses new messages, tells the callbacks between two attempts
+// to stop retrying (their replies go to the outbox, and the API's delivery
+// queue continues the schedule with the same webhook-id), waits for the
+// running turns and attempts until ctx ends, then cancels what is left (a
+// cancelled callback puts its reply in the outbox too; a journaled turn cut
+// off resumes at the next start).
 func (m *Messages) Shutdown(ctx context.Context) error {
 	m.mu.Lock()
 	m.closing.Store(true)
 	m.mu.Unlock()
+	m.stopped.Do(func() { close(m.stop) })
 	err := wait.Group(ctx, &m.wg)
 	m.cancel()
 	m.wg.Wait()
@@ -382,7 +390,7 @@ func (m *Messages) deliver(t *Message, reply string) {
 	}
 	outID := m.o.Activity.Add(wire.ActivityEvent{Direction: wire.DirectionOutbound, CorrelationID: t.Corr,
 		SenderID: t.In.SenderID, SenderName: t.In.SenderName, Mode: "async", Preview: reply, Status: wire.ActivityDelivering})
-	res := m.o.Callbacks.Deliver(m.base, callback.Delivery{URL: t.In.CallbackURL, MsgID: WebhookID(t.Corr),
+	res := m.o.Callbacks.Deliver(callback.WithStop(m.base, m.stop), callback.Delivery{URL: t.In.CallbackURL, MsgID: WebhookID(t.Corr),
 		Secret: cfg.Secret, OldSecrets: cfg.PreviousSecrets, SigningKey: cfg.SigningKey, Headers: cfg.CallbackHeaders, Body: body,
 		CorrelationID: t.Corr, ChannelID: t.Cfg.ChannelID, Kind: wire.AttemptDelivery})
 	if res.Delivered {
@@ -396,21 +404,25 @@ func (m *Messages) deliver(t *Message, reply string) {
 			Reply: reply, Metadata: metadataOrEmpty(t.In.Metadata), CreatedAt: m.now(), Status: wire.OutboxStatusDelivered}})
 		return
 	}
-	if m.o.Journal != nil && m.base.Err() != nil {
-		// Shutdown cut the retries off: they resume at the next start.
-		m.o.Activity.Update(outID, func(e *wire.ActivityEvent) {
-			e.Attempts, e.Error = res.Attempts, "interrupted by shutdown; resumes at the next start"
-		})
-		return
-	}
 	errText := "callback not delivered"
 	if res.Err != nil {
 		errText = res.Err.Error()
 	}
+	msg := m.outboxReply(t, reply)
+	if errors.Is(res.Err, callback.ErrHandedOff) || m.base.Err() != nil {
+		// Shutdown cut the schedule off: the reply goes to the outbox with
+		// the callback it was on, and the API's delivery queue continues it
+		// (same webhook-id). The message leaves the journal in the
+		// hand-over's transaction, so the next start does not deliver it
+		// again.
+		errText = "the pod stopped mid-schedule; the API continues the retries"
+		msg.Continue = &wire.OutboxContinue{CallbackURL: t.In.CallbackURL, WebhookID: WebhookID(t.Corr), Attempts: res.Attempts}
+	}
 	m.o.Activity.Update(outID, func(e *wire.ActivityEvent) {
 		e.Status, e.Attempts, e.Error, e.FinishedAt = wire.ActivityFailed, res.Attempts, errText, m.now()
 	})
-	m.toOutboxDone(t, reply, errText)
+	m.handOver(t, msg)
+	m.outboxed(t, reply, errText)
 }
 
 // journalDone removes a message whose reply was delivered or put in the

@@ -105,9 +105,11 @@ type loadResult struct {
 // timedRecorder measures Record, the cost a delivery pays for the log.
 type timedRecorder struct {
 	*attemptlog.Recorder
-	mu    sync.Mutex
-	n     int
-	spent time.Duration
+	mu     sync.Mutex
+	n      int
+	spent  time.Duration
+	finals int           // delivered or failed: a delivery's last record
+	ended  chan struct{} // a final record came
 }
 
 func (r *timedRecorder) Record(a wire.WebhookAttempt) {
@@ -117,7 +119,31 @@ func (r *timedRecorder) Record(a wire.WebhookAttempt) {
 	r.mu.Lock()
 	r.n++
 	r.spent += d
+	if a.Outcome != wire.AttemptRetrying {
+		r.finals++
+	}
 	r.mu.Unlock()
+	select {
+	case r.ended <- struct{}{}:
+	default:
+	}
+}
+
+// waitFinals waits until n deliveries recorded their last attempt.
+func (r *timedRecorder) waitFinals(ctx context.Context, n int) error {
+	for {
+		r.mu.Lock()
+		done := r.finals >= n
+		r.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-r.ended:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 func runLoad(t testing.TB, n, tries int, seed uint64) loadResult {
@@ -135,7 +161,7 @@ func runLoad(t testing.TB, n, tries int, seed uint64) loadResult {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = log.Close(context.Background()) }) // before the journal closes
-	rec := &timedRecorder{Recorder: log}
+	rec := &timedRecorder{Recorder: log, ended: make(chan struct{}, 1)}
 	ev := newEnv(t, opts{attempts: tries, recorder: rec})
 
 	corrs := make([]string, n)
@@ -163,7 +189,12 @@ func runLoad(t testing.TB, n, tries int, seed uint64) loadResult {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := ev.h.Shutdown(ctx); err != nil { // waits for every turn and delivery
+	// Every delivery ends first: a Shutdown hands the retries still
+	// scheduled to the API instead.
+	if err := rec.waitFinals(ctx, n); err != nil {
+		t.Fatalf("deliveries did not end: %v", err)
+	}
+	if err := ev.h.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := rec.Flush(ctx); err != nil {

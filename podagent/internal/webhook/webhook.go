@@ -180,9 +180,11 @@ func (h *Handler) ServesOutbox() bool {
 func (h *Handler) Outbox() Outbox          { return h.d.Outbox }
 func (h *Handler) Activity() *activity.Log { return h.d.Activity }
 
-// Shutdown refuses new messages (503), waits for the running turns and
-// callbacks until ctx ends, then cancels what is left (a cancelled callback
-// puts its reply in the outbox). An outbox with a Close(ctx) (outbox.Relay)
+// Shutdown refuses new messages (503), ends the callbacks' waits between
+// attempts at once (their replies go to the outbox with the callback they
+// were on, for the API's queue to continue), waits for the running turns
+// and attempts until ctx ends, then cancels what is left (a cancelled
+// callback puts its reply in the outbox too). An outbox with a Close(ctx) (outbox.Relay)
 // is closed last: it makes one more attempt, bounded by outboxCloseGrace, to
 // hand its messages to the API and keeps the rest in its journal for the
 // next start (the git flush of the shutdown sequence must not wait on it).
