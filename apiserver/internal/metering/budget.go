@@ -40,6 +40,7 @@ func budgetClock(now time.Time) store.BudgetClock {
 // without a reservation.
 func (m *Meter) reserveBudget(ctx context.Context, p auth.Principal, now time.Time) (la leasedAdmission, reserved, local bool, err error) {
 	if !m.PerRequestBudget {
+		m.retrySettlements(ctx) // settlements kept through an outage first
 		// From this replica's lease of the key's budget (budget_lease.go).
 		la, ok, lease := m.budgetLeases.takeOrLease(p.KeyID, now)
 		if ok {
@@ -133,6 +134,9 @@ func (m *Meter) Settle(ctx context.Context, p auth.Principal, adm Admission, mod
 	if err := m.settle(ctx, s); err != nil {
 		m.keepSettlement(s)
 		return errors.Join(errors.New("metering: settling key budget (kept, retried with the next)"), err)
+	}
+	if !s.leased && !s.unreserved {
+		m.budgetLeases.settled(p.KeyID, cost) // the next lease knows the estimate
 	}
 	return nil
 }

@@ -210,6 +210,20 @@ func (m *Meter) sawKeyBudget(b store.KeyBudget, now time.Time) {
 	l.known[b.KeyID] = b
 }
 
+// settled adds a reserved request's settlement to the key's row as last
+// read: its cost used, its reservation gone, the estimate at least its
+// cost.
+func (l *budgetLeases) settled(keyID string, cost int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if b, ok := l.known[keyID]; ok {
+		b.CreditsMicro += cost
+		b.Inflight = max(b.Inflight-1, 0)
+		b.MaxRequestMicro = max(b.MaxRequestMicro, cost)
+		l.known[keyID] = b
+	}
+}
+
 // settleLeased settles a request admitted from keyID's block: its
 // reservation goes back to the block, its cost is taken from it, and the
 // settlement to write is returned (the credits of the lease it used
