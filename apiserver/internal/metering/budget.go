@@ -20,6 +20,10 @@ import (
 // replicas: requests in flight together pass the limit by at most one
 // request (the reservation estimate is the largest cost one request of the
 // key has had; see store.ReserveKeyBudget).
+// By default the reservation is taken from this replica's lease of the
+// key's budget (budget_lease.go) with no round trip, and the per-request
+// statement serves only where no lease is worth having (Meter.PerRequestBudget
+// turns leases off).
 
 // ReservationTTL is how long an unsettled reservation holds (a replica
 // that died mid-request never settles); longer than any request may last.
