@@ -30,6 +30,9 @@ type Config struct {
 	// gateway does while PostgreSQL is down (docs/gateway.md).
 	DBOutageMode     string
 	DBOutageServeFor time.Duration
+	// KeyBudgetLeases (on, off): key budgets are admitted from per-replica
+	// leases, or reserved per request in the database (docs/gateway.md).
+	KeyBudgetLeases string
 	// UsageRetention: usage_records partitions older than this are dropped
 	// (PostgreSQL; 0 keeps them); the daily aggregates stay.
 	UsageRetention time.Duration
@@ -117,6 +120,7 @@ var options = slices.Concat([]settings.Option[Config]{
 	{Flag: "http-idle-timeout", Env: "SVC_HTTP_IDLE_TIMEOUT", Def: "120s", Usage: "a kept-alive client connection with no request for this long is closed (keep it above a load balancer's idle timeout)", Set: settings.PositiveDuration(func(c *Config) *time.Duration { return &c.HTTPIdleTimeout })},
 	{Flag: "http-write-timeout", Env: "SVC_HTTP_WRITE_TIMEOUT", Def: "60s", Usage: "writing a non-streamed answer (public API, probes, console) from its headers on; streams, git and large files have none", Set: settings.PositiveDuration(func(c *Config) *time.Duration { return &c.HTTPWriteTimeout })},
 	{Flag: "db-outage-mode", Env: "SVC_DB_OUTAGE_MODE", Def: "serve", Usage: "while the database is down: serve (known keys, plans, windows and budgets go on for the serve-for time, usage is spooled) or fail-closed (503)", Set: settings.String(func(c *Config) *string { return &c.DBOutageMode })},
+	{Flag: "key-budget-leases", Env: "SVC_KEY_BUDGET_LEASES", Def: "on", Usage: "on: each replica leases blocks of a key's budget and admits its requests from them; off: every request of a budgeted key reserves in the database", Set: settings.String(func(c *Config) *string { return &c.KeyBudgetLeases })},
 	{Flag: "db-outage-serve-for", Env: "SVC_DB_OUTAGE_SERVE_FOR", Def: "10m", Usage: "serve mode: how long after this replica last read a key, a workspace's windows or a key budget it keeps serving them while the database is down", Set: settings.PositiveDuration(func(c *Config) *time.Duration { return &c.DBOutageServeFor })},
 	{Flag: "usage-retention", Env: "SVC_USAGE_RETENTION", Def: "0", Usage: "PostgreSQL: drop usage record partitions (days) older than this, e.g. 2160h for 90 days; 0 keeps every record (the daily aggregates the console reads are always kept)", Set: settings.Duration(func(c *Config) *time.Duration { return &c.UsageRetention })},
 	{Flag: "data-dir", Env: "SVC_DATA_DIR", Def: "./.data", Usage: "data directory (SQLite, fs object store, hydrated repos)", Set: settings.String(func(c *Config) *string { return &c.DataDir })},
@@ -210,6 +214,9 @@ func Parse(name string, args []string) (*Config, *flag.FlagSet, error) {
 	}
 	if c.DBOutageMode != "serve" && c.DBOutageMode != "fail-closed" {
 		return nil, nil, fmt.Errorf("config: SVC_DB_OUTAGE_MODE=%q: choose one of: serve, fail-closed", c.DBOutageMode)
+	}
+	if c.KeyBudgetLeases != "on" && c.KeyBudgetLeases != "off" {
+		return nil, nil, fmt.Errorf("config: SVC_KEY_BUDGET_LEASES=%q: choose one of: on, off", c.KeyBudgetLeases)
 	}
 	return c, fs, nil
 }

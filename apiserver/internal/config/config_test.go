@@ -77,3 +77,32 @@ func TestLFSGCIsOffByDefault(t *testing.T) {
 		})
 	}
 }
+
+// Key budgets are admitted from leases unless turned off; any other value
+// refuses the start.
+func TestKeyBudgetLeasesSetting(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		want    string
+		wantErr bool
+	}{
+		{"default", nil, "on", false},
+		{"off", []string{"-key-budget-leases", "off"}, "off", false},
+		{"unknown value", []string{"-key-budget-leases", "maybe"}, "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _, err := config.Parse("apiserver", tc.args)
+			if tc.wantErr {
+				if err == nil {
+					t.Fatalf("-key-budget-leases %v accepted", tc.args)
+				}
+				return
+			}
+			if err != nil || c.KeyBudgetLeases != tc.want {
+				t.Fatalf("KeyBudgetLeases = %q (%v), want %q", c.KeyBudgetLeases, err, tc.want)
+			}
+		})
+	}
+}

@@ -20,6 +20,10 @@ import (
 // replicas: requests in flight together pass the limit by at most one
 // request (the reservation estimate is the largest cost one request of the
 // key has had; see store.ReserveKeyBudget).
+// By default the reservation is taken from this replica's lease of the
+// key's budget (budget_lease.go) with no round trip, and the per-request
+// statement serves only where no lease is worth having (Meter.PerRequestBudget
+// turns leases off).
 
 // ReservationTTL is how long an unsettled reservation holds (a replica
 // that died mid-request never settles); longer than any request may last.
@@ -38,13 +42,40 @@ func budgetClock(now time.Time) store.BudgetClock {
 // false when the key has none (nothing reserved). local: the database is
 // down and the key's last known budget admitted the request (outage.go),
 // without a reservation.
-func (m *Meter) reserveBudget(ctx context.Context, p auth.Principal, now time.Time) (reserved, local bool, err error) {
+func (m *Meter) reserveBudget(ctx context.Context, p auth.Principal, now time.Time) (la leasedAdmission, reserved, local bool, err error) {
+	if !m.PerRequestBudget {
+		m.retrySettlements(ctx) // settlements kept through an outage first
+		// From this replica's lease of the key's budget (budget_lease.go).
+		la, ok, lease := m.budgetLeases.takeOrLease(p.KeyID, now)
+		if ok {
+			return la, true, false, nil
+		}
+		if lease {
+			la, ok, err = m.leaseBudget(ctx, p.KeyID, now)
+			if ok {
+				return la, true, false, nil
+			}
+			if err != nil && ctx.Err() == nil && dbDown(ctx, err) {
+				if err := m.budgetLocally(p, now, err); err != nil {
+					return leasedAdmission{}, false, false, err
+				}
+				return leasedAdmission{}, false, true, nil
+			}
+		}
+	}
+	reserved, local, err = m.reserveOne(ctx, p, now)
+	return leasedAdmission{}, reserved, local, err
+}
+
+// reserveOne reserves one request in the database (without leases, and
+// where no lease is worth having).
+func (m *Meter) reserveOne(ctx context.Context, p auth.Principal, now time.Time) (reserved, local bool, err error) {
 	// Settlements kept through an outage first: their reservations would
 	// otherwise refuse this one until they lapse.
 	m.retrySettlements(ctx)
 	b, ok, err := m.Store.ReserveKeyBudget(ctx, p.KeyID, budgetClock(now))
 	if err == nil && b.KeyID != "" {
-		m.outage.sawBudget(b, now) // what admission uses while the database is down
+		m.sawKeyBudget(b, now) // what admission uses while the database is down, and leases
 	}
 	switch {
 	case err != nil && ctx.Err() != nil:
@@ -100,10 +131,16 @@ func (m *Meter) Settle(ctx context.Context, p auth.Principal, adm Admission, mod
 		cost = model.CreditsMicroCached(u.PromptTokens, u.CachedTokens, u.CacheWriteTokens, u.CompletionTokens)
 	}
 	s := settlement{keyID: p.KeyID, cost: cost, clock: budgetClock(m.Now()), unreserved: adm.Unreserved}
+	if adm.leased.estimate > 0 {
+		s = m.settleLeased(p.KeyID, adm.leased, cost, m.Now())
+	}
 	m.retrySettlements(ctx)
 	if err := m.settle(ctx, s); err != nil {
 		m.keepSettlement(s)
 		return errors.Join(errors.New("metering: settling key budget (kept, retried with the next)"), err)
+	}
+	if !s.leased && !s.unreserved {
+		m.budgetLeases.settled(p.KeyID, cost) // the next lease knows the estimate
 	}
 	return nil
 }
@@ -120,11 +157,20 @@ type settlement struct {
 	cost       int64
 	clock      store.BudgetClock
 	unreserved bool
+	// leased: the request was admitted from a budget lease
+	// (budget_lease.go); release of the key's leases (of the window
+	// ending at resetsAt) go back with it.
+	leased   bool
+	release  int64
+	resetsAt int64
 }
 
 func (m *Meter) settle(ctx context.Context, s settlement) error {
 	if s.unreserved {
 		return m.Store.AddKeyBudgetCost(ctx, s.keyID, s.cost, s.clock)
+	}
+	if s.leased && s.cost == 0 && s.release == 0 {
+		return nil
 	}
 	return m.settleReserved(ctx, s)
 }

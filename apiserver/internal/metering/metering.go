@@ -29,11 +29,19 @@ type Meter struct {
 	// ServeFor: while the database is down, admission goes on from what
 	// this replica read within this long (outage.go); 0: fail closed (503).
 	ServeFor time.Duration
+	// PerRequestBudget: key budgets reserve each request in the database
+	// rather than from this replica's budget leases (budget_lease.go).
+	PerRequestBudget bool
+	// LeaseIdle: how long a budget lease may go unused before it goes back
+	// (0: BudgetLeaseIdle; negative: only ReturnIdleLeases returns them).
+	LeaseIdle time.Duration
 
 	outage  outage
 	batches settleBatches
 	leases  leases
 	windows windowCache
+
+	budgetLeases budgetLeases
 }
 
 // New returns a Meter on st with the wall clock; rec may be nil.
@@ -60,6 +68,8 @@ type Admission struct {
 	// Unreserved: the key budget was checked without the database (an
 	// outage): Settle adds the cost without releasing a reservation.
 	Unreserved bool
+	// leased: admitted from this replica's budget lease.
+	leased leasedAdmission
 	// Window is the plan's usage window with the fewest credits left (its
 	// LimitMicro is 0 when no window applies: usage-based pricing, or a
 	// plan without windows); the rate-limit headers report it in tokens.
@@ -279,11 +289,11 @@ func (m *Meter) Admit(ctx context.Context, p auth.Principal, plan catalog.Plan) 
 		}
 	}
 	if p.KeyID != "" && p.KeyBudget {
-		reserved, local, err := m.reserveBudget(ctx, p, now)
+		la, reserved, local, err := m.reserveBudget(ctx, p, now)
 		if err != nil {
 			return adm, err
 		}
-		adm.KeyBudget, adm.Unreserved = reserved || local, local
+		adm.KeyBudget, adm.Unreserved, adm.leased = reserved || local, local, la
 	}
 	return adm, nil
 }

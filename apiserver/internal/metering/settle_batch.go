@@ -46,30 +46,32 @@ func (m *Meter) settleReserved(ctx context.Context, s settlement) error {
 	if !inFlight {
 		bs.busy[s.keyID] = nil // a write of this key is in flight: later ones wait
 		bs.mu.Unlock()
-		err := m.Store.SettleKeyBudget(ctx, s.keyID, s.cost, s.clock)
+		err := m.writeSettlements(ctx, s, 1, s.cost)
 		m.handOff(s.keyID)
 		return err
 	}
-	if waiting != nil && waiting.joinDay == s.clock.Day && waiting.joinMonth == s.clock.Month {
+	if waiting != nil && waiting.joinDay == s.clock.Day && waiting.joinMonth == s.clock.Month &&
+		waiting.s.leased == s.leased && waiting.s.resetsAt == s.resetsAt {
 		// Joins the waiting batch (same daily and monthly window).
 		waiting.n++
 		waiting.s.cost += s.cost
+		waiting.s.release += s.release
 		waiting.maxCost = max(waiting.maxCost, s.cost)
 		bs.mu.Unlock()
 		<-waiting.done
 		return waiting.err
 	}
 	if waiting != nil {
-		// Another window (the batch straddles a reset): written alone.
+		// Another window (the batch straddles a reset) or kind: written alone.
 		bs.mu.Unlock()
-		return m.Store.SettleKeyBudget(ctx, s.keyID, s.cost, s.clock)
+		return m.writeSettlements(ctx, s, 1, s.cost)
 	}
 	b := &settleBatch{s: s, n: 1, maxCost: s.cost, turn: make(chan struct{}), done: make(chan struct{}),
 		joinDay: s.clock.Day, joinMonth: s.clock.Month}
 	bs.busy[s.keyID] = b
 	bs.mu.Unlock()
 	<-b.turn
-	b.err = m.Store.SettleKeyBudgets(ctx, s.keyID, b.n, b.s.cost, b.maxCost, b.s.clock)
+	b.err = m.writeSettlements(ctx, b.s, b.n, b.maxCost)
 	close(b.done)
 	m.handOff(s.keyID)
 	return b.err
@@ -87,4 +89,14 @@ func (m *Meter) handOff(key string) {
 		return
 	}
 	delete(bs.busy, key)
+}
+
+// writeSettlements writes n settlements of one kind summed in s (maxCost
+// the largest cost): reserved ones release n reservations, leased ones
+// (budget_lease.go) release s.release of the key's leases.
+func (m *Meter) writeSettlements(ctx context.Context, s settlement, n, maxCost int64) error {
+	if s.leased {
+		return m.Store.SettleLeasedKeyBudget(ctx, s.keyID, s.cost, maxCost, s.release, s.resetsAt, s.clock)
+	}
+	return m.Store.SettleKeyBudgets(ctx, s.keyID, n, s.cost, maxCost, s.clock)
 }

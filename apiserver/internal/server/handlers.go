@@ -38,6 +38,7 @@ func (s *Server) buildHandlers(d Deps) (handlers, error) {
 	routing.Registerer, routing.Tracer, routing.Log = s.Registry, d.Tracer, d.Log.Named("upstream")
 	meter := metering.New(d.Store, s.Usage)
 	meter.ServeFor = d.OutageServeFor
+	meter.PerRequestBudget = d.PerRequestKeyBudget
 	h := handlers{
 		api: &gateway.API{Catalog: d.Catalog, Meter: meter,
 			Router: upstream.NewRouter(d.Upstream, d.Catalog, routing), Tracer: d.Tracer,

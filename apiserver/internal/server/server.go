@@ -95,6 +95,9 @@ type Deps struct {
 	// usage windows and key budgets are served from what this replica
 	// read within this long (0: fail closed, 503); docs/gateway.md.
 	OutageServeFor time.Duration
+	// PerRequestKeyBudget: key budgets reserve every request in the
+	// database instead of leasing blocks per replica (docs/gateway.md).
+	PerRequestKeyBudget bool
 	// UsageSpoolDir holds the usage spool file, where records the
 	// database refuses wait past the memory spool ("": memory only).
 	UsageSpoolDir string
@@ -232,7 +235,11 @@ func New(d Deps) *Server {
 // Close writes the usage records still queued and waits for the keys'
 // last-use writes; call it after the HTTP server has stopped taking requests.
 func (s *Server) Close(ctx context.Context) error {
-	return errors.Join(s.Usage.Close(ctx), s.Auth.Close(ctx))
+	var leases error
+	if s.h.api != nil && s.h.api.Meter != nil {
+		leases = s.h.api.Meter.ReturnLeases(ctx) // unused budget leases go back
+	}
+	return errors.Join(leases, s.Usage.Close(ctx), s.Auth.Close(ctx))
 }
 
 func (s *Server) ready(c echo.Context) error {

@@ -32,6 +32,10 @@ type KeyBudget struct {
 	Inflight        int64
 	ReservedUntil   int64
 	MaxRequestMicro int64
+	// LeasedMicro: credits leased by replicas (budget leases) and not yet
+	// spent or returned; they lapse at LeasedUntil.
+	LeasedMicro int64
+	LeasedUntil int64
 }
 
 // TableName is the table of KeyBudget.
@@ -61,7 +65,8 @@ const (
 	budgetCredits  = `(CASE WHEN budget_window <> 'lifetime' AND resets_at <= @now THEN 0 ELSE credits_micro END)`
 	budgetInflight = `(CASE WHEN reserved_until <= @now THEN 0 ELSE inflight END)`
 	budgetResets   = `(CASE WHEN budget_window = 'lifetime' THEN 0 WHEN resets_at > @now THEN resets_at WHEN budget_window = 'daily' THEN @day ELSE @month END)`
-	budgetColumns  = `key_id, limit_micro, budget_window, resets_at, credits_micro, inflight, reserved_until, max_request_micro`
+	budgetLeased   = `(CASE WHEN leased_until <= @now OR (budget_window <> 'lifetime' AND resets_at <= @now) THEN 0 ELSE leased_micro END)`
+	budgetColumns  = `key_id, limit_micro, budget_window, resets_at, credits_micro, inflight, reserved_until, max_request_micro, leased_micro, leased_until`
 )
 
 // SetKeyBudget sets (or replaces) a key's budget. Changing only the limit
@@ -103,11 +108,13 @@ WHERE key_id IN (SELECT id FROM api_keys WHERE workspace_id = ?)`, workspaceID).
 // flight, or the credits plus every reservation (this one included), each
 // at the largest cost one request has had, stay within the limit; so all
 // requests in flight together pass the limit by at most one request.
+// Credits leased by replicas (LeaseKeyBudget) count as spent here.
 // ok false: refused, and b is the row as it stands (b.KeyID empty: the key
 // has no budget, and nothing is reserved).
 func (s *Store) ReserveKeyBudget(ctx context.Context, keyID string, c BudgetClock) (b KeyBudget, ok bool, err error) {
 	err = s.sqlDB.QueryRowContext(ctx, reserveKeyBudgetSQL.of(s.dialect), reserveKeyBudgetSQL.args(budgetArgs{key: keyID}, c)...).Scan(
-		&b.KeyID, &b.LimitMicro, &b.BudgetWindow, &b.ResetsAt, &b.CreditsMicro, &b.Inflight, &b.ReservedUntil, &b.MaxRequestMicro)
+		&b.KeyID, &b.LimitMicro, &b.BudgetWindow, &b.ResetsAt, &b.CreditsMicro, &b.Inflight, &b.ReservedUntil, &b.MaxRequestMicro,
+		&b.LeasedMicro, &b.LeasedUntil)
 	if err == nil {
 		return b, true, nil
 	}
@@ -134,6 +141,48 @@ func (s *Store) SettleKeyBudget(ctx context.Context, keyID string, costMicro int
 	return s.SettleKeyBudgets(ctx, keyID, 1, costMicro, costMicro, c)
 }
 
+// LeaseKeyBudget leases n credits of a key's budget for one replica in one
+// conditional UPDATE: granted only when the window's credits, every lease
+// not yet spent or returned, every reservation in flight (at the largest
+// cost one request has had) and n stay within the limit, so the leases of
+// all replicas together never exceed what is left. ok false: refused, and
+// b is the row as it stands (b.KeyID empty: the key has no budget).
+func (s *Store) LeaseKeyBudget(ctx context.Context, keyID string, n int64, c BudgetClock) (b KeyBudget, ok bool, err error) {
+	err = s.sqlDB.QueryRowContext(ctx, leaseKeyBudgetSQL.of(s.dialect), leaseKeyBudgetSQL.args(budgetArgs{key: keyID, cost: n}, c)...).Scan(
+		&b.KeyID, &b.LimitMicro, &b.BudgetWindow, &b.ResetsAt, &b.CreditsMicro, &b.Inflight, &b.ReservedUntil, &b.MaxRequestMicro,
+		&b.LeasedMicro, &b.LeasedUntil)
+	if err == nil {
+		return b, true, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return KeyBudget{}, false, err
+	}
+	b, err = s.GetKeyBudget(ctx, keyID)
+	if errors.Is(err, ErrNotFound) {
+		return KeyBudget{}, false, nil
+	}
+	return b, false, err
+}
+
+// SettleLeasedKeyBudget writes the settlements of requests admitted from a
+// replica's lease: their costs (costMicro in all, maxCostMicro the largest)
+// are added to the window open at c.Now, and leasedMicro of the leases are
+// released (what those costs used of them), only while the leases still
+// belong to the window that ends at resetsAt (a lease of a window that
+// closed is gone already).
+func (s *Store) SettleLeasedKeyBudget(ctx context.Context, keyID string, costMicro, maxCostMicro, leasedMicro, resetsAt int64, c BudgetClock) error {
+	_, err := s.sqlDB.ExecContext(ctx, settleLeasedKeyBudgetSQL.of(s.dialect),
+		settleLeasedKeyBudgetSQL.args(budgetArgs{key: keyID, cost: costMicro, max: maxCostMicro, n: leasedMicro, resets: resetsAt}, c)...)
+	return err
+}
+
+// ReturnKeyBudgetLease gives back n leased credits of a key's budget that
+// a replica did not use (the lease belonging to the window that ends at
+// resetsAt; nothing when that window closed).
+func (s *Store) ReturnKeyBudgetLease(ctx context.Context, keyID string, n, resetsAt int64, c BudgetClock) error {
+	return s.SettleLeasedKeyBudget(ctx, keyID, 0, 0, n, resetsAt, c)
+}
+
 // SettleKeyBudgets ends n reservations of a key's budget in one statement:
 // their costs (costMicro in all, maxCostMicro the largest) are added to the
 // window open at c.Now and the reservations released.
@@ -151,12 +200,22 @@ func (s *Store) SettleKeyBudgets(ctx context.Context, keyID string, n, costMicro
 var (
 	reserveKeyBudgetSQL = budgetStatement(`UPDATE key_budgets SET credits_micro = ` + budgetCredits + `,
   inflight = ` + budgetInflight + ` + 1, resets_at = ` + budgetResets + `, reserved_until = @until
-WHERE key_id = @key AND ` + budgetCredits + ` < limit_micro AND (` + budgetInflight + ` = 0
-  OR (max_request_micro > 0 AND ` + budgetCredits + ` + (` + budgetInflight + ` + 1) * max_request_micro <= limit_micro))
+WHERE key_id = @key AND ` + budgetCredits + ` + ` + budgetLeased + ` < limit_micro AND (` + budgetInflight + ` = 0
+  OR (max_request_micro > 0 AND ` + budgetCredits + ` + ` + budgetLeased + ` + (` + budgetInflight + ` + 1) * max_request_micro <= limit_micro))
 RETURNING ` + budgetColumns)
 	addKeyBudgetCostSQL = budgetStatement(`UPDATE key_budgets SET credits_micro = ` + budgetCredits + ` + @cost,
   resets_at = ` + budgetResets + `,
   max_request_micro = CASE WHEN @cost > max_request_micro THEN @cost ELSE max_request_micro END
+WHERE key_id = @key`)
+	leaseKeyBudgetSQL = budgetStatement(`UPDATE key_budgets SET credits_micro = ` + budgetCredits + `,
+  leased_micro = ` + budgetLeased + ` + @cost, leased_until = @until, resets_at = ` + budgetResets + `
+WHERE key_id = @key AND ` + budgetCredits + ` + ` + budgetLeased + ` + ` + budgetInflight + ` * max_request_micro + @cost <= limit_micro
+RETURNING ` + budgetColumns)
+	settleLeasedKeyBudgetSQL = budgetStatement(`UPDATE key_budgets SET credits_micro = ` + budgetCredits + ` + @cost,
+  leased_micro = CASE WHEN resets_at = @resets AND ` + budgetLeased + ` > @n THEN ` + budgetLeased + ` - @n
+    WHEN resets_at = @resets THEN 0 ELSE ` + budgetLeased + ` END,
+  resets_at = ` + budgetResets + `,
+  max_request_micro = CASE WHEN @max > max_request_micro THEN @max ELSE max_request_micro END
 WHERE key_id = @key`)
 	settleKeyBudgetSQL = budgetStatement(`UPDATE key_budgets SET credits_micro = ` + budgetCredits + ` + @cost,
   resets_at = ` + budgetResets + `,
@@ -166,7 +225,7 @@ WHERE key_id = @key`)
 )
 
 // budgetParams are the budget statements' named parameters.
-var budgetParams = []string{"key", "now", "day", "month", "until", "cost", "n", "max"}
+var budgetParams = []string{"key", "now", "day", "month", "until", "cost", "n", "max", "resets"}
 
 // budgetStmt is one budget statement in each database's placeholder
 // syntax; params are the budgetParams it uses, in its numbering.
@@ -187,11 +246,12 @@ func (q budgetStmt) of(d migrations.Dialect) string {
 type budgetArgs struct {
 	key          string
 	cost, n, max int64
+	resets       int64
 }
 
 // args are the statement's arguments, in its numbering.
 func (q budgetStmt) args(a budgetArgs, c BudgetClock) []any {
-	all := [...]any{a.key, c.Now, c.Day, c.Month, c.Until, a.cost, a.n, a.max}
+	all := [...]any{a.key, c.Now, c.Day, c.Month, c.Until, a.cost, a.n, a.max, a.resets}
 	out := make([]any, len(q.params))
 	for i, p := range q.params {
 		out[i] = all[p]
