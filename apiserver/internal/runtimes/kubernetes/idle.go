@@ -114,6 +114,13 @@ func (d *Driver) reap(ctx context.Context, now time.Time) {
 		case errors.Is(err, store.ErrNotFound) || (err == nil && (a.Driver != Name || a.Generation > gen)):
 			d.log.Info("stopping a replaced runtime pod", zap.String("projectId", projectID), zap.String("pod", pod.Name))
 			d.deletePod(ctx, pod.Name, pod.UID)
+		case a.Generation == gen && a.Instance != "" && a.Instance != pod.Name:
+			// Labelled for the generation but not the pod its assignment
+			// names: a spare whose claim lost the race (or whose
+			// claiming replica died before naming it). It holds nothing.
+			d.log.Info("stopping a runtime pod its assignment does not name", zap.String("projectId", projectID),
+				zap.String("pod", pod.Name), zap.String("named", a.Instance))
+			d.deletePod(ctx, pod.Name, pod.UID)
 		case err != nil:
 			d.log.Warn("reading a runtime assignment failed", zap.String("projectId", projectID), zap.Error(err))
 		case d.busy(pod.Name):
