@@ -13,6 +13,7 @@ import (
 
 	"github.com/svc-dev/svc/podagent/internal/config"
 	"github.com/svc-dev/svc/podagent/internal/spare"
+	"github.com/svc-dev/svc/podagent/internal/testhook"
 )
 
 // serveSpare runs a warm pool's spare pod (SVC_POD_UNASSIGNED,
@@ -50,6 +51,7 @@ func serveSpare(cfg *config.Config, log *zap.Logger) error {
 		log.Info("SIGTERM: the spare pod stops unclaimed")
 		return nil
 	}
+	testhook.Reach(testhook.SpareClaimed)
 	claimed, err := cfg.Assign(sp.Claim())
 	if err != nil {
 		_ = srv.Close()
