@@ -78,11 +78,16 @@ func (d *Driver) stampLastUsed(name string, uid types.UID, at time.Time) {
 	}
 }
 
-// lastUse is the latest use of pod any replica reported, or its creation.
+// lastUse is the latest use of pod any replica reported, or its creation
+// (or its claim, for a spare of the warm pool).
 func (d *Driver) lastUse(pod *corev1.Pod) time.Time {
 	last := pod.CreationTimestamp.Time
-	if t, err := time.Parse(time.RFC3339Nano, pod.Annotations[AnnotationLastUsed]); err == nil && t.After(last) {
-		last = t
+	// A claimed spare was created long before its project used it: its
+	// claim is its first use.
+	for _, ann := range []string{AnnotationLastUsed, AnnotationClaimedAt} {
+		if t, err := time.Parse(time.RFC3339Nano, pod.Annotations[ann]); err == nil && t.After(last) {
+			last = t
+		}
 	}
 	d.mu.Lock()
 	if t := d.lastUsed[pod.Name]; t.After(last) {

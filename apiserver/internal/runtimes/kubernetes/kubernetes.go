@@ -345,6 +345,17 @@ func (d *Driver) start(p store.Project, mode syncmode.Mode, gen int64) (runtimes
 		name = a.Instance
 	}
 	pod, _ := d.pods.Pods(d.o.Namespace).Get(name)
+	if pod == nil && name != PodName(p.ID, gen) {
+		// The assignment names a claimed spare this replica does not see:
+		// gone (deleted, its node lost) when the API server agrees, and
+		// the next generation replaces it.
+		if _, err := d.o.Client.CoreV1().Pods(d.o.Namespace).Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			if _, err := d.o.Store.AdvanceRuntime(ctx, p.ID, Name, gen); err != nil {
+				return runtimes.Endpoint{}, err
+			}
+			return runtimes.Endpoint{}, errReplaced
+		}
+	}
 	if pod == nil && name == PodName(p.ID, gen) {
 		// Older generations stop first, so their final flush (spec 10.2)
 		// lands before this pod restores the workspace.
@@ -601,11 +612,17 @@ func (d *Driver) waitReady(ctx context.Context, projectID string, gen int64, nam
 					// route the project's messages there.
 					return runtimes.Endpoint{}, "", err
 				}
-				// Ready for Kubernetes but not reachable from here yet.
+				// Ready for Kubernetes but not reachable from here yet (or,
+				// a claimed spare, still cold-starting: its readiness is
+				// the podagent's own, so it is asked more often).
 				t := time.NewTimer(probeWait)
 				defer t.Stop()
 				retry = t.C
-				probeWait = min(probeWait*2, 500*time.Millisecond)
+				ceiling := 500 * time.Millisecond
+				if pod.Annotations[AnnotationSpare] != "" {
+					ceiling = 50 * time.Millisecond
+				}
+				probeWait = min(probeWait*2, ceiling)
 			}
 		}
 		select {
