@@ -479,10 +479,21 @@ func kubeDriverEndToEnd(t *testing.T, pool int) {
 		}
 		return
 	}
-	// Two replicas refilled the pool all along: never more spares than asked.
-	w.waitPool(t, a, pool)
-	if n := len(w.spares(t)); n != pool {
-		t.Errorf("spare pods: %d, want %d", n, pool)
+	// Two replicas refilled the pool all along: it settles at the size
+	// asked, one spare per slot.
+	deadline := time.Now().Add(60 * time.Second)
+	for n := len(w.spares(t)); n != pool; n = len(w.spares(t)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("spare pods: %d, want %d", n, pool)
+		}
+		time.Sleep(50 * time.Millisecond) // poll with a deadline
+	}
+	slots := map[string]bool{}
+	for _, sp := range w.spares(t) {
+		if slots[sp.Labels["svc.dev/spare"]] {
+			t.Errorf("two spares in slot %s", sp.Labels["svc.dev/spare"])
+		}
+		slots[sp.Labels["svc.dev/spare"]] = true
 	}
 }
 

@@ -104,8 +104,8 @@ func (d *Driver) poolLoop(ctx context.Context) {
 // and ended ones, and probes the spares not yet known to serve.
 func (d *Driver) refill(ctx context.Context) {
 	pods, _ := d.pods.Pods(d.o.Namespace).List(labels.Everything())
-	top := map[int]int{}   // slot → highest seq any pod carries
-	have := map[int]bool{} // slot → an unclaimed spare that may serve
+	top := map[int]int{}          // slot → highest seq any pod carries
+	have := map[int]*corev1.Pod{} // slot → its unclaimed spare (the highest seq)
 	alive := map[string]bool{}
 	for _, pod := range pods {
 		slot, seq, ok := spareSlot(pod)
@@ -121,7 +121,21 @@ func (d *Driver) refill(ctx context.Context) {
 			d.deletePod(ctx, pod.Name, pod.UID)
 			continue
 		}
-		have[slot] = true
+		if prev := have[slot]; prev != nil {
+			// Two spares in one slot (replicas that saw the slot's last
+			// pod go at different times): the higher seq stays, on every
+			// replica; the other goes unless it was claimed meanwhile.
+			drop := prev
+			if _, prevSeq, _ := spareSlot(prev); prevSeq > seq {
+				drop = pod
+			}
+			d.deleteUnchanged(ctx, drop)
+			if drop == pod {
+				continue
+			}
+			delete(alive, prev.Name)
+		}
+		have[slot] = pod
 		alive[pod.Name] = true
 		if podReady(pod) && !d.isWarm(pod.Name) {
 			if _, u, err := d.endpoint("", pod); err == nil {
@@ -142,7 +156,7 @@ func (d *Driver) refill(ctx context.Context) {
 	}
 	d.mu.Unlock()
 	for slot := 0; slot < d.o.PoolSize; slot++ {
-		if have[slot] {
+		if have[slot] != nil {
 			continue
 		}
 		// Spares take the creation gate's spare turns only: a rush of
@@ -153,6 +167,17 @@ func (d *Driver) refill(ctx context.Context) {
 		if err := d.applySpare(ctx, SpareName(slot, top[slot]+1), slot, top[slot]+1); err != nil {
 			d.log.Warn("applying a spare runtime pod failed", zap.Int("slot", slot), zap.Error(err))
 		}
+	}
+}
+
+// deleteUnchanged deletes pod unless it changed since this replica saw it
+// (a spare claimed meanwhile is the project's now).
+func (d *Driver) deleteUnchanged(ctx context.Context, pod *corev1.Pod) {
+	uid, rv := pod.UID, pod.ResourceVersion
+	err := d.o.Client.CoreV1().Pods(d.o.Namespace).Delete(ctx, pod.Name,
+		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		d.log.Warn("deleting a spare runtime pod failed", zap.String("pod", pod.Name), zap.Error(err))
 	}
 }
 
@@ -269,8 +294,9 @@ func (d *Driver) claimSpare(ctx context.Context, p store.Project, mode syncmode.
 		a, err := d.o.Store.ReserveRuntimeInstance(ctx, p.ID, Name, gen, pod.Name)
 		if err != nil || a.Instance != pod.Name {
 			// Another replica named the generation's pod first, or the
-			// generation moved on: this spare holds nothing yet; it goes.
-			d.deletePod(context.Background(), pod.Name, pod.UID)
+			// generation moved on: this spare was handed nothing; it
+			// goes back to the pool.
+			d.release(pod)
 			if errors.Is(err, store.ErrStaleGeneration) {
 				return nil, "", errReplaced
 			}
@@ -279,6 +305,25 @@ func (d *Driver) claimSpare(ctx context.Context, p store.Project, mode syncmode.
 		return pod, pod.Name, nil
 	}
 	return nil, "", errNoSpare
+}
+
+// release gives back a spare relabelled for a claim that lost its race
+// (the claim call was never made): the labels and annotations of the claim
+// are removed, conditionally on nothing else having changed the pod; a pod
+// that cannot be given back is deleted.
+func (d *Driver) release(pod *corev1.Pod) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	slot, _, _ := spareSlot(pod)
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": pod.ResourceVersion,
+		"labels":          map[string]any{LabelSpare: strconv.Itoa(slot), LabelProject: nil, LabelWorkspace: nil},
+		"annotations":     map[string]any{AnnotationGeneration: nil, AnnotationSyncMode: nil, AnnotationClaimedAt: nil}}})
+	if _, err := d.o.Client.CoreV1().Pods(d.o.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch,
+		metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+		d.log.Info("a spare that lost its claim could not be given back; deleting it", zap.String("pod", pod.Name), zap.Error(err))
+		d.deletePod(ctx, pod.Name, pod.UID)
+	}
 }
 
 // handOver is the claim call: the pod gets its project, mode, generation
