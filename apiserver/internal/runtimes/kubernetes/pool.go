@@ -263,6 +263,9 @@ func (d *Driver) applySpare(ctx context.Context, name string, slot, seq int) err
 // errNoSpare: no spare could be claimed; the cold start creates a pod.
 var errNoSpare = errors.New("no spare runtime pod")
 
+// errNamedElsewhere: another replica named the generation's pod first.
+var errNamedElsewhere = errors.New("another replica named the generation's pod")
+
 // claimSpare takes a warm spare for generation gen of the project: the
 // spare relabelled as the project's pod, named in the assignment. It
 // returns the pod the assignment names for gen — the spare, or the pod
@@ -300,7 +303,10 @@ func (d *Driver) claimSpare(ctx context.Context, p store.Project, mode syncmode.
 			if errors.Is(err, store.ErrStaleGeneration) {
 				return nil, "", errReplaced
 			}
-			return nil, a.Instance, err
+			if err != nil {
+				return nil, "", err
+			}
+			return nil, a.Instance, errNamedElsewhere
 		}
 		return pod, pod.Name, nil
 	}
