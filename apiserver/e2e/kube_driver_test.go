@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -43,6 +44,8 @@ type kubeWorld struct {
 	kubelet    *kubetest.Kubelet
 	acc        account
 	project    string
+	// pool is the warm pool's size of the replicas (SVC_RUNTIME_WARM_POOL_SIZE).
+	pool int
 }
 
 // kubeOpts shape a kubeWorld: the fake kubelet's hooks (hold: no process
@@ -54,6 +57,10 @@ type kubeOpts struct {
 	orphan  func(*corev1.Pod) bool
 	waiting func(*corev1.Pod) *corev1.ContainerStateWaiting
 	sets    []string
+	// pool is the warm pool's size (0: every cold start creates its pod).
+	pool int
+	// podEnv is added to every podagent's environment (test hooks).
+	podEnv []string
 }
 
 // newKubeWorld: a runtime namespace holding the chart's S3 credential
@@ -61,7 +68,7 @@ type kubeOpts struct {
 // webhook channel.
 func newKubeWorld(t testing.TB, o kubeOpts) *kubeWorld {
 	t.Helper()
-	w := &kubeWorld{e: newEnv(t), c: kubetest.Shared(t), s3: testenv.MinIO(t)}
+	w := &kubeWorld{e: newEnv(t), c: kubetest.Shared(t), s3: testenv.MinIO(t), pool: o.pool}
 	w.ns = w.c.Namespace(t, "svc-rt")
 	ctx := context.Background()
 	_, err := w.c.Client.CoreV1().Secrets(w.ns).Create(ctx, &corev1.Secret{
@@ -72,7 +79,7 @@ func newKubeWorld(t testing.TB, o kubeOpts) *kubeWorld {
 	w.tmpl = chartPodTemplate(t, w.ns, w.s3, o.sets...)
 	w.sa, w.kubeconfig = chartRBAC(t, w.c, w.ns)
 	w.kubelet = &kubetest.Kubelet{Cluster: w.c, Namespace: w.ns, Container: "podagent", Binary: kubePodagentBin(t),
-		Group: "svc.dev/project-id", Hold: o.hold, Orphan: o.orphan, Waiting: o.waiting}
+		Group: "svc.dev/project-id", Hold: o.hold, Orphan: o.orphan, Waiting: o.waiting, ExtraEnv: o.podEnv}
 	w.kubelet.Run(t)
 	w.acc = w.e.account("free")
 	w.project = w.e.admin("project", "create", "--workspace", w.acc.workspace, "--name", "kube")["id"].(string)
@@ -165,7 +172,7 @@ func (w *kubeWorld) startReplica(t testing.TB, extraEnv ...string) *api {
 		"SVC_S3_ACCESS_KEY="+w.s3.AccessKey, "SVC_S3_SECRET_KEY="+w.s3.SecretKey,
 		"SVC_RUNTIME_DRIVER=kubernetes", "SVC_KUBECONFIG="+w.kubeconfig, "SVC_RUNTIME_NAMESPACE="+w.ns,
 		"SVC_RUNTIME_POD_TEMPLATE_FILE="+w.tmpl, "SVC_RUNTIME_POD_API_URL=http://"+addr,
-		"SVC_RUNTIME_START_TIMEOUT=60s"), extraEnv...)
+		"SVC_RUNTIME_START_TIMEOUT=60s", fmt.Sprintf("SVC_RUNTIME_WARM_POOL_SIZE=%d", w.pool)), extraEnv...)
 	logs := startProcess(t, "apiserver", cmd)
 	a := &api{URL: "http://" + addr, cmd: cmd}
 	waitReady(t, "apiserver", a.URL+"/readyz", 30*time.Second, logs)
@@ -225,6 +232,55 @@ func (w *kubeWorld) waitEvent(t *testing.T, ev string) {
 	}
 }
 
+// claimedSpare reports whether p is a spare of the warm pool a project
+// claimed (its mode and generation are in its annotations and its claim,
+// not in its environment).
+func claimedSpare(p corev1.Pod) bool { return p.Annotations["svc.dev/spare-of-pool"] != "" }
+
+// podMode is the sync mode the project's pod runs: its environment for a
+// pod created for the project, its claim (annotation) for a claimed spare.
+func podMode(p corev1.Pod) string {
+	if claimedSpare(p) {
+		return p.Annotations["svc.dev/cloud-sync-mode"]
+	}
+	return podEnv(p, "SVC_CLOUD_SYNC_MODE")
+}
+
+// waitPool waits (bounded) until replica a counts n warm spares.
+func (w *kubeWorld) waitPool(t testing.TB, a *api, n int) {
+	t.Helper()
+	want := fmt.Sprintf("svc_runtime_warm_pool_size %d\n", n)
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		res, err := http.Get(a.URL + "/metrics")
+		if err == nil {
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if strings.Contains(string(b), want) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the warm pool never held %d spares (kubelet: %v)", n, w.kubelet.Events())
+		}
+		time.Sleep(50 * time.Millisecond) // poll with a deadline
+	}
+}
+
+// spares are the unclaimed spare pods of the namespace.
+func (w *kubeWorld) spares(t testing.TB) []corev1.Pod {
+	t.Helper()
+	l, err := w.c.Client.CoreV1().Pods(w.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "svc.dev/spare"})
+	must(t, err)
+	var out []corev1.Pod
+	for _, p := range l.Items {
+		if p.DeletionTimestamp == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 func podEnv(p corev1.Pod, name string) string {
 	for _, c := range append(p.Spec.InitContainers, p.Spec.Containers...) {
 		if c.Name != "podagent" {
@@ -254,8 +310,21 @@ func (w *kubeWorld) graphCommits(t *testing.T, a *api) int {
 // mode change applied only by the replacing pod.
 func TestKubernetesDriverEndToEnd(t *testing.T) {
 	t.Parallel()
-	w := newKubeWorld(t, kubeOpts{})
+	for _, pool := range []int{0, 2} {
+		t.Run(fmt.Sprintf("pool=%d", pool), func(t *testing.T) {
+			t.Parallel()
+			kubeDriverEndToEnd(t, pool)
+		})
+	}
+}
+
+func kubeDriverEndToEnd(t *testing.T, pool int) {
+	w := newKubeWorld(t, kubeOpts{pool: pool})
 	a, b := w.startReplica(t), w.startReplica(t)
+	if pool > 0 {
+		w.waitPool(t, a, pool)
+		w.waitPool(t, b, pool)
+	}
 
 	// 0. Two replicas race for the project's first pod: one pod.
 	type result struct {
@@ -294,13 +363,27 @@ func TestKubernetesDriverEndToEnd(t *testing.T) {
 	}
 	pod := w.onePod(t)
 	if pod.Labels["svc.dev/project-id"] != w.project || pod.Labels["svc.dev/workspace-id"] != w.acc.workspace ||
-		pod.Annotations["svc.dev/cloud-sync-mode"] != "git_only" || podEnv(pod, "SVC_CLOUD_SYNC_MODE") != "git_only" ||
-		podEnv(pod, "SVC_POD_GENERATION") == "" || podEnv(pod, "SVC_POD_GENERATION") != pod.Annotations["svc.dev/runtime-generation"] {
+		pod.Annotations["svc.dev/cloud-sync-mode"] != "git_only" || podMode(pod) != "git_only" ||
+		pod.Annotations["svc.dev/runtime-generation"] == "" {
 		t.Errorf("pod metadata/env: labels %v annotations %v", pod.Labels, pod.Annotations)
+	}
+	if _, spare := pod.Labels["svc.dev/spare"]; spare {
+		t.Errorf("the project's pod is still labelled a spare: %v", pod.Labels)
+	}
+	switch {
+	case pool == 0 && (claimedSpare(pod) || podEnv(pod, "SVC_POD_GENERATION") != pod.Annotations["svc.dev/runtime-generation"]):
+		t.Errorf("without a pool the pod was not created for the project: %s env generation %q", pod.Name, podEnv(pod, "SVC_POD_GENERATION"))
+	case pool > 0 && (!claimedSpare(pod) || podEnv(pod, "SVC_POD_UNASSIGNED") != "true" || podEnv(pod, "SVC_PROJECT_ID") != ""):
+		// The spare's spec holds no project: the claim brought it.
+		t.Errorf("with a warm pool the first message did not claim a spare: %s annotations %v", pod.Name, pod.Annotations)
 	}
 	sec, err := w.c.Client.CoreV1().Secrets(w.ns).Get(context.Background(), pod.Name, metav1.GetOptions{})
 	if err != nil || len(sec.OwnerReferences) != 1 || sec.OwnerReferences[0].UID != pod.UID || len(sec.Data["token"]) == 0 {
 		t.Errorf("token Secret: %v %+v", err, sec)
+	}
+	// A spare's Secret holds its bootstrap token, never a runtime token.
+	if tok := string(sec.Data["token"]); claimedSpare(pod) != strings.HasPrefix(tok, "svc_pb_") || claimedSpare(pod) == strings.HasPrefix(tok, "svc_rt_") {
+		t.Errorf("the pod's Secret holds %.7s…, claimed spare %v", tok, claimedSpare(pod))
 	}
 	if !w.object(t, w.project+"/repo.git.tar.gz") {
 		t.Error("no durable .git at <projectId>/repo.git.tar.gz")
@@ -320,7 +403,7 @@ func TestKubernetesDriverEndToEnd(t *testing.T) {
 	}
 	starts := 0
 	for _, ev := range w.kubelet.Events() {
-		if strings.HasPrefix(ev, "start ") {
+		if ev == "start "+pod.Name {
 			starts++
 		}
 	}
@@ -355,8 +438,8 @@ func TestKubernetesDriverEndToEnd(t *testing.T) {
 	if res, body := w.message(t, b, "write d"); res.StatusCode != 200 {
 		t.Fatalf("message after the mode change: %d %s", res.StatusCode, body)
 	}
-	if p := w.onePod(t); p.UID != second.UID || podEnv(p, "SVC_CLOUD_SYNC_MODE") != "git_only" {
-		t.Errorf("the mode change replaced or changed the running pod: %s mode %s", p.Name, podEnv(p, "SVC_CLOUD_SYNC_MODE"))
+	if p := w.onePod(t); p.UID != second.UID || podMode(p) != "git_only" {
+		t.Errorf("the mode change replaced or changed the running pod: %s mode %s", p.Name, podMode(p))
 	}
 	r := w.e.admin("project", "restart", "--id", w.project)
 	if r["restarted"] != true {
@@ -368,25 +451,54 @@ func TestKubernetesDriverEndToEnd(t *testing.T) {
 	if res.StatusCode != 200 {
 		t.Errorf("message after the restart into dual_shadow: %d %s", res.StatusCode, body)
 	}
-	var replacement *kubetest.Process
-	for _, ev := range w.kubelet.Events() {
-		if name, ok := strings.CutPrefix(ev, "start "); ok && name != pod.Name && name != second.Name {
-			replacement = w.kubelet.Process(name)
+	third := w.onePod(t)
+	replacement := w.kubelet.Process(third.Name)
+	switch {
+	case third.UID == second.UID || replacement == nil:
+		t.Errorf("no replacement pod after the restart (kubelet: %v)", w.kubelet.Events())
+	case claimedSpare(third):
+		// A claimed spare: the claim carried the mode, the podagent runs it.
+		if podMode(third) != "dual_shadow" || !strings.Contains(replacement.Log(), `"mode":"dual_shadow"`) {
+			t.Errorf("the replacing spare was not claimed in dual_shadow: %v\n%s", third.Annotations, replacement.Log())
 		}
-	}
-	if replacement == nil || !slices.Contains(replacement.Env, "SVC_CLOUD_SYNC_MODE=dual_shadow") {
+	case !slices.Contains(replacement.Env, "SVC_CLOUD_SYNC_MODE=dual_shadow"):
 		t.Errorf("no replacement podagent started with SVC_CLOUD_SYNC_MODE=dual_shadow (kubelet: %v)", w.kubelet.Events())
 	}
-	// The name of generation 1 ran twice (recreated after it vanished):
-	// both of its processes stopped before the replacement started.
-	exits := 0
-	for _, ev := range w.kubelet.Events() {
-		if ev == "exit "+second.Name {
-			exits++
+	w.waitEvent(t, "exit "+second.Name)
+	if pool == 0 {
+		// The replaced pod's name may have run twice (recreated under the
+		// same generation after it vanished, or under the next one when the
+		// vanished pod was still terminating): every process started under
+		// it stopped.
+		starts, exits := 0, 0
+		for _, ev := range w.kubelet.Events() {
+			switch ev {
+			case "start " + second.Name:
+				starts++
+			case "exit " + second.Name:
+				exits++
+			}
 		}
+		if starts == 0 || exits != starts {
+			t.Errorf("the replaced pod's podagent did not stop (%d started, %d exited): %v", starts, exits, w.kubelet.Events())
+		}
+		return
 	}
-	if exits != 2 {
-		t.Errorf("the replaced pod's podagent did not stop: %v", w.kubelet.Events())
+	// Two replicas refilled the pool all along: it settles at the size
+	// asked, one spare per slot.
+	deadline := time.Now().Add(60 * time.Second)
+	for n := len(w.spares(t)); n != pool; n = len(w.spares(t)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("spare pods: %d, want %d", n, pool)
+		}
+		time.Sleep(50 * time.Millisecond) // poll with a deadline
+	}
+	slots := map[string]bool{}
+	for _, sp := range w.spares(t) {
+		if slots[sp.Labels["svc.dev/spare"]] {
+			t.Errorf("two spares in slot %s", sp.Labels["svc.dev/spare"])
+		}
+		slots[sp.Labels["svc.dev/spare"]] = true
 	}
 }
 
@@ -441,16 +553,31 @@ func TestKubernetesDriverNeverReady(t *testing.T) {
 // 10.2), which writes the cold-start tarball.
 func TestKubernetesDriverIdleStop(t *testing.T) {
 	t.Parallel()
-	w := newKubeWorld(t, kubeOpts{})
+	for _, pool := range []int{0, 1} {
+		t.Run(fmt.Sprintf("pool=%d", pool), func(t *testing.T) {
+			t.Parallel()
+			kubeDriverIdleStop(t, pool)
+		})
+	}
+}
+
+func kubeDriverIdleStop(t *testing.T, pool int) {
+	w := newKubeWorld(t, kubeOpts{pool: pool})
 	// The driver stamps a pod's use when a request starts, so the idle time
 	// must outlast one turn on a loaded machine, or the pod is gone before
 	// onePod looks (seen with 2s under a full make test).
 	a := w.startReplica(t, "SVC_RUNTIME_IDLE_TIMEOUT=6s")
+	if pool > 0 {
+		w.waitPool(t, a, pool)
+	}
 	w.e.upstream.Script(agentScript("notes/idle.txt", "idle", "wrote idle", nil))
 	if res, body := w.message(t, a, "write idle"); res.StatusCode != 200 {
 		t.Fatalf("message: %d %s", res.StatusCode, body)
 	}
 	pod := w.onePod(t)
+	if claimedSpare(pod) != (pool > 0) {
+		t.Errorf("pod %s: claimed spare %v with a pool of %d", pod.Name, claimedSpare(pod), pool)
+	}
 	if w.object(t, w.project+"/project-src.tar.gz") {
 		t.Fatal("the cold-start tarball exists before shutdown")
 	}
@@ -577,4 +704,69 @@ func BenchmarkKubernetesWarmRequest(b *testing.B) {
 			b.Fatalf("health: %d", st)
 		}
 	}
+}
+
+// A spare of the warm pool dies mid-claim (it took the claim, its cold
+// start has not begun): the project gets another pod within the same
+// request, which is answered, and the turn is durable; the dead spare is
+// gone.
+func TestKubernetesDriverSpareKilledMidClaim(t *testing.T) {
+	t.Parallel()
+	hooks := t.TempDir()
+	w := newKubeWorld(t, kubeOpts{pool: 1,
+		podEnv: []string{"SVC_TEST_PAUSE_AT=spare-claimed", "SVC_TEST_HOOK_DIR=" + hooks}})
+	a := w.startReplica(t)
+	w.waitPool(t, a, 1)
+	hook := filepath.Join(hooks, "spare-claimed")
+	must(t, syscall.Mkfifo(hook, 0o644))
+	w.e.upstream.Script(agentScript("notes/a.txt", "first", "wrote a", nil))
+	type answer struct {
+		res  *http.Response
+		body []byte
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		body, _ := json.Marshal(map[string]string{"message": "write a", "senderId": "kube-e2e"})
+		res, b, err := tryDo(http.MethodPost, a.URL+"/api/projects/"+w.project+"/agent-proxy/agent/channels/webhook/incoming",
+			w.acc.key, body, hookHeaders())
+		if err != nil {
+			res = &http.Response{StatusCode: 0}
+			b = []byte(err.Error())
+		}
+		answered <- answer{res, b}
+	}()
+	// The spare took the claim and stopped at the hook: remove the hook
+	// (the next spare passes it), then kill the claimed spare's podagent.
+	got := make(chan struct{})
+	go func() { _, _ = os.ReadFile(hook); close(got) }()
+	select {
+	case <-got:
+	case <-time.After(90 * time.Second):
+		t.Fatalf("no spare reached its claim (kubelet: %v)", w.kubelet.Events())
+	}
+	must(t, os.Remove(hook))
+	claimed := w.onePod(t)
+	if !claimedSpare(claimed) {
+		t.Fatalf("the pod at the hook is not a claimed spare: %s %v", claimed.Name, claimed.Annotations)
+	}
+	proc := w.kubelet.Process(claimed.Name)
+	if proc == nil {
+		t.Fatalf("no process for %s", claimed.Name)
+	}
+	proc.Kill() // the container dies mid-claim
+	ans := <-answered
+	if ans.res.StatusCode != 200 || !strings.Contains(string(ans.body), "wrote a") {
+		t.Fatalf("the message after the claimed spare died: %d %s (kubelet: %v)", ans.res.StatusCode, ans.body, w.kubelet.Events())
+	}
+	pod := w.onePod(t)
+	if pod.UID == claimed.UID {
+		t.Fatalf("the dead spare %s still serves the project", claimed.Name)
+	}
+	if n := w.e.checkpointCount(w.project); n != 1 {
+		t.Errorf("checkpoint rows %d, want 1", n)
+	}
+	if !w.object(t, w.project+"/repo.git.tar.gz") {
+		t.Error("no durable .git after the answered turn")
+	}
+	t.Logf("the dead spare %s was replaced by %s (claimed spare: %v)", claimed.Name, pod.Name, claimedSpare(pod))
 }

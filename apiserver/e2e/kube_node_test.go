@@ -97,7 +97,7 @@ func hostPort(t testing.TB, u string) string {
 
 // newNodeWorld starts the node and installs the chart with one API
 // replica and the given idle timeout.
-func newNodeWorld(t testing.TB, idle string) *nodeWorld {
+func newNodeWorld(t testing.TB, idle string, pool int) *nodeWorld {
 	t.Helper()
 	pause, images, repo, tag := nodeImages(t)
 	n := kubetest.StartNode(t, pause, images...)
@@ -149,6 +149,7 @@ func newNodeWorld(t testing.TB, idle string) *nodeWorld {
 				map[string]any{"name": "SVC_RUNTIME_POD_API_URL", "value": "http://" + apiFwd},
 			}},
 		"runtime": map[string]any{"idleTimeout": idle, "terminationGracePeriodSeconds": int(w.grace.Seconds()),
+			"warmPool": map[string]any{"size": pool},
 			"podagent": map[string]any{"image": img("podagent")},
 			// The agent container is the platform's own image; the node's
 			// pause stands in for it (it exits on SIGTERM).
@@ -287,7 +288,7 @@ func (w *nodeWorld) waitFlushed(t *testing.T, pod corev1.Pod, since time.Time) t
 
 func TestKubernetesChartOnRealNode(t *testing.T) {
 	t.Parallel()
-	w := newNodeWorld(t, "25s")
+	w := newNodeWorld(t, "25s", 0)
 	ctx := context.Background()
 
 	// 1. A project with no pod: the driver creates its pod, podagent runs
@@ -372,13 +373,27 @@ func TestKubernetesChartOnRealNode(t *testing.T) {
 // command, -benchtime=10x. The phases come from the API's
 // svc_runtime_pod_start_phase_seconds (means per cold start, as s/<phase>).
 func BenchmarkKubernetesRealNodeFirstReply(b *testing.B) {
-	w := newNodeWorld(b, "30m")
+	for _, pool := range []int{0, 2} {
+		b.Run(fmt.Sprintf("pool=%d", pool), func(b *testing.B) { realNodeFirstReply(b, pool) })
+	}
+}
+
+// realNodeFirstReply is one variant: without a warm pool every first
+// message creates its project's pod (phases queued, created, …); with one,
+// it claims a spare (phase claimed), and the pool is full again (clock
+// stopped) before the next project's message.
+func realNodeFirstReply(b *testing.B, pool int) {
+	w := newNodeWorld(b, "30m", pool)
 	w.e.upstream.Script(agentScript("notes/bench.txt", "bench", "wrote bench", nil))
 	before := startPhases(b, w.apiURL)
 	var total time.Duration
+	b.ResetTimer() // the node, the control plane and the install are not a first reply
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		w.newProject(b, fmt.Sprintf("bench-%d", i))
+		if pool > 0 {
+			waitWarmPool(b, w.apiURL, pool)
+		}
 		b.StartTimer()
 		began := time.Now()
 		if res, body := w.message(b, "write bench"); res.StatusCode != 200 {
@@ -402,6 +417,26 @@ func BenchmarkKubernetesRealNodeFirstReply(b *testing.B) {
 	}
 	if b.N > 0 && probed > 0 {
 		b.ReportMetric(total.Seconds()/float64(b.N)-probed, "s/restore+reply")
+	}
+}
+
+// waitWarmPool waits (bounded) until the API at apiURL counts n warm spares.
+func waitWarmPool(t testing.TB, apiURL string, n int) {
+	t.Helper()
+	want := fmt.Sprintf("svc_runtime_warm_pool_size %d\n", n)
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		if res, err := http.Get(apiURL + "/metrics"); err == nil {
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if strings.Contains(string(b), want) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the warm pool never held %d spares", n)
+		}
+		time.Sleep(100 * time.Millisecond) // poll with a deadline
 	}
 }
 
@@ -474,7 +509,7 @@ func parsePhases(text string) map[string]phaseTotals {
 // a running runtime pod on the real node (health: routing and proxying
 // across the bridge, no agent turn).
 func BenchmarkKubernetesRealNodeWarmRequest(b *testing.B) {
-	w := newNodeWorld(b, "30m")
+	w := newNodeWorld(b, "30m", 0)
 	w.newProject(b, "bench-warm")
 	health := func() int {
 		res, _ := proxyDo(b, w.apiURL, w.project, w.acc.key, http.MethodGet, "/agent/channels/webhook/health", nil, nil)

@@ -37,10 +37,14 @@ const (
 
 // Routes the pod serves to the API.
 const (
-	PodHealthz  = "/healthz"
-	PodReadyz   = "/readyz"
-	PodMetrics  = "/metrics"
-	PodAgent    = "/agent"
+	PodHealthz = "/healthz"
+	PodReadyz  = "/readyz"
+	PodMetrics = "/metrics"
+	PodAgent   = "/agent"
+	// PodClaim hands a warm pool's spare pod its project (wire.PodClaim),
+	// with the pod's bootstrap token as bearer; an assigned pod does not
+	// serve it.
+	PodClaim    = "/pod/claim"
 	PodGitFlush = PodAgent + "/git-flush"
 	// PodRestore is the rollback of docs/sync-modes.md §6.
 	PodRestore = PodAgent + "/restore"

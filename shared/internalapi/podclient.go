@@ -41,6 +41,15 @@ func (p *PodClient) Restore(ctx context.Context, req wire.RestoreRequest) (wire.
 	return podJSON[wire.RestoreResponse](ctx, p, "restore", http.MethodPost, PodRestore, nil, req)
 }
 
+// Claim hands a spare pod of the warm pool its project (docs/scale.md); the
+// client's Token is then the pod's bootstrap token
+// (runtimetoken.Bootstrap), not a runtime token. The pod answers 202 once
+// it took the claim, before its cold start; a pod that already serves
+// another claim answers 409 pod_claimed, the same claim again 202.
+func (p *PodClient) Claim(ctx context.Context, c wire.PodClaim) (wire.PodClaimAnswer, error) {
+	return podJSON[wire.PodClaimAnswer](ctx, p, "claim", http.MethodPost, PodClaim, nil, c)
+}
+
 // Ready reports whether the pod's /readyz answers 200 and, with ProjectID
 // set, names that project (and Generation).
 func (p *PodClient) Ready(ctx context.Context) error {

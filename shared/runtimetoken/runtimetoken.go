@@ -56,3 +56,16 @@ func sign(secret []byte, projectID string) string {
 	m.Write([]byte("runtime:" + projectID))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
+
+// BootstrapPrefix starts every bootstrap token of a warm pool's spare pod.
+const BootstrapPrefix = "svc_pb_"
+
+// Bootstrap is the bootstrap token of the spare pod named podName under
+// secret: the credential the API presents when it hands the pod a project
+// (wire.PodClaim). It is derived per pod, so a spare pod learns no secret
+// another pod shares, and it grants nothing but that one pod's claim.
+func Bootstrap(secret []byte, podName string) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("pod-bootstrap:" + podName))
+	return BootstrapPrefix + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}

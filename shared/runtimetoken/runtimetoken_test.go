@@ -34,3 +34,33 @@ func TestMintVerify(t *testing.T) {
 		t.Error("Equal is wrong")
 	}
 }
+
+// A bootstrap token is per pod and per secret, never a runtime token, and
+// only the same pod name under the same secret reproduces it.
+func TestBootstrapPerPod(t *testing.T) {
+	t.Parallel()
+	secret, other := []byte("runtime-auth-secret"), []byte("another-secret")
+	a := runtimetoken.Bootstrap(secret, "svc-rt-spare-0-1")
+	cases := []struct {
+		name string
+		got  string
+		same bool
+	}{
+		{"same pod, same secret", runtimetoken.Bootstrap(secret, "svc-rt-spare-0-1"), true},
+		{"another pod", runtimetoken.Bootstrap(secret, "svc-rt-spare-1-1"), false},
+		{"the next pod of the slot", runtimetoken.Bootstrap(secret, "svc-rt-spare-0-2"), false},
+		{"another secret", runtimetoken.Bootstrap(other, "svc-rt-spare-0-1"), false},
+		{"a runtime token", runtimetoken.Mint(secret, "svc-rt-spare-0-1"), false},
+	}
+	for _, c := range cases {
+		if got := runtimetoken.Equal(a, c.got); got != c.same {
+			t.Errorf("%s: Equal = %v, want %v", c.name, got, c.same)
+		}
+	}
+	if !strings.HasPrefix(a, runtimetoken.BootstrapPrefix) {
+		t.Errorf("bootstrap token %q lacks %q", a, runtimetoken.BootstrapPrefix)
+	}
+	if _, err := runtimetoken.Verify(secret, a); err == nil {
+		t.Error("a bootstrap token verified as a runtime token")
+	}
+}

@@ -119,6 +119,7 @@ var Codes = map[string]CodeSpec{
 	"method_not_allowed":              {http.StatusMethodNotAllowed, TypeInvalidRequest, "Method not allowed."},
 	"fenced":                          {http.StatusConflict, TypeInvalidRequest, "Another pod owns the project."},
 	"tag_exists":                      {http.StatusConflict, TypeInvalidRequest, "The tag exists."},
+	"pod_claimed":                     {http.StatusConflict, TypeInvalidRequest, "The pod already serves another project."},
 	"turn_in_progress":                {http.StatusConflict, TypeInvalidRequest, "A turn is running; retry after it ends."},
 	"unsupported_hash_algo":           {http.StatusConflict, TypeInvalidRequest, "Only sha256 is supported."},
 	"message_not_replayable":          {http.StatusConflict, TypeInvalidRequest, "The message cannot be replayed."},

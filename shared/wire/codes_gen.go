@@ -105,6 +105,7 @@ const (
 	CodeObjectStorageUnavailable     = "object_storage_unavailable"
 	CodeOwnerRequired                = "owner_required"
 	CodePlanNotFound                 = "plan_not_found"
+	CodePodClaimed                   = "pod_claimed"
 	CodePreviousResponseNotSupported = "previous_response_not_supported"
 	CodeProjectAccessDenied          = "project_access_denied"
 	CodeProjectNotFound              = "project_not_found"

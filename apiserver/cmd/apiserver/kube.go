@@ -53,7 +53,8 @@ func (a *app) kubernetesDriver(ctx context.Context) (*kubedriver.Driver, error) 
 	return kubedriver.New(ctx, kubedriver.Options{Client: client, Namespace: ns, Template: tmpl, Store: a.store,
 		RuntimeSecret: []byte(c.RuntimeAuthSecret), APIURL: c.RuntimePodAPIURL, Env: podOnlyEnv(os.Environ()),
 		StartTimeout: c.RuntimeStartTimeout, IdleTimeout: idle, Log: a.log,
-		CreateQPS: float64(c.PodCreateQPS), CreateBurst: c.PodCreateBurst, CreateQueue: c.PodCreateQueue})
+		CreateQPS: float64(c.PodCreateQPS), CreateBurst: c.PodCreateBurst, CreateQueue: c.PodCreateQueue,
+		PoolSize: c.WarmPoolSize})
 }
 
 // podOnlyEnv passes SVC_POD_<NAME>=v of the API server's environment to

@@ -79,6 +79,9 @@ type Config struct {
 	PodCreateQPS    int
 	PodCreateBurst  int
 	PodCreateQueue  int
+	// WarmPoolSize is how many spare runtime pods the kubernetes driver
+	// keeps for first messages (docs/scale.md).
+	WarmPoolSize int
 	// WebhookAnswerDeadline: accepted async messages not answered by then
 	// show up in the outbox as unanswered.
 	WebhookAnswerDeadline time.Duration
@@ -165,6 +168,7 @@ var options = slices.Concat([]settings.Option[Config]{
 	{Flag: "runtime-pod-create-qps", Env: "SVC_RUNTIME_POD_CREATE_QPS", Def: "20", Usage: "kubernetes driver: runtime pods created per second by this replica; more wait in a queue", Set: settings.PositiveInt(func(c *Config) *int { return &c.PodCreateQPS })},
 	{Flag: "runtime-pod-create-burst", Env: "SVC_RUNTIME_POD_CREATE_BURST", Def: "40", Usage: "kubernetes driver: runtime pods created at once before the rate applies", Set: settings.PositiveInt(func(c *Config) *int { return &c.PodCreateBurst })},
 	{Flag: "runtime-pod-create-queue", Env: "SVC_RUNTIME_POD_CREATE_QUEUE", Def: "500", Usage: "kubernetes driver: pod creations that may wait for their turn; beyond it a first message answers 503 with Retry-After", Set: settings.PositiveInt(func(c *Config) *int { return &c.PodCreateQueue })},
+	{Flag: "runtime-warm-pool-size", Env: "SVC_RUNTIME_WARM_POOL_SIZE", Def: "2", Usage: "kubernetes driver: spare runtime pods kept ready, holding no project, for the first message of a project without a pod to claim (0: none, every cold start creates its pod)", Set: settings.Int(func(c *Config) *int { return &c.WarmPoolSize })},
 	{Flag: "runtime-pod-api-url", Env: "SVC_RUNTIME_POD_API_URL", Usage: "kubernetes driver: SVC_API_URL of runtime pods, replacing the template's (an API server outside the cluster)", Set: settings.String(func(c *Config) *string { return &c.RuntimePodAPIURL })},
 	{Flag: "webhook-retry-schedule", Env: "SVC_WEBHOOK_RETRY_SCHEDULE", Def: "5s,5m,30m,2h,5h,10h,10h,14h,14h,14h", Usage: "delays of the API's callback attempts after the pod's own ones failed (comma-separated, ±20 % jitter each; about 3 days by default)", Set: func(c *Config, v string) error {
 		if _, err := webhookqueue.ParseSchedule(v); err != nil {
@@ -217,6 +221,9 @@ func Parse(name string, args []string) (*Config, *flag.FlagSet, error) {
 	}
 	if c.KeyBudgetLeases != "on" && c.KeyBudgetLeases != "off" {
 		return nil, nil, fmt.Errorf("config: SVC_KEY_BUDGET_LEASES=%q: choose one of: on, off", c.KeyBudgetLeases)
+	}
+	if c.WarmPoolSize < 0 {
+		return nil, nil, fmt.Errorf("config: SVC_RUNTIME_WARM_POOL_SIZE=%d: the warm pool's size cannot be negative", c.WarmPoolSize)
 	}
 	return c, fs, nil
 }

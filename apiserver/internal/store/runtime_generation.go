@@ -90,3 +90,25 @@ func (s *Store) RestartRuntime(ctx context.Context, projectID string) (RuntimeAs
 	}
 	return s.GetRuntimeAssignment(ctx, projectID)
 }
+
+// ReserveRuntimeInstance names the runtime of generation gen of the
+// project before it exists (the kubernetes driver: the pod it creates or the
+// warm pool's spare it claims), unless another replica named one first; it
+// returns the assignment, whose Instance is then the one that won.
+// ErrStaleGeneration when the assignment moved to another generation.
+func (s *Store) ReserveRuntimeInstance(ctx context.Context, projectID, driver string, gen int64, instance string) (RuntimeAssignment, error) {
+	err := s.db.WithContext(ctx).Model(&RuntimeAssignment{}).
+		Where("project_id = ? AND driver = ? AND generation = ? AND instance = ?", projectID, driver, gen, "").
+		Updates(map[string]any{"instance": instance, "updated_at": time.Now().UTC()}).Error
+	if err != nil {
+		return RuntimeAssignment{}, err
+	}
+	a, err := s.GetRuntimeAssignment(ctx, projectID)
+	if err != nil {
+		return RuntimeAssignment{}, err
+	}
+	if a.Driver != driver || a.Generation != gen {
+		return a, ErrStaleGeneration
+	}
+	return a, nil
+}

@@ -100,3 +100,36 @@ func TestPairingTokensPinAndUnpin(t *testing.T) {
 		}
 	})
 }
+
+// The first replica to name a generation's runtime wins; the others read its
+// name; a newer generation starts unnamed; a stale generation is refused.
+func TestReserveRuntimeInstance(t *testing.T) {
+	t.Parallel()
+	eachProject(t, "p", func(ctx context.Context, t *testing.T, s *store.Store, p store.Project) {
+		a, err := s.ClaimRuntime(ctx, p.ID, "kubernetes", "git_only")
+		if err != nil || a.Generation != 1 {
+			t.Fatalf("claim: %+v %v", a, err)
+		}
+		steps := []struct {
+			gen            int64
+			instance, want string
+			err            error
+		}{
+			{1, "svc-rt-spare-0-1", "svc-rt-spare-0-1", nil},
+			{1, "svc-rt-p-g1", "svc-rt-spare-0-1", nil},
+			{2, "svc-rt-p-g2", "svc-rt-spare-0-1", store.ErrStaleGeneration},
+		}
+		for i, st := range steps {
+			got, err := s.ReserveRuntimeInstance(ctx, p.ID, "kubernetes", st.gen, st.instance)
+			if !errors.Is(err, st.err) || got.Instance != st.want {
+				t.Errorf("step %d: %+v %v, want instance %q error %v", i, got, err, st.want, st.err)
+			}
+		}
+		if a, err = s.AdvanceRuntime(ctx, p.ID, "kubernetes", 1); err != nil || a.Instance != "" {
+			t.Fatalf("advance: %+v %v", a, err)
+		}
+		if got, err := s.ReserveRuntimeInstance(ctx, p.ID, "kubernetes", 2, "svc-rt-p-g2"); err != nil || got.Instance != "svc-rt-p-g2" {
+			t.Errorf("the next generation: %+v %v", got, err)
+		}
+	})
+}

@@ -36,6 +36,8 @@ Credentials are files under svc.secretsDir, passed as SVC_*_FILE.
   value: {{ .Values.runtime.rateLimits.podCreate.burst | quote }}
 - name: SVC_RUNTIME_POD_CREATE_QUEUE
   value: {{ .Values.runtime.rateLimits.podCreate.queue | quote }}
+- name: SVC_RUNTIME_WARM_POOL_SIZE
+  value: {{ .Values.runtime.warmPool.size | quote }}
 - name: SVC_MODELS_FILE
   value: /etc/svc/catalog/models.yaml
 - name: SVC_PLANS_FILE

@@ -80,7 +80,12 @@ func serveMain(args []string) int {
 		return c, err
 	},
 		func(c *config.Config) logging.Options { return c.Log },
-		func(c *config.Config, log *zap.Logger) error { return serve(c, log, nil) })
+		func(c *config.Config, log *zap.Logger) error {
+			if c.Unassigned {
+				return serveSpare(c, log)
+			}
+			return serve(c, log, nil)
+		})
 }
 
 // serve runs the pod on ln (nil: TCP on cfg.HTTPAddr, opened once the pod
@@ -113,6 +118,9 @@ func listen(cfg *config.Config) (net.Listener, error) {
 type extras struct {
 	setup     func(p *pod.Pod, store objstore.Store)
 	afterTurn func()
+	// spare, when set, is a claimed spare pod's server on the pod's
+	// listener (serveSpare): the pod's routes take it over.
+	spare *spareServer
 }
 
 func serveWith(cfg *config.Config, log *zap.Logger, ln net.Listener, x extras) error {
@@ -147,20 +155,29 @@ func serveWith(cfg *config.Config, log *zap.Logger, ln net.Listener, x extras) e
 	if x.setup != nil {
 		x.setup(p, store)
 	}
-	if ln == nil {
-		if ln, err = listen(cfg); err != nil {
-			p.Close()
-			return err
+	var srv *http.Server
+	var errc chan error
+	if x.spare != nil {
+		srv, errc = x.spare.srv, x.spare.errc
+		x.spare.handoff(p.Echo)
+		log.Info("podagent serving the claimed project", zap.String("mode", string(cfg.Mode)),
+			zap.String("head", p.ColdStart.Head), zap.Duration("coldStart", p.ColdStart.Took))
+	} else {
+		if ln == nil {
+			if ln, err = listen(cfg); err != nil {
+				p.Close()
+				return err
+			}
 		}
+		srv = &http.Server{Handler: p.Echo, ReadHeaderTimeout: 10 * time.Second}
+		if pl, ok := ln.(interface{ Protocols() *http.Protocols }); ok {
+			srv.Protocols = pl.Protocols()
+		}
+		errc = make(chan error, 1)
+		go func() { errc <- srv.Serve(ln) }()
+		log.Info("podagent serving", zap.String("addr", ln.Addr().String()), zap.String("mode", string(cfg.Mode)),
+			zap.String("head", p.ColdStart.Head), zap.Duration("coldStart", p.ColdStart.Took))
 	}
-	srv := &http.Server{Handler: p.Echo, ReadHeaderTimeout: 10 * time.Second}
-	if pl, ok := ln.(interface{ Protocols() *http.Protocols }); ok {
-		srv.Protocols = pl.Protocols()
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	log.Info("podagent serving", zap.String("addr", ln.Addr().String()), zap.String("mode", string(cfg.Mode)),
-		zap.String("head", p.ColdStart.Head), zap.Duration("coldStart", p.ColdStart.Took))
 
 	select {
 	case err := <-errc:

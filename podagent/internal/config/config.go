@@ -19,6 +19,7 @@ import (
 	"github.com/svc-dev/svc/shared/objstore"
 	"github.com/svc-dev/svc/shared/settings"
 	"github.com/svc-dev/svc/shared/syncmode"
+	"github.com/svc-dev/svc/shared/wire"
 )
 
 // DefaultLargeFileBytes is LARGE_FILE_BYTES when unset (spec 8: 5 MB).
@@ -67,6 +68,10 @@ type Config struct {
 	// (SVC_POD_GENERATION; 0: none): the pod never claims its project over
 	// a pod of a newer generation (docs/sync-modes.md §11).
 	Generation int64
+	// Unassigned starts the pod as a warm pool's spare (SVC_POD_UNASSIGNED):
+	// no project until the API claims it (docs/scale.md); RuntimeToken is
+	// then the pod's bootstrap token, and Assign gives the project.
+	Unassigned bool
 	// Webhook is the webhook channel's settings (flag or env).
 	Webhook webhook.Settings
 }
@@ -98,6 +103,7 @@ var options = slices.Concat([]settings.Option[Config]{
 	{Flag: "durable-max-increments", Env: "SVC_DURABLE_MAX_INCREMENTS", Def: "16", Usage: "increments listed before the base is rewritten in the background", Set: settings.Int(func(c *Config) *int { return &c.DurableMaxIncrements })},
 	{Flag: "durable-retire-grace", Env: "SVC_DURABLE_RETIRE_GRACE", Def: "15m", Usage: "how long an increment no manifest lists (dropped by a compaction, or left by a crash) is kept for readers before the owner removes it", Set: settings.Duration(func(c *Config) *time.Duration { return &c.DurableRetireGrace })},
 	{Flag: "pod-generation", Env: "SVC_POD_GENERATION", Def: "0", Usage: "the runtime driver's generation of this pod; a pod never takes its project over from a newer generation", Set: settings.Int(func(c *Config) *int64 { return &c.Generation })},
+	{Flag: "unassigned", Env: "SVC_POD_UNASSIGNED", Def: "false", Usage: "start as a warm pool's spare pod: no project until the API claims it (SVC_RUNTIME_TOKEN is then the pod's bootstrap token; set by the kubernetes runtime driver)", Set: settings.Bool(func(c *Config) *bool { return &c.Unassigned })},
 	{Flag: "lfs", Env: "SVC_LFS", Def: "true", Usage: "track files above LARGE_FILE_BYTES and curated binary types with git-lfs through the API's batch endpoint", Set: settings.Bool(func(c *Config) *bool { return &c.LFS })},
 },
 	settings.LogOptions(func(c *Config) *logging.Options { return &c.Log }),
@@ -128,8 +134,43 @@ func CheckEnviron(environ []string, extra ...string) ([]settings.Foreign, error)
 	return settings.CheckEnviron(environ, append(EnvNames(), extra...))
 }
 
+// Assign is c with the project of a spare pod's claim (wire.PodClaim): the
+// configuration a pod created for that project would have had, validated as
+// such.
+func (c *Config) Assign(cl wire.PodClaim) (*Config, error) {
+	if !c.Unassigned {
+		return nil, errors.New("the pod already serves a project")
+	}
+	a := *c
+	a.Unassigned = false
+	a.ProjectID, a.Generation, a.RuntimeToken = cl.ProjectID, cl.Generation, cl.RuntimeToken
+	mode, err := syncmode.Parse(cl.SyncMode)
+	if err != nil {
+		return nil, err
+	}
+	a.Mode = mode
+	if a.Generation <= 0 {
+		return nil, errors.New("a claim needs the pod's generation")
+	}
+	return &a, a.validate()
+}
+
 func (c *Config) validate() error {
 	var errs []error
+	if c.Unassigned {
+		// A spare pod: only its bootstrap token and its storage now; the
+		// project, the mode and the token come with the claim.
+		if c.ProjectID != "" {
+			errs = append(errs, errors.New("SVC_POD_UNASSIGNED pods take their project from the claim: SVC_PROJECT_ID must be empty"))
+		}
+		if c.RuntimeToken == "" {
+			errs = append(errs, errors.New("SVC_POD_UNASSIGNED needs the pod's bootstrap token in SVC_RUNTIME_TOKEN (or SVC_RUNTIME_TOKEN_FILE)"))
+		}
+		if err := c.Store.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+		return errors.Join(errs...)
+	}
 	if c.ProjectID == "" {
 		errs = append(errs, errors.New("SVC_PROJECT_ID is required"))
 	} else if strings.ContainsAny(c.ProjectID, "/\\\x00") || c.ProjectID == "." || c.ProjectID == ".." {

@@ -36,7 +36,8 @@ const (
 	WebhookReplied  = "webhook-replied"  // the turn's reply is journaled; its changes are not committed yet
 	CallbackRetry   = "callback-retry"   // a callback attempt failed; the retry's backoff begins
 
-	TurnWaiting = "turn-waiting" // a turn (a rollback, a flush) waits for the running one to end
+	SpareClaimed = "spare-claimed" // a warm pool's spare took its claim (answered); its cold start has not begun
+	TurnWaiting  = "turn-waiting"  // a turn (a rollback, a flush) waits for the running one to end
 
 	EnvPauseAt = "SVC_TEST_PAUSE_AT" // comma-separated points
 	EnvHookDir = "SVC_TEST_HOOK_DIR"

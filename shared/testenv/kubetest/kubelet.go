@@ -202,6 +202,13 @@ func (k *Kubelet) sync(pod *corev1.Pod, deleted bool) {
 		}
 		return
 	}
+	if running && k.Group != "" && pod.Labels[k.Group] != "" && p.cmd != nil && !p.stopping() {
+		// A pod that joined a group while running (a warm pool's spare
+		// claimed by a project): the group's next pod waits for it.
+		if g := pod.Labels[k.Group]; k.groups[g] == nil || k.groups[g].stopping() {
+			k.groups[g] = p
+		}
+	}
 	if running || pod.Status.PodIP == "" {
 		return
 	}
@@ -224,9 +231,9 @@ func (k *Kubelet) sync(pod *corev1.Pod, deleted bool) {
 	}
 	k.procs[pod.UID] = p
 	var prev *Process
-	if k.Group != "" {
-		prev = k.groups[pod.Labels[k.Group]]
-		k.groups[pod.Labels[k.Group]] = p
+	if g := pod.Labels[k.Group]; k.Group != "" && g != "" {
+		prev = k.groups[g]
+		k.groups[g] = p
 	}
 	go k.start(pod.DeepCopy(), p, prev)
 }
@@ -264,6 +271,14 @@ func releaseIP(ip string, p *Process) {
 // Stop sends the process SIGTERM and waits for its exit (SIGKILL after
 // grace), as a kubelet stopping the container (an orphan's end, in tests).
 func (p *Process) Stop(grace time.Duration) { p.stop(grace) }
+
+// Kill SIGKILLs the process as a crash of its container: the kubelet
+// reports the container waiting in CrashLoopBackOff.
+func (p *Process) Kill() {
+	if p.cmd != nil && p.cmd.Process != nil {
+		_ = p.cmd.Process.Kill()
+	}
+}
 
 func (p *Process) stopping() bool { return wait.Closed(p.Done) }
 

@@ -78,11 +78,16 @@ func (d *Driver) stampLastUsed(name string, uid types.UID, at time.Time) {
 	}
 }
 
-// lastUse is the latest use of pod any replica reported, or its creation.
+// lastUse is the latest use of pod any replica reported, or its creation
+// (or its claim, for a spare of the warm pool).
 func (d *Driver) lastUse(pod *corev1.Pod) time.Time {
 	last := pod.CreationTimestamp.Time
-	if t, err := time.Parse(time.RFC3339Nano, pod.Annotations[AnnotationLastUsed]); err == nil && t.After(last) {
-		last = t
+	// A claimed spare was created long before its project used it: its
+	// claim is its first use.
+	for _, ann := range []string{AnnotationLastUsed, AnnotationClaimedAt} {
+		if t, err := time.Parse(time.RFC3339Nano, pod.Annotations[ann]); err == nil && t.After(last) {
+			last = t
+		}
 	}
 	d.mu.Lock()
 	if t := d.lastUsed[pod.Name]; t.After(last) {
@@ -113,6 +118,13 @@ func (d *Driver) reap(ctx context.Context, now time.Time) {
 		switch {
 		case errors.Is(err, store.ErrNotFound) || (err == nil && (a.Driver != Name || a.Generation > gen)):
 			d.log.Info("stopping a replaced runtime pod", zap.String("projectId", projectID), zap.String("pod", pod.Name))
+			d.deletePod(ctx, pod.Name, pod.UID)
+		case a.Generation == gen && a.Instance != "" && a.Instance != pod.Name:
+			// Labelled for the generation but not the pod its assignment
+			// names: a spare whose claim lost the race (or whose
+			// claiming replica died before naming it). It holds nothing.
+			d.log.Info("stopping a runtime pod its assignment does not name", zap.String("projectId", projectID),
+				zap.String("pod", pod.Name), zap.String("named", a.Instance))
 			d.deletePod(ctx, pod.Name, pod.UID)
 		case err != nil:
 			d.log.Warn("reading a runtime assignment failed", zap.String("projectId", projectID), zap.Error(err))

@@ -65,6 +65,7 @@ type Store interface {
 	ClaimRuntime(ctx context.Context, projectID, driver, mode string) (store.RuntimeAssignment, error)
 	AdvanceRuntime(ctx context.Context, projectID, driver string, from int64) (store.RuntimeAssignment, error)
 	SetRuntimeEndpoint(ctx context.Context, projectID, driver string, gen int64, endpoint, instance, mode string) error
+	ReserveRuntimeInstance(ctx context.Context, projectID, driver string, gen int64, instance string) (store.RuntimeAssignment, error)
 }
 
 // Options configure the driver.
@@ -102,7 +103,10 @@ type Options struct {
 	CreateQPS   float64
 	CreateBurst int
 	CreateQueue int
-	Log         *zap.Logger
+	// PoolSize is how many spare pods the warm pool keeps in the namespace
+	// (pool.go; 0: none, every cold start creates its pod).
+	PoolSize int
+	Log      *zap.Logger
 }
 
 // Driver is the kubernetes runtime driver.
@@ -123,6 +127,7 @@ type Driver struct {
 	inFlight map[string]int // requests to each pod now proxied by this replica
 	marked   map[string]time.Time
 	lastErr  map[string]string
+	warm     map[string]bool // spares that answered /readyz unassigned
 }
 
 // New starts the informer on the driver's pods in the runtime namespace and
@@ -157,7 +162,7 @@ func newDriverWith(ctx context.Context, o Options, full bool) (*Driver, error) {
 		gate: newCreateGate(o.CreateQPS, o.CreateBurst, o.CreateQueue), m: newMetrics(),
 		client:   &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}},
 		lastUsed: map[string]time.Time{}, inFlight: map[string]int{}, marked: map[string]time.Time{}, lastErr: map[string]string{},
-		done: make(chan struct{})}
+		warm: map[string]bool{}, done: make(chan struct{})}
 	factory := informers.NewSharedInformerFactoryWithOptions(o.Client, 0, informers.WithNamespace(o.Namespace),
 		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
 			lo.LabelSelector = LabelManagedBy + "=" + ManagedBy
@@ -188,9 +193,19 @@ func newDriverWith(ctx context.Context, o Options, full bool) (*Driver, error) {
 		factory.Shutdown()
 		return nil, fmt.Errorf("kubernetes runtime: could not list pods in namespace %q within 30s (cluster reachable? RBAC allows list/watch pods?)", o.Namespace)
 	}
+	pooled := make(chan struct{})
+	go func() {
+		defer close(pooled)
+		if o.PoolSize > 0 {
+			d.poolLoop(runCtx)
+		} else {
+			d.refill(runCtx) // spares of a pool since turned off go
+		}
+	}()
 	go func() {
 		defer close(d.done)
 		d.reapLoop(runCtx)
+		<-pooled
 		factory.Shutdown()
 	}()
 	return d, nil
@@ -243,7 +258,7 @@ func (d *Driver) EnsureAssigned(ctx context.Context, p store.Project, cur *store
 	}
 	for attempt := 0; attempt < 3; attempt++ {
 		name := PodName(p.ID, a.Generation)
-		pod, _ := d.pods.Pods(d.o.Namespace).Get(name)
+		pod := d.podOf(a)
 		if pod != nil && podReady(pod) {
 			if ep, u, err := d.endpoint(p.ID, pod); err == nil && a.Endpoint == u {
 				d.touch(pod)
@@ -266,7 +281,10 @@ func (d *Driver) EnsureAssigned(ctx context.Context, p store.Project, cur *store
 		ch := d.sf.DoChan(name, func() (any, error) { return d.start(p, mode, gen) })
 		select {
 		case r := <-ch:
-			if errors.Is(r.Err, errReplaced) {
+			if errors.Is(r.Err, errReplaced) || errors.Is(r.Err, errClaimLost) {
+				// A claimed spare that died before it served was
+				// replaced like a failed pod: the next generation gets
+				// another spare, or a pod of its own.
 				next, err := d.o.Store.GetRuntimeAssignment(ctx, p.ID)
 				if err != nil {
 					return runtimes.Endpoint{}, err
@@ -285,8 +303,13 @@ func (d *Driver) EnsureAssigned(ctx context.Context, p store.Project, cur *store
 	return runtimes.Endpoint{}, d.startError(p.ID, errors.New("the project's runtime was replaced while it started, three times"))
 }
 
-// start brings generation gen of the project's pod to Ready (creating it
-// unless it exists) and records its endpoint. It is not bound to the request
+// errClaimLost: a claimed spare failed before it served the project; the
+// generation was advanced and the request tries again.
+var errClaimLost = errors.New("the claimed spare pod failed before it served")
+
+// start brings generation gen of the project's pod to Ready (claiming a
+// spare of the warm pool, or creating the pod, unless the assignment names
+// one already) and records its endpoint. It is not bound to the request
 // that triggered it: other requests wait for the same start.
 func (d *Driver) start(p store.Project, mode syncmode.Mode, gen int64) (runtimes.Endpoint, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), d.o.StartTimeout)
@@ -294,6 +317,7 @@ func (d *Driver) start(p store.Project, mode syncmode.Mode, gen int64) (runtimes
 	began := time.Now()
 	ph := d.m.phases(began)
 	name := PodName(p.ID, gen)
+	claimed := false
 	fail := func(err error) (runtimes.Endpoint, error) {
 		d.m.starts.WithLabelValues(startFailed).Inc()
 		d.log.Error("runtime pod start failed", zap.String("projectId", p.ID), zap.String("pod", name), zap.Error(err))
@@ -302,16 +326,61 @@ func (d *Driver) start(p store.Project, mode syncmode.Mode, gen int64) (runtimes
 			d.log.Warn("advancing the runtime generation failed", zap.String("projectId", p.ID), zap.Error(aerr))
 		}
 		go d.deletePod(context.Background(), name, "")
+		if claimed {
+			return runtimes.Endpoint{}, fmt.Errorf("pod %s: %w: %w", name, errClaimLost, err)
+		}
 		return runtimes.Endpoint{}, d.startError(p.ID, fmt.Errorf("pod %s: %w", name, err))
 	}
 
+	// The assignment names the generation's pod once a replica chose it:
+	// a spare another replica claimed is waited for, not duplicated.
+	a, err := d.o.Store.GetRuntimeAssignment(ctx, p.ID)
+	if err != nil {
+		return runtimes.Endpoint{}, err
+	}
+	if a.Driver != Name || a.Generation != gen {
+		return runtimes.Endpoint{}, errReplaced
+	}
+	if a.Instance != "" {
+		name = a.Instance
+	}
 	pod, _ := d.pods.Pods(d.o.Namespace).Get(name)
-	if pod == nil {
+	if pod == nil && name != PodName(p.ID, gen) {
+		// The assignment names a claimed spare this replica does not see:
+		// gone (deleted, its node lost) when the API server agrees, and
+		// the next generation replaces it.
+		if _, err := d.o.Client.CoreV1().Pods(d.o.Namespace).Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			if _, err := d.o.Store.AdvanceRuntime(ctx, p.ID, Name, gen); err != nil {
+				return runtimes.Endpoint{}, err
+			}
+			return runtimes.Endpoint{}, errReplaced
+		}
+	}
+	if pod == nil && name == PodName(p.ID, gen) {
 		// Older generations stop first, so their final flush (spec 10.2)
 		// lands before this pod restores the workspace.
 		if err := d.retireOlder(ctx, p.ID, gen); err != nil {
 			return fail(err)
 		}
+		if a.Instance == "" && d.o.PoolSize > 0 {
+			sp, winner, err := d.claimSpare(ctx, p, mode, gen)
+			switch {
+			case err == nil:
+				pod, name, claimed = sp, sp.Name, true
+				d.m.claims.Inc()
+				ph.mark(phaseClaimed)
+			case errors.Is(err, errReplaced):
+				return runtimes.Endpoint{}, err
+			case errors.Is(err, errNoSpare):
+				d.m.misses.Inc()
+			case winner != "":
+				name = winner // another replica chose the generation's pod
+			default:
+				return fail(err)
+			}
+		}
+	}
+	if pod == nil && name == PodName(p.ID, gen) {
 		// A rush of creations takes turns; one whose turn is too far away
 		// is told when to come back (503 + Retry-After), the generation
 		// unchanged, nothing created.
@@ -325,24 +394,43 @@ func (d *Driver) start(p store.Project, mode syncmode.Mode, gen int64) (runtimes
 			return fail(err)
 		}
 		ph.mark(phaseQueued)
-		var err error
-		if pod, err = d.applyPod(ctx, p, mode, gen); err != nil {
-			if errors.Is(err, errReplaced) {
-				return runtimes.Endpoint{}, err
-			}
+		if a, err := d.o.Store.ReserveRuntimeInstance(ctx, p.ID, Name, gen, name); errors.Is(err, store.ErrStaleGeneration) {
+			return runtimes.Endpoint{}, errReplaced
+		} else if err != nil {
 			return fail(err)
+		} else if a.Instance != name {
+			name = a.Instance // a spare another replica claimed meanwhile
 		}
-		ph.mark(phaseCreated)
+		if name == PodName(p.ID, gen) {
+			var err error
+			if pod, err = d.applyPod(ctx, p, mode, gen); err != nil {
+				if errors.Is(err, errReplaced) {
+					return runtimes.Endpoint{}, err
+				}
+				return fail(err)
+			}
+			ph.mark(phaseCreated)
+		}
 	}
-	if err := d.applySecret(ctx, p.ID, pod); err != nil {
-		return fail(fmt.Errorf("runtime token Secret: %w", err))
+	if pod != nil && name == PodName(p.ID, gen) {
+		if err := d.applyTokenSecret(ctx, pod, p.ID, runtimetoken.Mint(d.o.RuntimeSecret, p.ID)); err != nil {
+			return fail(fmt.Errorf("runtime token Secret: %w", err))
+		}
+	}
+	if claimed {
+		if err := d.handOver(ctx, p, mode, gen, pod); err != nil {
+			return fail(fmt.Errorf("claiming the spare: %w", err))
+		}
 	}
 	ep, u, err := d.waitReady(ctx, p.ID, gen, name, ph)
 	if err != nil {
 		return fail(err)
 	}
 	ph.mark(phaseProbed)
-	podMode := pod.Annotations[AnnotationSyncMode]
+	podMode := string(mode)
+	if cur, _ := d.pods.Pods(d.o.Namespace).Get(name); cur != nil && cur.Annotations[AnnotationSyncMode] != "" {
+		podMode = cur.Annotations[AnnotationSyncMode]
+	}
 	if err := d.o.Store.SetRuntimeEndpoint(context.Background(), p.ID, Name, gen, u, name, podMode); err != nil {
 		if errors.Is(err, store.ErrStaleGeneration) {
 			return runtimes.Endpoint{}, errReplaced
@@ -354,8 +442,22 @@ func (d *Driver) start(p store.Project, mode syncmode.Mode, gen int64) (runtimes
 	d.mu.Unlock()
 	d.m.starts.WithLabelValues(startReady).Inc()
 	d.log.Info("runtime pod ready", zap.String("projectId", p.ID), zap.String("pod", name), zap.String("url", u),
-		zap.String("mode", podMode), zap.Duration("took", time.Since(began)))
+		zap.String("mode", podMode), zap.Bool("claimed", claimed), zap.Duration("took", time.Since(began)))
 	return ep, nil
+}
+
+// podOf is the pod the assignment names (its instance, else the
+// generation's own name) when it is the project's pod of that generation.
+func (d *Driver) podOf(a store.RuntimeAssignment) *corev1.Pod {
+	name := a.Instance
+	if name == "" {
+		name = PodName(a.ProjectID, a.Generation)
+	}
+	pod, _ := d.pods.Pods(d.o.Namespace).Get(name)
+	if pod == nil || pod.Labels[LabelProject] != a.ProjectID || podGeneration(pod) != a.Generation {
+		return nil
+	}
+	return pod
 }
 
 func (d *Driver) startError(projectID string, err error) error {
@@ -433,16 +535,20 @@ func (d *Driver) applyPod(ctx context.Context, p store.Project, mode syncmode.Mo
 	return out, nil
 }
 
-// applySecret applies the project's runtime-token Secret, owned by pod (the
-// garbage collector deletes it with the pod).
-func (d *Driver) applySecret(ctx context.Context, projectID string, pod *corev1.Pod) error {
+// applyTokenSecret applies the Secret of pod (named after it) holding
+// token under "token" — a project's runtime token, or a spare's bootstrap
+// token — owned by pod (the garbage collector deletes it with the pod).
+func (d *Driver) applyTokenSecret(ctx context.Context, pod *corev1.Pod, projectID, token string) error {
+	lbl := map[string]string{LabelManagedBy: ManagedBy}
+	if projectID != "" {
+		lbl[LabelProject] = projectID
+	}
 	s := corev1.Secret{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: d.o.Namespace,
-			Labels:          map[string]string{LabelManagedBy: ManagedBy, LabelProject: projectID},
+		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: d.o.Namespace, Labels: lbl,
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID}}},
 		Type:       corev1.SecretTypeOpaque,
-		StringData: map[string]string{"token": runtimetoken.Mint(d.o.RuntimeSecret, projectID)},
+		StringData: map[string]string{"token": token},
 	}
 	body, err := applyBody(&s)
 	if err != nil {
@@ -482,6 +588,9 @@ func (d *Driver) waitReady(ctx context.Context, projectID string, gen int64, nam
 		changed := d.changedCh()
 		pod, _ := d.pods.Pods(d.o.Namespace).Get(name)
 		var retry <-chan time.Time
+		if pod == nil && last != nil {
+			return runtimes.Endpoint{}, "", errors.New("the pod vanished")
+		}
 		if pod != nil {
 			last = pod
 			ph.observe(pod)
@@ -503,11 +612,17 @@ func (d *Driver) waitReady(ctx context.Context, projectID string, gen int64, nam
 					// route the project's messages there.
 					return runtimes.Endpoint{}, "", err
 				}
-				// Ready for Kubernetes but not reachable from here yet.
+				// Ready for Kubernetes but not reachable from here yet (or,
+				// a claimed spare, still cold-starting: its readiness is
+				// the podagent's own, so it is asked more often).
 				t := time.NewTimer(probeWait)
 				defer t.Stop()
 				retry = t.C
-				probeWait = min(probeWait*2, 500*time.Millisecond)
+				ceiling := 500 * time.Millisecond
+				if pod.Annotations[AnnotationSpare] != "" {
+					ceiling = 50 * time.Millisecond
+				}
+				probeWait = min(probeWait*2, ceiling)
 			}
 		}
 		select {
@@ -628,7 +743,7 @@ func (d *Driver) Status(ctx context.Context, projectID string) (runtimes.Status,
 	}
 	if err == nil && a.Driver == Name && a.Generation > 0 {
 		st.Restarts = int(a.Generation - 1)
-		if pod, _ := d.pods.Pods(d.o.Namespace).Get(PodName(projectID, a.Generation)); pod != nil {
+		if pod := d.podOf(a); pod != nil {
 			st.State, st.StartedAt = runtimes.StateStarting, pod.CreationTimestamp.Time
 			if podReady(pod) {
 				st.State, st.Endpoint = runtimes.StateRunning, a.Endpoint
@@ -663,7 +778,7 @@ func (d *Driver) Running(ctx context.Context, p store.Project) (runtimes.Endpoin
 	if a.Driver != Name || a.Generation == 0 {
 		return runtimes.Endpoint{}, false, nil
 	}
-	pod, _ := d.pods.Pods(d.o.Namespace).Get(PodName(p.ID, a.Generation))
+	pod := d.podOf(a)
 	if pod == nil || pod.DeletionTimestamp != nil || !podReady(pod) {
 		return runtimes.Endpoint{}, false, nil
 	}

@@ -13,6 +13,8 @@ type metrics struct {
 	starts *prometheus.CounterVec   // svc_runtime_pod_starts_total{result}
 	phase  *prometheus.HistogramVec // svc_runtime_pod_start_phase_seconds{phase}
 	route  prometheus.Histogram     // svc_runtime_route_seconds
+	claims prometheus.Counter       // svc_runtime_warm_pool_claims_total
+	misses prometheus.Counter       // svc_runtime_warm_pool_misses_total
 }
 
 // Start results and phases (labels).
@@ -21,6 +23,7 @@ const (
 	startFailed    = "failed"
 	startThrottled = "throttled"
 
+	phaseClaimed   = "claimed"   // a spare of the warm pool relabelled as the project's
 	phaseQueued    = "queued"    // waiting for the creation gate
 	phaseCreated   = "created"   // the pod applied
 	phaseScheduled = "scheduled" // PodScheduled seen
@@ -35,11 +38,15 @@ func newMetrics() *metrics {
 			Help: "Runtime pod cold starts by result: ready, failed, throttled (refused by the creation rate limit with 503 + Retry-After)"},
 			[]string{"result"}),
 		phase: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "svc_runtime_pod_start_phase_seconds",
-			Help:    "Time from the start of a runtime pod's cold start to each phase (queued, created, scheduled, started, ready, probed), as this replica's informer saw it",
+			Help:    "Time from the start of a runtime pod's cold start to each phase (claimed or queued and created, scheduled, started, ready, probed), as this replica's informer saw it",
 			Buckets: []float64{.05, .1, .25, .5, 1, 2, 3, 5, 10, 20, 30, 60, 120}}, []string{"phase"}),
 		route: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "svc_runtime_route_seconds",
 			Help:    "Time to find a project's running pod (assignment to endpoint, no cold start)",
 			Buckets: []float64{.00001, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .05}}),
+		claims: prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_runtime_warm_pool_claims_total",
+			Help: "Cold starts that claimed a spare pod of the warm pool"}),
+		misses: prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_runtime_warm_pool_misses_total",
+			Help: "Cold starts that found no warm spare pod (the warm pool on) and created their pod"}),
 	}
 }
 
@@ -47,7 +54,10 @@ func newMetrics() *metrics {
 // histograms above, the pods by state and the creations queued, both read
 // from this replica's informer and gate when scraped.
 func (d *Driver) RegisterMetrics(reg prometheus.Registerer) {
-	reg.MustRegister(d.m.starts, d.m.phase, d.m.route,
+	reg.MustRegister(d.m.starts, d.m.phase, d.m.route, d.m.claims, d.m.misses,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "svc_runtime_warm_pool_size",
+			Help: "Spare runtime pods of the warm pool that are ready to be claimed, as this replica sees them"},
+			func() float64 { return float64(d.warmCount()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "svc_runtime_pod_create_queued",
 			Help: "Runtime pod creations waiting for the client-side creation rate limit"},
 			func() float64 { return float64(d.gate.Queued()) }),
