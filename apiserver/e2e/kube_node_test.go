@@ -30,6 +30,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -387,6 +388,7 @@ func realNodeFirstReply(b *testing.B, pool int) {
 	w.e.upstream.Script(agentScript("notes/bench.txt", "bench", "wrote bench", nil))
 	before := startPhases(b, w.apiURL)
 	var total time.Duration
+	var each []time.Duration
 	b.ResetTimer() // the node, the control plane and the install are not a first reply
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
@@ -400,6 +402,7 @@ func realNodeFirstReply(b *testing.B, pool int) {
 			b.Fatalf("first message: %d %s", res.StatusCode, body)
 		}
 		total += time.Since(began)
+		each = append(each, time.Since(began))
 		b.StopTimer()
 		w.stopRuntimePods(b)
 		b.StartTimer()
@@ -417,6 +420,11 @@ func realNodeFirstReply(b *testing.B, pool int) {
 	}
 	if b.N > 0 && probed > 0 {
 		b.ReportMetric(total.Seconds()/float64(b.N)-probed, "s/restore+reply")
+	}
+	if len(each) > 0 {
+		b.ReportMetric(pct(each, 50).Seconds(), "s/p50")
+		b.ReportMetric(pct(each, 95).Seconds(), "s/p95")
+		b.ReportMetric(slices.Max(each).Seconds(), "s/max")
 	}
 }
 
