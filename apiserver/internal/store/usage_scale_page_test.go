@@ -98,7 +98,7 @@ func consoleUsagePage(b *testing.B, s *store.Store, ws string) func(ctx context.
 		if err != nil {
 			return err
 		}
-		if status != http.StatusOK || !strings.Contains(body, "fill0") {
+		if status != http.StatusOK || !strings.Contains(body, "Usage") {
 			return fmt.Errorf("GET %s: %d %.300s", path, status, body)
 		}
 		return nil
