@@ -42,6 +42,52 @@ func keptUsageDB(b *testing.B, url string) (*store.Store, string) {
 	return s, ws
 }
 
+// usageFillDays is how many days before today the fill spreads over.
+const usageFillDays = 90
+
+// migratedLongAgo gives s the partitions of a database migrated before
+// start: the legacy partition ends at start, so the fill's days and today
+// each land in a day partition of their own, as in production from the day
+// after the migration (in a database migrated today the legacy partition
+// covers today and every earlier day). Only an empty legacy partition is
+// bound anew — detached and attached again, which the migration permits
+// since the partition is a plain table — so a kept database whose legacy
+// partition holds rows of the fill window is refused: drop it and fill it
+// again.
+func migratedLongAgo(b *testing.B, s *store.Store, start time.Time) {
+	b.Helper()
+	ctx := context.Background()
+	var bound sql.NullString
+	if err := s.DB().QueryRowContext(ctx, `SELECT pg_get_expr(c.relpartbound, c.oid) FROM pg_inherits i
+JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'usage_records'::regclass AND c.relname = 'usage_records_legacy'`).Scan(&bound); errors.Is(err, sql.ErrNoRows) {
+		return // dropped by retention
+	} else if err != nil {
+		b.Fatal(err)
+	}
+	want := fmt.Sprintf("FOR VALUES FROM (MINVALUE) TO ('%s')", start.Format("2006-01-02 15:04:05-07"))
+	var ends bool
+	if err := s.DB().QueryRowContext(ctx, `SELECT $1::text LIKE 'FOR VALUES FROM (MINVALUE) TO (''%'')'
+  AND substring($1::text from 'TO \(''([^'']+)''\)')::timestamptz <= $2`, bound.String, start).Scan(&ends); err != nil {
+		b.Fatal(err)
+	}
+	if ends {
+		return
+	}
+	var rows bool
+	if err := s.DB().QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM usage_records_legacy)`).Scan(&rows); err != nil {
+		b.Fatal(err)
+	}
+	if rows {
+		b.Fatalf("the legacy partition (%s) holds rows and covers the fill window: drop the database and fill it again", bound.String)
+	}
+	for _, q := range []string{`ALTER TABLE usage_records DETACH PARTITION usage_records_legacy`,
+		`ALTER TABLE usage_records ATTACH PARTITION usage_records_legacy ` + want} {
+		if _, err := s.DB().ExecContext(ctx, q); err != nil {
+			b.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
 // fillUsage makes ws hold at least rows usage records over the last 90
 // days and their daily aggregates. The fill records are counted (in
 // usage_daily, which holds them exactly: no scan of usage_records) and
@@ -69,7 +115,7 @@ WHERE workspace_id = $1 AND model LIKE 'fill%'`, ws).Scan(&have); err != nil {
 		return
 	}
 	now := time.Now().UTC()
-	start := now.Truncate(24*time.Hour).AddDate(0, 0, -90)
+	start := now.Truncate(24*time.Hour).AddDate(0, 0, -usageFillDays)
 	for d := start; d.Before(now); d = d.AddDate(0, 0, store.PartitionsAhead) {
 		if _, err := s.MaintainUsagePartitions(ctx, d, 0); err != nil {
 			b.Fatal(err)
@@ -115,7 +161,7 @@ WHERE t.relname = 'usage_records' OR t.oid IN (SELECT inhrelid FROM pg_inherits 
 	// Each of the 90 days gets its share, in time order; the request ids
 	// continue after the records already there.
 	missing := rows - have
-	const days = 90
+	const days = usageFillDays
 	next := have + 1
 	type daily struct {
 		day, model string
@@ -221,7 +267,9 @@ ON CONFLICT (workspace_id, day, model, deployment) DO UPDATE SET requests = usag
   completion_tokens = usage_daily.completion_tokens + excluded.completion_tokens,
   credits_micro = usage_daily.credits_micro + excluded.credits_micro`, ws, a.day, a.model, a.n)
 	}
-	exec(`ANALYZE usage_records`)
+	// Vacuumed as a database's old days are (visibility map, hint bits):
+	// no autovacuum of the fill runs under a later timing.
+	exec(`VACUUM (ANALYZE) usage_records`)
 	exec(`ANALYZE usage_daily`)
 	took := time.Since(began)
 	var total int64
@@ -229,7 +277,7 @@ ON CONFLICT (workspace_id, day, model, deployment) DO UPDATE SET requests = usag
 WHERE workspace_id = $1 AND model LIKE 'fill%'`, ws).Scan(&total); err != nil || total != rows {
 		b.Fatalf("the daily aggregates count %d fill records (%v), want %d", total, err, rows)
 	}
-	b.Logf("filled %d usage records (%d there before) in %v: inserts %v, indexes %v, aggregates and analyze %v; %.1f s per million",
+	b.Logf("filled %d usage records (%d there before) in %v: inserts %v, indexes %v, aggregates and vacuum %v; %.1f s per million",
 		missing, have, took.Round(time.Second), filled.Round(time.Second), indexed.Round(time.Second),
 		(took - filled - indexed).Round(time.Second), took.Seconds()/float64(missing)*1e6)
 }
