@@ -210,10 +210,10 @@ func scaleRound(b *testing.B, cl *kubetest.Cluster, st *store.Store, tmpl *PodTe
 	meter := newPGMeter(ctx, b, st.DB())
 
 	// The idle reaper's pass: its assignments in one statement per 500
-	// projects. Then the Kubernetes API requests while idle (the reaper
-	// reads PostgreSQL only).
-	// A first pass prepares the pass's statements on the connection, as a
-	// long-running replica has; the second is measured.
+	// projects. A first pass prepares the pass's statements on the
+	// connection, as a long-running replica has; the second is measured.
+	// Then the Kubernetes API requests while idle (the reaper reads
+	// PostgreSQL only).
 	d.reap(ctx, time.Now())
 	r0 := requests.Load()
 	idleFrom := time.Now()
