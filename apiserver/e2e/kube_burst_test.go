@@ -212,13 +212,22 @@ func watchPool(a *api) *poolWatch {
 	return pw
 }
 
-// fullAfter is the first sample after t at which the pool held size
-// spares.
+// fullAfter is when the pool held size spares again after a claim at t:
+// the first full sample after the dip the claim makes. (The gauge reads
+// this replica's informer, which sees the claim a moment after its
+// svc.dev/claimed-at: the samples just after t may still count the
+// claimed spare. The dip lasts at least a pod start: a claimed slot's
+// next spare cannot be warm sooner.)
 func (pw *poolWatch) fullAfter(t time.Time, size int) (time.Time, bool) {
 	pw.mu.Lock()
 	defer pw.mu.Unlock()
+	dipped := false
 	for _, s := range pw.samples {
-		if s.at.After(t) && s.size >= size {
+		switch {
+		case !s.at.After(t):
+		case s.size < size:
+			dipped = true
+		case dipped:
 			return s.at, true
 		}
 	}
