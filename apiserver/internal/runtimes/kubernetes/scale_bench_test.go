@@ -219,8 +219,9 @@ func scaleRound(b *testing.B, cl *kubetest.Cluster, st *store.Store, tmpl *PodTe
 	idleFrom := time.Now()
 	var reapTook time.Duration
 	reapPG := meter.measure(ctx, b, func() {
-		d.reap(ctx, time.Now())
-		reapTook = time.Since(idleFrom)
+		began := time.Now()
+		d.reap(ctx, began)
+		reapTook = time.Since(began)
 	})
 	idleWindow := 10 * time.Second
 	<-time.After(idleWindow - min(time.Since(idleFrom), idleWindow)) // the measured window itself, not a synchronisation
