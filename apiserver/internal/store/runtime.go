@@ -40,6 +40,38 @@ func (s *Store) GetRuntimeAssignment(ctx context.Context, projectID string) (Run
 	return first[RuntimeAssignment](ctx, s.db, "project_id = ?", projectID)
 }
 
+// assignmentBatch bounds the project ids of one GetRuntimeAssignments
+// statement: well inside SQLite's bound-variable limit and a short IN list
+// for PostgreSQL's planner.
+const assignmentBatch = 500
+
+// GetRuntimeAssignments loads the assignments of projectIDs in one statement
+// per assignmentBatch ids (the idle reaper's pass), keyed by project id; a
+// project with no assignment has no key. Duplicate ids are read once.
+func (s *Store) GetRuntimeAssignments(ctx context.Context, projectIDs []string) (map[string]RuntimeAssignment, error) {
+	ids := make([]string, 0, len(projectIDs))
+	seen := make(map[string]bool, len(projectIDs))
+	for _, id := range projectIDs {
+		if !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	out := make(map[string]RuntimeAssignment, len(ids))
+	for len(ids) > 0 {
+		n := min(len(ids), assignmentBatch)
+		rows, err := all[RuntimeAssignment](ctx, s.db, "project_id IN ?", ids[:n])
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range rows {
+			out[a.ProjectID] = a
+		}
+		ids = ids[n:]
+	}
+	return out, nil
+}
+
 // PinRuntime records a's driver, endpoint and instance as the project's one
 // runtime, replacing any previous assignment. AssignedAt changes only when
 // the driver or the instance changes.

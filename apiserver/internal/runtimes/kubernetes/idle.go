@@ -101,20 +101,45 @@ func (d *Driver) reapLoop(ctx context.Context) {
 	wait.Every(ctx, d.o.ReapInterval, func(ctx context.Context) { d.reap(ctx, time.Now()) })
 }
 
-// reap stops idle pods and pods of replaced generations once.
+// reap stops idle pods and pods of replaced generations once. It reads the
+// assignments of all the projects whose pods it sees in one statement per
+// batch of project ids (GetRuntimeAssignments), not one per pod.
 func (d *Driver) reap(ctx context.Context, now time.Time) {
 	pods, _ := d.pods.Pods(d.o.Namespace).List(labels.Everything())
 	seen := map[string]bool{}
+	var candidates []*corev1.Pod
+	var projectIDs []string
 	for _, pod := range pods {
 		seen[pod.Name] = true
 		if pod.DeletionTimestamp != nil {
 			continue
 		}
-		projectID, gen := pod.Labels[LabelProject], podGeneration(pod)
-		if projectID == "" || gen == 0 {
+		if pod.Labels[LabelProject] == "" || podGeneration(pod) == 0 {
 			continue
 		}
-		a, err := d.o.Store.GetRuntimeAssignment(ctx, projectID)
+		candidates = append(candidates, pod)
+		projectIDs = append(projectIDs, pod.Labels[LabelProject])
+	}
+	var assignments map[string]store.RuntimeAssignment
+	var readErr error
+	if len(projectIDs) > 0 {
+		assignments, readErr = d.o.Store.GetRuntimeAssignments(ctx, projectIDs)
+	}
+	// assignment is the per-pod read of before, from the pass's one read:
+	// a project with no row is ErrNotFound; a failed read fails every pod.
+	assignment := func(projectID string) (store.RuntimeAssignment, error) {
+		if readErr != nil {
+			return store.RuntimeAssignment{}, readErr
+		}
+		if a, ok := assignments[projectID]; ok {
+			return a, nil
+		}
+		return store.RuntimeAssignment{}, store.ErrNotFound
+	}
+	warned := false
+	for _, pod := range candidates {
+		projectID, gen := pod.Labels[LabelProject], podGeneration(pod)
+		a, err := assignment(projectID)
 		switch {
 		case errors.Is(err, store.ErrNotFound) || (err == nil && (a.Driver != Name || a.Generation > gen)):
 			d.log.Info("stopping a replaced runtime pod", zap.String("projectId", projectID), zap.String("pod", pod.Name))
@@ -127,7 +152,10 @@ func (d *Driver) reap(ctx context.Context, now time.Time) {
 				zap.String("pod", pod.Name), zap.String("named", a.Instance))
 			d.deletePod(ctx, pod.Name, pod.UID)
 		case err != nil:
-			d.log.Warn("reading a runtime assignment failed", zap.String("projectId", projectID), zap.Error(err))
+			if !warned { // one failed read for the whole pass
+				warned = true
+				d.log.Warn("reading the runtime assignments failed", zap.Int("pods", len(candidates)), zap.Error(err))
+			}
 		case d.busy(pod.Name):
 			d.touch(pod) // in use: the other replicas' reapers see it too
 		case d.o.IdleTimeout > 0 && now.Sub(d.lastUse(pod)) > d.o.IdleTimeout:

@@ -62,6 +62,9 @@ const FieldManager = "svc-apiserver"
 // Store is what the driver needs of the database.
 type Store interface {
 	GetRuntimeAssignment(ctx context.Context, projectID string) (store.RuntimeAssignment, error)
+	// GetRuntimeAssignments reads many projects' assignments at once (the
+	// idle reaper); a project with none has no key.
+	GetRuntimeAssignments(ctx context.Context, projectIDs []string) (map[string]store.RuntimeAssignment, error)
 	ClaimRuntime(ctx context.Context, projectID, driver, mode string) (store.RuntimeAssignment, error)
 	AdvanceRuntime(ctx context.Context, projectID, driver string, from int64) (store.RuntimeAssignment, error)
 	SetRuntimeEndpoint(ctx context.Context, projectID, driver string, gen int64, endpoint, instance, mode string) error

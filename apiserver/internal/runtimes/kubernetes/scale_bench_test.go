@@ -5,8 +5,11 @@ package kubernetes
 // by the driver itself from the chart's pod template, marked Ready with no
 // process behind them. Per pod count it reports the informer's heap per
 // cached pod with and without the lean transform, the routing lookup, the
-// idle reaper's pass, pod creation throughput and the Kubernetes API
-// requests per second while idle. docs/scale.md has the command.
+// idle reaper's pass (its time and PostgreSQL statements and rows), pod
+// creation throughput, the Kubernetes API requests per second while idle,
+// and per routed request the PostgreSQL statements and rows it costs and
+// the connections routing 16 at a time holds. docs/scale.md has the
+// command.
 
 import (
 	"context"
@@ -28,6 +31,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/svc-dev/svc/apiserver/internal/runtimes"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
 	"github.com/svc-dev/svc/shared/testenv"
@@ -200,14 +204,94 @@ func scaleRound(b *testing.B, cl *kubetest.Cluster, st *store.Store, tmpl *PodTe
 	d, leanBytes := heap(false)
 	defer d.Close(ctx)
 
-	// Kubernetes API requests while idle (the reaper reads PostgreSQL only).
+	// From here the store runs on one connection, so the PostgreSQL
+	// counters of the benchmark's database are the measured work's alone.
+	st.SetMaxConns(1)
+	meter := newPGMeter(ctx, b, st.DB())
+
+	// The idle reaper's pass: its assignments in one statement per 500
+	// projects. A first pass prepares the pass's statements on the
+	// connection, as a long-running replica has; the second is measured.
+	// Then the Kubernetes API requests while idle (the reaper reads
+	// PostgreSQL only).
+	d.reap(ctx, time.Now())
 	r0 := requests.Load()
 	idleFrom := time.Now()
-	d.reap(ctx, time.Now())
-	reapTook := time.Since(idleFrom)
+	var reapTook time.Duration
+	reapPG := meter.measure(ctx, b, func() {
+		began := time.Now()
+		d.reap(ctx, began)
+		reapTook = time.Since(began)
+	})
 	idleWindow := 10 * time.Second
-	<-time.After(idleWindow - min(reapTook, idleWindow)) // the measured window itself, not a synchronisation
+	<-time.After(idleWindow - min(time.Since(idleFrom), idleWindow)) // the measured window itself, not a synchronisation
 	idleRPS := float64(requests.Load()-r0) / time.Since(idleFrom).Seconds()
+
+	// A routed request, as a webhook message to a running pod makes it:
+	// the Router reads the project's assignment, the driver finds the pod
+	// Ready in the informer and builds the endpoint. Every running project
+	// once, one at a time: statements and rows per request.
+	router := &runtimes.Router{Store: st, Default: d}
+	route := func(p store.Project) {
+		if _, err := router.Ensure(ctx, p); err != nil {
+			b.Error(err)
+		}
+	}
+	var routedTook time.Duration
+	routePG := meter.measure(ctx, b, func() {
+		began := time.Now()
+		for _, p := range projects {
+			route(p)
+		}
+		routedTook = time.Since(began)
+	})
+	if b.Failed() {
+		return
+	}
+
+	// Connections: the store's own pool again, routed requests 16 at a
+	// time; the pool's peak use and the database's backends.
+	st.SetMaxConns(store.DefaultMaxConns)
+	db := st.DB()
+	waits0 := db.Stats().WaitCount
+	var peak atomic.Int64
+	sampled := make(chan struct{})
+	stopSampling := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			if n := int64(db.Stats().InUse); n > peak.Load() {
+				peak.Store(n)
+			}
+			select {
+			case <-stopSampling:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	work = make(chan store.Project)
+	for range 16 {
+		wg.Go(func() {
+			for p := range work {
+				route(p)
+			}
+		})
+	}
+	for _, p := range projects {
+		work <- p
+	}
+	close(work)
+	wg.Wait()
+	close(stopSampling)
+	<-sampled
+	pool := db.Stats()
+	var backends int64
+	if err := db.QueryRowContext(ctx, "SELECT numbackends FROM pg_stat_database WHERE datname = current_database()").Scan(&backends); err != nil {
+		b.Fatal(err)
+	}
 
 	// The routing lookup: the assignment at hand (the Router loaded it),
 	// the pod found Ready in the informer.
@@ -229,7 +313,15 @@ func scaleRound(b *testing.B, cl *kubetest.Cluster, st *store.Store, tmpl *PodTe
 	b.ReportMetric(fullBytes, "B/pod-full")
 	b.ReportMetric(float64(len(projects))/created.Seconds(), "pods/s-created")
 	b.ReportMetric(reapTook.Seconds(), "s/reap-pass")
+	reapPG.report(b, 1, "/reap-pass")
 	b.ReportMetric(idleRPS, "req/s-idle")
+	b.ReportMetric(float64(routedTook.Nanoseconds())/float64(len(projects)), "ns/routed-req")
+	routePG.report(b, len(projects), "/req")
+	b.ReportMetric(float64(pool.OpenConnections), "pg-conns-open")
+	b.ReportMetric(float64(peak.Load()), "pg-conns-in-use-peak")
+	b.ReportMetric(float64(pool.MaxOpenConnections), "pg-conns-max-open")
+	b.ReportMetric(float64(pool.WaitCount-waits0)/float64(len(projects)), "pg-conn-waits/req")
+	b.ReportMetric(float64(backends), "pg-backends")
 }
 
 // markReady gives a pod with no process behind it the status of a running
