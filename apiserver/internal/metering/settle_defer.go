@@ -20,8 +20,7 @@ import (
 // an outage. What the delay costs: usedMicro as the API shows it trails the
 // replica's settled requests by up to SettleDelay, and a replica that dies
 // loses at most SettleDelay of its covered costs from the key's counter
-// (its unreturned lease lapses as before; its usage records are the
-// Recorder's).
+// (its unreturned lease lapses as before).
 
 // LeasedSettleDelay is the server's SettleDelay.
 const LeasedSettleDelay = 100 * time.Millisecond
