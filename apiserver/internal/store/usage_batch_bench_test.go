@@ -41,3 +41,21 @@ func BenchmarkRecordUsageBatch(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAdmitLease is admission's round trip when a replica leases rate
+// permits and reads the workspace's windows (once per block of permits).
+func BenchmarkAdmitLease(b *testing.B) {
+	s := storetest.Postgres(b)
+	ctx := context.Background()
+	ws, err := s.CreateWorkspace(ctx, "bench", "free")
+	if err != nil {
+		b.Fatal(err)
+	}
+	incr := []store.RateIncrement{{Bucket: "key:bench", N: 64}, {Bucket: "ws:" + ws.ID, N: 64}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.Admit(ctx, 60_000, incr, ws.ID, true); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
