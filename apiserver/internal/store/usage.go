@@ -141,13 +141,42 @@ func unwritten(tx *gorm.DB, recs []UsageRecord, windows [][]WindowSpec) ([]Usage
 			last = r.CreatedAt
 		}
 	}
-	var found []struct {
+	type written struct {
 		RequestID string
 		CreatedAt time.Time
 	}
-	// The time range keeps the lookup to the batch's partitions.
-	if err := tx.Model(&UsageRecord{}).Select("request_id, created_at").
-		Where("request_id IN ? AND created_at >= ? AND created_at <= ?", ids, first, last).Scan(&found).Error; err != nil {
+	var found []written
+	// The time range keeps the lookup to the batch's partitions. Sent
+	// straight to the transaction's connection, as insertRecords.
+	q := make([]byte, 0, 96+2*len(ids))
+	q = append(q, "SELECT request_id, created_at FROM usage_records WHERE request_id IN ("...)
+	args := make([]any, 0, len(ids)+2)
+	for i, id := range ids {
+		if i > 0 {
+			q = append(q, ',')
+		}
+		q = append(q, '?')
+		args = append(args, id)
+	}
+	q = append(q, ") AND created_at >= ? AND created_at <= ?"...)
+	args = append(args, first, last)
+	sql := string(q)
+	if tx.Dialector.Name() == "postgres" {
+		sql = numbered(sql)
+	}
+	rows, err := tx.Statement.ConnPool.QueryContext(tx.Statement.Context, sql, args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var w written
+		if err := rows.Scan(&w.RequestID, &w.CreatedAt); err != nil {
+			return nil, nil, err
+		}
+		found = append(found, w)
+	}
+	if err := rows.Err(); err != nil {
 		return nil, nil, err
 	}
 	if len(found) == 0 {
