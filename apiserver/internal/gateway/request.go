@@ -5,6 +5,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -65,16 +66,32 @@ func readJSONBody(r *http.Request, maxBody int64) ([]byte, error) {
 	if !gjson.ValidBytes(body) {
 		return nil, wire.Coded("invalid_json", "Request body must be a JSON object.")
 	}
-	root := gjson.ParseBytes(body) // one copy of the body as a string, for both checks
-	if !root.IsObject() {
+	if !isObject(body) {
 		return nil, wire.Coded("invalid_json", "Request body must be a JSON object.")
 	}
+	// Read in place, without gjson.ParseBytes's copy of the whole body:
+	// the body is never written after this (the upstream body is a copy),
+	// so a key read here stays valid.
+	root := gjson.Parse(unsafe.String(unsafe.SliceData(body), len(body)))
 	// A key given twice could mean one thing to us and another to the
 	// upstream (parsers differ on which copy wins): refuse it.
 	if dup, ok := duplicateKey(root); ok {
 		return nil, wire.Coded("invalid_json", "Request body has the key '"+dup+"' more than once.")
 	}
 	return body, nil
+}
+
+// isObject reports whether valid JSON is an object (its first byte past
+// white space is '{'), without parsing it again.
+func isObject(valid []byte) bool {
+	for _, c := range valid {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		}
+		return c == '{'
+	}
+	return false
 }
 
 // readBody reads r's body, at most maxBody bytes (a longer one is a

@@ -107,3 +107,16 @@ func TestReadJSONBodyLengths(t *testing.T) {
 		t.Fatalf("a repeated key: %v", err)
 	}
 }
+
+// isObject agrees with gjson's parse on valid JSON of every kind.
+func TestIsObject(t *testing.T) {
+	t.Parallel()
+	for _, body := range []string{`{}`, ` {"a":1}`, "\r\n\t{\"a\":[1]}", `[]`, ` [{}]`, `"{"`, `1`, `null`, `true`, ` "x"`} {
+		if got, want := isObject([]byte(body)), gjson.Parse(body).IsObject(); got != want {
+			t.Fatalf("isObject(%q) = %v, gjson says %v", body, got, want)
+		}
+	}
+	if isObject(nil) || isObject([]byte("  ")) {
+		t.Fatal("nothing is not an object")
+	}
+}
