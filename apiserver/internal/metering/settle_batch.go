@@ -13,7 +13,9 @@ import (
 // its own settlement is in the database (or failed), so a request's
 // reservation is gone before its client has the answer, as before; what
 // the batch saves is the row lock and round trip of each settlement after
-// the first when a key's requests end together.
+// the first when a key's requests end together. (Settlements a budget lease
+// covers reserve nothing in the database and do not come here per request:
+// they are summed and written later, settle_defer.go.)
 
 // settleBatches is the Meter's batching of reserved settlements per key.
 type settleBatches struct {
