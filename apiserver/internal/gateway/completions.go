@@ -270,7 +270,7 @@ func (a *API) plain(c echo.Context, resp *http.Response, x *exchange) error {
 		return &wire.Error{Code: "upstream_error",
 			Message: "The model provider's answer was cut off.", Cause: err}
 	}
-	if !gjson.ValidBytes(raw) || !gjson.ParseBytes(raw).IsObject() {
+	if !gjson.ValidBytes(raw) || !isObject(raw) { // no gjson.ParseBytes: it copies the whole answer
 		return &wire.Error{Code: "upstream_error",
 			Message: "The model provider answered with invalid JSON."}
 	}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,6 +11,15 @@ import (
 type Metrics struct {
 	duration *prometheus.HistogramVec
 	upstream *prometheus.CounterVec
+	// byModel caches each model's duration series per stream flag,
+	// resolved on its first answer rather than hashed and looked up on every answer. The
+	// models are the catalog's, so the cache is bounded by it.
+	byModel sync.Map // seriesKey → prometheus.Observer
+}
+
+type seriesKey struct {
+	model  string
+	stream bool
 }
 
 // NewMetrics registers the series on reg.
@@ -29,11 +39,16 @@ func (m *Metrics) observe(model string, stream bool, d time.Duration) {
 	if m == nil {
 		return
 	}
-	s := "false"
-	if stream {
-		s = "true"
+	k := seriesKey{model, stream}
+	o, ok := m.byModel.Load(k)
+	if !ok {
+		s := "false"
+		if stream {
+			s = "true"
+		}
+		o, _ = m.byModel.LoadOrStore(k, m.duration.WithLabelValues(model, s))
 	}
-	m.duration.WithLabelValues(model, s).Observe(d.Seconds())
+	o.(prometheus.Observer).Observe(d.Seconds())
 }
 
 func (m *Metrics) upstreamError(model string) {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -46,13 +47,14 @@ func parseChatRequest(r *http.Request, maxBody int64) (*chatRequest, error) {
 // readJSONBody reads a request body of at most maxBody bytes that must be
 // one JSON object without duplicate keys (every codec's first check).
 func readJSONBody(r *http.Request, maxBody int64) ([]byte, error) {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
+	// The common exact value needs no parse (ParseMediaType allocates).
+	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || mt != "application/json" {
 			return nil, wire.Coded("invalid_content_type", "Content-Type must be application/json.")
 		}
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
+	body, err := readBody(r, maxBody)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -61,24 +63,102 @@ func readJSONBody(r *http.Request, maxBody int64) ([]byte, error) {
 		}
 		return nil, wire.Coded("invalid_body", "Could not read the request body.")
 	}
-	if !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
+	if !gjson.ValidBytes(body) {
 		return nil, wire.Coded("invalid_json", "Request body must be a JSON object.")
 	}
+	if !isObject(body) {
+		return nil, wire.Coded("invalid_json", "Request body must be a JSON object.")
+	}
+	// Read in place, without gjson.ParseBytes's copy of the whole body:
+	// the body is never written after this (the upstream body is a copy),
+	// so a key read here stays valid.
+	root := gjson.Parse(unsafe.String(unsafe.SliceData(body), len(body)))
 	// A key given twice could mean one thing to us and another to the
 	// upstream (parsers differ on which copy wins): refuse it.
-	seen, dup := make(map[string]struct{}, 16), ""
-	gjson.ParseBytes(body).ForEach(func(k, _ gjson.Result) bool {
+	if dup, ok := duplicateKey(root); ok {
+		return nil, wire.Coded("invalid_json", "Request body has the key '"+dup+"' more than once.")
+	}
+	return body, nil
+}
+
+// isObject reports whether valid JSON is an object (its first byte past
+// white space is '{'), without parsing it again.
+func isObject(valid []byte) bool {
+	for _, c := range valid {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		}
+		return c == '{'
+	}
+	return false
+}
+
+// readBody reads r's body, at most maxBody bytes (a longer one is a
+// *http.MaxBytesError): into one buffer of the declared length when the
+// client declared one, else growing as io.ReadAll does.
+func readBody(r *http.Request, maxBody int64) ([]byte, error) {
+	body := http.MaxBytesReader(nil, r.Body, maxBody)
+	if n := r.ContentLength; n > 0 && n <= maxBody {
+		// One byte more than declared, so a body longer than its
+		// Content-Length (net/http stops it there anyway) is still read
+		// to its end as before.
+		buf := make([]byte, 0, n+1)
+		for {
+			m, err := body.Read(buf[len(buf):cap(buf)])
+			buf = buf[:len(buf)+m]
+			if err == io.EOF {
+				return buf, nil
+			}
+			if err != nil {
+				return buf, err
+			}
+			if len(buf) == cap(buf) {
+				rest, err := io.ReadAll(body)
+				return append(buf, rest...), err
+			}
+		}
+	}
+	return io.ReadAll(body)
+}
+
+// smallObject is how many keys duplicateKey compares pairwise (a request
+// has a dozen top-level keys or so); a larger object uses a map.
+const smallObject = 32
+
+// duplicateKey reports the first top-level key of the JSON object obj
+// that repeats an earlier one (keys compared unescaped, as parsers read
+// them), without allocating for a small object.
+func duplicateKey(obj gjson.Result) (string, bool) {
+	var small [smallObject]string
+	keys := small[:0]
+	var seen map[string]struct{}
+	dup, found := "", false
+	obj.ForEach(func(k, _ gjson.Result) bool {
+		if seen == nil && len(keys) < smallObject {
+			for _, prev := range keys {
+				if prev == k.Str {
+					dup, found = k.Str, true
+					return false
+				}
+			}
+			keys = append(keys, k.Str)
+			return true
+		}
+		if seen == nil {
+			seen = make(map[string]struct{}, 2*smallObject)
+			for _, prev := range keys {
+				seen[prev] = struct{}{}
+			}
+		}
 		if _, ok := seen[k.Str]; ok {
-			dup = k.Str
+			dup, found = k.Str, true
 			return false
 		}
 		seen[k.Str] = struct{}{}
 		return true
 	})
-	if dup != "" {
-		return nil, wire.Coded("invalid_json", "Request body has the key '"+dup+"' more than once.")
-	}
-	return body, nil
+	return dup, found
 }
 
 // parseChat validates a chat-completions body already read (readJSONBody).

@@ -133,6 +133,10 @@ func (m *Meter) Settle(ctx context.Context, p auth.Principal, adm Admission, mod
 	s := settlement{keyID: p.KeyID, cost: cost, clock: budgetClock(m.Now()), unreserved: adm.Unreserved}
 	if adm.leased.estimate > 0 {
 		s = m.settleLeased(p.KeyID, adm.leased, cost, m.Now())
+		if m.deferrable(s) {
+			m.deferSettlement(s) // written with the key's next ones (settle_defer.go)
+			return nil
+		}
 	}
 	m.retrySettlements(ctx)
 	if err := m.settle(ctx, s); err != nil {
@@ -163,6 +167,17 @@ type settlement struct {
 	leased   bool
 	release  int64
 	resetsAt int64
+	// maxCost: the largest cost of the settlements summed in this one
+	// (0: cost; settle_defer.go).
+	maxCost int64
+}
+
+// largest is the largest cost of one request in s.
+func (s settlement) largest() int64 {
+	if s.maxCost > 0 {
+		return s.maxCost
+	}
+	return s.cost
 }
 
 func (m *Meter) settle(ctx context.Context, s settlement) error {

@@ -288,6 +288,8 @@ func (m *Meter) ReturnIdleLeases(ctx context.Context, now time.Time) (more bool)
 // ReturnLeases gives back what every block without a request in flight
 // has left (shutdown); Close of the server calls it.
 func (m *Meter) ReturnLeases(ctx context.Context) error {
+	m.FlushSettlements(ctx)
+	m.deferred.writing.Wait()
 	if m.returnLeases(ctx, m.Now(), true) {
 		return errors.New("metering: budget leases with requests in flight were kept")
 	}
@@ -315,6 +317,9 @@ func (m *Meter) returnLeases(ctx context.Context, now time.Time, all bool) (more
 		}
 	}
 	l.mu.Unlock()
+	if len(rets) > 0 {
+		m.FlushSettlements(ctx) // the blocks' deferred settlements before what they have left
+	}
 	for _, r := range rets {
 		s := settlement{keyID: r.key, clock: budgetClock(now), leased: true, release: r.n, resetsAt: r.resetsAt}
 		if err := m.settle(ctx, s); err != nil {

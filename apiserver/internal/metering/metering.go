@@ -35,6 +35,10 @@ type Meter struct {
 	// LeaseIdle: how long a budget lease may go unused before it goes back
 	// (0: BudgetLeaseIdle; negative: only ReturnIdleLeases returns them).
 	LeaseIdle time.Duration
+	// SettleDelay: settlements of requests admitted from a budget lease
+	// and covered by it are written together, per key, at most this long
+	// after the first (settle_defer.go); 0: each is written at once.
+	SettleDelay time.Duration
 
 	outage  outage
 	batches settleBatches
@@ -42,6 +46,7 @@ type Meter struct {
 	windows windowCache
 
 	budgetLeases budgetLeases
+	deferred     deferredSettlements
 }
 
 // New returns a Meter on st with the wall clock; rec may be nil.

@@ -13,7 +13,9 @@ import (
 // its own settlement is in the database (or failed), so a request's
 // reservation is gone before its client has the answer, as before; what
 // the batch saves is the row lock and round trip of each settlement after
-// the first when a key's requests end together.
+// the first when a key's requests end together. (Settlements a budget lease
+// covers reserve nothing in the database and do not come here per request:
+// they are summed and written later, settle_defer.go.)
 
 // settleBatches is the Meter's batching of reserved settlements per key.
 type settleBatches struct {
@@ -46,7 +48,7 @@ func (m *Meter) settleReserved(ctx context.Context, s settlement) error {
 	if !inFlight {
 		bs.busy[s.keyID] = nil // a write of this key is in flight: later ones wait
 		bs.mu.Unlock()
-		err := m.writeSettlements(ctx, s, 1, s.cost)
+		err := m.writeSettlements(ctx, s, 1, s.largest())
 		m.handOff(s.keyID)
 		return err
 	}
@@ -56,7 +58,7 @@ func (m *Meter) settleReserved(ctx context.Context, s settlement) error {
 		waiting.n++
 		waiting.s.cost += s.cost
 		waiting.s.release += s.release
-		waiting.maxCost = max(waiting.maxCost, s.cost)
+		waiting.maxCost = max(waiting.maxCost, s.largest())
 		bs.mu.Unlock()
 		<-waiting.done
 		return waiting.err
@@ -64,9 +66,9 @@ func (m *Meter) settleReserved(ctx context.Context, s settlement) error {
 	if waiting != nil {
 		// Another window (the batch straddles a reset) or kind: written alone.
 		bs.mu.Unlock()
-		return m.writeSettlements(ctx, s, 1, s.cost)
+		return m.writeSettlements(ctx, s, 1, s.largest())
 	}
-	b := &settleBatch{s: s, n: 1, maxCost: s.cost, turn: make(chan struct{}), done: make(chan struct{}),
+	b := &settleBatch{s: s, n: 1, maxCost: s.largest(), turn: make(chan struct{}), done: make(chan struct{}),
 		joinDay: s.clock.Day, joinMonth: s.clock.Month}
 	bs.busy[s.keyID] = b
 	bs.mu.Unlock()

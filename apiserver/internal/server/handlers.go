@@ -39,6 +39,9 @@ func (s *Server) buildHandlers(d Deps) (handlers, error) {
 	meter := metering.New(d.Store, s.Usage)
 	meter.ServeFor = d.OutageServeFor
 	meter.PerRequestBudget = d.PerRequestKeyBudget
+	// Settlements a budget lease covers are written together, per key
+	// (metering/settle_defer.go), off the request path.
+	meter.SettleDelay = metering.LeasedSettleDelay
 	h := handlers{
 		api: &gateway.API{Catalog: d.Catalog, Meter: meter,
 			Router: upstream.NewRouter(d.Upstream, d.Catalog, routing), Tracer: d.Tracer,

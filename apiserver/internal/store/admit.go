@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"strconv"
 	"strings"
 
 	"github.com/svc-dev/svc/migrations"
@@ -52,23 +53,44 @@ SELECT 'rate' AS kind, bucket AS name, count AS value, 0 AS resets_at, 0 AS star
 UNION ALL
 SELECT 'window', window_name, credits_micro, resets_at, started_at FROM usage_windows WHERE workspace_id = ?`)
 	args = append(args, workspaceID)
-	var rows []struct {
-		Kind      string
-		Name      string
-		Value     int64
-		ResetsAt  int64
-		StartedAt int64
-	}
-	if err := s.db.WithContext(ctx).Raw(q.String(), args...).Scan(&rows).Error; err != nil {
+	rows, err := s.sqlDB.QueryContext(ctx, numbered(q.String()), args...)
+	if err != nil {
 		return st, err
 	}
-	for _, r := range rows {
-		if r.Kind == "rate" {
-			st.Counts[r.Name] = r.Value
+	defer rows.Close()
+	for rows.Next() {
+		var kind, name string
+		var value, resetsAt, startedAt int64
+		if err := rows.Scan(&kind, &name, &value, &resetsAt, &startedAt); err != nil {
+			return st, err
+		}
+		if kind == "rate" {
+			st.Counts[name] = value
 			continue
 		}
-		st.Windows = append(st.Windows, UsageWindow{WorkspaceID: workspaceID, WindowName: r.Name,
-			CreditsMicro: r.Value, ResetsAt: r.ResetsAt, StartedAt: r.StartedAt})
+		st.Windows = append(st.Windows, UsageWindow{WorkspaceID: workspaceID, WindowName: name,
+			CreditsMicro: value, ResetsAt: resetsAt, StartedAt: startedAt})
 	}
-	return st, nil
+	return st, rows.Err()
+}
+
+// numbered rewrites the ? placeholders of q, which has no ? anywhere else
+// (no string literal or operator holds one), as PostgreSQL's $1, $2, … for
+// a statement sent straight to database/sql: the admission statements run
+// on the request path, and the ORM's Raw(…).Scan renders every statement
+// with its values for its logger (a regular expression per statement)
+// whether or not anything logs it.
+func numbered(q string) string {
+	b := make([]byte, 0, len(q)+16)
+	n := 0
+	for i := 0; i < len(q); i++ {
+		if q[i] != '?' {
+			b = append(b, q[i])
+			continue
+		}
+		n++
+		b = append(b, '$')
+		b = strconv.AppendInt(b, int64(n), 10)
+	}
+	return string(b)
 }

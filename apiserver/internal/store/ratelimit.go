@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"time"
+
+	"github.com/svc-dev/svc/migrations"
 )
 
 // IncrRateCounters adds one request to each bucket's counter for the window
@@ -32,18 +34,24 @@ func (s *Store) AddRateCounters(ctx context.Context, windowStart int64, incr []R
 		args = append(args, in.Bucket, windowStart, in.N)
 	}
 	q += " ON CONFLICT (bucket, window_start) DO UPDATE SET count = rate_counters.count + excluded.count RETURNING bucket, count"
-	var rows []struct {
-		Bucket string
-		Count  int64
+	if s.dialect == migrations.Postgres {
+		q = numbered(q)
 	}
-	if err := s.db.WithContext(ctx).Raw(q, args...).Scan(&rows).Error; err != nil {
+	rows, err := s.sqlDB.QueryContext(ctx, q, args...) // not the ORM's Scan: see numbered
+	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]int64, len(rows))
-	for _, r := range rows {
-		out[r.Bucket] = r.Count
+	defer rows.Close()
+	out := make(map[string]int64, len(incr))
+	for rows.Next() {
+		var bucket string
+		var count int64
+		if err := rows.Scan(&bucket, &count); err != nil {
+			return nil, err
+		}
+		out[bucket] = count
 	}
-	return out, nil
+	return out, rows.Err()
 }
 
 // PruneRateCounters deletes counters of windows that ended before cutoff.

@@ -235,3 +235,40 @@ func TestRateCountersAreAtomic(t *testing.T) {
 		}
 	})
 }
+
+// Admit adds each bucket's increment and reads the workspace's usage
+// windows in one call (one statement on PostgreSQL): the counts returned
+// are the counters after the increments, the windows those written.
+func TestAdmitCountsAndWindows(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		ws, err := s.CreateWorkspace(ctx, "admit", "free")
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		rec := store.UsageRecord{RequestID: "r", WorkspaceID: ws.ID, Model: "m", CreditsMicro: 42, CreatedAt: now}
+		if err := s.RecordUsage(ctx, rec, []store.WindowSpec{{Name: "5h", Duration: 5 * time.Hour}}, now); err != nil {
+			t.Fatal(err)
+		}
+		incr := []store.RateIncrement{{Bucket: "key:k", N: 64}, {Bucket: "ws:" + ws.ID, N: 3}}
+		for round := int64(1); round <= 2; round++ {
+			st, err := s.Admit(ctx, 60_000, incr, ws.ID, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Counts["key:k"] != 64*round || st.Counts["ws:"+ws.ID] != 3*round || len(st.Counts) != 2 {
+				t.Fatalf("round %d: counts %v", round, st.Counts)
+			}
+			if len(st.Windows) != 1 || st.Windows[0].WindowName != "5h" || st.Windows[0].CreditsMicro != 42 ||
+				st.Windows[0].ResetsAt <= now.UnixMilli() || st.Windows[0].WorkspaceID != ws.ID {
+				t.Fatalf("round %d: windows %+v", round, st.Windows)
+			}
+		}
+		st, err := s.Admit(ctx, 60_000, incr[:1], ws.ID, false)
+		if err != nil || st.Counts["key:k"] != 192 || st.Windows != nil {
+			t.Fatalf("without windows: %+v %v", st, err)
+		}
+	})
+}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"gorm.io/gorm"
@@ -140,13 +141,42 @@ func unwritten(tx *gorm.DB, recs []UsageRecord, windows [][]WindowSpec) ([]Usage
 			last = r.CreatedAt
 		}
 	}
-	var found []struct {
+	type written struct {
 		RequestID string
 		CreatedAt time.Time
 	}
-	// The time range keeps the lookup to the batch's partitions.
-	if err := tx.Model(&UsageRecord{}).Select("request_id, created_at").
-		Where("request_id IN ? AND created_at >= ? AND created_at <= ?", ids, first, last).Scan(&found).Error; err != nil {
+	var found []written
+	// The time range keeps the lookup to the batch's partitions. Sent
+	// straight to the transaction's connection, as insertRecords.
+	q := make([]byte, 0, 96+2*len(ids))
+	q = append(q, "SELECT request_id, created_at FROM usage_records WHERE request_id IN ("...)
+	args := make([]any, 0, len(ids)+2)
+	for i, id := range ids {
+		if i > 0 {
+			q = append(q, ',')
+		}
+		q = append(q, '?')
+		args = append(args, id)
+	}
+	q = append(q, ") AND created_at >= ? AND created_at <= ?"...)
+	args = append(args, first, last)
+	sql := string(q)
+	if tx.Dialector.Name() == "postgres" {
+		sql = numbered(sql)
+	}
+	rows, err := tx.Statement.ConnPool.QueryContext(tx.Statement.Context, sql, args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var w written
+		if err := rows.Scan(&w.RequestID, &w.CreatedAt); err != nil {
+			return nil, nil, err
+		}
+		found = append(found, w)
+	}
+	if err := rows.Err(); err != nil {
 		return nil, nil, err
 	}
 	if len(found) == 0 {
@@ -187,7 +217,7 @@ func insertUsage(tx *gorm.DB, recs []UsageRecord, windows [][]WindowSpec, nowMs 
 			sums[k] += r.CreditsMicro
 		}
 	}
-	if err := tx.CreateInBatches(recs, 500).Error; err != nil {
+	if err := insertRecords(tx, recs); err != nil {
 		return err
 	}
 	if err := addDaily(tx, recs); err != nil {
@@ -197,6 +227,59 @@ func insertUsage(tx *gorm.DB, recs []UsageRecord, windows [][]WindowSpec, nowMs 
 		if err := tx.Exec(windowUpsert, k.ws, k.name, nowMs, nowMs+k.dur.Milliseconds(), sums[k]).Error; err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// usageColumns are usage_records' columns as insertRecords writes them (the
+// id is the database's).
+const usageColumns = `INSERT INTO usage_records (request_id, workspace_id, api_key_id, project_id, model, deployment,
+  prompt_tokens, completion_tokens, reasoning_tokens, cached_tokens, cache_write_tokens, credits_micro, streamed,
+  created_at) VALUES `
+
+// usageFields is how many columns usageColumns names.
+const usageFields = 14
+
+// insertBatch bounds the records of one INSERT (usageFields parameters
+// each, far under either database's limit).
+const insertBatch = 500
+
+// insertRecords inserts recs as multi-row INSERTs of raw SQL sent straight
+// to the transaction's connection: the batch writer's hot statement,
+// without the ORM's reflection over the model or its rewriting of every
+// placeholder, and without reading the new ids back (nothing uses them).
+func insertRecords(tx *gorm.DB, recs []UsageRecord) error {
+	numbered := tx.Dialector.Name() == "postgres" // $n; SQLite takes ?
+	for len(recs) > 0 {
+		n := min(len(recs), insertBatch)
+		sql := make([]byte, 0, len(usageColumns)+n*usageFields*6)
+		sql = append(sql, usageColumns...)
+		args := make([]any, 0, n*usageFields)
+		for i, r := range recs[:n] {
+			if i > 0 {
+				sql = append(sql, ',')
+			}
+			sql = append(sql, '(')
+			for f := range usageFields {
+				if f > 0 {
+					sql = append(sql, ',')
+				}
+				if numbered {
+					sql = append(sql, '$')
+					sql = strconv.AppendInt(sql, int64(i*usageFields+f+1), 10)
+				} else {
+					sql = append(sql, '?')
+				}
+			}
+			sql = append(sql, ')')
+			args = append(args, r.RequestID, r.WorkspaceID, r.APIKeyID, r.ProjectID, r.Model, r.Deployment,
+				r.PromptTokens, r.CompletionTokens, r.ReasoningTokens, r.CachedTokens, r.CacheWriteTokens, r.CreditsMicro,
+				r.Streamed, r.CreatedAt)
+		}
+		if _, err := tx.Statement.ConnPool.ExecContext(tx.Statement.Context, string(sql), args...); err != nil {
+			return err
+		}
+		recs = recs[n:]
 	}
 	return nil
 }

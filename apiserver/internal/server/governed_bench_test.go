@@ -1,0 +1,111 @@
+package server_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/svc-dev/svc/apiserver/internal/apikey"
+	"github.com/svc-dev/svc/apiserver/internal/catalog"
+	"github.com/svc-dev/svc/apiserver/internal/server"
+	"github.com/svc-dev/svc/apiserver/internal/server/servertest"
+	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
+	"github.com/svc-dev/svc/apiserver/internal/upstream"
+	"github.com/svc-dev/svc/shared/testenv/fakeupstream"
+)
+
+// BenchmarkGovernedInProcess is one completion through the whole in-process
+// server with every governance feature of BenchmarkGovernedBoard on (an API
+// key, a credit budget on the key, plan rate limits and a usage window, a
+// priced model so usage and settlements carry credits, metering and the
+// metrics): ns/op and allocs/op of the governed request path, for CPU and
+// allocation profiles (-cpuprofile, -memprofile) that a loaded machine
+// does not blur as it does the board's wall-clock figures.
+func BenchmarkGovernedInProcess(b *testing.B) {
+	up := fakeupstream.New(b)
+	dir := b.TempDir()
+	models, plans := filepath.Join(dir, "models.yaml"), filepath.Join(dir, "plans.yaml")
+	must := func(err error) {
+		b.Helper()
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	must(os.WriteFile(models, fmt.Appendf(nil, `providers:
+  - {name: main, type: openai, base_url: %q}
+models:
+  - {id: svc-2-0, tier: standard, created: 1700000000, reasoning_effort: medium,
+     price: {input_per_mtok: 3, output_per_mtok: 15}, deployments: [{provider: main, upstream_model: up-2}]}
+`, up.BaseURL()), 0o600))
+	must(os.WriteFile(plans, []byte(`plans:
+  - {name: free, tiers: [standard], rpm: 1000000000, workspace_rpm: 1000000000,
+     windows: [{name: 5h, duration: 5h, credits: 1000000000}]}
+`), 0o600))
+	cat, err := catalog.Load(catalog.Options{ModelsFile: models, PlansFile: plans})
+	must(err)
+	db := storetest.Postgres(b)
+	srv := servertest.New(b, server.Deps{Store: db, Catalog: cat, Upstream: upstream.New(upstream.Options{})})
+	acc := servertest.NewAccount(b, db)
+	keyID, _, ok := apikey.Parse(acc.Key)
+	if !ok {
+		b.Fatal("the account's key does not parse")
+	}
+	must(db.SetKeyBudget(context.Background(), keyID, 1_000_000_000_000_000, "monthly"))
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	for _, bc := range []struct {
+		name   string
+		stream bool
+	}{{"plain", false}, {"stream", true}} {
+		body := fmt.Sprintf(`{"model":"svc-2-0","stream":%v,"messages":[{"role":"user","content":"benchmark request body"}]}`, bc.stream)
+		do := func() error {
+			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/chat/completions", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+acc.Key)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := hc.Do(req)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			if bc.stream {
+				br := bufio.NewReader(resp.Body)
+				for {
+					line, err := br.ReadSlice('\n')
+					if bytes.HasPrefix(line, []byte("data: [DONE]")) {
+						break
+					}
+					if err != nil {
+						return fmt.Errorf("stream ended without [DONE]: %w", err)
+					}
+				}
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Ratelimit-Limit") == "" {
+				return fmt.Errorf("status %d, rate-limit headers %q", resp.StatusCode, resp.Header.Get("X-Ratelimit-Limit"))
+			}
+			return nil
+		}
+		// Warm: connections, the key's cache, its budget estimate and lease.
+		for range 50 {
+			must(do())
+		}
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := do(); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
