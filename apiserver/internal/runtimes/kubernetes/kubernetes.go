@@ -587,6 +587,7 @@ func applyBody(obj any) ([]byte, error) {
 func (d *Driver) waitReady(ctx context.Context, projectID string, gen int64, name string, ph *phases) (runtimes.Endpoint, string, error) {
 	probeWait := 20 * time.Millisecond
 	var last *corev1.Pod
+	var wrongPod error // the last answer of another pod at this pod's address
 	for {
 		changed := d.changedCh()
 		pod, _ := d.pods.Pods(d.o.Namespace).Get(name)
@@ -611,9 +612,12 @@ func (d *Driver) waitReady(ctx context.Context, projectID string, gen int64, nam
 				}
 				var wrong *wire.WrongPodError
 				if errors.As(err, &wrong) {
-					// Another pod answers at this pod's address: never
-					// route the project's messages there.
-					return runtimes.Endpoint{}, "", err
+					// Another pod answers at this pod's address (a recycled
+					// IP whose previous pod has not let go of it yet): the
+					// project's messages are never routed there, and the
+					// pod is asked again until its own podagent answers or
+					// the start times out.
+					wrongPod = err
 				}
 				// Ready for Kubernetes but not reachable from here yet (or,
 				// a claimed spare, still cold-starting: its readiness is
@@ -632,6 +636,9 @@ func (d *Driver) waitReady(ctx context.Context, projectID string, gen int64, nam
 		case <-changed:
 		case <-retry:
 		case <-ctx.Done():
+			if wrongPod != nil {
+				return runtimes.Endpoint{}, "", fmt.Errorf("not Ready within %s: %w", d.o.StartTimeout, wrongPod)
+			}
 			return runtimes.Endpoint{}, "", fmt.Errorf("not Ready within %s (%s)", d.o.StartTimeout, podPending(last))
 		}
 	}
