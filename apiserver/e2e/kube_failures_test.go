@@ -72,8 +72,11 @@ func kubeDriverFencesOrphanedPod(t *testing.T, size int) {
 	})
 	ctx := context.Background()
 	// The project's pods can only go to its own node (the nodeSelector),
-	// whose pod CIDR no other pod shares.
-	must(t, w.c.AddNode(ctx, lost, "127.2.0.0/24", map[string]string{"e2e-pool": pool}))
+	// whose pod CIDR no other pod shares: the subtests run side by side, so
+	// each lost node gets a /24 of its own (a shared one hands both the same
+	// pod IPs, and the orphan of one answers at the other's pod address).
+	cidr := fmt.Sprintf("127.2.%d.0/24", size)
+	must(t, w.c.AddNode(ctx, lost, cidr, map[string]string{"e2e-pool": pool}))
 	t.Cleanup(func() { _ = w.c.Client.CoreV1().Nodes().Delete(context.Background(), lost, metav1.DeleteOptions{}) })
 	a := w.startReplica(t)
 	if size > 0 {
