@@ -52,11 +52,15 @@ func measureWebhookPG(tb testing.TB, projects, requests int) webhookPG {
 	db, err := sql.Open("pgx", e.dbURL)
 	must(tb, err)
 	tb.Cleanup(func() { _ = db.Close() })
-	// The registered projects beside the target, inserted in one statement:
-	// rows like the ones project create writes, in the target's workspace
-	// (the worst case for any per-workspace read).
+	// The registered projects beside the target, each with its webhook
+	// channel, inserted in two statements: rows like the ones project create
+	// and channel set write, in the target's workspace (the worst case for
+	// any per-workspace read).
 	_, err = db.ExecContext(ctx, `INSERT INTO projects (id, workspace_id, name)
 SELECT 'prj_fill' || lpad(i::text, 6, '0'), $1, 'fill-' || i FROM generate_series(1, $2) AS i`, acc.workspace, projects-1)
+	must(tb, err)
+	_, err = db.ExecContext(ctx, `INSERT INTO channels (id, project_id, secret)
+SELECT 'chn_fill' || lpad(i::text, 6, '0'), 'prj_fill' || lpad(i::text, 6, '0'), 'fill-secret' FROM generate_series(1, $1) AS i`, projects-1)
 	must(tb, err)
 	_, err = db.ExecContext(ctx, "ANALYZE")
 	must(tb, err)
