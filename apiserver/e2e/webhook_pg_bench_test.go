@@ -6,9 +6,11 @@ package e2e
 // other projects registered beside it. The counters are the database's own
 // (pg_stat_database, pg_stat_user_tables: storetest.PGMeter), read once the
 // apiserver's connections have published everything, so they hold every
-// statement the request causes: API key and channel-secret auth, loading the
-// project, the channel checks, the route to the pod, and the records written
-// after the reply.
+// statement the request causes on the API's side: API key and channel-secret
+// auth, loading the project, the channel checks, the route to the pod, and
+// any record the API writes after the reply. The test agent answers at once
+// and calls nothing back: the agent's own model calls and callback records
+// are its turn's, not counted here.
 
 import (
 	"bytes"
