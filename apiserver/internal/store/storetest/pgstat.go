@@ -77,17 +77,19 @@ func (m *PGMeter) read(ctx context.Context) (PGCounters, error) {
 }
 
 // Between is the work between two readings of Settle, less the meter's own
-// readings in between and before's idle rate of statements over the time
-// between them.
+// readings in between and the idle rate of statements over the time between
+// them.
 func (m *PGMeter) Between(before, after PGReading) PGCounters {
 	d := after.Minus(before.PGCounters)
 	k := after.reads - before.reads
 	o := m.overhead
 	d = d.Minus(PGCounters{k * o.Xacts, k * o.Returned, k * o.Fetched, k * o.Inserted, k * o.Updated, k * o.Deleted,
 		k * o.SeqScans, k * o.SeqRows, k * o.IdxScans, 0})
+	// The lower of the two quiet windows' rates: a one-off in either (an
+	// autovacuum worker's transactions) is no idle rate.
 	secs := after.at.Sub(before.at).Seconds()
-	d.Xacts -= int64(math.Round(before.idleXacts * secs))
-	d.SeqScans -= int64(math.Round(before.idleSeqScans * secs))
+	d.Xacts -= int64(math.Round(min(before.idleXacts, after.idleXacts) * secs))
+	d.SeqScans -= int64(math.Round(min(before.idleSeqScans, after.idleSeqScans) * secs))
 	d.Backends = after.Backends
 	return d
 }
