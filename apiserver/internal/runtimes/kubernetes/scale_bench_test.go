@@ -207,7 +207,7 @@ func scaleRound(b *testing.B, cl *kubetest.Cluster, st *store.Store, tmpl *PodTe
 	// From here the store runs on one connection, so the PostgreSQL
 	// counters of the benchmark's database are the measured work's alone.
 	st.SetMaxConns(1)
-	meter := newPGMeter(ctx, b, st.DB())
+	meter := storetest.NewPGMeter(ctx, b, st.DB())
 
 	// The idle reaper's pass: its assignments in one statement per 500
 	// projects. A first pass prepares the pass's statements on the
@@ -218,7 +218,7 @@ func scaleRound(b *testing.B, cl *kubetest.Cluster, st *store.Store, tmpl *PodTe
 	r0 := requests.Load()
 	idleFrom := time.Now()
 	var reapTook time.Duration
-	reapPG := meter.measure(ctx, b, func() {
+	reapPG := meter.Measure(ctx, b, func() {
 		began := time.Now()
 		d.reap(ctx, began)
 		reapTook = time.Since(began)
@@ -238,7 +238,7 @@ func scaleRound(b *testing.B, cl *kubetest.Cluster, st *store.Store, tmpl *PodTe
 		}
 	}
 	var routedTook time.Duration
-	routePG := meter.measure(ctx, b, func() {
+	routePG := meter.Measure(ctx, b, func() {
 		began := time.Now()
 		for _, p := range projects {
 			route(p)
@@ -313,10 +313,10 @@ func scaleRound(b *testing.B, cl *kubetest.Cluster, st *store.Store, tmpl *PodTe
 	b.ReportMetric(fullBytes, "B/pod-full")
 	b.ReportMetric(float64(len(projects))/created.Seconds(), "pods/s-created")
 	b.ReportMetric(reapTook.Seconds(), "s/reap-pass")
-	reapPG.report(b, 1, "/reap-pass")
+	reapPG.Report(b, 1, "/reap-pass")
 	b.ReportMetric(idleRPS, "req/s-idle")
 	b.ReportMetric(float64(routedTook.Nanoseconds())/float64(len(projects)), "ns/routed-req")
-	routePG.report(b, len(projects), "/req")
+	routePG.Report(b, len(projects), "/req")
 	b.ReportMetric(float64(pool.OpenConnections), "pg-conns-open")
 	b.ReportMetric(float64(peak.Load()), "pg-conns-in-use-peak")
 	b.ReportMetric(float64(pool.MaxOpenConnections), "pg-conns-max-open")
