@@ -68,12 +68,12 @@ func (l *recyclingListener) acceptLoop() {
 func (l *recyclingListener) Accept() (net.Conn, error) {
 	select {
 	case c := <-l.back:
-		return c, nil
+		return recycled(c), nil
 	default:
 	}
 	select {
 	case c := <-l.back:
-		return c, nil
+		return recycled(c), nil
 	case r := <-l.accepted:
 		return r.conn, r.err
 	case <-l.done:
@@ -140,3 +140,60 @@ func (s *Streams) recycler() *recyclingListener {
 	}
 	return s.listener
 }
+
+// net/http serves a connection given back on a fresh goroutine, whose
+// starting stack grows on the next request's first deep call (the key
+// lookup): stack copies on the way to the first token, several times
+// dearer after an idle gap (docs/performance.md, "Where a stream's auth
+// goes"). A recycledConn grows that goroutine's stack on its first Read
+// instead, which net/http makes while it waits for the client's next
+// request. The garbage collector shrinks the stack again if the
+// connection stays idle through a cycle, so idle connections do not keep it.
+type recycledConn struct {
+	*net.TCPConn // ReadFrom, CloseWrite and the rest, as net/http uses them
+	grown        bool
+}
+
+// recycled wraps a connection given back for net/http's next accept.
+func recycled(c net.Conn) net.Conn {
+	if tc, ok := c.(*net.TCPConn); ok {
+		return &recycledConn{TCPConn: tc}
+	}
+	return c
+}
+
+// tcpConn is the TCP connection under c (nil: not TCP), so that a stream
+// on a connection accepted again can be taken over and given back again.
+func tcpConn(c net.Conn) *net.TCPConn {
+	switch c := c.(type) {
+	case *net.TCPConn:
+		return c
+	case *recycledConn:
+		return c.TCPConn
+	}
+	return nil
+}
+
+func (c *recycledConn) Read(p []byte) (int, error) {
+	if !c.grown {
+		c.grown = true
+		growStack()
+	}
+	return c.TCPConn.Read(p)
+}
+
+// requestStack is the stack growStack leaves a goroutine with room for, a
+// governed request's deepest path before its upstream call with margin.
+const requestStack = 16 << 10
+
+// growStack makes the calling goroutine's stack hold requestStack more
+// bytes than it uses now (the runtime doubles it as needed).
+//
+//go:noinline
+func growStack() byte {
+	var b [requestStack]byte
+	return stackSink(b[:])
+}
+
+//go:noinline
+func stackSink(b []byte) byte { return b[len(b)-1] }

@@ -72,7 +72,9 @@ func (a *API) detach(c echo.Context, x *exchange, resp *http.Response, cancel co
 	if brw.Reader.Buffered() > 0 {
 		back = nil // bytes of a next request: net/http cannot get them back
 	}
-	if _, tcp := conn.(*net.TCPConn); !tcp {
+	if tc := tcpConn(conn); tc != nil {
+		conn = tc // net/http's Read wrapper is done with (recycle.go)
+	} else {
 		back = nil // TLS served by this process, or a test pipe
 	}
 	brw.Reader, brw.Writer = nil, nil // net/http's buffers are not used

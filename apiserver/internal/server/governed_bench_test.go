@@ -9,8 +9,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/svc-dev/svc/apiserver/internal/apikey"
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
@@ -64,13 +67,13 @@ models:
 		stream bool
 	}{{"plain", false}, {"stream", true}} {
 		body := fmt.Sprintf(`{"model":"svc-2-0","stream":%v,"messages":[{"role":"user","content":"benchmark request body"}]}`, bc.stream)
-		do := func() error {
+		do := func() (http.Header, error) {
 			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/chat/completions", strings.NewReader(body))
 			req.Header.Set("Authorization", "Bearer "+acc.Key)
 			req.Header.Set("Content-Type", "application/json")
 			resp, err := hc.Do(req)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			defer resp.Body.Close()
 			if bc.stream {
@@ -81,31 +84,83 @@ models:
 						break
 					}
 					if err != nil {
-						return fmt.Errorf("stream ended without [DONE]: %w", err)
+						return nil, fmt.Errorf("stream ended without [DONE]: %w", err)
 					}
 				}
 			}
 			_, _ = io.Copy(io.Discard, resp.Body)
 			if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Ratelimit-Limit") == "" {
-				return fmt.Errorf("status %d, rate-limit headers %q", resp.StatusCode, resp.Header.Get("X-Ratelimit-Limit"))
+				return nil, fmt.Errorf("status %d, rate-limit headers %q", resp.StatusCode, resp.Header.Get("X-Ratelimit-Limit"))
 			}
-			return nil
+			return resp.Header, nil
 		}
 		// Warm: connections, the key's cache, its budget estimate and lease.
 		for range 50 {
-			must(do())
+			_, err := do()
+			must(err)
 		}
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if err := do(); err != nil {
+					if _, err := do(); err != nil {
 						b.Error(err)
 						return
 					}
 				}
 			})
 		})
+		// The gateway's own account (Server-Timing) of one client's requests,
+		// back to back and after an idle gap such as the board's interleaved
+		// lanes leave between two of the gateway's requests: the p50 of its
+		// auth and overhead phases, in µs. A taken-over stream's connection
+		// comes back to net/http on a fresh goroutine whose stack grows on
+		// the next request's first deep call (the key lookup, so inside
+		// "auth"); the plain lane keeps its goroutine and is the control.
+		for _, gap := range []time.Duration{0, 30 * time.Millisecond} {
+			b.Run(fmt.Sprintf("%s-timing/gap=%v", bc.name, gap), func(b *testing.B) {
+				var auth, overhead []float64
+				for b.Loop() {
+					if gap > 0 {
+						b.StopTimer()
+						time.Sleep(gap) // the idle gap measured, not a synchronisation
+						b.StartTimer()
+					}
+					h, err := do()
+					if err != nil {
+						b.Fatal(err)
+					}
+					a, ok := serverTiming(h.Get("Server-Timing"), "auth")
+					o, err := strconv.ParseFloat(h.Get("X-Svc-Overhead-Duration-Ms"), 64)
+					if !ok || err != nil {
+						b.Fatalf("Server-Timing %q, overhead %q", h.Get("Server-Timing"), h.Get("X-Svc-Overhead-Duration-Ms"))
+					}
+					auth, overhead = append(auth, a*1000), append(overhead, o*1000)
+				}
+				b.ReportMetric(median(auth), "auth-µs")
+				b.ReportMetric(median(overhead), "overhead-µs")
+			})
+		}
 	}
+}
+
+// serverTiming returns the duration (ms) of the Server-Timing entry name.
+func serverTiming(h, name string) (float64, bool) {
+	for e := range strings.SplitSeq(h, ",") {
+		n, dur, ok := strings.Cut(strings.TrimSpace(e), ";dur=")
+		if ok && n == name {
+			v, err := strconv.ParseFloat(dur, 64)
+			return v, err == nil
+		}
+	}
+	return 0, false
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	return v[len(v)/2]
 }
