@@ -8,7 +8,6 @@ package metering
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -119,18 +118,6 @@ func (a Admission) Headers() map[string]string {
 		"X-RateLimit-Remaining": strconv.FormatInt(max(a.Remaining, 0), 10),
 		"X-RateLimit-Reset":     strconv.FormatInt(a.Reset.Unix(), 10),
 	}
-}
-
-// SetHeaders writes the X-RateLimit-* headers of a into h, as Headers
-// would through Header.Set, without the map and the key canonicalisation
-// of every request.
-func (a Admission) SetHeaders(h http.Header) {
-	if a.Limit == 0 {
-		return
-	}
-	h["X-Ratelimit-Limit"] = []string{strconv.FormatInt(a.Limit, 10)}
-	h["X-Ratelimit-Remaining"] = []string{strconv.FormatInt(max(a.Remaining, 0), 10)}
-	h["X-Ratelimit-Reset"] = []string{strconv.FormatInt(a.Reset.Unix(), 10)}
 }
 
 type bucket struct {
