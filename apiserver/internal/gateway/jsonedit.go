@@ -85,3 +85,62 @@ func appendIncludeUsage(obj, orig []byte) (out []byte, ok bool) {
 	out = append(obj[:n-1], includeUsageField...)
 	return append(out, '}'), true
 }
+
+// deleteTopField appends to dst obj without its top-level field key, as
+// sjson.DeleteBytes(obj, key) writes it (the comma before the field goes
+// with it; for the first field, the comma after it). ok is false when obj
+// has no such field or its key is not written plainly (left to sjson).
+func deleteTopField(dst, obj []byte, key string) (out []byte, ok bool) {
+	js := unsafe.String(unsafe.SliceData(obj), len(obj))
+	r := gjson.Get(js, key)
+	end := r.Index + len(r.Raw)
+	if !r.Exists() || r.Index <= 0 || end > len(obj) || js[r.Index:end] != r.Raw {
+		return dst, false
+	}
+	i := skipSpaceBack(js, r.Index-1)
+	if i < 0 || js[i] != ':' {
+		return dst, false
+	}
+	i = skipSpaceBack(js, i-1) // the key's closing quote
+	k := i - len(key) - 1      // its opening quote
+	if k < 1 || js[i] != '"' || js[k] != '"' || js[k+1:i] != key {
+		return dst, false
+	}
+	if i = skipSpaceBack(js, k-1); i < 0 {
+		return dst, false
+	}
+	switch js[i] {
+	case ',':
+		return append(append(dst, obj[:i]...), obj[end:]...), true
+	case '{':
+		j := end
+		for j < len(js) && js[j] <= ' ' {
+			j++
+		}
+		if j < len(js) && js[j] == ',' {
+			end = j + 1
+		}
+		return append(append(dst, obj[:i+1]...), obj[end:]...), true
+	}
+	return dst, false
+}
+
+// skipSpaceBack is the index of the last byte of js at or before i that
+// is not white space (-1: none).
+func skipSpaceBack(js string, i int) int {
+	for i >= 0 && js[i] <= ' ' {
+		i--
+	}
+	return i
+}
+
+// withoutTopField is obj without its top-level field key, written into
+// buf when it can be (deleteTopField), else by sjson; buf is returned for
+// the caller's pool.
+func withoutTopField(buf, obj []byte, key string) (out, bufOut []byte) {
+	if b, ok := deleteTopField(buf[:0], obj, key); ok {
+		return b, b
+	}
+	out, _ = sjson.DeleteBytes(obj, key)
+	return out, buf
+}

@@ -116,3 +116,29 @@ func TestUpstreamBodiesIndependent(t *testing.T) {
 		t.Errorf("first %s, second %s, body %s", first, second, r.body)
 	}
 }
+
+// deleteTopField writes what sjson.DeleteBytes writes.
+func TestDeleteTopFieldMatchesSjson(t *testing.T) {
+	objs := append([]string{
+		`{"id":"c","usage":null,"choices":[{"delta":{"content":"x"}}]}`,
+		`{"usage":null,"id":"c"}`,
+		`{ "usage" : {"a":1} , "id":"c"}`,
+		`{"id":"c", "usage":null }`,
+		`{"usage":null}`,
+		`{  "usage":null  }`,
+		`{"choices":[{"usage":1}],"x":{"usage":2}}`,
+		`{"id":"c","usage":[1,2,3],"model":"m"}`,
+		`{"us\u0061ge":null,"id":"c"}`,
+		`{"id":"c","usageX":1,"usage":2}`,
+	}, editObjects...)
+	for _, obj := range objs {
+		want, _ := sjson.DeleteBytes([]byte(obj), "usage")
+		got, buf := withoutTopField(make([]byte, 0, 8), []byte(obj), "usage")
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s: got %s, want %s", obj, got, want)
+		}
+		if buf == nil {
+			t.Errorf("%s: the buffer was not given back", obj)
+		}
+	}
+}

@@ -316,8 +316,10 @@ func (c *chatStream) chunk(s *sink, payload []byte) *metering.Usage {
 		}
 	}
 	if !c.wantsUsage && usage.Exists() {
-		out, _ = sjson.DeleteBytes(out, "usage")
-		js = string(out)
+		buf := outBufs.Get().(*[]byte)
+		defer putOut(buf)
+		out, *buf = withoutTopField(*buf, out, "usage")
+		js = unsafe.String(unsafe.SliceData(out), len(out))
 	}
 	if m := gjson.Get(js, "model"); m.Exists() {
 		if m.Index > 0 && m.Index+len(m.Raw) <= len(out) && string(out[m.Index:m.Index+len(m.Raw)]) == m.Raw {
