@@ -251,9 +251,9 @@ func (a *API) settle(x *exchange, u *metering.Usage) {
 		return
 	}
 	x.settled = true
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.ctx), 10*time.Second)
-	defer cancel()
-	if err := a.Meter.Settle(ctx, x.p, x.adm, x.model, u); err != nil {
+	// The settlement's write, when it makes one, outlives the client
+	// (bounded by metering.SettleTimeout).
+	if err := a.Meter.SettleDetached(x.ctx, x.p, x.adm, x.model, u); err != nil {
 		a.Log.Error("settling the key budget failed", zap.String("api_key_id", x.p.KeyID),
 			zap.String("request_id", x.requestID), zap.Error(err))
 	}
