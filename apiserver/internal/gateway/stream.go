@@ -176,10 +176,12 @@ func putOut(out *[]byte) {
 // setSSEHeaders sets the headers of a streamed answer; connection is the
 // Connection header's value.
 func setSSEHeaders(h http.Header, connection string) {
-	h.Set(echo.HeaderContentType, "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("Connection", connection)
-	h.Set("X-Accel-Buffering", "no")
+	// One backing array for the values; the keys are canonical already.
+	v := []string{"text/event-stream", "no-cache", connection, "no"}
+	h[echo.HeaderContentType] = v[0:1:1]
+	h["Cache-Control"] = v[1:2:2]
+	h["Connection"] = v[2:3:3]
+	h["X-Accel-Buffering"] = v[3:4:4]
 }
 
 // stream answers with the relayed chat-completion chunks through the
