@@ -137,7 +137,8 @@ func (m *Meter) Admit(ctx context.Context, p auth.Principal, plan catalog.Plan) 
 	reset := windowStart.Add(RateWindow)
 	win := windowStart.UnixMilli()
 
-	var buckets []bucket
+	var bucketArr [3]bucket // at most three: key, project, workspace
+	buckets := bucketArr[:0]
 	if p.KeyID != "" && plan.RPM > 0 {
 		buckets = append(buckets, bucket{"key:" + p.KeyID, plan.RPM})
 	}
@@ -152,7 +153,8 @@ func (m *Meter) Admit(ctx context.Context, p auth.Principal, plan catalog.Plan) 
 	// permits this replica still owns or is bringing back (takeSettled);
 	// without one the request is refused at once: nothing is written and
 	// what it took of other buckets goes back.
-	owned := make([]lease, len(buckets))
+	var ownedArr [len(bucketArr)]lease
+	owned := ownedArr[:len(buckets)]
 	for i, b := range buckets {
 		if !m.leases.isSpent(b.name, win) {
 			continue
