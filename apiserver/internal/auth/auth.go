@@ -95,7 +95,7 @@ func (a *Authenticator) APIKey(ctx context.Context, token string) (Principal, er
 	if err != nil {
 		return Principal{}, wire.Unavailable(fmt.Errorf("auth: key lookup: %w", err))
 	}
-	if !apikey.Matches(secret, row.KeyHash) || row.Revoked {
+	if !secretMatches(secret, row.KeyHash) || row.Revoked {
 		return Principal{}, wire.InvalidAPIKey()
 	}
 	a.touch(id)

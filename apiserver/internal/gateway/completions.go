@@ -13,7 +13,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
@@ -252,9 +251,9 @@ func (a *API) settle(x *exchange, u *metering.Usage) {
 		return
 	}
 	x.settled = true
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.ctx), 10*time.Second)
-	defer cancel()
-	if err := a.Meter.Settle(ctx, x.p, x.adm, x.model, u); err != nil {
+	// The settlement's write, when it makes one, outlives the client
+	// (bounded by metering.SettleTimeout).
+	if err := a.Meter.SettleDetached(x.ctx, x.p, x.adm, x.model, u); err != nil {
 		a.Log.Error("settling the key budget failed", zap.String("api_key_id", x.p.KeyID),
 			zap.String("request_id", x.requestID), zap.Error(err))
 	}
@@ -264,7 +263,7 @@ func (a *API) settle(x *exchange, u *metering.Usage) {
 func (a *API) plain(c echo.Context, resp *http.Response, x *exchange) error {
 	t := x.t
 	readStart := time.Now()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
+	raw, err := readAnswer(resp)
 	t.upstream += time.Since(readStart)
 	if err != nil {
 		return &wire.Error{Code: "upstream_error",
@@ -274,7 +273,7 @@ func (a *API) plain(c echo.Context, resp *http.Response, x *exchange) error {
 		return &wire.Error{Code: "upstream_error",
 			Message: "The model provider answered with invalid JSON."}
 	}
-	out, err := sjson.SetBytes(raw, "model", x.model.ID)
+	out, err := setTopString(raw, "model", x.model.ID, true, 0) // raw is this function's own
 	if err != nil {
 		return wire.Internal(err)
 	}
@@ -293,6 +292,20 @@ func (a *API) plain(c echo.Context, resp *http.Response, x *exchange) error {
 	c.Response().Flush() // the client has its answer before metering runs
 	a.meter(x, u, false)
 	return nil
+}
+
+// readAnswer reads a non-streamed upstream answer of at most
+// maxUpstreamBody bytes: at its declared length when it has one (one
+// allocation, no growing buffer).
+func readAnswer(resp *http.Response) ([]byte, error) {
+	if n := resp.ContentLength; n >= 0 && n <= maxUpstreamBody {
+		raw := make([]byte, n)
+		if _, err := io.ReadFull(resp.Body, raw); err != nil {
+			return nil, err
+		}
+		return raw, nil
+	}
+	return io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
 }
 
 // upstreamStatusError maps a non-200 upstream answer: its 4xx errors reach

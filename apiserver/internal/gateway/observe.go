@@ -71,8 +71,9 @@ func (t *timing) writeHeaders(h http.Header) {
 	buf = append(buf, ", upstream;dur="...)
 	buf = strconv.AppendFloat(buf, ms(t.upstream), 'f', 3, 64)
 	s := string(buf)
-	h[HeaderOverhead] = []string{s[:n]}
-	h[HeaderServerTiming] = []string{s[n:]}
+	vals := []string{s[:n], s[n:]} // one backing array for both
+	h[HeaderOverhead] = vals[:1:1]
+	h[HeaderServerTiming] = vals[1:]
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

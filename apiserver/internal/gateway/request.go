@@ -205,7 +205,13 @@ func (r *chatRequest) upstreamBody(m catalog.Model, model string) ([]byte, error
 	if model == "" {
 		model = m.ID
 	}
-	out, err := sjson.SetBytes(append([]byte(nil), r.body...), "model", model)
+	// Room for the usage option a stream adds (below): the body is then
+	// allocated once.
+	var extra int
+	if r.Stream && !r.passthrough {
+		extra = len(includeUsageField)
+	}
+	out, err := setTopString(r.body, "model", model, false, extra)
 	if err != nil || r.passthrough {
 		return out, err
 	}
@@ -215,6 +221,9 @@ func (r *chatRequest) upstreamBody(m catalog.Model, model string) ([]byte, error
 		}
 	}
 	if r.Stream {
+		if out, ok := appendIncludeUsage(out, r.body); ok {
+			return out, nil
+		}
 		if !gjson.GetBytes(out, "stream_options").IsObject() {
 			if out, err = sjson.SetRawBytes(out, "stream_options", []byte("{}")); err != nil {
 				return nil, err

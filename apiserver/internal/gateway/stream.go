@@ -176,10 +176,12 @@ func putOut(out *[]byte) {
 // setSSEHeaders sets the headers of a streamed answer; connection is the
 // Connection header's value.
 func setSSEHeaders(h http.Header, connection string) {
-	h.Set(echo.HeaderContentType, "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("Connection", connection)
-	h.Set("X-Accel-Buffering", "no")
+	// One backing array for the values; the keys are canonical already.
+	v := []string{"text/event-stream", "no-cache", connection, "no"}
+	h[echo.HeaderContentType] = v[0:1:1]
+	h["Cache-Control"] = v[1:2:2]
+	h["Connection"] = v[2:3:3]
+	h["X-Accel-Buffering"] = v[3:4:4]
 }
 
 // stream answers with the relayed chat-completion chunks through the
@@ -316,8 +318,10 @@ func (c *chatStream) chunk(s *sink, payload []byte) *metering.Usage {
 		}
 	}
 	if !c.wantsUsage && usage.Exists() {
-		out, _ = sjson.DeleteBytes(out, "usage")
-		js = string(out)
+		buf := outBufs.Get().(*[]byte)
+		defer putOut(buf)
+		out, *buf = withoutTopField(*buf, out, "usage")
+		js = unsafe.String(unsafe.SliceData(out), len(out))
 	}
 	if m := gjson.Get(js, "model"); m.Exists() {
 		if m.Index > 0 && m.Index+len(m.Raw) <= len(out) && string(out[m.Index:m.Index+len(m.Raw)]) == m.Raw {

@@ -123,6 +123,21 @@ func KeyBudgetExceeded(b store.KeyBudget) *wire.Error {
 // tried again before the next reservation or settlement, so an outage's
 // spend reaches the key's counter when the database is back.
 func (m *Meter) Settle(ctx context.Context, p auth.Principal, adm Admission, model catalog.Model, u *Usage) error {
+	return m.settleRequest(ctx, false, p, adm, model, u)
+}
+
+// SettleTimeout bounds a settlement's own write (SettleDetached).
+const SettleTimeout = 10 * time.Second
+
+// SettleDetached is Settle for a request whose client may be gone: a
+// write it makes runs on a context of its own (not cancelled with ctx,
+// bounded by SettleTimeout). A settlement deferred to be written with the
+// key's next ones, as most leased ones are, makes no context at all.
+func (m *Meter) SettleDetached(ctx context.Context, p auth.Principal, adm Admission, model catalog.Model, u *Usage) error {
+	return m.settleRequest(ctx, true, p, adm, model, u)
+}
+
+func (m *Meter) settleRequest(ctx context.Context, detached bool, p auth.Principal, adm Admission, model catalog.Model, u *Usage) error {
 	if !adm.KeyBudget {
 		return nil
 	}
@@ -137,6 +152,11 @@ func (m *Meter) Settle(ctx context.Context, p auth.Principal, adm Admission, mod
 			m.deferSettlement(s) // written with the key's next ones (settle_defer.go)
 			return nil
 		}
+	}
+	if detached {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), SettleTimeout)
+		defer cancel()
 	}
 	m.retrySettlements(ctx)
 	if err := m.settle(ctx, s); err != nil {

@@ -8,7 +8,6 @@ package metering
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -121,18 +120,6 @@ func (a Admission) Headers() map[string]string {
 	}
 }
 
-// SetHeaders writes the X-RateLimit-* headers of a into h, as Headers
-// would through Header.Set, without the map and the key canonicalisation
-// of every request.
-func (a Admission) SetHeaders(h http.Header) {
-	if a.Limit == 0 {
-		return
-	}
-	h["X-Ratelimit-Limit"] = []string{strconv.FormatInt(a.Limit, 10)}
-	h["X-Ratelimit-Remaining"] = []string{strconv.FormatInt(max(a.Remaining, 0), 10)}
-	h["X-Ratelimit-Reset"] = []string{strconv.FormatInt(a.Reset.Unix(), 10)}
-}
-
 type bucket struct {
 	name  string
 	limit int64
@@ -150,7 +137,8 @@ func (m *Meter) Admit(ctx context.Context, p auth.Principal, plan catalog.Plan) 
 	reset := windowStart.Add(RateWindow)
 	win := windowStart.UnixMilli()
 
-	var buckets []bucket
+	var bucketArr [3]bucket // at most three: key, project, workspace
+	buckets := bucketArr[:0]
 	if p.KeyID != "" && plan.RPM > 0 {
 		buckets = append(buckets, bucket{"key:" + p.KeyID, plan.RPM})
 	}
@@ -165,7 +153,8 @@ func (m *Meter) Admit(ctx context.Context, p auth.Principal, plan catalog.Plan) 
 	// permits this replica still owns or is bringing back (takeSettled);
 	// without one the request is refused at once: nothing is written and
 	// what it took of other buckets goes back.
-	owned := make([]lease, len(buckets))
+	var ownedArr [len(bucketArr)]lease
+	owned := ownedArr[:len(buckets)]
 	for i, b := range buckets {
 		if !m.leases.isSpent(b.name, win) {
 			continue

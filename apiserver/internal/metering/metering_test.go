@@ -3,8 +3,6 @@ package metering
 import (
 	"context"
 	"errors"
-	"net/http"
-	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -216,20 +214,5 @@ func TestRejectionsLeaseNothing(t *testing.T) {
 	counts, _ = st.AddRateCounters(ctx, win, []store.RateIncrement{{Bucket: "key:" + p.KeyID}})
 	if k := counts["key:"+p.KeyID]; k != 4 {
 		t.Fatalf("key counter %d: the given-back permit was not used", k)
-	}
-}
-
-// SetHeaders writes exactly what Headers set through Header.Set would.
-func TestSetHeadersMatchesHeaders(t *testing.T) {
-	t.Parallel()
-	for _, a := range []Admission{{}, {Limit: 60, Remaining: 59, Reset: fixedNow}, {Limit: 5, Remaining: -1, Reset: fixedNow}} {
-		want, got := http.Header{}, http.Header{}
-		for k, v := range a.Headers() {
-			want.Set(k, v)
-		}
-		a.SetHeaders(got)
-		if !reflect.DeepEqual(got, want) {
-			t.Errorf("%+v: SetHeaders %v, Headers %v", a, got, want)
-		}
 	}
 }

@@ -134,3 +134,39 @@ func TestDeferredSettlementsTimer(t *testing.T) {
 		t.Fatalf("after the timer: %+v %v, want 3 used", b, err)
 	}
 }
+
+// SettleDetached writes a settlement whose caller's context is already
+// cancelled (a client gone), where Settle with that context fails and keeps
+// it for later.
+func TestSettleDetachedOutlivesItsContext(t *testing.T) {
+	t.Parallel()
+	st, p := budgetKey(t, 41*credit, store.BudgetLifetime)
+	m := New(st, nil)
+	m.LeaseIdle = -1
+	plan := catalog.Plan{Name: "p"}
+	cost := Usage{PromptTokens: 1000}
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	first, err := m.Admit(context.Background(), p, plan)
+	if err != nil || !first.KeyBudget || first.leased.estimate != 0 {
+		t.Fatalf("first request: %+v %v; want a reservation on the row", first, err)
+	}
+	if err := m.Settle(gone, p, first, oneCredit, &cost); err == nil {
+		t.Fatal("Settle with a cancelled context wrote")
+	}
+	second, err := m.Admit(context.Background(), p, plan)
+	if err != nil || !second.KeyBudget {
+		t.Fatalf("second request: %+v %v", second, err)
+	}
+	if err := m.SettleDetached(gone, p, second, oneCredit, &cost); err != nil {
+		t.Fatalf("SettleDetached with a cancelled context: %v", err)
+	}
+	// The kept settlement went with it: both costs are on the row.
+	b, err := st.GetKeyBudget(context.Background(), p.KeyID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.CreditsMicro != 2*credit {
+		t.Fatalf("row %+v: want both requests' %d micro-credits", b, 2*credit)
+	}
+}

@@ -1,0 +1,144 @@
+package gateway
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
+	"github.com/svc-dev/svc/apiserver/internal/catalog"
+)
+
+var editObjects = []string{
+	`{"model":"gpt-4o","messages":[{"role":"user","content":"x"}]}`,
+	`{"messages":[{"role":"user","content":"model"}],"model":"up-2","stream":true}`,
+	`{ "model" : "a" , "stream": true }`,
+	`{"id":"c1","object":"chat.completion","model":"upstream-model-name","choices":[],"usage":{"prompt_tokens":1}}`,
+	`{"nested":{"model":"inner"},"model":"outer"}`,
+	`{"model":null,"x":1}`,
+	`{"model":17}`,
+	`{"model":{"a":1}}`,
+	`{"x":1}`,
+	`{}`,
+	"{\"x\":1 }\n",
+	`{"model":"esc\"aped","stream":true,"stream_options":{"a":1}}`,
+	`{"stream_options":null,"model":"m"}`,
+	`{"model":"m","stream_options":3}`,
+}
+
+// setTopString writes what sjson.SetBytes writes.
+func TestSetTopStringMatchesSjson(t *testing.T) {
+	for _, obj := range editObjects {
+		for _, val := range []string{"svc-2-0", "", "up-2", "upstream-model-name", "a<b>&c", "quo\"te", "back\\slash", "ünï", "tab\t"} {
+			want, wantErr := sjson.SetBytes([]byte(obj), "model", val)
+			for _, inPlace := range []bool{false, true} {
+				in := []byte(obj)
+				got, err := setTopString(in, "model", val, inPlace, 8)
+				if (err != nil) != (wantErr != nil) || !bytes.Equal(got, want) {
+					t.Errorf("%s model=%q in place %v: got %s (%v), want %s (%v)", obj, val, inPlace, got, err, want, wantErr)
+				}
+				if !inPlace && string(in) != obj {
+					t.Errorf("%s model=%q: the object was written to: %s", obj, val, in)
+				}
+			}
+		}
+	}
+}
+
+// upstreamBodyBySjson is upstreamBody as sjson's edits alone write it.
+func upstreamBodyBySjson(r *chatRequest, m catalog.Model, model string) ([]byte, error) {
+	if model == "" {
+		model = m.ID
+	}
+	out, err := sjson.SetBytes(append([]byte(nil), r.body...), "model", model)
+	if err != nil || r.passthrough {
+		return out, err
+	}
+	if m.ReasoningEffort != "" && !gjson.GetBytes(out, "reasoning_effort").Exists() {
+		if out, err = sjson.SetBytes(out, "reasoning_effort", m.ReasoningEffort); err != nil {
+			return nil, err
+		}
+	}
+	if r.Stream {
+		if !gjson.GetBytes(out, "stream_options").IsObject() {
+			if out, err = sjson.SetRawBytes(out, "stream_options", []byte("{}")); err != nil {
+				return nil, err
+			}
+		}
+		if out, err = sjson.SetBytes(out, "stream_options.include_usage", true); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func TestUpstreamBodyMatchesSjson(t *testing.T) {
+	models := []catalog.Model{{ID: "svc-2-0"}, {ID: "svc-r", ReasoningEffort: "high"}}
+	for _, obj := range editObjects {
+		for _, m := range models {
+			for _, up := range []string{"", "up", "a-much-longer-upstream-model-name", "quo\"te"} {
+				for _, stream := range []bool{false, true} {
+					for _, passthrough := range []bool{false, true} {
+						r := &chatRequest{body: []byte(obj), Stream: stream, passthrough: passthrough}
+						want, wantErr := upstreamBodyBySjson(r, m, up)
+						got, err := r.upstreamBody(m, up)
+						if (err != nil) != (wantErr != nil) || !bytes.Equal(got, want) {
+							t.Errorf("%s %+v up %q stream %v passthrough %v:\n got %s (%v)\nwant %s (%v)",
+								obj, m, up, stream, passthrough, got, err, want, wantErr)
+						}
+						if string(r.body) != obj {
+							t.Errorf("%s: the client's body was written to: %s", obj, r.body)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// The client's body stays as it is when a deployment's body is built
+// from it twice, and the first body is not written by the second.
+func TestUpstreamBodiesIndependent(t *testing.T) {
+	body := []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"x"}]}`)
+	r := &chatRequest{body: append(make([]byte, 0, 512), body...), Stream: true}
+	first, err := r.upstreamBody(catalog.Model{ID: "m"}, "u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep := string(first)
+	second, err := r.upstreamBody(catalog.Model{ID: "m"}, "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(first) != keep || string(r.body) != string(body) || gjson.GetBytes(second, "model").Str != "v" ||
+		!gjson.GetBytes(second, "stream_options.include_usage").Bool() {
+		t.Errorf("first %s, second %s, body %s", first, second, r.body)
+	}
+}
+
+// deleteTopField writes what sjson.DeleteBytes writes.
+func TestDeleteTopFieldMatchesSjson(t *testing.T) {
+	objs := append([]string{
+		`{"id":"c","usage":null,"choices":[{"delta":{"content":"x"}}]}`,
+		`{"usage":null,"id":"c"}`,
+		`{ "usage" : {"a":1} , "id":"c"}`,
+		`{"id":"c", "usage":null }`,
+		`{"usage":null}`,
+		`{  "usage":null  }`,
+		`{"choices":[{"usage":1}],"x":{"usage":2}}`,
+		`{"id":"c","usage":[1,2,3],"model":"m"}`,
+		`{"us\u0061ge":null,"id":"c"}`,
+		`{"id":"c","usageX":1,"usage":2}`,
+	}, editObjects...)
+	for _, obj := range objs {
+		want, _ := sjson.DeleteBytes([]byte(obj), "usage")
+		got, buf := withoutTopField(make([]byte, 0, 8), []byte(obj), "usage")
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s: got %s, want %s", obj, got, want)
+		}
+		if buf == nil {
+			t.Errorf("%s: the buffer was not given back", obj)
+		}
+	}
+}
