@@ -64,7 +64,7 @@ func (a *API) detach(c echo.Context, x *exchange, resp *http.Response, cancel co
 	if a.Streams == nil || req.ProtoMajor != 1 || req.ProtoMinor != 1 {
 		return false
 	}
-	if _, ok := res.Writer.(http.Hijacker); !ok {
+	if !hijackable(res.Writer) {
 		return false
 	}
 	back := a.Streams.recycler()
@@ -130,6 +130,23 @@ func (a *API) relayDetached(d *detached) {
 	d.cancel()
 	a.Streams.remove(d.held)
 	endServerSpan(d.span, http.StatusOK, d.route, x.requestID)
+}
+
+// hijackable reports whether w, or a writer it wraps, can be hijacked (as
+// http.ResponseController looks for it): checked before anything is
+// written, so that a stream that cannot be taken over still has the
+// handler path.
+func hijackable(w http.ResponseWriter) bool {
+	for {
+		switch t := w.(type) {
+		case http.Hijacker:
+			return true
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = t.Unwrap()
+		default:
+			return false
+		}
+	}
 }
 
 // bodyRead reports whether the request's body was read to its end (the

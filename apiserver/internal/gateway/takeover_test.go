@@ -197,6 +197,38 @@ func TestDetachOnlyHTTP11(t *testing.T) {
 	}
 }
 
+// TestDetachNeedsHijack: an HTTP/1.1 request whose response cannot be
+// hijacked is not taken over, and nothing is written before detach says so
+// (the handler path still writes the whole answer); a writer that wraps a
+// hijackable one (Unwrap) can be.
+func TestDetachNeedsHijack(t *testing.T) {
+	t.Parallel()
+	a := &API{Streams: &Streams{}}
+	rec := httptest.NewRecorder()
+	c := echo.New().NewContext(httptest.NewRequest("POST", "/", nil), rec)
+	if a.detach(c, &exchange{}, &http.Response{Body: http.NoBody}, func() {}) {
+		t.Fatal("taken over without a hijackable writer")
+	}
+	if c.Response().Committed || rec.Flushed || rec.Body.Len() > 0 || a.Streams.Open() != 0 {
+		t.Fatalf("written before giving up: committed %v, flushed %v, body %q, open streams %d",
+			c.Response().Committed, rec.Flushed, rec.Body, a.Streams.Open())
+	}
+	if hijackable(rec) || !hijackable(unwrapper{hijacker{rec}}) {
+		t.Fatal("hijackable does not follow Unwrap to a Hijacker")
+	}
+}
+
+type hijacker struct{ http.ResponseWriter }
+
+func (hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) { return nil, nil, errors.New("unused") }
+
+type unwrapper struct{ w http.ResponseWriter }
+
+func (u unwrapper) Header() http.Header         { return u.w.Header() }
+func (u unwrapper) Write(b []byte) (int, error) { return u.w.Write(b) }
+func (u unwrapper) WriteHeader(code int)        { u.w.WriteHeader(code) }
+func (u unwrapper) Unwrap() http.ResponseWriter { return u.w }
+
 // allBuffered is an upstream body whose every byte is in its buffer.
 type allBuffered struct {
 	s   string
