@@ -200,13 +200,18 @@ func (a *API) stream(c echo.Context, body io.Reader, modelID string, clientWants
 }
 
 // streamWith answers with the upstream's stream encoded by enc through the
-// handler's response; see relayWith.
+// handler's response; see relayWith. The headers are flushed with the
+// events that came in with the upstream's headers (or alone when there are
+// none), as a taken-over stream's are.
 func (a *API) streamWith(c echo.Context, body io.Reader, enc streamEncoder, done func()) *metering.Usage {
 	w := c.Response()
 	setSSEHeaders(w.Header(), "keep-alive")
 	w.WriteHeader(http.StatusOK)
+	r := newRelay(responseEvents{w: w, noFlush: true}, body, enc, done)
+	r.buffered()
 	w.Flush()
-	return relayWith(responseEvents{w: w}, body, enc, done)
+	r.s.w = responseEvents{w: w}
+	return r.run()
 }
 
 // sink is the client's side of a relay: once a write fails the client is
