@@ -20,13 +20,16 @@ const StreamWriteTimeout = 30 * time.Second
 
 // A streamed answer to an HTTP/1.1 client is relayed on a connection taken
 // over from net/http once the upstream has answered 200: the handler writes
-// the status line and headers itself, returns, and one fresh goroutine
-// relays the events as hand-written chunks, meters and ends the response
-// with the last chunk. Then the connection goes back to net/http through
-// the server's listener (recycle.go), so the client's next request reuses
-// it; when it cannot (no Streams.Listen, bytes of a next request already
-// read, a client that asked to close, a failed write) the answer says
-// Connection: close and the connection is closed. net/http's connection
+// the status line, the headers and the events already buffered through
+// net/http's response (one flushed write), takes the connection over,
+// returns, and one fresh goroutine relays the rest of the events as
+// hand-written chunks, meters and ends the response with the last chunk.
+// Then the connection goes back to net/http through the server's listener
+// (recycle.go), so the client's next request reuses it; when it cannot (no
+// Streams.Listen, a client that asked to close, a request body not read to
+// its end, TLS served by this process) the answer says Connection: close,
+// and the connection is closed after the last chunk (so also after a failed
+// write, or when bytes of a next request were already read). net/http's connection
 // goroutine (its stack is deep after admission), its background reader and
 // its connection buffers are released for the stream's life; see
 // docs/performance.md. HTTP/2 and HTTP/1.0 clients keep the handler path.
