@@ -107,6 +107,12 @@ func (l *lineReader) next() ([]byte, error) {
 	}
 }
 
+// pendingLine reports whether a whole line is pending (next returns it
+// without reading).
+func (l *lineReader) pendingLine() bool {
+	return l.buf != nil && bytes.IndexByte((*l.buf)[l.start:l.end], '\n') >= 0
+}
+
 // room makes space after the pending bytes: it moves them to the front, or
 // doubles the buffer up to maxSSELine.
 func (l *lineReader) room() error {
@@ -152,14 +158,18 @@ type eventWriter interface {
 	event(name string, payload []byte) error
 }
 
-// responseEvents writes events through the handler's response.
-type responseEvents struct{ w *echo.Response }
+// responseEvents writes events through the handler's response, each
+// flushed unless noFlush (the caller flushes).
+type responseEvents struct {
+	w       *echo.Response
+	noFlush bool
+}
 
 func (r responseEvents) event(name string, payload []byte) error {
 	out := outBufs.Get().(*[]byte)
 	*out = appendSSE((*out)[:0], name, payload)
 	_, err := r.w.Write(*out)
-	if err == nil {
+	if err == nil && !r.noFlush {
 		r.w.Flush()
 	}
 	putOut(out)
@@ -192,27 +202,38 @@ func (a *API) stream(c echo.Context, body io.Reader, modelID string, clientWants
 }
 
 // streamWith answers with the upstream's stream encoded by enc through the
-// handler's response; see relayWith.
+// handler's response; see relayWith. The headers are flushed with the
+// events that came in with the upstream's headers (or alone when there are
+// none), as a taken-over stream's are.
 func (a *API) streamWith(c echo.Context, body io.Reader, enc streamEncoder, done func()) *metering.Usage {
 	w := c.Response()
 	setSSEHeaders(w.Header(), "keep-alive")
 	w.WriteHeader(http.StatusOK)
+	r := newRelay(responseEvents{w: w, noFlush: true}, body, enc, done)
+	r.buffered()
 	w.Flush()
-	return relayWith(responseEvents{w}, body, enc, done)
+	r.s.w = responseEvents{w: w}
+	return r.run()
 }
 
 // sink is the client's side of a relay: once a write fails the client is
 // gone and nothing more is written (the relay still reads the upstream to
 // its end, for the usage).
 type sink struct {
-	w    eventWriter
-	gone bool
+	w       eventWriter
+	gone    bool
+	written int // events written
 }
 
 func (s *sink) emit(name string, payload []byte) {
-	if !s.gone && s.w.event(name, payload) != nil {
-		s.gone = true
+	if s.gone {
+		return
 	}
+	if s.w.event(name, payload) != nil {
+		s.gone = true
+		return
+	}
+	s.written++
 }
 
 // streamEncoder is a codec's side of a stream: it turns the upstream's
@@ -241,51 +262,90 @@ func relayEvents(w eventWriter, body io.Reader, modelID string, clientWantsUsage
 // is called when the upstream's stream has ended, before the last event is
 // flushed.
 func relayWith(w eventWriter, body io.Reader, enc streamEncoder, done func()) *metering.Usage {
-	s := sink{w: w}
-	var usage *metering.Usage
-	sawDone, ended := false, false
-	end := func() {
-		if !ended {
-			ended = true
-			done()
-		}
+	r := newRelay(w, body, enc, done)
+	return r.run()
+}
+
+// eventRelay is relayWith's state, so that a stream can be relayed in two
+// parts: the events that came in with the upstream's headers on the
+// handler's goroutine, the rest on a goroutine of its own (takeover.go).
+type eventRelay struct {
+	s       sink
+	enc     streamEncoder
+	lr      lineReader
+	done    func()
+	usage   *metering.Usage
+	sawDone bool
+	ended   bool
+	err     error // the upstream's read error (io.EOF: its end)
+}
+
+func newRelay(w eventWriter, body io.Reader, enc streamEncoder, done func()) *eventRelay {
+	return &eventRelay{s: sink{w: w}, enc: enc, lr: lineReader{r: body}, done: done}
+}
+
+func (r *eventRelay) end() {
+	if !r.ended {
+		r.ended = true
+		r.done()
 	}
-	lr := lineReader{r: body}
-	var err error
-	for {
-		var line []byte
-		if line, err = lr.next(); err != nil {
-			break
-		}
-		if !bytes.HasPrefix(line, dataPrefix) {
-			continue // blank separators, comments, event/id fields
-		}
-		payload := bytes.TrimSpace(line[len(dataPrefix):])
-		if bytes.Equal(payload, doneMarker) {
-			sawDone = true
-			end()
-			enc.done(&s)
-			continue
-		}
-		if !gjson.ValidBytes(payload) {
-			continue
-		}
-		if u := enc.chunk(&s, payload); u != nil {
-			usage = u
-		}
+}
+
+// line relays the upstream's next line; false once the stream has ended
+// (r.err says how).
+func (r *eventRelay) line() bool {
+	if r.err != nil {
+		return false
 	}
+	line, err := r.lr.next()
+	if err != nil {
+		r.err = err
+		return false
+	}
+	if !bytes.HasPrefix(line, dataPrefix) {
+		return true // blank separators, comments, event/id fields
+	}
+	payload := bytes.TrimSpace(line[len(dataPrefix):])
+	if bytes.Equal(payload, doneMarker) {
+		r.sawDone = true
+		r.end()
+		r.enc.done(&r.s)
+		return true
+	}
+	if !gjson.ValidBytes(payload) {
+		return true
+	}
+	if u := r.enc.chunk(&r.s, payload); u != nil {
+		r.usage = u
+	}
+	return true
+}
+
+// buffered relays lines while a whole one can be read without waiting,
+// until an event has been written: the upstream's first event when it came
+// in with its headers, without blocking on a slow next one.
+func (r *eventRelay) buffered() {
+	for r.s.written == 0 && (r.lr.pendingLine() || eventBuffered(r.lr.r)) && r.line() {
+	}
+}
+
+// run relays the rest of the stream and returns the usage found.
+func (r *eventRelay) run() *metering.Usage {
+	for r.line() {
+	}
+	err := r.err
 	if err == io.EOF {
 		err = nil
 	}
-	if err != nil || !sawDone {
-		end()
+	if err != nil || !r.sawDone {
+		r.end()
 		msg := "The model provider's stream ended before it was complete."
 		if errors.Is(err, errTooLong) {
 			msg = "The model provider sent an event larger than this server accepts."
 		}
-		enc.fail(&s, msg)
+		r.enc.fail(&r.s, msg)
 	}
-	return usage
+	return r.usage
 }
 
 // chatStream encodes for chat-completions clients: the upstream's chunks

@@ -20,13 +20,16 @@ const StreamWriteTimeout = 30 * time.Second
 
 // A streamed answer to an HTTP/1.1 client is relayed on a connection taken
 // over from net/http once the upstream has answered 200: the handler writes
-// the status line and headers itself, returns, and one fresh goroutine
-// relays the events as hand-written chunks, meters and ends the response
-// with the last chunk. Then the connection goes back to net/http through
-// the server's listener (recycle.go), so the client's next request reuses
-// it; when it cannot (no Streams.Listen, bytes of a next request already
-// read, a client that asked to close, a failed write) the answer says
-// Connection: close and the connection is closed. net/http's connection
+// the status line, the headers and the events already buffered through
+// net/http's response (one flushed write), takes the connection over,
+// returns, and one fresh goroutine relays the rest of the events as
+// hand-written chunks, meters and ends the response with the last chunk.
+// Then the connection goes back to net/http through the server's listener
+// (recycle.go), so the client's next request reuses it; when it cannot (no
+// Streams.Listen, a client that asked to close, a request body not read to
+// its end, TLS served by this process) the answer says Connection: close,
+// and the connection is closed after the last chunk (so also after a failed
+// write, or when bytes of a next request were already read). net/http's connection
 // goroutine (its stack is deep after admission), its background reader and
 // its connection buffers are released for the stream's life; see
 // docs/performance.md. HTTP/2 and HTTP/1.0 clients keep the handler path.
@@ -36,6 +39,7 @@ const StreamWriteTimeout = 30 * time.Second
 type detached struct {
 	x      *exchange
 	body   io.ReadCloser // the upstream's
+	relay  *eventRelay
 	cancel context.CancelFunc
 	// back takes the client connection after a clean end (nil: close it).
 	back  *recyclingListener
@@ -45,17 +49,29 @@ type detached struct {
 	route string
 }
 
-// detach takes the client's connection over for x's stream and starts its
-// relay; false when the connection cannot be taken over (the caller then
-// streams through the handler). cancel ends x.ctx.
+// detach answers x's stream on the client's connection taken over from
+// net/http and starts its relay; false when the connection cannot be taken
+// over (nothing is written then, and the caller streams through the
+// handler). cancel ends x.ctx.
+//
+// Nothing between the upstream's answer and the client's first event waits
+// for another goroutine: the status line, the headers and the events that
+// came in with the upstream's headers are written through net/http's
+// response on the handler's goroutine and flushed as one write (as a
+// reverse proxy flushing every write sends them); only then is the
+// connection taken over (net/http's background read stopped, a goroutine
+// wake-up) and the relay of the rest started on a goroutine of its own.
 func (a *API) detach(c echo.Context, x *exchange, resp *http.Response, cancel context.CancelFunc) bool {
 	req := c.Request()
+	res := c.Response()
 	if a.Streams == nil || req.ProtoMajor != 1 || req.ProtoMinor != 1 {
 		return false
 	}
-	res := c.Response()
+	if !hijackable(res.Writer) {
+		return false
+	}
 	back := a.Streams.recycler()
-	if back != nil && (req.Close || !bodyRead(req)) {
+	if back != nil && (req.Close || req.TLS != nil || !bodyRead(req)) {
 		back = nil
 	}
 	// Tracked before the connection leaves net/http's hands: at every
@@ -63,10 +79,27 @@ func (a *API) detach(c echo.Context, x *exchange, resp *http.Response, cancel co
 	// or an open stream Streams.Shutdown waits for, so a shutdown never
 	// closes the usage recorder under a stream that still has to meter.
 	held := a.Streams.add(cancel)
+	connection := "close"
+	if back != nil {
+		connection = "keep-alive"
+	}
+	setSSEHeaders(res.Header(), connection)
+	res.WriteHeader(http.StatusOK) // the overhead headers (Observe's hook); net/http adds Date and chunking
+	r := newRelay(responseEvents{w: res, noFlush: true}, resp.Body, x.codec.stream(x), func() { x.observe(a) })
+	r.buffered()
+	res.Flush()
 	conn, brw, err := http.NewResponseController(res).Hijack()
 	if err != nil {
+		// Still net/http's: the rest through the handler's response.
 		a.Streams.remove(held)
-		return false
+		defer cancel()
+		defer resp.Body.Close()
+		r.s.w = responseEvents{w: res}
+		_, span := a.Tracer.Start(x.ctx, "stream")
+		u := r.run()
+		span.End()
+		a.meter(x, u, true)
+		return true
 	}
 	a.Streams.attach(held, conn)
 	if brw.Reader.Buffered() > 0 {
@@ -75,24 +108,12 @@ func (a *API) detach(c echo.Context, x *exchange, resp *http.Response, cancel co
 	if tc := tcpConn(conn); tc != nil {
 		conn = tc // net/http's Read wrapper is done with (recycle.go)
 	} else {
-		back = nil // TLS served by this process, or a test pipe
+		back = nil // a test pipe
 	}
 	brw.Reader, brw.Writer = nil, nil // net/http's buffers are not used
-	res.Committed = true              // nothing else may answer
-
-	h := res.Header()
-	timingOf(c).writeHeaders(h) // the Before hook a written header would run
-	connection := "close"
-	if back != nil {
-		connection = "keep-alive"
-	}
-	setSSEHeaders(h, connection)
-	h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
-	h.Set("Transfer-Encoding", "chunked")
 	w := &connEvents{conn: conn}
-	w.head(h, eventBuffered(resp.Body))
-
-	d := &detached{x: x, body: resp.Body, cancel: cancel, w: w, back: back, held: held,
+	r.s.w = w
+	d := &detached{x: x, body: resp.Body, relay: r, cancel: cancel, w: w, back: back, held: held,
 		span: trace.SpanFromContext(req.Context()), route: c.Path()}
 	timingOf(c).detached = true
 	go a.relayDetached(d)
@@ -104,7 +125,7 @@ func (a *API) detach(c echo.Context, x *exchange, resp *http.Response, cancel co
 func (a *API) relayDetached(d *detached) {
 	x := d.x
 	_, span := a.Tracer.Start(x.ctx, "stream")
-	u := relayWith(d.w, d.body, x.codec.stream(x), func() { x.observe(a) })
+	u := d.relay.run()
 	span.End()
 	d.body.Close()
 	a.meter(x, u, true)
@@ -112,6 +133,23 @@ func (a *API) relayDetached(d *detached) {
 	d.cancel()
 	a.Streams.remove(d.held)
 	endServerSpan(d.span, http.StatusOK, d.route, x.requestID)
+}
+
+// hijackable reports whether w, or a writer it wraps, can be hijacked (as
+// http.ResponseController looks for it): checked before anything is
+// written, so that a stream that cannot be taken over still has the
+// handler path.
+func hijackable(w http.ResponseWriter) bool {
+	for {
+		switch t := w.(type) {
+		case http.Hijacker:
+			return true
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = t.Unwrap()
+		default:
+			return false
+		}
+	}
 }
 
 // bodyRead reports whether the request's body was read to its end (the
@@ -140,25 +178,6 @@ type connEvents struct {
 	conn    net.Conn
 	timeout time.Duration // 0: StreamWriteTimeout
 	err     error
-	// pending is the status line and headers when they wait for the first
-	// event, to go out in the same write.
-	pending []byte
-}
-
-// head writes the status line and h, or keeps them for the first write when
-// that write is ready to follow (the upstream's first event is buffered): the
-// client then reads its answer's start in one segment, as from a proxy that
-// flushes its first write, and the stream costs one system call less.
-func (w *connEvents) head(h http.Header, withFirstEvent bool) {
-	var b bytes.Buffer
-	b.WriteString("HTTP/1.1 200 OK\r\n")
-	_ = h.Write(&b)
-	b.WriteString("\r\n")
-	if withFirstEvent {
-		w.pending = b.Bytes()
-		return
-	}
-	w.write(b.Bytes())
 }
 
 func (w *connEvents) event(name string, payload []byte) error {
@@ -205,13 +224,7 @@ func (w *connEvents) write(b []byte) {
 		timeout = StreamWriteTimeout
 	}
 	if w.err = w.conn.SetWriteDeadline(time.Now().Add(timeout)); w.err == nil {
-		if w.pending != nil {
-			bufs := net.Buffers{w.pending, b}
-			w.pending = nil
-			_, w.err = bufs.WriteTo(w.conn)
-		} else {
-			_, w.err = w.conn.Write(b)
-		}
+		_, w.err = w.conn.Write(b)
 	}
 	if w.err != nil {
 		w.conn.Close()

@@ -18,23 +18,29 @@ import (
 )
 
 // TestConnEventsIsHTTP: a taken-over stream, read back by net/http's own
-// response parser, is a valid chunked HTTP/1.1 answer that closes the
-// connection, with the handler's headers and the same events the handler
-// path sends — whether its headers go out at once or with the first event.
+// response parser after a chunked answer's head, is a valid chunked
+// HTTP/1.1 answer that closes the connection, with the same events the
+// handler path sends — whether the relay writes its first event itself or
+// after it went out through the handler's response.
 func TestConnEventsIsHTTP(t *testing.T) {
 	t.Parallel()
-	for _, withFirstEvent := range []bool{false, true} {
-		t.Run(fmt.Sprintf("with first event %v", withFirstEvent), func(t *testing.T) {
+	for _, firstBefore := range []bool{false, true} {
+		t.Run(fmt.Sprintf("first event before the takeover %v", firstBefore), func(t *testing.T) {
 			t.Parallel()
 			server, client := net.Pipe()
-			h := http.Header{}
-			h.Set("X-Request-Id", "req-1")
-			setSSEHeaders(h, "close")
-			h.Set("Transfer-Encoding", "chunked")
 			go func() {
+				_, _ = io.WriteString(server, "HTTP/1.1 200 OK\r\nX-Request-Id: req-1\r\nContent-Type: text/event-stream\r\n"+
+					"Connection: close\r\nTransfer-Encoding: chunked\r\n\r\n")
+				first := &connEvents{conn: server}
+				r := newRelay(first, &allBuffered{s: upstreamSSE}, newChatStream("svc-2-0", true), func() {})
+				if firstBefore {
+					if r.buffered(); r.s.written != 1 {
+						t.Errorf("%d events relayed before the takeover, want the first alone", r.s.written)
+					}
+				}
 				w := &connEvents{conn: server}
-				w.head(h, withFirstEvent)
-				relayEvents(w, strings.NewReader(upstreamSSE), "svc-2-0", true, func() {})
+				r.s.w = w
+				r.run()
 				w.finish(nil)
 			}()
 			resp, err := http.ReadResponse(bufio.NewReader(client), nil)
@@ -190,3 +196,52 @@ func TestDetachOnlyHTTP11(t *testing.T) {
 		}
 	}
 }
+
+// TestDetachNeedsHijack: an HTTP/1.1 request whose response cannot be
+// hijacked is not taken over, and nothing is written before detach says so
+// (the handler path still writes the whole answer); a writer that wraps a
+// hijackable one (Unwrap) can be.
+func TestDetachNeedsHijack(t *testing.T) {
+	t.Parallel()
+	a := &API{Streams: &Streams{}}
+	rec := httptest.NewRecorder()
+	c := echo.New().NewContext(httptest.NewRequest("POST", "/", nil), rec)
+	if a.detach(c, &exchange{}, &http.Response{Body: http.NoBody}, func() {}) {
+		t.Fatal("taken over without a hijackable writer")
+	}
+	if c.Response().Committed || rec.Flushed || rec.Body.Len() > 0 || a.Streams.Open() != 0 {
+		t.Fatalf("written before giving up: committed %v, flushed %v, body %q, open streams %d",
+			c.Response().Committed, rec.Flushed, rec.Body, a.Streams.Open())
+	}
+	if hijackable(rec) || !hijackable(unwrapper{hijacker{rec}}) {
+		t.Fatal("hijackable does not follow Unwrap to a Hijacker")
+	}
+}
+
+type hijacker struct{ http.ResponseWriter }
+
+func (hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) { return nil, nil, errors.New("unused") }
+
+type unwrapper struct{ w http.ResponseWriter }
+
+func (u unwrapper) Header() http.Header         { return u.w.Header() }
+func (u unwrapper) Write(b []byte) (int, error) { return u.w.Write(b) }
+func (u unwrapper) WriteHeader(code int)        { u.w.WriteHeader(code) }
+func (u unwrapper) Unwrap() http.ResponseWriter { return u.w }
+
+// allBuffered is an upstream body whose every byte is in its buffer.
+type allBuffered struct {
+	s   string
+	off int
+}
+
+func (b *allBuffered) Read(p []byte) (int, error) {
+	if b.off >= len(b.s) {
+		return 0, io.EOF
+	}
+	n := copy(p, b.s[b.off:])
+	b.off += n
+	return n, nil
+}
+
+func (b *allBuffered) Buffered() []byte { return []byte(b.s[b.off:]) }

@@ -32,35 +32,7 @@ import (
 // allocation profiles (-cpuprofile, -memprofile) that a loaded machine
 // does not blur as it does the board's wall-clock figures.
 func BenchmarkGovernedInProcess(b *testing.B) {
-	up := fakeupstream.New(b)
-	dir := b.TempDir()
-	models, plans := filepath.Join(dir, "models.yaml"), filepath.Join(dir, "plans.yaml")
-	must := func(err error) {
-		b.Helper()
-		if err != nil {
-			b.Fatal(err)
-		}
-	}
-	must(os.WriteFile(models, fmt.Appendf(nil, `providers:
-  - {name: main, type: openai, base_url: %q}
-models:
-  - {id: svc-2-0, tier: standard, created: 1700000000, reasoning_effort: medium,
-     price: {input_per_mtok: 3, output_per_mtok: 15}, deployments: [{provider: main, upstream_model: up-2}]}
-`, up.BaseURL()), 0o600))
-	must(os.WriteFile(plans, []byte(`plans:
-  - {name: free, tiers: [standard], rpm: 1000000000, workspace_rpm: 1000000000,
-     windows: [{name: 5h, duration: 5h, credits: 1000000000}]}
-`), 0o600))
-	cat, err := catalog.Load(catalog.Options{ModelsFile: models, PlansFile: plans})
-	must(err)
-	db := storetest.Postgres(b)
-	srv := servertest.New(b, server.Deps{Store: db, Catalog: cat, Upstream: upstream.New(upstream.Options{})})
-	acc := servertest.NewAccount(b, db)
-	keyID, _, ok := apikey.Parse(acc.Key)
-	if !ok {
-		b.Fatal("the account's key does not parse")
-	}
-	must(db.SetKeyBudget(context.Background(), keyID, 1_000_000_000_000_000, "monthly"))
+	srv, acc, _ := governedServer(b)
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	for _, bc := range []struct {
 		name   string
@@ -96,8 +68,9 @@ models:
 		}
 		// Warm: connections, the key's cache, its budget estimate and lease.
 		for range 50 {
-			_, err := do()
-			must(err)
+			if _, err := do(); err != nil {
+				b.Fatal(err)
+			}
 		}
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -143,6 +116,42 @@ models:
 			})
 		}
 	}
+}
+
+// governedServer is the in-process server with every governance feature of
+// BenchmarkGovernedBoard on, its account (key with a budget) and the fake
+// upstream behind it.
+func governedServer(b *testing.B) (*servertest.Server, servertest.Account, *fakeupstream.Server) {
+	up := fakeupstream.New(b)
+	dir := b.TempDir()
+	models, plans := filepath.Join(dir, "models.yaml"), filepath.Join(dir, "plans.yaml")
+	must := func(err error) {
+		b.Helper()
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	must(os.WriteFile(models, fmt.Appendf(nil, `providers:
+  - {name: main, type: openai, base_url: %q}
+models:
+  - {id: svc-2-0, tier: standard, created: 1700000000, reasoning_effort: medium,
+     price: {input_per_mtok: 3, output_per_mtok: 15}, deployments: [{provider: main, upstream_model: up-2}]}
+`, up.BaseURL()), 0o600))
+	must(os.WriteFile(plans, []byte(`plans:
+  - {name: free, tiers: [standard], rpm: 1000000000, workspace_rpm: 1000000000,
+     windows: [{name: 5h, duration: 5h, credits: 1000000000}]}
+`), 0o600))
+	cat, err := catalog.Load(catalog.Options{ModelsFile: models, PlansFile: plans})
+	must(err)
+	db := storetest.Postgres(b)
+	srv := servertest.New(b, server.Deps{Store: db, Catalog: cat, Upstream: upstream.New(upstream.Options{})})
+	acc := servertest.NewAccount(b, db)
+	keyID, _, ok := apikey.Parse(acc.Key)
+	if !ok {
+		b.Fatal("the account's key does not parse")
+	}
+	must(db.SetKeyBudget(context.Background(), keyID, 1_000_000_000_000_000, "monthly"))
+	return srv, acc, up
 }
 
 // serverTiming returns the duration (ms) of the Server-Timing entry name.
