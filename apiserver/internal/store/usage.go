@@ -130,10 +130,8 @@ func (s *Store) RecordUsageBatch(ctx context.Context, recs []UsageRecord, window
 
 // unwritten drops the records of recs already in usage_records.
 func unwritten(tx *gorm.DB, recs []UsageRecord, windows [][]WindowSpec) ([]UsageRecord, [][]WindowSpec, error) {
-	ids := make([]string, len(recs))
 	first, last := recs[0].CreatedAt, recs[0].CreatedAt
-	for i, r := range recs {
-		ids[i] = r.RequestID
+	for _, r := range recs {
 		if r.CreatedAt.Before(first) {
 			first = r.CreatedAt
 		}
@@ -146,24 +144,7 @@ func unwritten(tx *gorm.DB, recs []UsageRecord, windows [][]WindowSpec) ([]Usage
 		CreatedAt time.Time
 	}
 	var found []written
-	// The time range keeps the lookup to the batch's partitions. Sent
-	// straight to the transaction's connection, as insertRecords.
-	q := make([]byte, 0, 96+2*len(ids))
-	q = append(q, "SELECT request_id, created_at FROM usage_records WHERE request_id IN ("...)
-	args := make([]any, 0, len(ids)+2)
-	for i, id := range ids {
-		if i > 0 {
-			q = append(q, ',')
-		}
-		q = append(q, '?')
-		args = append(args, id)
-	}
-	q = append(q, ") AND created_at >= ? AND created_at <= ?"...)
-	args = append(args, first, last)
-	sql := string(q)
-	if tx.Dialector.Name() == "postgres" {
-		sql = numbered(sql)
-	}
+	sql, args := unwrittenQuery(tx.Dialector.Name(), recs, first, last)
 	rows, err := tx.Statement.ConnPool.QueryContext(tx.Statement.Context, sql, args...)
 	if err != nil {
 		return nil, nil, err
@@ -196,6 +177,45 @@ func unwritten(tx *gorm.DB, recs []UsageRecord, windows [][]WindowSpec) ([]Usage
 		}
 	}
 	return keep, keepW, nil
+}
+
+// unwrittenLateral looks up a batch's records one by one on PostgreSQL: each
+// (request id, creation time) pair of the arrays $1 and $2 is an index probe
+// of usage_records_request_idx, within the batch's time range $3–$4 (which
+// keeps the probes to the batch's partitions). The lookup must not depend on
+// the planner's statistics: a request_id IN (…) list of a full batch on a
+// partition growing faster than autovacuum analyzes it was planned as a
+// sequential scan of the whole partition, so every batch read the day's rows
+// so far. OFFSET 0 keeps the subquery a parameterised nested loop (PostgreSQL
+// would otherwise flatten it into a join free to choose that scan again).
+const unwrittenLateral = `SELECT u.request_id, u.created_at
+FROM unnest($1::text[], $2::timestamptz[]) AS r(id, t)
+CROSS JOIN LATERAL (SELECT request_id, created_at FROM usage_records
+  WHERE request_id = r.id AND created_at = r.t AND created_at >= $3 AND created_at <= $4 OFFSET 0) u`
+
+// unwrittenQuery is unwritten's lookup of recs (created between first and
+// last) for the dialect: unwrittenLateral on PostgreSQL, an IN list on
+// SQLite (one table, where the planner uses the index for it).
+func unwrittenQuery(dialect string, recs []UsageRecord, first, last time.Time) (string, []any) {
+	if dialect == "postgres" {
+		ids, times := make([]string, len(recs)), make([]time.Time, len(recs))
+		for i, r := range recs {
+			ids[i], times[i] = r.RequestID, r.CreatedAt
+		}
+		return unwrittenLateral, []any{ids, times, first, last}
+	}
+	q := make([]byte, 0, 96+2*len(recs))
+	q = append(q, "SELECT request_id, created_at FROM usage_records WHERE request_id IN ("...)
+	args := make([]any, 0, len(recs)+2)
+	for i, r := range recs {
+		if i > 0 {
+			q = append(q, ',')
+		}
+		q = append(q, '?')
+		args = append(args, r.RequestID)
+	}
+	q = append(q, ") AND created_at >= ? AND created_at <= ?"...)
+	return string(q), append(args, first, last)
 }
 
 // insertUsage inserts recs and adds their credits to the windows: one
