@@ -74,6 +74,7 @@ func (p benchPath) loadRun(b *testing.B, clients int, d time.Duration) levelRun 
 	var deadline time.Time // written before start is closed
 	lat := make([][]time.Duration, clients)
 	var failed, warm atomic.Int64
+	var firstErr atomic.Value // the first failure's error, for the report
 	for c := range clients {
 		ready.Add(1)
 		done.Add(1)
@@ -81,6 +82,7 @@ func (p benchPath) loadRun(b *testing.B, clients int, d time.Duration) levelRun 
 			defer done.Done()
 			if _, err := p.do(p.body); err != nil {
 				failed.Add(1)
+				firstErr.CompareAndSwap(nil, err.Error())
 			} else {
 				warm.Add(1)
 			}
@@ -90,6 +92,7 @@ func (p benchPath) loadRun(b *testing.B, clients int, d time.Duration) levelRun 
 				l, err := p.do(p.body)
 				if err != nil {
 					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
 					continue
 				}
 				lat[c] = append(lat[c], l)
@@ -106,7 +109,7 @@ func (p benchPath) loadRun(b *testing.B, clients int, d time.Duration) levelRun 
 		run.lat = append(run.lat, l...)
 	}
 	if n := failed.Load(); n > 0 {
-		b.Errorf("%s: %d requests failed at %d clients", p.name, n, clients)
+		b.Errorf("%s: %d requests failed at %d clients (the first: %v)", p.name, n, clients, firstErr.Load())
 	}
 	return run
 }
