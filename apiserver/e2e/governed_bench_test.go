@@ -145,7 +145,8 @@ func BenchmarkGovernedBoard(b *testing.B) {
 		})
 		// 3. CPU per request at one level.
 		timed("cpu", func() {
-			cpu := measureCPU(b, lanes, r.env.dbURL, cpuClients, repeats, r.duration, cpuTail)
+			cpu, idle := measureCPU(b, lanes, r.env.dbURL, cpuClients, repeats, r.duration, cpuTail)
+			board.CPUIdle = &idle
 			for j := range board.Lanes {
 				board.Lanes[j].CPU = &cpu[j]
 			}
@@ -314,6 +315,8 @@ type governedBoard struct {
 	SweepLevelSeconds float64 `json:"sweepLevelSeconds,omitempty"`
 	SweepRepeats      int     `json:"sweepRepeats,omitempty"`
 	LoadAfter         string  `json:"loadAfter"` // the load average at the end
+	// CPUIdle: the cpu part's counters with no request (background rates).
+	CPUIdle *idleCPU `json:"cpuIdle,omitempty"`
 }
 
 // profileGateway writes the gateway's CPU profile over the next d to

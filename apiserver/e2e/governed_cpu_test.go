@@ -282,13 +282,29 @@ func (u cpuUsage) lane(clients int, postgres string) laneCPU {
 		BenchUsPerReq: per(u.bench), TotalUsPerReq: per(u.serving + u.server + u.bench), Postgres: postgres}
 }
 
+// idleCPU is the CPU the parts counted use per second with no request at
+// all, in µs per second: background work (the gateway's timers and
+// polls, another database's work on a shared PostgreSQL server) that a
+// window counts whichever lane it measures.
+type idleCPU struct {
+	Seconds                  float64 `json:"seconds"`
+	BareProxyUsPerSec        float64 `json:"bareProxyUsPerSec"`
+	GatewayUsPerSec          float64 `json:"gatewayUsPerSec"`
+	PostgresUsPerSec         float64 `json:"postgresUsPerSec"`
+	PostgresDatabaseUsPerSec float64 `json:"postgresDatabaseUsPerSec"`
+	BenchUsPerSec            float64 `json:"benchUsPerSec"`
+}
+
 // measureCPU runs clients on each lane (bare proxy, gateway) for d per
 // window, repeats times in the lanes' alternating order, and reads every
 // counter before a window and tail after its end, so that work the
 // serving process defers (the gateway's usage batches within 20 ms, its
 // leased settlements within 100 ms) counts for the lane that caused it;
-// both lanes get the same tail.
-func measureCPU(b *testing.B, lanes [2]benchPath, dbURL string, clients, repeats int, d, tail time.Duration) [2]laneCPU {
+// both lanes get the same tail, and each window starts a tail after the
+// previous one's reading (so that it does not start with the other lane's
+// leftovers). First, one window of d and its tail without requests gives
+// the idle rates.
+func measureCPU(b *testing.B, lanes [2]benchPath, dbURL string, clients, repeats int, d, tail time.Duration) ([2]laneCPU, idleCPU) {
 	ctx := context.Background()
 	note := ""
 	pg, err := findPGServer(ctx, dbURL)
@@ -299,24 +315,38 @@ func measureCPU(b *testing.B, lanes [2]benchPath, dbURL string, clients, repeats
 		defer pg.Close()
 		note = fmt.Sprintf("postmaster %d and its children; database backends from pg_stat_activity", pg.postmaster)
 	}
+	read := func(p benchPath, end bool) cpuCounters {
+		c, err := readCPU(ctx, p.pid, pg, end)
+		if err != nil {
+			b.Fatalf("%s: CPU: %v", p.name, err)
+		}
+		return c
+	}
+	// Idle: both serving processes read, PostgreSQL and the benchmark
+	// process once (through the gateway lane's reading).
+	time.Sleep(tail)
+	bare0, gw0 := read(lanes[0], false), read(lanes[1], false)
+	t0 := time.Now()
+	time.Sleep(d + tail)
+	gw1, bare1 := read(lanes[1], true), read(lanes[0], true)
+	idleSecs := time.Since(t0).Seconds()
+	rate := func(x time.Duration) float64 { return us(x) / idleSecs }
+	idle := idleCPU{Seconds: idleSecs, BareProxyUsPerSec: rate(bare1.serving - bare0.serving),
+		GatewayUsPerSec: rate(gw1.serving - gw0.serving), PostgresUsPerSec: rate(gw1.server - gw0.server),
+		PostgresDatabaseUsPerSec: rate(backendsDelta(gw0.backends, gw1.backends)), BenchUsPerSec: rate(gw1.bench - gw0.bench)}
 	var use [2]cpuUsage
 	for rep := range repeats {
 		for _, j := range laneOrder(0, rep) {
 			p := lanes[j]
-			before, err := readCPU(ctx, p.pid, pg, false)
-			if err != nil {
-				b.Fatalf("%s: CPU: %v", p.name, err)
-			}
+			time.Sleep(tail) // the previous window's leftovers out of this one
+			before := read(p, false)
 			t0 := time.Now()
 			run := p.loadRun(b, clients, d)
 			time.Sleep(tail) // a measurement's tail, the same for both lanes
 			wall := time.Since(t0)
-			after, err := readCPU(ctx, p.pid, pg, true)
-			if err != nil {
-				b.Fatalf("%s: CPU: %v", p.name, err)
-			}
+			after := read(p, true)
 			use[j].add(before, after, len(run.lat)+run.warm, wall)
 		}
 	}
-	return [2]laneCPU{use[0].lane(clients, note), use[1].lane(clients, note)}
+	return [2]laneCPU{use[0].lane(clients, note), use[1].lane(clients, note)}, idle
 }
