@@ -155,12 +155,13 @@ func (g *pgServer) serverCPU() (time.Duration, error) {
 	return total, nil
 }
 
-// databaseBackends are the backends connected to the benchmark's database
-// (pg_stat_activity), the board's own connection apart, each with its CPU
-// time so far: what the serving process asks of PostgreSQL, without
-// another database's work on a shared server.
+// databaseBackends are the client backends connected to the benchmark's
+// database (pg_stat_activity), the board's own connection apart, each with
+// its CPU time so far: what the serving process asks of PostgreSQL,
+// without another database's work on a shared server nor an autovacuum
+// worker's (which comes when it comes, whichever lane runs).
 func (g *pgServer) databaseBackends(ctx context.Context) (map[int]time.Duration, error) {
-	rows, err := g.db.QueryContext(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`)
+	rows, err := g.db.QueryContext(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND backend_type = 'client backend' AND pid <> pg_backend_pid()`)
 	if err != nil {
 		return nil, err
 	}
@@ -260,8 +261,9 @@ type laneCPU struct {
 	// postmaster and its children, those that ended included); on a shared
 	// server, other databases' work too.
 	PostgresUsPerReq float64 `json:"postgresUsPerReq"`
-	// PostgresDatabaseUsPerReq: the backends connected to the benchmark's
-	// database only (no WAL writer, no other database).
+	// PostgresDatabaseUsPerReq: the client backends connected to the
+	// benchmark's database only (no WAL writer, no autovacuum, no other
+	// database).
 	PostgresDatabaseUsPerReq float64 `json:"postgresDatabaseUsPerReq"`
 	// BenchUsPerReq: the benchmark process: load generator and mock upstream.
 	BenchUsPerReq float64 `json:"benchUsPerReq"`
@@ -313,7 +315,7 @@ func measureCPU(b *testing.B, lanes [2]benchPath, dbURL string, clients, repeats
 		fmt.Printf("governed board: PostgreSQL CPU %s\n", note)
 	} else {
 		defer pg.Close()
-		note = fmt.Sprintf("postmaster %d and its children; database backends from pg_stat_activity", pg.postmaster)
+		note = fmt.Sprintf("postmaster %d and its children; the database's client backends from pg_stat_activity", pg.postmaster)
 	}
 	read := func(p benchPath, end bool) cpuCounters {
 		c, err := readCPU(ctx, p.pid, pg, end)
