@@ -284,6 +284,44 @@ func (u cpuUsage) lane(clients int, postgres string) laneCPU {
 		BenchUsPerReq: per(u.bench), TotalUsPerReq: per(u.serving + u.server + u.bench), Postgres: postgres}
 }
 
+// maxTail bounds a window's tail (pgServer.settle).
+const maxTail = 10 * time.Second
+
+// settle waits until the benchmark database's client backends have used
+// no CPU for quiet (at least quiet, at most limit; quiet alone without a
+// server to read): the serving process's deferred writes are done (on a
+// loaded machine a backlog of usage batches can outlast a fixed tail).
+// It reads the backends' /proc/<pid>/stat every 20 ms, which costs the
+// benchmark process little and PostgreSQL nothing.
+func (g *pgServer) settle(ctx context.Context, quiet, limit time.Duration) {
+	if g == nil {
+		time.Sleep(quiet)
+		return
+	}
+	backends, err := g.databaseBackends(ctx)
+	if err != nil {
+		time.Sleep(quiet)
+		return
+	}
+	sum := func() time.Duration {
+		var t time.Duration
+		for pid := range backends {
+			if st, err := readProcStat(pid); err == nil {
+				t += st.cpu
+			}
+		}
+		return t
+	}
+	start := time.Now()
+	last, since := sum(), time.Now()
+	for time.Since(since) < quiet && time.Since(start) < limit {
+		time.Sleep(20 * time.Millisecond)
+		if t := sum(); t != last {
+			last, since = t, time.Now()
+		}
+	}
+}
+
 // idleCPU is the CPU the parts counted use per second with no request at
 // all, in µs per second: background work (the gateway's timers and
 // polls, another database's work on a shared PostgreSQL server) that a
@@ -299,13 +337,14 @@ type idleCPU struct {
 
 // measureCPU runs clients on each lane (bare proxy, gateway) for d per
 // window, repeats times in the lanes' alternating order, and reads every
-// counter before a window and tail after its end, so that work the
+// counter before a window and after its tail: until the database's client
+// backends have been quiet for tail (pgServer.settle), so that work the
 // serving process defers (the gateway's usage batches within 20 ms, its
-// leased settlements within 100 ms) counts for the lane that caused it;
-// both lanes get the same tail, and each window starts a tail after the
-// previous one's reading (so that it does not start with the other lane's
-// leftovers). First, one window of d and its tail without requests gives
-// the idle rates.
+// leased settlements within 100 ms, a backlog) counts for the lane that
+// caused it; both lanes get the same rule, and each window starts after
+// the same quiet (so that it does not start with the other lane's
+// leftovers). First, one window of d and a tail without requests gives the
+// idle rates.
 func measureCPU(b *testing.B, lanes [2]benchPath, dbURL string, clients, repeats int, d, tail time.Duration) ([2]laneCPU, idleCPU) {
 	ctx := context.Background()
 	note := ""
@@ -340,11 +379,11 @@ func measureCPU(b *testing.B, lanes [2]benchPath, dbURL string, clients, repeats
 	for rep := range repeats {
 		for _, j := range laneOrder(0, rep) {
 			p := lanes[j]
-			time.Sleep(tail) // the previous window's leftovers out of this one
+			pg.settle(ctx, tail, maxTail) // the previous window's leftovers out of this one
 			before := read(p, false)
 			t0 := time.Now()
 			run := p.loadRun(b, clients, d)
-			time.Sleep(tail) // a measurement's tail, the same for both lanes
+			pg.settle(ctx, tail, maxTail) // a measurement's tail, the same rule for both lanes
 			wall := time.Since(t0)
 			after := read(p, true)
 			use[j].add(before, after, len(run.lat)+run.warm, wall)
