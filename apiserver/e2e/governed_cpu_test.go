@@ -364,8 +364,9 @@ func measureCPU(b *testing.B, lanes [2]benchPath, dbURL string, clients, repeats
 		return c
 	}
 	// Idle: both serving processes read, PostgreSQL and the benchmark
-	// process once (through the gateway lane's reading).
-	time.Sleep(tail)
+	// process once (through the gateway lane's reading), after what came
+	// before (the sweep's backlog) has settled.
+	pg.settle(ctx, tail, maxTail)
 	bare0, gw0 := read(lanes[0], false), read(lanes[1], false)
 	t0 := time.Now()
 	time.Sleep(d + tail)
