@@ -7,7 +7,6 @@ import (
 	"os"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -116,16 +115,11 @@ models:
 // processCPU is the user+system CPU time a process has used so far
 // (/proc/<pid>/stat, in clock ticks of 10 ms).
 func processCPU(b *testing.B, pid int) time.Duration {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	must(b, err)
-	// Fields after the command name (which may hold spaces) in parentheses.
-	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+2:]))
-	ut, err1 := strconv.ParseInt(f[11], 10, 64) // utime, field 14
-	st, err2 := strconv.ParseInt(f[12], 10, 64) // stime, field 15
-	if err1 != nil || err2 != nil {
-		b.Fatalf("parsing /proc/%d/stat: %s", pid, raw)
+	st, err := readProcStat(pid)
+	if err != nil {
+		b.Fatalf("/proc/%d/stat: %v", pid, err)
 	}
-	return time.Duration(ut+st) * 10 * time.Millisecond
+	return st.cpu
 }
 
 func pct(d []time.Duration, p int) time.Duration {

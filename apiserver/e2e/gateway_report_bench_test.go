@@ -235,13 +235,14 @@ func (p benchPath) do(body []byte) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		resp.Body.Close()
+		return time.Since(start), fmt.Errorf("status %d: %s", resp.StatusCode, bytes.TrimSpace(msg))
+	}
 	_, err = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	d := time.Since(start)
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("status %d", resp.StatusCode)
-	}
-	return d, err
+	return time.Since(start), err
 }
 
 // latency: added p50/p99 at one client, paths interleaved in rounds so
