@@ -105,6 +105,12 @@ type exchange struct {
 	requestID     string
 	adm           metering.Admission
 	settled       bool // the key-budget reservation was settled
+	// The rate-limit headers of an admitted request, set while the
+	// upstream works on its answer (Written).
+	headers    http.Header
+	admittedAt time.Time
+	anthropic  bool
+	headersSet bool
 }
 
 // observe records the request's duration, before the last byte reaches the
@@ -158,25 +164,38 @@ func (a *API) admit(c echo.Context, cd codec) (*exchange, error) {
 	span.End()
 	x.t.admit = time.Since(admitStart)
 	_, anthropic := cd.(messagesCodec)
-	setRateLimitHeaders(c.Response().Header(), adm, model, anthropic, time.Now())
 	if err != nil {
+		setRateLimitHeaders(c.Response().Header(), adm, model, anthropic, time.Now())
 		return nil, err
 	}
 	x.adm = adm
+	x.headers, x.admittedAt, x.anthropic = c.Response().Header(), time.Now(), anthropic
 	return x, nil
+}
+
+// Written sets an admitted request's rate-limit headers, once: the
+// upstream client calls it when the request is written to a plain-HTTP
+// upstream, so that this runs while the upstream works on the answer; send
+// calls it after the exchange too (the other transports).
+func (x *exchange) Written() {
+	if !x.headersSet {
+		x.headersSet = true
+		setRateLimitHeaders(x.headers, x.adm, x.model, x.anthropic, x.admittedAt)
+	}
 }
 
 // send asks the model's deployments (fallbacks, retries) and returns a 200
 // answer; the caller closes its body.
 func (a *API) send(c echo.Context, x *exchange) (*http.Response, error) {
 	x.started = time.Now()
-	ans, err := a.Router.Send(x.ctx, &x.model, func(d *catalog.Deployment) ([]byte, error) {
+	ans, err := a.Router.Send(upstream.WithWritten(x.ctx, x), &x.model, func(d *catalog.Deployment) ([]byte, error) {
 		if x.body0 != nil && d.UpstreamModel == x.upstream0 {
 			return x.body0, nil
 		}
 		return x.req.upstreamBody(x.model, d.UpstreamModel)
 	})
 	x.t.upstream += ans.Wait
+	x.Written() // when no request was written to a plain-HTTP upstream
 	if err != nil {
 		a.Metrics.upstreamError(x.model.ID)
 		return nil, sendError(err)

@@ -152,3 +152,27 @@ func BenchmarkRateLimitHeaders(b *testing.B) {
 		})
 	}
 }
+
+// An exchange's Written sets the rate-limit headers admission computed,
+// with admission's time, on its first call only (the upstream client and
+// send may both call it).
+func TestExchangeWrittenSetsHeadersOnce(t *testing.T) {
+	admitted := time.Unix(1_800_000_000, 0)
+	model := catalog.Model{ID: "m", Price: catalog.Price{InputPerMTok: 2}}
+	adm := metering.Admission{Limit: 60, Remaining: 59, Reset: admitted.Add(42 * time.Second),
+		Window: metering.WindowLeft{LimitMicro: 40_000_000, UsedMicro: 1, Reset: admitted.Add(time.Hour)}}
+	for _, anthropic := range []bool{false, true} {
+		want := http.Header{}
+		setRateLimitHeadersBySet(want, adm, model, anthropic, admitted)
+		x := &exchange{headers: http.Header{}, adm: adm, model: model, anthropic: anthropic, admittedAt: admitted}
+		x.Written()
+		if !reflect.DeepEqual(x.headers, want) {
+			t.Errorf("anthropic %v: got %v\nwant %v", anthropic, x.headers, want)
+		}
+		x.headers.Set("RateLimit", "changed after")
+		x.Written()
+		if got := x.headers.Get("RateLimit"); got != "changed after" {
+			t.Errorf("anthropic %v: a second Written set the headers again (RateLimit %q)", anthropic, got)
+		}
+	}
+}

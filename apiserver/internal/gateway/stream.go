@@ -365,25 +365,27 @@ func (c *chatStream) chunk(s *sink, payload []byte) *metering.Usage {
 	// The fields are read in place (no copy of their raw values): payload
 	// is valid for this call, and nothing read here outlives it.
 	js := unsafe.String(unsafe.SliceData(payload), len(payload))
-	if gjson.Get(js, "error").Exists() {
+	f := chunkFieldsOf(js)
+	if f.err.Exists() {
 		s.emit("", payload)
 		return nil
 	}
 	out := payload
-	usage := gjson.Get(js, "usage")
-	u := usageOf(usage)
+	u := usageOf(f.usage)
 	if u != nil && !c.wantsUsage {
-		if ch := gjson.Get(js, "choices"); !ch.Exists() || ch.Type == gjson.Null || (ch.IsArray() && len(ch.Array()) == 0) {
+		if ch := f.choices; !ch.Exists() || ch.Type == gjson.Null || (ch.IsArray() && len(ch.Array()) == 0) {
 			return u // the usage-only chunk the client did not ask for
 		}
 	}
-	if !c.wantsUsage && usage.Exists() {
+	m := f.model
+	if !c.wantsUsage && f.usage.Exists() {
 		buf := outBufs.Get().(*[]byte)
 		defer putOut(buf)
 		out, *buf = withoutTopField(*buf, out, "usage")
 		js = unsafe.String(unsafe.SliceData(out), len(out))
+		m = gjson.Get(js, "model") // moved by the edit
 	}
-	if m := gjson.Get(js, "model"); m.Exists() {
+	if m.Exists() {
 		if m.Index > 0 && m.Index+len(m.Raw) <= len(out) && string(out[m.Index:m.Index+len(m.Raw)]) == m.Raw {
 			// The model's value replaced in a pooled buffer, as
 			// sjson.SetRawBytes would write it, without its allocations.
@@ -399,6 +401,36 @@ func (c *chatStream) chunk(s *sink, payload []byte) *metering.Usage {
 	}
 	s.emit("", out)
 	return u
+}
+
+// chunkFields are the top-level fields of a chunk that chatStream reads.
+type chunkFields struct{ err, usage, choices, model gjson.Result }
+
+// chunkFieldsOf reads chunkFields in one pass over js's top-level object,
+// each field's first occurrence, as gjson.Get(js, name) finds it; all are
+// absent when js is not an object.
+func chunkFieldsOf(js string) chunkFields {
+	var f chunkFields
+	gjson.Parse(js).ForEach(func(k, v gjson.Result) bool {
+		var dst *gjson.Result
+		switch k.Str {
+		case "error":
+			dst = &f.err
+		case "usage":
+			dst = &f.usage
+		case "choices":
+			dst = &f.choices
+		case "model":
+			dst = &f.model
+		default:
+			return true
+		}
+		if !dst.Exists() {
+			*dst = v
+		}
+		return true
+	})
+	return f
 }
 
 func (c *chatStream) done(s *sink) { s.emit("", doneMarker) }

@@ -96,6 +96,7 @@ func (c *h1Conn) exchange(req *http.Request, headerTimeout time.Duration) (*http
 	if headerTimeout > 0 {
 		_ = c.nc.SetReadDeadline(time.Now().Add(headerTimeout))
 	}
+	written(req.Context()) // while the upstream works on the answer
 	for {
 		resp, err := http.ReadResponse(c.br, req)
 		if err != nil {
