@@ -156,7 +156,7 @@ func (r *Recorder) loop() {
 				return
 			}
 			batch = r.fill(append(batch[:0], p))
-			if r.spool.len() == 0 && r.write(batch) == nil {
+			if r.spool.len() == 0 && r.writeNew(batch) == nil {
 				continue
 			}
 			for r.spool.full() { // memory only and full: wait for the database
@@ -251,7 +251,14 @@ func (r *Recorder) setSpooled() {
 }
 
 // write writes one batch, once; nil when it is committed.
-func (r *Recorder) write(batch []pending) error {
+func (r *Recorder) write(batch []pending) error { return r.writeBatch(batch, true) }
+
+// writeNew is write for a batch taken from the queue and not tried before:
+// the store skips its check for records already written (a failed attempt
+// sends the batch to the spool, whose writes check).
+func (r *Recorder) writeNew(batch []pending) error { return r.writeBatch(batch, false) }
+
+func (r *Recorder) writeBatch(batch []pending, retried bool) error {
 	recs := make([]store.UsageRecord, len(batch))
 	wins := make([][]store.WindowSpec, len(batch))
 	ids := make([]string, len(batch))
@@ -265,7 +272,11 @@ func (r *Recorder) write(batch []pending) error {
 	}
 	now := r.now()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	err := r.store.RecordUsageBatch(ctx, recs, wins, now)
+	record := r.store.RecordNewUsageBatch
+	if retried {
+		record = r.store.RecordUsageBatch
+	}
+	err := record(ctx, recs, wins, now)
 	cancel()
 	if err != nil {
 		if r.windows != nil {

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"gorm.io/gorm"
@@ -95,6 +94,19 @@ func (s *Store) RecordUsage(ctx context.Context, rec UsageRecord, windows []Wind
 // once: records already written are skipped (a retried batch), the others
 // inserted and their credits added to the windows.
 func (s *Store) RecordUsageBatch(ctx context.Context, recs []UsageRecord, windows [][]WindowSpec, now time.Time) error {
+	return s.recordUsage(ctx, recs, windows, now, true)
+}
+
+// RecordNewUsageBatch is RecordUsageBatch for records no write has been
+// tried for yet (the usage writer's first attempt at a batch from its
+// queue): none of them can be in usage_records, so the check for records
+// already written is skipped. A batch whose attempt failed — committed or
+// not — must be retried with RecordUsageBatch.
+func (s *Store) RecordNewUsageBatch(ctx context.Context, recs []UsageRecord, windows [][]WindowSpec, now time.Time) error {
+	return s.recordUsage(ctx, recs, windows, now, false)
+}
+
+func (s *Store) recordUsage(ctx context.Context, recs []UsageRecord, windows [][]WindowSpec, now time.Time, retried bool) error {
 	if len(recs) == 0 {
 		return nil
 	}
@@ -120,9 +132,11 @@ func (s *Store) RecordUsageBatch(ctx context.Context, recs []UsageRecord, window
 		// skipped, and its credits are not added to the windows twice. A
 		// record is the same when its request id and creation time are
 		// (a client's own X-Request-Id may repeat; the time does not).
-		recs, windows, err := unwritten(tx, recs, windows)
-		if err != nil || len(recs) == 0 {
-			return err
+		if retried {
+			var err error
+			if recs, windows, err = unwritten(tx, recs, windows); err != nil || len(recs) == 0 {
+				return err
+			}
 		}
 		return insertUsage(tx, recs, windows, nowMs)
 	})
@@ -264,13 +278,16 @@ const usageFields = 14
 // each, far under either database's limit).
 const insertBatch = 500
 
-// insertRecords inserts recs as multi-row INSERTs of raw SQL sent straight
+// insertRecords inserts recs as raw SQL sent straight
 // to the transaction's connection: the batch writer's hot statement,
 // without the ORM's reflection over the model or its rewriting of every
 // placeholder, and without reading the new ids back (nothing uses them).
 func insertRecords(tx *gorm.DB, recs []UsageRecord) error {
-	numbered := tx.Dialector.Name() == "postgres" // $n; SQLite takes ?
-	for len(recs) > 0 {
+	if tx.Dialector.Name() == "postgres" {
+		return insertRecordsArrays(tx, recs)
+	}
+	for len(recs) > 0 { // SQLite: multi-row VALUES lists
+
 		n := min(len(recs), insertBatch)
 		sql := make([]byte, 0, len(usageColumns)+n*usageFields*6)
 		sql = append(sql, usageColumns...)
@@ -284,12 +301,7 @@ func insertRecords(tx *gorm.DB, recs []UsageRecord) error {
 				if f > 0 {
 					sql = append(sql, ',')
 				}
-				if numbered {
-					sql = append(sql, '$')
-					sql = strconv.AppendInt(sql, int64(i*usageFields+f+1), 10)
-				} else {
-					sql = append(sql, '?')
-				}
+				sql = append(sql, '?')
 			}
 			sql = append(sql, ')')
 			args = append(args, r.RequestID, r.WorkspaceID, r.APIKeyID, r.ProjectID, r.Model, r.Deployment,
@@ -302,6 +314,37 @@ func insertRecords(tx *gorm.DB, recs []UsageRecord) error {
 		recs = recs[n:]
 	}
 	return nil
+}
+
+// insertUnnest inserts a whole batch on PostgreSQL from one array per
+// column: one statement text whatever the batch's size, so the driver
+// prepares it once per connection and the server plans it once, where a
+// multi-row VALUES list of each size was a new statement of up to 7,000
+// parameters to parse and plan.
+const insertUnnest = `INSERT INTO usage_records (request_id, workspace_id, api_key_id, project_id, model, deployment,
+  prompt_tokens, completion_tokens, reasoning_tokens, cached_tokens, cache_write_tokens, credits_micro, streamed,
+  created_at)
+SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[],
+  $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::boolean[], $14::timestamptz[])`
+
+// insertRecordsArrays is insertRecords on PostgreSQL (insertUnnest).
+func insertRecordsArrays(tx *gorm.DB, recs []UsageRecord) error {
+	n := len(recs)
+	reqIDs, wsIDs, models, deps := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	keyIDs, projectIDs := make([]*string, n), make([]*string, n)
+	prompt, completion, reasoning := make([]int64, n), make([]int64, n), make([]int64, n)
+	cached, cacheWrite, credits := make([]int64, n), make([]int64, n), make([]int64, n)
+	streamed, created := make([]bool, n), make([]time.Time, n)
+	for i, r := range recs {
+		reqIDs[i], wsIDs[i], keyIDs[i], projectIDs[i], models[i], deps[i] =
+			r.RequestID, r.WorkspaceID, r.APIKeyID, r.ProjectID, r.Model, r.Deployment
+		prompt[i], completion[i], reasoning[i] = r.PromptTokens, r.CompletionTokens, r.ReasoningTokens
+		cached[i], cacheWrite[i], credits[i] = r.CachedTokens, r.CacheWriteTokens, r.CreditsMicro
+		streamed[i], created[i] = r.Streamed, r.CreatedAt
+	}
+	_, err := tx.Statement.ConnPool.ExecContext(tx.Statement.Context, insertUnnest, reqIDs, wsIDs, keyIDs,
+		projectIDs, models, deps, prompt, completion, reasoning, cached, cacheWrite, credits, streamed, created)
+	return err
 }
 
 // dailyTotals sums usage_daily rows: the aggregates the records add to in

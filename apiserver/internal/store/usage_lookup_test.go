@@ -62,4 +62,26 @@ SELECT 'old-' || g, $1, 'm', $2::timestamptz - g * interval '1 ms' FROM generate
 	if d.Inserted != 0 || d.SeqRows >= filled/10 {
 		t.Fatalf("the retried batch inserted %d rows and read %d by sequential scan, want 0 and few", d.Inserted, d.SeqRows)
 	}
+	// A batch's first attempt skips the check; its retry (the attempt's
+	// commit succeeded, its acknowledgement was lost) still adds nothing.
+	for i := range recs {
+		recs[i].RequestID = fmt.Sprintf("first-%d", i)
+	}
+	if err := s.RecordNewUsageBatch(ctx, recs, wins, now); err != nil {
+		t.Fatal(err)
+	}
+	d = m.Measure(ctx, t, func() { werr = s.RecordUsageBatch(ctx, recs, wins, now) })
+	if werr != nil {
+		t.Fatal(werr)
+	}
+	if d.Inserted != 0 {
+		t.Fatalf("retrying a batch written by its first attempt inserted %d rows, want 0", d.Inserted)
+	}
+	var rows int
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM usage_records WHERE request_id LIKE 'first-%'").Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if rows != batch {
+		t.Fatalf("%d rows of the first attempt's batch, want %d", rows, batch)
+	}
 }
