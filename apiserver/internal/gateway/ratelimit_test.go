@@ -114,14 +114,11 @@ func TestRateLimitHeadersAddKeepsOthers(t *testing.T) {
 
 func TestResetInMatchesDurationString(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
-	var ds []time.Duration
-	for _, d := range []time.Duration{-time.Second, 0, 1, 499 * time.Microsecond, 500 * time.Microsecond,
+	ds := []time.Duration{-time.Second, 0, 1, 499 * time.Microsecond, 500 * time.Microsecond,
 		17 * time.Millisecond, 999*time.Millisecond + 400*time.Microsecond, 999*time.Millisecond + 600*time.Microsecond,
 		time.Second, 1499 * time.Millisecond, 1500 * time.Millisecond, 59*time.Second + 600*time.Millisecond,
 		time.Minute, 6 * time.Minute, 61*time.Minute + 29*time.Second, time.Hour, 5*time.Hour - time.Millisecond,
-		26*time.Hour + 3*time.Minute + 4*time.Second, 30 * 24 * time.Hour} {
-		ds = append(ds, d)
-	}
+		26*time.Hour + 3*time.Minute + 4*time.Second, 30 * 24 * time.Hour}
 	for s := time.Duration(0); s < 2*time.Hour; s += 7*time.Second + 3*time.Millisecond {
 		ds = append(ds, s)
 	}
