@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/apiserver/internal/admin"
@@ -136,6 +137,7 @@ func serve(ctx context.Context, args []string, dev bool) error {
 		return err
 	}
 	defer a.close()
+	gcDefaults(memlimit.FromCgroup, a.log)
 	// One owner per data dir, before anything in it is cleared (the
 	// hydrated copies below): a second replica on the same directory
 	// would destroy the first one's state.
