@@ -42,6 +42,12 @@ func (p Principal) Runtime() bool { return p.ProjectID != "" && p.KeyID == "" }
 // every replica after at most this long.
 const CacheTTL = 500 * time.Millisecond
 
+// refreshAhead is the age from which a key's cached row, still served, is
+// read again in the background: a key in steady use then finds its row
+// fresh and never waits for the database on the request path, while a row
+// served is still never older than CacheTTL.
+const refreshAhead = CacheTTL * 3 / 4
+
 // Authenticator checks credentials.
 type Authenticator struct {
 	// StaleFor: while the database does not answer, a key this replica
@@ -58,7 +64,9 @@ type Authenticator struct {
 	mu      sync.Mutex
 	cache   map[string]cached
 	touched map[string]time.Time
-	touches sync.WaitGroup // last-use writes in flight
+	// refreshing: the keys whose rows are being read in the background.
+	refreshing map[string]struct{}
+	touches    sync.WaitGroup // last-use writes and background reads in flight
 }
 
 type cached struct {
@@ -69,7 +77,7 @@ type cached struct {
 // New returns an Authenticator; runtimeSecret may be empty (no runtime auth).
 func New(st *store.Store, runtimeSecret []byte, log *zap.Logger) *Authenticator {
 	return &Authenticator{store: st, secret: runtimeSecret, log: log, now: time.Now,
-		cache: map[string]cached{}, touched: map[string]time.Time{}}
+		cache: map[string]cached{}, touched: map[string]time.Time{}, refreshing: map[string]struct{}{}}
 }
 
 // Bearer extracts the token of an "Authorization: Bearer x" header value.
@@ -128,24 +136,63 @@ func (a *Authenticator) lookup(ctx context.Context, id string) (store.KeyAuth, e
 	now := a.now()
 	a.mu.Lock()
 	c, ok := a.cache[id]
+	age := now.Sub(c.at)
+	refresh := false
+	if ok && age >= refreshAhead && age < CacheTTL {
+		_, busy := a.refreshing[id]
+		if refresh = !busy; refresh {
+			a.refreshing[id] = struct{}{}
+		}
+	}
 	a.mu.Unlock()
-	if ok && now.Sub(c.at) < CacheTTL {
+	if ok && age < CacheTTL {
+		if refresh {
+			a.touches.Go(func() { a.refresh(id, now) })
+		}
 		return c.row, nil
 	}
 	row, err := a.store.LookupKey(ctx, id)
 	if err != nil {
-		if ok && !errors.Is(err, store.ErrNotFound) && ctx.Err() == nil && now.Sub(c.at) < a.StaleFor {
+		if ok && !errors.Is(err, store.ErrNotFound) && ctx.Err() == nil && age < a.StaleFor {
 			return c.row, nil // the database is down: the row as last read
 		}
 		return row, err
 	}
 	a.mu.Lock()
+	a.cachePut(id, row, now)
+	a.mu.Unlock()
+	return row, nil
+}
+
+// refresh reads key id's row again off the request path (refreshAhead),
+// as of now (taken before the read, so its age is never understated). A
+// key that is gone leaves the cache, so that its next use reads it on the
+// request path; a failed read leaves the cached row to expire.
+func (a *Authenticator) refresh(id string, now time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	row, err := a.store.LookupKey(ctx, id)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.refreshing, id)
+	switch {
+	case err == nil:
+		a.cachePut(id, row, now)
+	case errors.Is(err, store.ErrNotFound):
+		delete(a.cache, id)
+	}
+}
+
+// cachePut caches key id's row as read at now, unless a newer read is cached;
+// a.mu is held.
+func (a *Authenticator) cachePut(id string, row store.KeyAuth, now time.Time) {
 	if len(a.cache) > 100_000 { // bound memory under a flood of distinct keys
 		a.cache = map[string]cached{}
 	}
+	if c, ok := a.cache[id]; ok && c.at.After(now) {
+		return
+	}
 	a.cache[id] = cached{row: row, at: now}
-	a.mu.Unlock()
-	return row, nil
 }
 
 // touch records last use at most once a minute per key, off the request path.
@@ -170,7 +217,7 @@ func (a *Authenticator) touch(id string) {
 	})
 }
 
-// Close waits, until ctx ends, for the last-use writes still in flight; call
-// it after the HTTP server has stopped taking requests and before the
-// database closes.
+// Close waits, until ctx ends, for the last-use writes and the background
+// reads of keys still in flight; call it after the HTTP server has stopped
+// taking requests and before the database closes.
 func (a *Authenticator) Close(ctx context.Context) error { return wait.Group(ctx, &a.touches) }

@@ -124,6 +124,44 @@ func TestRevocationSeenWithinCacheTTL(t *testing.T) {
 	}
 }
 
+// A key used again once its cached row is refreshAhead old is still served
+// from the cache, and its row is read again in the background: a
+// revocation made before that read is seen by the next use, still within
+// CacheTTL of the first read, without a read on the request path. A row
+// served is never older than CacheTTL.
+func TestKeyRefreshedAhead(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	if _, err := f.a.APIKey(ctx, f.key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.st.RevokeAPIKey(ctx, f.keyID); err != nil {
+		t.Fatal(err)
+	}
+	f.now = f.now.Add(refreshAhead / 2)
+	if _, err := f.a.APIKey(ctx, f.key); err != nil {
+		t.Fatalf("before refreshAhead the cached row is served: %v", err)
+	}
+	if err := f.a.Close(ctx); err != nil { // nothing was read in the background
+		t.Fatal(err)
+	}
+	if _, err := f.a.APIKey(ctx, f.key); err != nil {
+		t.Fatalf("before refreshAhead the cached row is still served: %v", err)
+	}
+	f.now = f.now.Add(refreshAhead / 2)
+	if _, err := f.a.APIKey(ctx, f.key); err != nil {
+		t.Fatalf("at refreshAhead the cached row is served: %v", err)
+	}
+	if err := f.a.Close(ctx); err != nil { // the background read
+		t.Fatal(err)
+	}
+	f.now = f.now.Add((CacheTTL - refreshAhead) / 2)
+	if _, err := f.a.APIKey(ctx, f.key); codeOf(err) != "invalid_api_key" {
+		t.Fatalf("after the background read: %v, want invalid_api_key", err)
+	}
+}
+
 // The first use of a key records its last use (off the request path); Close
 // waits for that write.
 func TestLastUseRecorded(t *testing.T) {

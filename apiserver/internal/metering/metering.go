@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/svc-dev/svc/apiserver/internal/auth"
@@ -46,6 +47,8 @@ type Meter struct {
 
 	budgetLeases budgetLeases
 	deferred     deferredSettlements
+	// background: the windows' background reads in flight.
+	background sync.WaitGroup
 }
 
 // New returns a Meter on st with the wall clock; rec may be nil.
@@ -188,6 +191,9 @@ func (m *Meter) Admit(ctx context.Context, p auth.Principal, plan catalog.Plan) 
 	windows, cached := m.windows.get(p.WorkspaceID, now)
 	readWindows := wantWindows && !cached
 	gen := m.windows.generation()
+	if wantWindows && cached && m.windows.refreshDue(p.WorkspaceID, now) {
+		m.background.Go(func() { m.refreshWindows(p.WorkspaceID) })
+	}
 
 	var counts map[string]int64
 	endLeases := func() {
@@ -290,6 +296,24 @@ func (m *Meter) Admit(ctx context.Context, p auth.Principal, plan catalog.Plan) 
 		adm.KeyBudget, adm.Unreserved, adm.leased = reserved || local, local, la
 	}
 	return adm, nil
+}
+
+// refreshWindows reads a workspace's windows again off the request path
+// (windowRefreshAhead), as of the time before the read and only if no
+// usage write overlapped it (windowCache.put); a failed read leaves the
+// cached windows to expire.
+func (m *Meter) refreshWindows(workspaceID string) {
+	defer m.windows.refreshed(workspaceID)
+	gen := m.windows.generation()
+	at := m.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	w, err := m.Store.UsageWindows(ctx, workspaceID)
+	if err != nil {
+		return
+	}
+	m.windows.put(workspaceID, w, at, gen)
+	m.outage.sawWindows(workspaceID, w, at)
 }
 
 // Usage is the token usage an upstream reported for one request.

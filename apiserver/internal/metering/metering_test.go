@@ -152,6 +152,55 @@ func TestWindowsWriteThrough(t *testing.T) {
 	}
 }
 
+// Windows in steady use are read again in the background once they are
+// windowRefreshAhead old: the admission that finds them so is still
+// decided from the cache, and the next sees what the database holds, within
+// WindowCacheTTL of the first read. As in TestWindowsWriteThrough, the
+// database's window is zeroed behind the replica's back to tell the two
+// apart.
+func TestWindowsRefreshedAhead(t *testing.T) {
+	t.Parallel()
+	st, w := workspace(t)
+	ctx := context.Background()
+	m := New(st, nil)
+	now := fixedNow
+	m.Now = func() time.Time { return now }
+	plan := catalog.Plan{Name: "p", Windows: []catalog.Window{{Name: "5h", Duration: 5 * time.Hour, Credits: 1}}}
+	model := catalog.Model{ID: "m", Price: catalog.Price{InputPerMTok: 1000}} // 600 prompt tokens = 0.6 credits
+	p := auth.Principal{WorkspaceID: w.ID}
+	spend := func(id string) {
+		t.Helper()
+		if err := m.Record(ctx, p, plan, model, id, Usage{PromptTokens: 600}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spend("r1")
+	if _, err := m.Admit(ctx, p, plan); err != nil { // reads and caches the windows
+		t.Fatalf("0.6 of 1 credit spent: %v", err)
+	}
+	if _, err := st.DB().ExecContext(ctx, "UPDATE usage_windows SET credits_micro = 0 WHERE workspace_id = $1", w.ID); err != nil {
+		t.Fatal(err)
+	}
+	spend("r2") // the database holds 0.6 now, this replica's cache 1.2
+	refused := func(when string) {
+		t.Helper()
+		var ae *wire.Error
+		if _, err := m.Admit(ctx, p, plan); !errors.As(err, &ae) || ae.Code != "usage_limit_reached" {
+			t.Fatalf("%s: %v, want usage_limit_reached from the cached windows", when, err)
+		}
+	}
+	refused("before windowRefreshAhead")
+	m.background.Wait()
+	refused("before windowRefreshAhead, nothing read in the background")
+	now = now.Add(windowRefreshAhead)
+	refused("at windowRefreshAhead")
+	m.background.Wait()
+	now = now.Add((WindowCacheTTL - windowRefreshAhead) / 2)
+	if _, err := m.Admit(ctx, p, plan); err != nil {
+		t.Fatalf("after the background read (0.6 of 1 credit): %v", err)
+	}
+}
+
 func zapNop() *zap.Logger { return zap.NewNop() }
 
 // fixedNow is the clock of the rate tests: 30 s into a minute.

@@ -17,6 +17,13 @@ import (
 // closed (docs/performance.md, "Usage windows: write-through").
 const WindowCacheTTL = time.Second
 
+// windowRefreshAhead is the age from which a workspace's cached windows,
+// still used, are read again in the background (Meter.refreshWindows): a
+// workspace in steady use then finds them fresh and its admission does not
+// wait for the database, while windows used are still never older than
+// WindowCacheTTL.
+const windowRefreshAhead = WindowCacheTTL * 3 / 4
+
 type cachedWindows struct {
 	windows []store.UsageWindow
 	at      time.Time
@@ -32,6 +39,9 @@ type windowCache struct {
 	mu  sync.Mutex
 	m   map[string]cachedWindows
 	gen uint64
+	// refreshing: the workspaces whose windows are being read in the
+	// background.
+	refreshing map[string]struct{}
 }
 
 // generation is read before a database read; put ignores a read that a
@@ -50,6 +60,33 @@ func (c *windowCache) get(workspaceID string, now time.Time) ([]store.UsageWindo
 		return nil, false
 	}
 	return e.windows, true
+}
+
+// refreshDue reports whether workspaceID's cached windows, still fresh,
+// are windowRefreshAhead old and nobody reads them again yet; then the
+// caller does, and calls refreshed after.
+func (c *windowCache) refreshDue(workspaceID string, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[workspaceID]
+	if age := now.Sub(e.at); !ok || age < windowRefreshAhead || age >= WindowCacheTTL {
+		return false
+	}
+	if _, busy := c.refreshing[workspaceID]; busy {
+		return false
+	}
+	if c.refreshing == nil {
+		c.refreshing = map[string]struct{}{}
+	}
+	c.refreshing[workspaceID] = struct{}{}
+	return true
+}
+
+// refreshed ends a background read that refreshDue asked for.
+func (c *windowCache) refreshed(workspaceID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.refreshing, workspaceID)
 }
 
 func (c *windowCache) put(workspaceID string, w []store.UsageWindow, at time.Time, gen uint64) {
