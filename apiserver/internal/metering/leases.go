@@ -8,8 +8,9 @@ import "sync"
 // limit. Blocks never overlap, so all replicas together admit at most the
 // limit, exactly the limit when traffic asks for it; permits a replica leased
 // but did not use before the minute ends are lost, so a replica can
-// under-admit by at most one block (≤ 1% of the limit, and 0 for limits up to
-// 100, where every request takes one permit).
+// under-admit by at most a block and a quarter (the next block is leased
+// ahead, takeOrLease: ≤ 1.25% of the limit, and 0 for limits up to 199,
+// where every request takes one permit).
 
 // leaseSize is how many permits one database round trip leases.
 func leaseSize(limit int64) int64 {
@@ -60,26 +61,47 @@ type leases struct {
 // replica's one leaser of bucket (false: the caller must lease, then end).
 // While another request of this replica leases bucket it waits for that
 // block rather than leasing one more: a burst of requests then leases about
-// what it uses, and a replica never holds more than one block it cannot use
-// when the minute ends. Callers lease their buckets in one fixed order
-// (key, project, workspace), so two waiting requests never hold what the
-// other waits for.
-func (l *leases) takeOrLease(bucket string, window int64) (lease, bool) {
+// what it uses. Callers lease their buckets in one fixed order (key,
+// project, workspace), so two waiting requests never hold what the other
+// waits for.
+//
+// ahead reports that the permit taken left no more than a quarter of a
+// block of size n (prefetchMin or more) and no lease of bucket is in
+// flight: the caller is then bucket's leaser too (it must lease the next
+// block off the request path, then end), so that a bucket in steady use
+// has its next block before the last one runs out and no request waits
+// for the round trip. A replica then holds at most a block and a quarter
+// it cannot use when the minute ends.
+func (l *leases) takeOrLease(bucket string, window, n int64) (_ lease, ok, ahead bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for {
 		if le, ok := l.takeLocked(bucket, window); ok {
-			return le, true
+			if n >= prefetchMin && le.left <= n/4 && l.leasing[bucket] == 0 {
+				l.startLocked(bucket)
+				return le, true, true
+			}
+			return le, true, false
 		}
 		if l.leasing[bucket] == 0 {
-			if l.leasing == nil {
-				l.leasing = map[string]int{}
-			}
-			l.leasing[bucket]++
-			return lease{}, false
+			l.startLocked(bucket)
+			return lease{}, false, false
 		}
 		l.wait()
 	}
+}
+
+// prefetchMin is the smallest block leased ahead (takeOrLease): a smaller
+// block's limit (under 800 a minute) is small enough that a replica should
+// not hold permits it has no request for.
+const prefetchMin = 8
+
+// startLocked counts a lease round trip of bucket in flight; l.mu is held.
+func (l *leases) startLocked(bucket string) {
+	if l.leasing == nil {
+		l.leasing = map[string]int{}
+	}
+	l.leasing[bucket]++
 }
 
 // wait waits for a lease round trip to end; l.mu is held.

@@ -47,7 +47,8 @@ type Meter struct {
 
 	budgetLeases budgetLeases
 	deferred     deferredSettlements
-	// background: the windows' background reads in flight.
+	// background: the windows' background reads and the rate permits
+	// leased ahead (leaseAhead) in flight.
 	background sync.WaitGroup
 }
 
@@ -177,15 +178,23 @@ func (m *Meter) Admit(ctx context.Context, p auth.Principal, plan catalog.Plan) 
 
 	// Permits this replica already owns.
 	var incr []store.RateIncrement
+	var ahead []bucket
 	for i, b := range buckets {
 		if owned[i].count != 0 {
 			continue
 		}
-		if le, ok := m.leases.takeOrLease(b.name, win); ok {
+		le, ok, next := m.leases.takeOrLease(b.name, win, leaseSize(b.limit))
+		if next {
+			ahead = append(ahead, b)
+		}
+		if ok {
 			owned[i] = le
 			continue
 		}
 		incr = append(incr, store.RateIncrement{Bucket: b.name, N: leaseSize(b.limit)})
+	}
+	if len(ahead) > 0 {
+		m.background.Go(func() { m.leaseAhead(win, ahead) })
 	}
 	wantWindows := !p.UsageBasedPricing && len(plan.Windows) > 0
 	windows, cached := m.windows.get(p.WorkspaceID, now)
@@ -314,6 +323,36 @@ func (m *Meter) refreshWindows(workspaceID string) {
 	}
 	m.windows.put(workspaceID, w, at, gen)
 	m.outage.sawWindows(workspaceID, w, at)
+}
+
+// leaseAhead leases the next block of each of buckets (in steady use) off
+// the request path (leases.takeOrLease), in one round trip, and ends those
+// leases. A failed round trip puts nothing: the next request that finds no
+// permit leases on its own path (and meets the outage there).
+func (m *Meter) leaseAhead(win int64, buckets []bucket) {
+	incr := make([]store.RateIncrement, len(buckets))
+	for i, b := range buckets {
+		incr[i] = store.RateIncrement{Bucket: b.name, N: leaseSize(b.limit)}
+	}
+	defer func() {
+		for _, in := range incr {
+			m.leases.end(in.Bucket)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := m.Store.Admit(ctx, win, incr, "", false)
+	if err != nil {
+		return
+	}
+	for i, b := range buckets {
+		c := st.Counts[b.name]
+		if g := granted(c, incr[i].N, b.limit); g > 0 {
+			m.leases.put(b.name, lease{window: win, left: g, count: c})
+		} else {
+			m.leases.markSpent(b.name, win)
+		}
+	}
 }
 
 // Usage is the token usage an upstream reported for one request.

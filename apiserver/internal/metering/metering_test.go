@@ -39,8 +39,8 @@ func TestGranted(t *testing.T) {
 }
 
 // Two replicas (two Meters) on one database admit exactly the limit for
-// small limits, and never more than the limit — at most one lease block
-// less per replica — for large ones.
+// small limits, and never more than the limit — at most a lease block and
+// the quarter leased ahead less per replica — for large ones.
 func TestAdmitAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	st, w := workspace(t)
@@ -51,7 +51,7 @@ func TestAdmitAcrossReplicas(t *testing.T) {
 	}{
 		{3, 20, 3},
 		{100, 300, 100},
-		{1000, 1500, 1000 - 2*leaseSize(1000)},
+		{1000, 1500, 1000 - 2*(leaseSize(1000)+leaseSize(1000)/4)},
 	} {
 		replicas := []*Meter{New(st, nil), New(st, nil)}
 		for _, m := range replicas {
@@ -82,6 +82,55 @@ func TestAdmitAcrossReplicas(t *testing.T) {
 		if a := admitted.Load(); a > tc.limit || a < tc.minAdmitted || a+limited.Load() != tc.attempts {
 			t.Errorf("limit %d: admitted %d, limited %d; want between %d and %d admitted",
 				tc.limit, a, limited.Load(), tc.minAdmitted, tc.limit)
+		}
+	}
+}
+
+// A bucket in steady use gets its next block before the last one runs
+// out: the request that leaves a quarter of a block starts the lease off
+// its path, and the requests after it take permits without a round trip.
+// Blocks under prefetchMin are not leased ahead.
+func TestRateLeaseAhead(t *testing.T) {
+	t.Parallel()
+	st, w := workspace(t)
+	ctx := context.Background()
+	fixed := fixedNow.Add(time.Hour)
+	for _, tc := range []struct {
+		limit     int64
+		requests  int   // admitted one after the other
+		wantCount int64 // the shared count afterwards
+		wantLeft  int64 // the permits this replica holds afterwards
+	}{
+		// Blocks of 64: the 48th request leaves 16 and leases the next.
+		{6400, 47, 64, 17},
+		{6400, 48, 128, 80},
+		// Blocks of 4: no lease ahead; the 4th request leaves none.
+		{400, 4, 4, 0},
+	} {
+		m := New(st, nil)
+		now := fixed
+		m.Now = func() time.Time { return now }
+		win := now.Truncate(RateWindow).UnixMilli()
+		fixed = fixed.Add(time.Minute) // a fresh window per case
+		plan := catalog.Plan{Name: "p", RPM: tc.limit}
+		p := auth.Principal{KeyID: "key_" + w.ID, WorkspaceID: w.ID, Billing: store.Billing{UsageBasedPricing: true}}
+		for range tc.requests {
+			if _, err := m.Admit(ctx, p, plan); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m.background.Wait()
+		bucket := "key:" + p.KeyID
+		counts, err := st.AddRateCounters(ctx, win, []store.RateIncrement{{Bucket: bucket, N: 0}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.leases.mu.Lock()
+		left := m.leases.m[bucket].left
+		m.leases.mu.Unlock()
+		if counts[bucket] != tc.wantCount || left != tc.wantLeft {
+			t.Errorf("limit %d, %d requests: shared count %d, %d permits held; want %d and %d",
+				tc.limit, tc.requests, counts[bucket], left, tc.wantCount, tc.wantLeft)
 		}
 	}
 }
