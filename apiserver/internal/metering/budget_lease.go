@@ -285,11 +285,11 @@ func (m *Meter) ReturnIdleLeases(ctx context.Context, now time.Time) (more bool)
 	return m.returnLeases(ctx, now, false)
 }
 
-// ReturnLeases waits for the windows' background reads and gives back what
-// every block without a request in flight has left (shutdown); Close of the
-// server calls it.
+// ReturnLeases waits for the background reads of windows and leases of
+// rate permits, and gives back what every budget block without a request in
+// flight has left (shutdown); Close of the server calls it.
 func (m *Meter) ReturnLeases(ctx context.Context) error {
-	m.background.Wait() // the windows' background reads (bounded by their timeout)
+	m.background.Wait() // bounded by their timeout
 	m.FlushSettlements(ctx)
 	m.deferred.writing.Wait()
 	if m.returnLeases(ctx, m.Now(), true) {
