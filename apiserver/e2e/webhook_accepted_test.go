@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"database/sql"
 	"encoding/base64"
 	"encoding/json"
 	"io"
@@ -69,6 +70,27 @@ func TestWebhookAcceptedMessageOutlivesLostDisk(t *testing.T) {
 	first := send("first")
 	if got := await(t, delivered, "the first callback never came"); got != first {
 		t.Fatalf("delivered %s, want %s", got, first)
+	}
+
+	// The pod's notice of that delivery reaches the API after the callback
+	// (relayed from its journal): wait for it, so that the kill below
+	// cannot land between the two (the record would then stay open, and
+	// come out unanswered, as it must when the notice is lost).
+	db, err := sql.Open("pgx", w.e.dbURL)
+	must(t, err)
+	defer db.Close()
+	noticeBy := time.Now().Add(30 * time.Second)
+	for {
+		var n int
+		err := db.QueryRow(`SELECT count(*) FROM webhook_outbox WHERE correlation_id = $1 AND status = 'delivered'`, first).Scan(&n)
+		must(t, err)
+		if n == 1 {
+			break
+		}
+		if time.Now().After(noticeBy) {
+			t.Fatal("the pod's notice of the first delivery never reached the API")
+		}
+		time.Sleep(20 * time.Millisecond) // poll with a deadline
 	}
 
 	gate := make(chan struct{})
