@@ -78,6 +78,19 @@ func ownProject(c echo.Context, what string) (string, error) {
 	return id, nil
 }
 
+// WriteTimeout bounds the write of a payload a pod handed over once its body
+// was read in full. The write goes on when the pod hangs up (it stopped or
+// was rescheduled while it waited): what reached the API server is kept, and
+// every such write is idempotent, so the pod's retry after a restart finds
+// it kept rather than lost.
+const WriteTimeout = 30 * time.Second
+
+// writeContext is the context of such a write: the request's values without
+// its cancellation, ended by WriteTimeout.
+func writeContext(c echo.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(c.Request().Context()), WriteTimeout)
+}
+
 // readJSON reads a body of at most max bytes into v: invalid_body when it
 // cannot be read or decoded (naming what it must be), request_too_large
 // past max.

@@ -21,7 +21,9 @@ func (a *API) WebhookAttempts(c echo.Context) error {
 	if err := readJSON(c, webhooklog.MaxBodyBytes, &in, "JSON attempt records"); err != nil {
 		return err
 	}
-	n, err := a.Attempts.Put(c.Request().Context(), projectID, in.Attempts)
+	ctx, cancel := writeContext(c)
+	defer cancel()
+	n, err := a.Attempts.Put(ctx, projectID, in.Attempts)
 	if err != nil {
 		return err
 	}

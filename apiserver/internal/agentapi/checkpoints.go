@@ -46,7 +46,9 @@ func (a *API) RecordCheckpoint(c echo.Context) error {
 	if err := ValidateCheckpoint(r); err != nil {
 		return wire.Coded("invalid_checkpoint", err.Error())
 	}
-	id, created, err := a.Store.RecordCheckpoint(c.Request().Context(), projectID, r, SourcePod)
+	ctx, cancel := writeContext(c)
+	defer cancel()
+	id, created, err := a.Store.RecordCheckpoint(ctx, projectID, r, SourcePod)
 	if err != nil {
 		return err // the error handler maps typed errors; others are 500
 	}

@@ -22,7 +22,9 @@ func (a *API) OutboxPut(c echo.Context) error {
 	if err := readJSON(c, outbox.MaxBodyBytes, &in, "a JSON outbox message"); err != nil {
 		return err
 	}
-	id, created, err := a.Outbox.Put(c.Request().Context(), projectID, in)
+	ctx, cancel := writeContext(c)
+	defer cancel()
+	id, created, err := a.Outbox.Put(ctx, projectID, in)
 	if err != nil {
 		return err
 	}
