@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
@@ -22,6 +23,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/svc-dev/svc/apiserver/internal/gateway"
 )
 
 // The floor of the gateway benchmarks (gateway_report_bench_test.go): a bare
@@ -55,6 +58,10 @@ func runBareProxy() int {
 		FlushInterval: -1,
 	}
 	target.Path = strings.TrimSuffix(target.Path, "/v1") // requests already carry /v1/…
+	var handler http.Handler = rp
+	if os.Getenv("SVC_BENCH_BARE_PROXY_TIMING") == "1" {
+		handler = timedProxy(rp)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/__stats", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("gc") == "1" {
@@ -65,7 +72,7 @@ func runBareProxy() int {
 		_ = json.NewEncoder(w).Encode(map[string]int64{"heap": int64(m.HeapInuse + m.StackInuse),
 			"stacks": int64(m.StackInuse), "goroutines": int64(runtime.NumGoroutine()), "mallocs": int64(m.Mallocs)})
 	})
-	mux.Handle("/", rp)
+	mux.Handle("/", handler)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -75,6 +82,37 @@ func runBareProxy() int {
 	_ = (&http.Server{Handler: mux}).Serve(ln)
 	return 0
 }
+
+// timedProxy makes rp answer with the gateway's overhead headers
+// (SVC_BENCH_BARE_PROXY_TIMING=1, for a diagnostic run: two more headers
+// than the bare proxy sends otherwise): its time until the answer's headers
+// minus its upstream exchange, and that exchange as Server-Timing's
+// upstream, so the board's serverTimingP50us compares the two servers'
+// phases.
+func timedProxy(rp *httputil.ReverseProxy) http.Handler {
+	type stamps struct{ start, sent time.Time }
+	type key struct{}
+	next := rp.Transport
+	rp.Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		r.Context().Value(key{}).(*stamps).sent = time.Now()
+		return next.RoundTrip(r)
+	})
+	rp.ModifyResponse = func(resp *http.Response) error {
+		st := resp.Request.Context().Value(key{}).(*stamps)
+		now := time.Now()
+		upstream := now.Sub(st.sent)
+		resp.Header.Set(gateway.HeaderOverhead, strconv.FormatFloat(float64(now.Sub(st.start)-upstream)/1e6, 'f', 3, 64))
+		resp.Header.Set(gateway.HeaderServerTiming, "upstream;dur="+strconv.FormatFloat(float64(upstream)/1e6, 'f', 3, 64))
+		return nil
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), key{}, &stamps{start: time.Now()})))
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // bareProxy is a running bare proxy process.
 type bareProxy struct {

@@ -45,8 +45,10 @@ import (
 // SVC_BENCH_FRAME_GAP), and SVC_BENCH_PARTS (a comma list of latency,
 // sweep, cpu, streams; default all), SVC_BENCH_SWEEP_REPEATS (runs of each
 // level per lane, pooled; default 2; also the CPU part's windows per lane),
-// SVC_BENCH_CPU_CLIENTS (default 16), SVC_BENCH_CPUPROFILE: a file for the
-// gateway's CPU profile over the sweep.
+// SVC_BENCH_CPU_CLIENTS (default 16), SVC_BENCH_CPUPROFILE and
+// SVC_BENCH_STREAMS_CPUPROFILE: files for the gateway's CPU profile over the
+// sweep and over the streams part's first 30 s (make pgo merges the two
+// into the apiserver's build profile).
 func BenchmarkGovernedBoard(b *testing.B) {
 	began := time.Now()
 	parts, err := parseParts(os.Getenv("SVC_BENCH_PARTS"))
@@ -122,7 +124,7 @@ func BenchmarkGovernedBoard(b *testing.B) {
 		// and lane.
 		timed("sweep", func() {
 			board.SweepLevelSeconds, board.SweepRepeats = r.duration.Seconds(), repeats
-			profiled := r.profileGateway(time.Duration(2*len(sweepLevels)*repeats) * r.duration)
+			profiled := r.profileGateway(os.Getenv("SVC_BENCH_CPUPROFILE"), time.Duration(2*len(sweepLevels)*repeats)*r.duration)
 			runs := [2][][]levelRun{make([][]levelRun, len(sweepLevels)), make([][]levelRun, len(sweepLevels))}
 			for rep := range repeats {
 				for l, c := range sweepLevels {
@@ -155,6 +157,12 @@ func BenchmarkGovernedBoard(b *testing.B) {
 		// is two other lanes' streams ago), then the same again right after
 		// a plain request on the same lane (back to back).
 		timed("streams", func() {
+			profiled := r.profileGateway(os.Getenv("SVC_BENCH_STREAMS_CPUPROFILE"), streamsProfile)
+			defer func() {
+				if err := <-profiled; err != nil {
+					b.Fatal(err)
+				}
+			}()
 			var ttfb, warm [3][]time.Duration
 			stallFree := [3]int{}
 			timings := [3]map[string][]time.Duration{{}, {}, {}}
@@ -319,12 +327,17 @@ type governedBoard struct {
 	CPUIdle *idleCPU `json:"cpuIdle,omitempty"`
 }
 
-// profileGateway writes the gateway's CPU profile over the next d to
-// SVC_BENCH_CPUPROFILE, when set (a profile of the governed request path
-// under the sweep); the channel yields once it is written.
-func (r *report) profileGateway(d time.Duration) <-chan error {
+// streamsProfile is how long the streams part is profiled for
+// SVC_BENCH_STREAMS_CPUPROFILE (the part runs about a minute at the default
+// SVC_BENCH_REQUESTS).
+const streamsProfile = 30 * time.Second
+
+// profileGateway writes the gateway's CPU profile over the next d to path,
+// when set (SVC_BENCH_CPUPROFILE: the governed request path under the
+// sweep; SVC_BENCH_STREAMS_CPUPROFILE: streams one at a time); the channel
+// yields once it is written.
+func (r *report) profileGateway(path string, d time.Duration) <-chan error {
 	done := make(chan error, 1)
-	path := os.Getenv("SVC_BENCH_CPUPROFILE")
 	if path == "" {
 		done <- nil
 		return done
