@@ -47,8 +47,8 @@ import (
 // level per lane, pooled; default 2; also the CPU part's windows per lane),
 // SVC_BENCH_CPU_CLIENTS (default 16), SVC_BENCH_CPUPROFILE and
 // SVC_BENCH_STREAMS_CPUPROFILE: files for the gateway's CPU profile over the
-// sweep and over the streams part's first 30 s (make pgo merges the two
-// into the apiserver's build profile).
+// sweep and over the streams part's first 30 s, SVC_BENCH_BARE_PROXY_TIMING=1:
+// the bare proxy sends the gateway's timing headers (runBareProxy).
 func BenchmarkGovernedBoard(b *testing.B) {
 	began := time.Now()
 	parts, err := parseParts(os.Getenv("SVC_BENCH_PARTS"))

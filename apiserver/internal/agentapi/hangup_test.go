@@ -36,7 +36,6 @@ func TestPayloadKeptWhenThePodHangsUp(t *testing.T) {
 	}
 	a := &API{Store: st, Outbox: outbox.New(st, zap.NewNop()), Attempts: webhooklog.New(st, zap.NewNop(), nil), Log: zap.NewNop()}
 	e := echo.New()
-	e.HTTPErrorHandler = func(err error, c echo.Context) { t.Errorf("%s: %v", c.Path(), err) }
 	now := time.Now().UTC().Truncate(time.Millisecond)
 
 	// The request's context is cancelled before the handler runs: the pod
