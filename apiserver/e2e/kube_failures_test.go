@@ -65,9 +65,13 @@ func TestKubernetesDriverFencesOrphanedPod(t *testing.T) {
 func kubeDriverFencesOrphanedPod(t *testing.T, size int) {
 	pool := fmt.Sprintf("fence-%d-%d", size, time.Now().UnixNano())
 	lost := "lost-" + pool
+	// A label key of its own: the subtests run side by side and each labels
+	// the shared node for its replacement pod, so one key would leave that
+	// node with only the last subtest's value.
+	key := fmt.Sprintf("e2e-fence-%d", size)
 	w := newKubeWorld(t, kubeOpts{
 		orphan: func(p *corev1.Pod) bool { return p.Spec.NodeName == lost },
-		sets:   []string{"runtime.nodeSelector.e2e-pool=" + pool},
+		sets:   []string{"runtime.nodeSelector." + key + "=" + pool},
 		pool:   size,
 	})
 	ctx := context.Background()
@@ -76,7 +80,7 @@ func kubeDriverFencesOrphanedPod(t *testing.T, size int) {
 	// each lost node gets a /24 of its own (a shared one hands both the same
 	// pod IPs, and the orphan of one answers at the other's pod address).
 	cidr := fmt.Sprintf("127.2.%d.0/24", size)
-	must(t, w.c.AddNode(ctx, lost, cidr, map[string]string{"e2e-pool": pool}))
+	must(t, w.c.AddNode(ctx, lost, cidr, map[string]string{key: pool}))
 	t.Cleanup(func() { _ = w.c.Client.CoreV1().Nodes().Delete(context.Background(), lost, metav1.DeleteOptions{}) })
 	a := w.startReplica(t)
 	if size > 0 {
@@ -102,7 +106,7 @@ func kubeDriverFencesOrphanedPod(t *testing.T, size int) {
 	// fake node, and the API forgets the pod; its podagent keeps running.
 	_, err := w.c.Client.CoreV1().Nodes().Patch(ctx, lost, types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{})
 	must(t, err)
-	labelNode(t, w, kubetest.NodeName, "e2e-pool", pool)
+	labelNode(t, w, kubetest.NodeName, key, pool)
 	must(t, w.c.Client.CoreV1().Pods(w.ns).Delete(ctx, first.Name, metav1.DeleteOptions{}))
 	w.waitEvent(t, "orphan "+first.Name)
 	podURL := "http://" + orphan.IP + ":8081"
