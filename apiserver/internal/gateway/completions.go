@@ -165,7 +165,7 @@ func (a *API) admit(c echo.Context, cd codec) (*exchange, error) {
 	x.t.admit = time.Since(admitStart)
 	_, anthropic := cd.(messagesCodec)
 	if err != nil {
-		setRateLimitHeaders(c.Response().Header(), adm, model, anthropic, time.Now())
+		setRateLimitHeaders(c.Response().Header(), adm, model, anthropic, true, time.Now())
 		return nil, err
 	}
 	x.adm = adm
@@ -180,7 +180,7 @@ func (a *API) admit(c echo.Context, cd codec) (*exchange, error) {
 func (x *exchange) Written() {
 	if !x.headersSet {
 		x.headersSet = true
-		setRateLimitHeaders(x.headers, x.adm, x.model, x.anthropic, x.admittedAt)
+		setRateLimitHeaders(x.headers, x.adm, x.model, x.anthropic, false, x.admittedAt)
 	}
 }
 

@@ -25,6 +25,11 @@ var editObjects = []string{
 	`{"model":"esc\"aped","stream":true,"stream_options":{"a":1}}`,
 	`{"stream_options":null,"model":"m"}`,
 	`{"model":"m","stream_options":3}`,
+	`{"reasoning_effort":"low","model":"m","stream":true}`,
+	`{"messages":[{"role":"user","content":"ünï \\u00e9"}],"stream":true,"model":"m"}`,
+	`{"model":"m","model":"n"}`,
+	`{"model":"m","nested":{"stream_options":{},"reasoning_effort":"x"}}`,
+	`{"model":"m",}`,
 }
 
 // setTopString writes what sjson.SetBytes writes.
@@ -74,7 +79,7 @@ func upstreamBodyBySjson(r *chatRequest, m catalog.Model, model string) ([]byte,
 }
 
 func TestUpstreamBodyMatchesSjson(t *testing.T) {
-	models := []catalog.Model{{ID: "svc-2-0"}, {ID: "svc-r", ReasoningEffort: "high"}}
+	models := []catalog.Model{{ID: "svc-2-0"}, {ID: "svc-r", ReasoningEffort: "high"}, {ID: "svc-q", ReasoningEffort: "qu\"ote"}}
 	for _, obj := range editObjects {
 		for _, m := range models {
 			for _, up := range []string{"", "up", "a-much-longer-upstream-model-name", "quo\"te"} {
@@ -139,6 +144,24 @@ func TestDeleteTopFieldMatchesSjson(t *testing.T) {
 		}
 		if buf == nil {
 			t.Errorf("%s: the buffer was not given back", obj)
+		}
+	}
+}
+
+// A client's usual body takes editTop's one pass, stream or not, with or
+// without the model's reasoning option (the cases above check its bytes).
+func TestEditTopTakesUsualBodies(t *testing.T) {
+	for _, body := range []string{
+		`{"model":"svc-2-0","messages":[{"role":"user","content":"x"}]}`,
+		`{"model":"svc-2-0","stream":true,"messages":[{"role":"user","content":"x"}],"reasoning_effort":"low"}`,
+	} {
+		for _, stream := range []bool{false, true} {
+			for _, effort := range []string{"", "medium"} {
+				r := &chatRequest{body: []byte(body), Stream: stream}
+				if _, ok := r.editTop("up-2", effort); !ok {
+					t.Errorf("%s stream %v effort %q: not edited in one pass", body, stream, effort)
+				}
+			}
 		}
 	}
 }

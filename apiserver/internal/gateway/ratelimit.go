@@ -23,19 +23,22 @@ import (
 //   - The IETF pair on both: RateLimit-Policy: "requests";q=<limit>;w=60
 //     and RateLimit: "requests";r=<remaining>;t=<seconds to reset>.
 //
-// The generic X-RateLimit-Limit/-Remaining/-Reset set stays as before.
-// A trio is left out when its limit does not apply (no requests-per-minute
-// limit; no usage window, usage-based pricing, or a model without a price).
+// A refused answer (429) also carries the generic X-RateLimit-Limit,
+// -Remaining and -Reset (unix seconds); an admitted one does not, since the
+// IETF pair and the wire format's own trios say the same. A trio is left
+// out when its limit does not apply (no requests-per-minute limit; no usage
+// window, usage-based pricing, or a model without a price).
 
 // setRateLimitHeaders writes adm's rate-limit headers for a request of
-// model in the wire format of anthropic or OpenAI's.
+// model in the wire format of anthropic or OpenAI's; refused adds the
+// generic trio.
 //
 // It runs on every answer, so it allocates little: every value is appended
 // to one buffer that becomes one string, the values are substrings of it
 // held in one backing []string, and the keys are assigned in their
 // canonical form (what Header.Set would store; TestRateLimitHeadersMatchSet
 // compares the two).
-func setRateLimitHeaders(h http.Header, adm metering.Admission, model catalog.Model, anthropic bool, now time.Time) {
+func setRateLimitHeaders(h http.Header, adm metering.Admission, model catalog.Model, anthropic, refused bool, now time.Time) {
 	w, price := adm.Window, model.Price.InputPerMTok
 	tokens := w.LimitMicro > 0 && price > 0
 	if adm.Limit == 0 && !tokens {
@@ -53,7 +56,7 @@ func setRateLimitHeaders(h http.Header, adm metering.Admission, model catalog.Mo
 		n++
 	}
 	rem := max(adm.Remaining, 0)
-	if adm.Limit != 0 { // the generic trio, as Admission.Headers has it
+	if refused && adm.Limit != 0 { // the generic trio, as Admission.Headers has it
 		buf = strconv.AppendInt(buf, adm.Limit, 10)
 		add("X-Ratelimit-Limit")
 		buf = strconv.AppendInt(buf, rem, 10)

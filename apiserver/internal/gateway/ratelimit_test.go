@@ -14,9 +14,11 @@ import (
 // setRateLimitHeadersBySet is the rate-limit headers written one
 // Header.Set at a time, each value formatted on its own: the reference
 // setRateLimitHeaders must match exactly.
-func setRateLimitHeadersBySet(h http.Header, adm metering.Admission, model catalog.Model, anthropic bool, now time.Time) {
-	for k, v := range adm.Headers() {
-		h.Set(k, v)
+func setRateLimitHeadersBySet(h http.Header, adm metering.Admission, model catalog.Model, anthropic, refused bool, now time.Time) {
+	if refused {
+		for k, v := range adm.Headers() {
+			h.Set(k, v)
+		}
 	}
 	if adm.Limit > 0 {
 		rem := max(adm.Remaining, 0)
@@ -84,11 +86,16 @@ func TestRateLimitHeadersMatchSet(t *testing.T) {
 	}
 	for _, tc := range cases {
 		for _, anthropic := range []bool{false, true} {
-			want, got := http.Header{}, http.Header{}
-			setRateLimitHeadersBySet(want, tc.adm, tc.model, anthropic, now)
-			setRateLimitHeaders(got, tc.adm, tc.model, anthropic, now)
-			if !reflect.DeepEqual(got, want) {
-				t.Errorf("%s (anthropic %v):\n got %v\nwant %v", tc.name, anthropic, got, want)
+			for _, refused := range []bool{false, true} {
+				want, got := http.Header{}, http.Header{}
+				setRateLimitHeadersBySet(want, tc.adm, tc.model, anthropic, refused, now)
+				setRateLimitHeaders(got, tc.adm, tc.model, anthropic, refused, now)
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("%s (anthropic %v, refused %v):\n got %v\nwant %v", tc.name, anthropic, refused, got, want)
+				}
+				if _, generic := got["X-Ratelimit-Limit"]; generic != (refused && tc.adm.Limit != 0) {
+					t.Errorf("%s (anthropic %v, refused %v): X-RateLimit-Limit present %v", tc.name, anthropic, refused, generic)
+				}
 			}
 		}
 	}
@@ -99,7 +106,7 @@ func TestRateLimitHeadersMatchSet(t *testing.T) {
 func TestRateLimitHeadersAddKeepsOthers(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	h := http.Header{}
-	setRateLimitHeaders(h, metering.Admission{Limit: 60, Remaining: 7, Reset: now.Add(time.Minute)}, catalog.Model{}, false, now)
+	setRateLimitHeaders(h, metering.Admission{Limit: 60, Remaining: 7, Reset: now.Add(time.Minute)}, catalog.Model{}, false, true, now)
 	before := h.Clone()
 	h.Add("X-Ratelimit-Limit", "extra")
 	if got := h.Values("X-Ratelimit-Limit"); len(got) != 2 || got[0] != "60" || got[1] != "extra" {
@@ -139,12 +146,12 @@ func BenchmarkRateLimitHeaders(b *testing.B) {
 	model := catalog.Model{ID: "m", Price: catalog.Price{InputPerMTok: 2.5}}
 	for _, bc := range []struct {
 		name string
-		set  func(http.Header, metering.Admission, catalog.Model, bool, time.Time)
+		set  func(http.Header, metering.Admission, catalog.Model, bool, bool, time.Time)
 	}{{"buffer", setRateLimitHeaders}, {"set", setRateLimitHeadersBySet}} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				bc.set(make(http.Header, 16), adm, model, false, now)
+				bc.set(make(http.Header, 16), adm, model, false, false, now)
 			}
 		})
 	}
@@ -160,7 +167,7 @@ func TestExchangeWrittenSetsHeadersOnce(t *testing.T) {
 		Window: metering.WindowLeft{LimitMicro: 40_000_000, UsedMicro: 1, Reset: admitted.Add(time.Hour)}}
 	for _, anthropic := range []bool{false, true} {
 		want := http.Header{}
-		setRateLimitHeadersBySet(want, adm, model, anthropic, admitted)
+		setRateLimitHeadersBySet(want, adm, model, anthropic, false, admitted)
 		x := &exchange{headers: http.Header{}, adm: adm, model: model, anthropic: anthropic, admittedAt: admitted}
 		x.Written()
 		if !reflect.DeepEqual(x.headers, want) {

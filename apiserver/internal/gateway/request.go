@@ -35,18 +35,25 @@ type chatRequest struct {
 
 // parseChatRequest reads and validates the body (spec 2.2): one JSON object,
 // model a non-empty string, messages a non-empty array of objects with a
-// string role.
+// string role. The fields are read in the pass that checks the keys.
 func parseChatRequest(r *http.Request, maxBody int64) (*chatRequest, error) {
-	body, err := readJSONBody(r, maxBody)
+	var f chatFields
+	body, err := readJSONFields(r, maxBody, f.see)
 	if err != nil {
 		return nil, err
 	}
-	return parseChat(&chatRequest{body: body})
+	return f.parse(&chatRequest{body: body})
 }
 
 // readJSONBody reads a request body of at most maxBody bytes that must be
 // one JSON object without duplicate keys (every codec's first check).
 func readJSONBody(r *http.Request, maxBody int64) ([]byte, error) {
+	return readJSONFields(r, maxBody, nil)
+}
+
+// readJSONFields is readJSONBody that also hands each top-level field, in
+// order, to see (when not nil), in the same pass over the object.
+func readJSONFields(r *http.Request, maxBody int64, see func(key string, val gjson.Result)) ([]byte, error) {
 	// The common exact value needs no parse (ParseMediaType allocates).
 	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
 		mt, _, err := mime.ParseMediaType(ct)
@@ -75,7 +82,7 @@ func readJSONBody(r *http.Request, maxBody int64) ([]byte, error) {
 	root := gjson.Parse(unsafe.String(unsafe.SliceData(body), len(body)))
 	// A key given twice could mean one thing to us and another to the
 	// upstream (parsers differ on which copy wins): refuse it.
-	if dup, ok := duplicateKey(root); ok {
+	if dup, ok := duplicateKey(root, see); ok {
 		return nil, wire.Coded("invalid_json", "Request body has the key '"+dup+"' more than once.")
 	}
 	return body, nil
@@ -128,13 +135,14 @@ const smallObject = 32
 
 // duplicateKey reports the first top-level key of the JSON object obj
 // that repeats an earlier one (keys compared unescaped, as parsers read
-// them), without allocating for a small object.
-func duplicateKey(obj gjson.Result) (string, bool) {
+// them), without allocating for a small object. see, when not nil, is
+// given each field before it (up to the repeat).
+func duplicateKey(obj gjson.Result, see func(key string, val gjson.Result)) (string, bool) {
 	var small [smallObject]string
 	keys := small[:0]
 	var seen map[string]struct{}
 	dup, found := "", false
-	obj.ForEach(func(k, _ gjson.Result) bool {
+	obj.ForEach(func(k, v gjson.Result) bool {
 		if seen == nil && len(keys) < smallObject {
 			for _, prev := range keys {
 				if prev == k.Str {
@@ -143,53 +151,95 @@ func duplicateKey(obj gjson.Result) (string, bool) {
 				}
 			}
 			keys = append(keys, k.Str)
-			return true
-		}
-		if seen == nil {
-			seen = make(map[string]struct{}, 2*smallObject)
-			for _, prev := range keys {
-				seen[prev] = struct{}{}
+		} else {
+			if seen == nil {
+				seen = make(map[string]struct{}, 2*smallObject)
+				for _, prev := range keys {
+					seen[prev] = struct{}{}
+				}
 			}
+			if _, ok := seen[k.Str]; ok {
+				dup, found = k.Str, true
+				return false
+			}
+			seen[k.Str] = struct{}{}
 		}
-		if _, ok := seen[k.Str]; ok {
-			dup, found = k.Str, true
-			return false
+		if see != nil {
+			see(k.Str, v)
 		}
-		seen[k.Str] = struct{}{}
 		return true
 	})
 	return dup, found
 }
 
+// chatFields are the top-level fields of a chat-completions body that
+// routing reads, each at its first occurrence (as gjson.Get finds it).
+type chatFields struct {
+	model, messages, stream, streamOptions gjson.Result
+}
+
+// see records one top-level field (readJSONFields' callback).
+func (f *chatFields) see(key string, val gjson.Result) {
+	var at *gjson.Result
+	switch key {
+	case "model":
+		at = &f.model
+	case "messages":
+		at = &f.messages
+	case "stream":
+		at = &f.stream
+	case "stream_options":
+		at = &f.streamOptions
+	default:
+		return
+	}
+	if !at.Exists() {
+		*at = val
+	}
+}
+
 // parseChat validates a chat-completions body already read (readJSONBody).
 func parseChat(req *chatRequest) (*chatRequest, error) {
-	body := req.body
-	fields := gjson.GetManyBytes(body, "model", "messages", "stream", "stream_options")
-	if m := fields[0]; m.Type != gjson.String || m.Str == "" {
+	var f chatFields
+	// In place, as readJSONFields reads: the body is not written after.
+	gjson.Parse(unsafe.String(unsafe.SliceData(req.body), len(req.body))).ForEach(func(k, v gjson.Result) bool {
+		f.see(k.Str, v)
+		return true
+	})
+	return f.parse(req)
+}
+
+// parse validates the fields of req's body (spec 2.2) and sets req's.
+func (f *chatFields) parse(req *chatRequest) (*chatRequest, error) {
+	if m := f.model; m.Type != gjson.String || m.Str == "" {
 		return nil, wire.Coded("invalid_model", "'model' is required and must be a non-empty string.")
 	}
-	req.Model = fields[0].Str
-	msgs := fields[1]
-	if !msgs.IsArray() || len(msgs.Array()) == 0 {
+	req.Model = f.model.Str
+	msgs := f.messages
+	if !msgs.IsArray() {
 		return nil, wire.Coded("invalid_messages", "'messages' is required and must be a non-empty array of message objects.")
 	}
-	ok := true
+	ok, n := true, 0
 	msgs.ForEach(func(_, m gjson.Result) bool {
+		n++
 		role := m.Get("role")
 		ok = m.IsObject() && role.Type == gjson.String && role.Str != ""
 		return ok
 	})
+	if n == 0 {
+		return nil, wire.Coded("invalid_messages", "'messages' is required and must be a non-empty array of message objects.")
+	}
 	if !ok {
 		return nil, wire.Coded("invalid_messages", "Each message must be an object with a string 'role'.")
 	}
-	switch s := fields[2]; s.Type {
+	switch s := f.stream; s.Type {
 	case gjson.Null:
 	case gjson.True, gjson.False:
 		req.Stream = s.Bool()
 	default:
 		return nil, wire.Coded("invalid_stream", "'stream' must be a boolean.")
 	}
-	if so := fields[3]; so.Exists() {
+	if so := f.streamOptions; so.Exists() {
 		if !so.IsObject() {
 			return nil, wire.Coded("invalid_stream_options", "'stream_options' must be an object.")
 		}
@@ -204,6 +254,11 @@ func parseChat(req *chatRequest) (*chatRequest, error) {
 func (r *chatRequest) upstreamBody(m catalog.Model, model string) ([]byte, error) {
 	if model == "" {
 		model = m.ID
+	}
+	if !r.passthrough {
+		if out, ok := r.editTop(model, m.ReasoningEffort); ok {
+			return out, nil
+		}
 	}
 	// Room for the usage option a stream adds (below): the body is then
 	// allocated once.
@@ -235,3 +290,80 @@ func (r *chatRequest) upstreamBody(m catalog.Model, model string) ([]byte, error
 	}
 	return out, nil
 }
+
+// editTop is upstreamBody's edits in one pass over the body's top level and
+// one allocation, for the common body: the model replaced where it stands
+// and the fields upstreamBody adds appended at the end of the object, as
+// sjson writes them. ok is false when the body needs sjson (no plain model
+// field, a stream with its own stream_options, an object that does not end
+// plainly, a value that is not a plain string); TestUpstreamBodyMatchesSjson
+// compares the two.
+func (r *chatRequest) editTop(model, effort string) (out []byte, ok bool) {
+	body := r.body
+	js := unsafe.String(unsafe.SliceData(body), len(body))
+	var mod gjson.Result
+	hasEffort, hasOptions := false, false
+	gjson.Parse(js).ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "model":
+			if !mod.Exists() {
+				mod = v
+			}
+		case "reasoning_effort":
+			hasEffort = true
+		case "stream_options":
+			hasOptions = true
+		}
+		return true
+	})
+	at, end := mod.Index, mod.Index+len(mod.Raw)
+	if !mod.Exists() || at <= 0 || end > len(js) || js[at:end] != mod.Raw || !plainJSONString(model) {
+		return nil, false
+	}
+	addEffort := effort != "" && !hasEffort
+	addUsage := r.Stream
+	if (addEffort && !plainJSONString(effort)) || (addUsage && hasOptions) {
+		return nil, false
+	}
+	n := len(body)
+	if addEffort || addUsage {
+		if n < 3 || body[n-1] != '}' {
+			return nil, false
+		}
+		switch body[n-2] {
+		case ' ', '\t', '\n', '\r', '{', ',':
+			return nil, false
+		}
+	}
+	size := n - len(mod.Raw) + len(model) + 2
+	if addEffort {
+		size += len(reasoningEffortField) + len(effort) + 2
+	}
+	if addUsage {
+		size += len(includeUsageField)
+	}
+	out = make([]byte, 0, size)
+	out = append(out, body[:at]...)
+	out = append(out, '"')
+	out = append(out, model...)
+	out = append(out, '"')
+	if !addEffort && !addUsage {
+		return append(out, body[end:]...), true
+	}
+	out = append(out, body[end:n-1]...)
+	if addEffort {
+		out = append(out, reasoningEffortField...)
+		out = append(out, '"')
+		out = append(out, effort...)
+		out = append(out, '"')
+	}
+	if addUsage {
+		out = append(out, includeUsageField...)
+	}
+	return append(out, '}'), true
+}
+
+// reasoningEffortField is the reasoning option a model's deployments get
+// when the client set none, as a field added at the end of the object (its
+// value follows).
+const reasoningEffortField = `,"reasoning_effort":`

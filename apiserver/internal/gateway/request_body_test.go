@@ -54,7 +54,7 @@ func TestDuplicateKeyAgainstMap(t *testing.T) {
 				seen[k.Str] = true
 				return true
 			})
-			got, found := duplicateKey(gjson.Parse(tc.body))
+			got, found := duplicateKey(gjson.Parse(tc.body), nil)
 			if got != want || found != wantFound || got != tc.dup || found != tc.found {
 				t.Fatalf("duplicateKey = %q, %v; the map finds %q, %v; want %q, %v", got, found, want, wantFound, tc.dup, tc.found)
 			}
@@ -118,5 +118,29 @@ func TestIsObject(t *testing.T) {
 	}
 	if isObject(nil) || isObject([]byte("  ")) {
 		t.Fatal("nothing is not an object")
+	}
+}
+
+// The fields read in the key check's pass are what gjson.Get reads.
+func TestChatFieldsMatchGet(t *testing.T) {
+	t.Parallel()
+	for _, body := range []string{
+		`{"model":"m","messages":[{"role":"user"}],"stream":true,"stream_options":{"include_usage":true}}`,
+		`{"stream":false,"messages":[],"model":""}`,
+		`{"x":{"model":"inner"},"model":"outer","messages":3,"stream":"yes","stream_options":null}`,
+		`{"m\u006fdel":"escaped key","model":"plain"}`,
+		`{}`,
+	} {
+		var f chatFields
+		gjson.Parse(body).ForEach(func(k, v gjson.Result) bool {
+			f.see(k.Str, v)
+			return true
+		})
+		want := gjson.GetMany(body, "model", "messages", "stream", "stream_options")
+		for i, got := range []gjson.Result{f.model, f.messages, f.stream, f.streamOptions} {
+			if got.Raw != want[i].Raw || got.Index != want[i].Index || got.Type != want[i].Type {
+				t.Errorf("%s field %d: got %q at %d, gjson.Get %q at %d", body, i, got.Raw, got.Index, want[i].Raw, want[i].Index)
+			}
+		}
 	}
 }

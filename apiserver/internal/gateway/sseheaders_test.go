@@ -9,18 +9,20 @@ import (
 // setSSEHeaders writes what one Header.Set per header writes, and a value
 // added to one header leaves the others as they were.
 func TestSSEHeadersMatchSet(t *testing.T) {
-	for _, connection := range []string{"keep-alive", "close"} {
+	for _, closing := range []bool{false, true} {
 		want, got := http.Header{}, http.Header{}
 		want.Set("content-type", "text/event-stream")
 		want.Set("cache-control", "no-cache")
-		want.Set("connection", connection)
+		if closing {
+			want.Set("connection", "close")
+		}
 		want.Set("x-accel-buffering", "no")
-		setSSEHeaders(got, connection)
+		setSSEHeaders(got, closing)
 		if !reflect.DeepEqual(got, want) {
-			t.Errorf("connection %s: got %v, want %v", connection, got, want)
+			t.Errorf("closing %v: got %v, want %v", closing, got, want)
 		}
 		got.Add("Content-Type", "x")
-		if got.Get("Cache-Control") != "no-cache" || got.Get("Connection") != connection {
+		if got.Get("Cache-Control") != "no-cache" || got.Get("X-Accel-Buffering") != "no" || (got.Get("Connection") == "close") != closing {
 			t.Errorf("an Add to Content-Type changed the others: %v", got)
 		}
 	}

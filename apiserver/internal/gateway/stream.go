@@ -183,15 +183,18 @@ func putOut(out *[]byte) {
 	}
 }
 
-// setSSEHeaders sets the headers of a streamed answer; connection is the
-// Connection header's value.
-func setSSEHeaders(h http.Header, connection string) {
+// setSSEHeaders sets the headers of a streamed answer; closing adds
+// Connection: close (HTTP/1.1 keeps a connection open unless it says so,
+// and HTTP/2 has no such header).
+func setSSEHeaders(h http.Header, closing bool) {
 	// One backing array for the values; the keys are canonical already.
-	v := []string{"text/event-stream", "no-cache", connection, "no"}
+	v := []string{"text/event-stream", "no-cache", "no", "close"}
 	h[echo.HeaderContentType] = v[0:1:1]
 	h["Cache-Control"] = v[1:2:2]
-	h["Connection"] = v[2:3:3]
-	h["X-Accel-Buffering"] = v[3:4:4]
+	h["X-Accel-Buffering"] = v[2:3:3]
+	if closing {
+		h["Connection"] = v[3:4:4]
+	}
 }
 
 // stream answers with the relayed chat-completion chunks through the
@@ -207,7 +210,7 @@ func (a *API) stream(c echo.Context, body io.Reader, modelID string, clientWants
 // none), as a taken-over stream's are.
 func (a *API) streamWith(c echo.Context, body io.Reader, enc streamEncoder, done func()) *metering.Usage {
 	w := c.Response()
-	setSSEHeaders(w.Header(), "keep-alive")
+	setSSEHeaders(w.Header(), false)
 	w.WriteHeader(http.StatusOK)
 	r := newRelay(responseEvents{w: w, noFlush: true}, body, enc, done)
 	r.buffered()

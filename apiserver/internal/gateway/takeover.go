@@ -79,11 +79,7 @@ func (a *API) detach(c echo.Context, x *exchange, resp *http.Response, cancel co
 	// or an open stream Streams.Shutdown waits for, so a shutdown never
 	// closes the usage recorder under a stream that still has to meter.
 	held := a.Streams.add(cancel)
-	connection := "close"
-	if back != nil {
-		connection = "keep-alive"
-	}
-	setSSEHeaders(res.Header(), connection)
+	setSSEHeaders(res.Header(), back == nil)
 	res.WriteHeader(http.StatusOK) // the overhead headers (Observe's hook); net/http adds Date and chunking
 	r := newRelay(responseEvents{w: res, noFlush: true}, resp.Body, x.codec.stream(x), func() { x.observe(a) })
 	r.buffered()

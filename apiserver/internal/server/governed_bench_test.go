@@ -61,8 +61,8 @@ func BenchmarkGovernedInProcess(b *testing.B) {
 				}
 			}
 			_, _ = io.Copy(io.Discard, resp.Body)
-			if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Ratelimit-Limit") == "" {
-				return nil, fmt.Errorf("status %d, rate-limit headers %q", resp.StatusCode, resp.Header.Get("X-Ratelimit-Limit"))
+			if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Ratelimit-Limit-Requests") == "" {
+				return nil, fmt.Errorf("status %d, rate-limit headers %q", resp.StatusCode, resp.Header.Get("X-Ratelimit-Limit-Requests"))
 			}
 			return resp.Header, nil
 		}

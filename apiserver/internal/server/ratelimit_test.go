@@ -87,6 +87,10 @@ models:
 	if h.Get("Ratelimit-Policy") != `"requests";q=2;w=60` || !ietf.MatchString(h.Get("Ratelimit")) {
 		t.Errorf("IETF pair %q, %q", h.Get("Ratelimit-Policy"), h.Get("Ratelimit"))
 	}
+	// The generic trio is a refusal's only (below).
+	if h.Get("X-Ratelimit-Limit") != "" || h.Get("X-Ratelimit-Remaining") != "" || h.Get("X-Ratelimit-Reset") != "" {
+		t.Errorf("admitted answer carries the generic trio: %v", h)
+	}
 
 	msg := post("/v1/messages", `{"model":"svc-2-0","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`)
 	h = msg.Header
@@ -105,7 +109,8 @@ models:
 	refused := post("/v1/chat/completions", `{"model":"svc-2-0","messages":[{"role":"user","content":"hi"}]}`)
 	h = refused.Header
 	if refused.StatusCode != http.StatusTooManyRequests || h.Get("X-Ratelimit-Limit-Requests") != "2" ||
-		h.Get("X-Ratelimit-Remaining-Requests") != "0" || h.Get("Retry-After") == "" {
+		h.Get("X-Ratelimit-Remaining-Requests") != "0" || h.Get("Retry-After") == "" ||
+		h.Get("X-Ratelimit-Limit") != "2" || h.Get("X-Ratelimit-Remaining") != "0" || h.Get("X-Ratelimit-Reset") == "" {
 		t.Fatalf("refusal %d: headers %v", refused.StatusCode, h)
 	}
 	duration(h, "X-Ratelimit-Reset-Requests", time.Minute)
