@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"encoding/json"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -162,6 +163,16 @@ func TestEditTopTakesUsualBodies(t *testing.T) {
 					t.Errorf("%s stream %v effort %q: not edited in one pass", body, stream, effort)
 				}
 			}
+		}
+	}
+}
+
+// jsonString writes what json.Marshal writes.
+func TestJSONStringMatchesMarshal(t *testing.T) {
+	for _, s := range []string{"", "svc-2-0", "gpt-4o/mini:latest", "quo\"te", "back\\slash", "a<b>&c", "tab\t", "ünï", "\x7f", "~ok~"} {
+		want, _ := json.Marshal(s)
+		if got := jsonString(s); !bytes.Equal(got, want) {
+			t.Errorf("jsonString(%q) = %s, want %s", s, got, want)
 		}
 	}
 }

@@ -33,8 +33,7 @@ func (responsesNativeCodec) usage(completion []byte) *metering.Usage {
 }
 
 func (responsesNativeCodec) stream(x *exchange) streamEncoder {
-	m, _ := json.Marshal(x.model.ID)
-	return &nativeStream{modelJSON: m}
+	return &nativeStream{modelJSON: jsonString(x.model.ID)}
 }
 
 // responsesUsageOf reads a Responses usage object; nil when absent.

@@ -360,8 +360,23 @@ type chatStream struct {
 }
 
 func newChatStream(modelID string, clientWantsUsage bool) *chatStream {
-	m, _ := json.Marshal(modelID)
-	return &chatStream{modelJSON: m, wantsUsage: clientWantsUsage}
+	return &chatStream{modelJSON: jsonString(modelID), wantsUsage: clientWantsUsage}
+}
+
+// jsonString is s as json.Marshal writes it: between quotes as it is when
+// nothing in it needs escaping (a model id always), else json.Marshal's.
+func jsonString(s string) []byte {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < ' ' || c > '~', c == '"', c == '\\', c == '<', c == '>', c == '&':
+			b, _ := json.Marshal(s)
+			return b
+		}
+	}
+	b := make([]byte, 0, len(s)+2)
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 func (c *chatStream) chunk(s *sink, payload []byte) *metering.Usage {
