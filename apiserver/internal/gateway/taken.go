@@ -87,7 +87,7 @@ type takenResponse struct {
 	hijacked bool
 	ended    bool // end or abandon ran
 	err      error
-	deadline bool               // SetWriteDeadline bounds the writes
+	deadline bool // SetWriteDeadline bounds the writes
 	back     *recyclingListener // nil: the connection is closed at the end
 	streams  *Streams
 	held     *held
