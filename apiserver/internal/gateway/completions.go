@@ -60,10 +60,7 @@ func (a *API) complete(c echo.Context, cd codec) error {
 	if x.req.passthrough {
 		ctx = upstream.WithEndpoint(ctx, "/responses")
 	}
-	x.ctx, x.cancel = ctx, cancel
-	if x.req.Stream {
-		x.c, x.api = c, a // the connection may be taken over early (Written)
-	}
+	x.ctx = ctx
 	resp, err := a.send(c, x)
 	if err != nil {
 		a.settle(x, nil)
@@ -114,13 +111,6 @@ type exchange struct {
 	admittedAt time.Time
 	anthropic  bool
 	headersSet bool
-	// A stream's: what Written needs to take the client's connection over
-	// while the upstream works on the answer (taken.go), and the stream's
-	// tracking once it did.
-	c      echo.Context
-	api    *API
-	cancel context.CancelFunc
-	held   *held
 }
 
 // observe records the request's duration, before the last byte reaches the
@@ -188,14 +178,6 @@ func (a *API) admit(c echo.Context, cd codec) (*exchange, error) {
 // upstream, so that this runs while the upstream works on the answer; send
 // calls it after the exchange too (the other transports).
 func (x *exchange) Written() {
-	x.setHeaders()
-	if x.api != nil {
-		x.api.takeOverEarly(x)
-	}
-}
-
-// setHeaders sets an admitted request's rate-limit headers, once.
-func (x *exchange) setHeaders() {
 	if !x.headersSet {
 		x.headersSet = true
 		setRateLimitHeaders(x.headers, x.adm, x.model, x.anthropic, false, x.admittedAt)
@@ -213,7 +195,7 @@ func (a *API) send(c echo.Context, x *exchange) (*http.Response, error) {
 		return x.req.upstreamBody(x.model, d.UpstreamModel)
 	})
 	x.t.upstream += ans.Wait
-	x.setHeaders() // when no request was written to a plain-HTTP upstream
+	x.Written() // when no request was written to a plain-HTTP upstream
 	if err != nil {
 		a.Metrics.upstreamError(x.model.ID)
 		return nil, sendError(err)

@@ -33,10 +33,6 @@ type timing struct {
 	// detached: the answer went on past the handler on a connection taken
 	// over from net/http, and the server span ends with it (detach).
 	detached bool
-	// observed: Observe times the request and ends its answer when the
-	// connection was taken over early (taken).
-	observed bool
-	taken    *takenResponse
 }
 
 // authDone marks the end of authentication (the handler's first line).
@@ -88,33 +84,14 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // and the auth span.
 func (a *API) Observe(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		t := &timing{start: time.Now(), observed: true}
+		t := &timing{start: time.Now()}
 		c.Set(timingKey, t)
 		res := c.Response()
 		res.Before(func() { t.writeHeaders(res.Header()) })
-		if a.Tracer.On() {
-			return a.observeTraced(c, next, t)
+		if !a.Tracer.On() {
+			return next(c)
 		}
-		defer t.abandonTaken()
-		err := next(c)
-		if t.taken != nil {
-			endTaken(c, t.taken, err)
-			return nil
-		}
-		return err
-	}
-}
-
-// abandonTaken closes a connection taken over early when the handler chain
-// panicked before its answer was ended (the panic goes on to the Recover
-// middleware, whose answer cannot reach the client any more).
-func (t *timing) abandonTaken() {
-	if t.taken == nil || t.taken.hijacked || t.taken.ended {
-		return
-	}
-	if p := recover(); p != nil {
-		t.taken.abandon()
-		panic(p)
+		return a.observeTraced(c, next, t)
 	}
 }
 
@@ -134,7 +111,6 @@ func (a *API) observeTraced(c echo.Context, next echo.HandlerFunc, t *timing) er
 			panic(p)
 		}
 	}()
-	defer t.abandonTaken()
 	err := next(c)
 	t.authDone()
 	if t.detached {
@@ -144,9 +120,6 @@ func (a *API) observeTraced(c echo.Context, next echo.HandlerFunc, t *timing) er
 	if err != nil {
 		c.Error(err) // written here so the span sees the final status
 		status = res.Status
-	}
-	if t.taken != nil {
-		endTaken(c, t.taken, nil)
 	}
 	endServerSpan(span, status, c.Path(), res.Header().Get(echo.HeaderXRequestID))
 	return nil

@@ -33,10 +33,6 @@ const StreamWriteTimeout = 30 * time.Second
 // goroutine (its stack is deep after admission), its background reader and
 // its connection buffers are released for the stream's life; see
 // docs/performance.md. HTTP/2 and HTTP/1.0 clients keep the handler path.
-// With a plain-HTTP upstream the connection is taken over earlier, while the
-// upstream works on the answer, and the handler's writes go through
-// takenResponse instead of net/http's response (taken.go); the steps here
-// are the same.
 
 // detached is one taken-over stream: what its goroutine needs after the
 // handler returned (the echo context is recycled by then).
@@ -82,10 +78,7 @@ func (a *API) detach(c echo.Context, x *exchange, resp *http.Response, cancel co
 	// moment the stream is either a request http.Server.Shutdown waits for
 	// or an open stream Streams.Shutdown waits for, so a shutdown never
 	// closes the usage recorder under a stream that still has to meter.
-	held := x.held // taken over early (taken.go)
-	if held == nil {
-		held = a.Streams.add(cancel)
-	}
+	held := a.Streams.add(cancel)
 	setSSEHeaders(res.Header(), back == nil)
 	res.WriteHeader(http.StatusOK) // the overhead headers (Observe's hook); net/http adds Date and chunking
 	r := newRelay(responseEvents{w: res, noFlush: true}, resp.Body, x.codec.stream(x), func() { x.observe(a) })
