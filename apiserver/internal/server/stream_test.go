@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptrace"
@@ -227,6 +228,89 @@ func TestStreamTakeoverEitherOrder(t *testing.T) {
 			defer cancel()
 			if err := g.streams.Shutdown(ctx); err != nil {
 				t.Fatalf("relay still open after its answer ended: %v", err)
+			}
+		})
+	}
+}
+
+// A stream the upstream refuses (before any event) is answered exactly as a
+// plain request with the same upstream answer: the API's error in its
+// route's wire format (status, body, headers), with tracing on or off, on a
+// connection that stays alive; no stream is left tracked.
+func TestStreamRefusedByTheUpstream(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, path, body, rateHeader string
+		tracing                      bool
+		upstream                     int
+	}{
+		{"chat, upstream 400", "/v1/chat/completions", `{"model":"svc-2-0",%s"messages":[{"role":"user","content":"hi"}]}`,
+			"X-Ratelimit-Limit-Requests", false, http.StatusBadRequest},
+		{"chat, upstream 429, traced", "/v1/chat/completions", `{"model":"svc-2-0",%s"messages":[{"role":"user","content":"hi"}]}`,
+			"X-Ratelimit-Limit-Requests", true, http.StatusTooManyRequests},
+		{"messages, upstream 400", "/v1/messages", `{"model":"svc-2-0","max_tokens":16,%s"messages":[{"role":"user","content":"hi"}]}`,
+			"Anthropic-Ratelimit-Requests-Limit", false, http.StatusBadRequest},
+		{"messages, upstream 429, traced", "/v1/messages", `{"model":"svc-2-0","max_tokens":16,%s"messages":[{"role":"user","content":"hi"}]}`,
+			"Anthropic-Ratelimit-Requests-Limit", true, http.StatusTooManyRequests},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tracer := noTracer
+			if tc.tracing {
+				tracer = sdkTracer
+			}
+			g := newGateway(t, tracer)
+			g.up.Script(func(fakeupstream.Request) fakeupstream.Reply {
+				return fakeupstream.Reply{Status: tc.upstream, RetryAfter: "3"}
+			})
+			hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+			t.Cleanup(hc.CloseIdleConnections)
+			do := func(stream bool) (resp *http.Response, body string, reused bool) {
+				t.Helper()
+				field := ""
+				if stream {
+					field = `"stream":true,`
+				}
+				req, _ := http.NewRequest(http.MethodPost, g.url+tc.path, strings.NewReader(fmt.Sprintf(tc.body, field)))
+				req.Header.Set("Authorization", "Bearer "+g.key)
+				req.Header.Set("Content-Type", "application/json")
+				req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+					GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused }}))
+				resp, err := hc.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				b, err := io.ReadAll(resp.Body)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return resp, strings.ReplaceAll(string(b), resp.Header.Get("X-Request-Id"), "<id>"), reused
+			}
+			plain, plainBody, _ := do(false)
+			streamed, streamedBody, reused := do(true)
+			if !reused {
+				t.Error("the stream did not reuse the plain request's connection")
+			}
+			if plain.StatusCode < 400 || streamed.StatusCode != plain.StatusCode || streamedBody != plainBody {
+				t.Fatalf("stream refused with %d %q; a plain request with %d %q", streamed.StatusCode, streamedBody,
+					plain.StatusCode, plainBody)
+			}
+			for _, h := range []string{"Content-Type", "Retry-After", tc.rateHeader} {
+				if streamed.Header.Get(h) != plain.Header.Get(h) {
+					t.Errorf("%s: stream %q, plain %q", h, streamed.Header.Get(h), plain.Header.Get(h))
+				}
+			}
+			if streamed.Header.Get(tc.rateHeader) == "" || streamed.Header.Get("X-Request-Id") == "" ||
+				!strings.Contains(streamed.Header.Get("Server-Timing"), "upstream;dur=") || streamed.Close {
+				t.Errorf("stream's refusal: close %v, headers %v", streamed.Close, streamed.Header)
+			}
+			if g.streams.Open() != 0 {
+				t.Errorf("%d streams still tracked after the refusal", g.streams.Open())
+			}
+			// The connection is still good: the next request reuses it.
+			if _, _, reused := do(false); !reused {
+				t.Error("the request after the refusal did not reuse its connection")
 			}
 		})
 	}
