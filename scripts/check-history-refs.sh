@@ -19,8 +19,26 @@ patterns=(
 args=()
 for p in "${patterns[@]}"; do args+=(-e "$p"); done
 
+hint="history references: cite what the product does (a doc section, a spec section, a test), not a tracker number or a working session"
 if out=$(git grep -n -I -i -E "${args[@]}" -- . ':!scripts/check-history-refs.sh'); then
   echo "$out"
-  echo "history references: cite what the product does (a doc section, a spec section, a test), not a tracker number or a working session"
+  echo "$hint"
+  exit 1
+fi
+
+# The same reference wrapped over two lines: a line ending in "issue(s)" or
+# "session(s)" whose next line starts, past its comment marker, with a number.
+wrapped=$(git grep -n -I -i -E -A1 '(^|[^[:alnum:]_])(issues?|sessions?)[[:space:]]*$' -- . ':!scripts/check-history-refs.sh' |
+  awk '/^--$/ { prev = ""; next }
+       prev != "" {
+         line = $0; sub(/^[^:]*-[0-9]+-/, "", line)
+         sub(/^[[:space:]]*(\/\/|#|\*|--|;)?[[:space:]]*/, "", line)
+         if (line ~ /^#?[0-9]/) { print prev; print $0 }
+         prev = ""
+       }
+       /^[^:]*:[0-9]+:/ { prev = $0 }')
+if [ -n "$wrapped" ]; then
+  echo "$wrapped"
+  echo "$hint"
   exit 1
 fi

@@ -91,8 +91,9 @@ func (s *Server) routes(e *echo.Echo) {
 	// works while the agent is down.
 	proxy := e.Group("/api/projects/:id/agent-proxy", apiKey, member)
 	proxy.GET(internalapi.PodWebhook+"/outbox/:channelId", h.webhooks.Poll)
-	// The attempt log, endpoint health, replay and test messages (issue
-	// 24), from the database; replay and test send through the pod.
+	// The attempt log, endpoint health, replay and test messages
+	// (docs/webhook-delivery.md), from the database; replay and test send through
+	// the pod.
 	proxy.GET(internalapi.PodWebhook+"/attempts", h.webhooks.List)
 	proxy.GET(internalapi.PodWebhook+"/endpoints", h.webhooks.Endpoints)
 	proxy.GET(internalapi.PodWebhook+"/signing-key", h.webhooks.SigningKey)

@@ -68,8 +68,8 @@ type Options struct {
 	Now            func() time.Time
 	// Sleep waits between attempts (tests); nil uses a timer and ctx.
 	Sleep func(ctx context.Context, d time.Duration) error
-	// Recorder, when set, is told every attempt (the attempt log, issue
-	// 24); it must not block.
+	// Recorder, when set, is told every attempt (the attempt log); it must
+	// not block.
 	Recorder Recorder
 }
 

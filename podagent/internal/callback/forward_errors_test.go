@@ -13,9 +13,9 @@ import (
 	"github.com/svc-dev/svc/shared/wire"
 )
 
-// The forwarder's own refusals are the envelope both binaries answer (issue
-// 22 point 2): a declared code with its status and type, and the marker
-// header the guest's deliverer reads for the two it acts on.
+// The forwarder's own refusals are the envelope both binaries answer: a
+// declared code with its status and type, and the marker header the guest's
+// deliverer reads for the two it acts on.
 func TestForwarderErrorsAreTheEnvelope(t *testing.T) {
 	t.Parallel()
 	closed := callbacktest.New(t, 200)
