@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"code.dny.dev/ssrf"
@@ -66,6 +68,9 @@ type Answer struct {
 	Permanent bool
 	// Gone: the receiver answered 410.
 	Gone bool
+	// Sent: the request was written to the receiver in full, so it may
+	// have seen it even when no answer came (a cancelled ctx).
+	Sent bool
 }
 
 // Sender makes attempts. The zero value is not usable; call NewSender.
@@ -124,6 +129,12 @@ func (s *Sender) Attempt(ctx context.Context, del Delivery) (a Answer) {
 	}
 	actx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
+	var sent atomic.Bool // set on the transport's goroutine
+	actx = httptrace.WithClientTrace(actx, &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) {
+		if i.Err == nil {
+			sent.Store(true)
+		}
+	}})
 	req, err := http.NewRequestWithContext(actx, http.MethodPost, del.URL, bytes.NewReader(del.Body))
 	if err != nil {
 		return fail(err)
@@ -139,6 +150,7 @@ func (s *Sender) Attempt(ctx context.Context, del Delivery) (a Answer) {
 	req.Header.Set(HeaderTimestamp, strconv.FormatInt(a.At.Unix(), 10))
 	req.Header.Set(HeaderSignature, sig)
 	resp, err := s.http.Do(req)
+	a.Sent = sent.Load()
 	if err != nil {
 		switch {
 		case errors.Is(err, ErrRefused):

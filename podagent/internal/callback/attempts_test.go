@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -177,5 +178,62 @@ func TestRotationSignsWithBothSecrets(t *testing.T) {
 	wh, _ := svix.NewWebhook(oldSecret)
 	if strings.Contains(h.Get(callback.HeaderSignature), " ") || wh.Verify(b, h) == nil {
 		t.Fatalf("after the overlap the old secret still verifies: %q", h.Get(callback.HeaderSignature))
+	}
+}
+
+// An attempt cut off by its context (the pod's shutdown) after its request
+// reached the receiver is in the log, as retrying with ErrCutOff (the API's
+// queue makes the next attempt), so the log counts what the receiver saw;
+// one cut off before anything was sent is not.
+func TestCutOffAttemptIsRecordedOnceSent(t *testing.T) {
+	t.Parallel()
+	arrived := make(chan struct{}, 1)
+	release := make(chan struct{})
+	hanging := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-release // never answers while the deliverer waits
+	}))
+	t.Cleanup(func() { close(release); hanging.Close() })
+
+	cases := []struct {
+		name string
+		cut  func(cancel context.CancelFunc) // when the context ends
+		want []string                        // outcomes recorded
+	}{
+		{"after the receiver got the request", func(cancel context.CancelFunc) { <-arrived; cancel() }, []string{wire.AttemptRetrying}},
+		{"before anything was sent", func(cancel context.CancelFunc) { cancel() }, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &memRecorder{}
+			d, _ := newRecordingDeliverer(t, callback.Options{Guard: callback.NewGuard(loopback), Attempts: 5, Recorder: rec})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan callback.Result, 1)
+			if tc.want == nil {
+				tc.cut(cancel)
+			}
+			go func() {
+				done <- d.Deliver(ctx, callback.Delivery{URL: hanging.URL + "/cb", MsgID: "msg_1", Secret: "s",
+					Body: []byte(`{}`), CorrelationID: "cor_1", ChannelID: "ch_1"})
+			}()
+			if tc.want != nil {
+				tc.cut(cancel)
+			}
+			res := <-done
+			if res.Delivered || res.Attempts != 1 || !errors.Is(res.Err, context.Canceled) {
+				t.Fatalf("result %+v, want one undelivered attempt ended by the context", res)
+			}
+			got := rec.all()
+			if len(got) != len(tc.want) {
+				t.Fatalf("%d records, want %d: %+v", len(got), len(tc.want), got)
+			}
+			for i, g := range got {
+				if g.Outcome != tc.want[i] || g.Status != 0 || g.Attempt != 1 || g.Error != callback.ErrCutOff.Error() ||
+					!g.NextRetryAt.IsZero() || g.WebhookID != "msg_1" {
+					t.Fatalf("record %d = %+v, want %s with the cut-off error and no retry time", i, g, tc.want[i])
+				}
+			}
+		})
 	}
 }

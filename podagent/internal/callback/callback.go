@@ -160,8 +160,15 @@ func (d *Deliverer) Deliver(ctx context.Context, del Delivery) Result {
 			return res
 		}
 		if ans.Permanent {
-			if ctx.Err() == nil {
+			switch {
+			case ctx.Err() == nil:
 				d.record(del, res.Attempts, ans, wire.AttemptFailed, 0)
+			case ans.Sent:
+				// Cut off (the pod's shutdown) after the request went out:
+				// the receiver may have seen it, so the log keeps it; the
+				// reply's caller hands it to the API's delivery queue.
+				ans.Err = ErrCutOff
+				d.record(del, res.Attempts, ans, wire.AttemptRetrying, 0)
 			}
 			d.log.Warn("callback failed permanently", zap.String("webhookId", del.MsgID), zap.Int("status", status),
 				zap.Int("attempts", res.Attempts), zap.Error(err))

@@ -12,6 +12,12 @@ import (
 // (docs/webhook-delivery.md, "A pod stopped mid-schedule").
 var ErrHandedOff = errors.New("callback: retries handed to the API at shutdown")
 
+// ErrCutOff is the attempt log's error for an attempt whose request went
+// out but whose answer never came because the deliverer was stopped (its
+// context ended at the pod's shutdown): the receiver may have seen it, and
+// the API's delivery queue makes the next attempt.
+var ErrCutOff = errors.New("stopped before the receiver answered; the API's delivery queue continues")
+
 type stopKey struct{}
 
 // WithStop returns ctx carrying stop: when stop is closed, Deliver makes
