@@ -63,12 +63,18 @@ func TestAttemptLogSurvivesAPodRestart(t *testing.T) {
 	res.Body.Close()
 
 	// Both attempts were made and the API refused both records: they are
-	// in the pod's journal (written before each POST), nowhere else.
-	waitFor(t, p, e, "the API to refuse both attempt records", func() bool {
+	// in the pod's journal (written before each POST), nowhere else. The
+	// pod has also finished the message (its delivered notice reached the
+	// outbox, journaled in the transaction that ends the message): killed
+	// before that, the next run would deliver the reply again (the same
+	// webhook-id, at least once) and log a third attempt.
+	waitFor(t, p, e, "the API to refuse both attempt records and the pod to finish the message", func() bool {
 		_, refused := gw.Attempts()
 		recv.mu.Lock()
-		defer recv.mu.Unlock()
-		return len(recv.deliveries[acc.CorrelationID]) == 1 && len(refused) == 2
+		delivered := len(recv.deliveries[acc.CorrelationID]) == 1
+		recv.mu.Unlock()
+		return delivered && len(refused) == 2 &&
+			gw.Outbox()[acc.CorrelationID].Status == wire.OutboxStatusDelivered
 	})
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
