@@ -217,8 +217,8 @@ func waitNodeAvailable(t testing.TB, n *kubetest.Node, ns string) *appsv1.Deploy
 					s = append(s, p.Name+": "+kubetest.PodSummary(&p))
 				}
 			}
-			t.Fatalf("the API Deployment is not Available after 4 min: %v\npods: %s\nkubelet:\n%s\ncontainerd:\n%s",
-				err, strings.Join(s, "\n"), n.Log("kubelet", 6000), n.Log("containerd", 3000))
+			t.Fatalf("the API Deployment is not Available after 4 min: %v\npods: %s\nkubelet:\n%s\ncontainerd:\n%s\ncontrol plane:\n%s",
+				err, strings.Join(s, "\n"), n.Log("kubelet", 6000), n.Log("containerd", 3000), n.Cluster.ComponentLogs())
 		}
 		time.Sleep(250 * time.Millisecond) // poll with a deadline
 	}

@@ -72,13 +72,13 @@ func Tool(name string) (string, error) {
 	return p, nil
 }
 
-// kwokctlConfig: everything on 127.0.0.1; kubeVersion tells kwokctl which
+// kwokctlConfig: everything on 127.0.0.1, on the harness's ports (ports.go); kubeVersion tells kwokctl which
 // flags the binaries it starts understand; kubectl is ours (kwokctl would
 // download its own for its health checks).
-func kwokctlConfig(kubectl string, sans []string) string {
+func kwokctlConfig(kubectl string, sans []string, ports clusterPorts) string {
 	s := "kind: KwokctlConfiguration\napiVersion: config.kwok.x-k8s.io/v1alpha1\noptions:\n" +
 		"  bindAddress: 127.0.0.1\n  kubeVersion: " + K8sVersion + "\n  kwokVersion: " + KwokVersion + "\n" +
-		"  kubectlBinary: " + kubectl + "\n"
+		"  kubectlBinary: " + kubectl + "\n" + ports.options()
 	if len(sans) > 0 {
 		s += "  kubeApiserverCertSANs: [" + strings.Join(sans, ", ") + "]\n"
 	}
@@ -109,10 +109,10 @@ func Start(ctx context.Context) (*Cluster, error) { return StartWith(ctx, Option
 
 // StartWith creates a cluster shaped by o. A control plane that is not
 // served within attemptTimeout is deleted, its components' logs kept for the
-// error, and started again under a new name (fresh ports): kwokctl picks its
-// ports free before the binaries bind them, so two test binaries starting
-// clusters at once can collide, and a kube-apiserver that never listens
-// otherwise costs the whole test binary.
+// error, and started again under a new name and fresh ports: a
+// kube-apiserver that never listens would otherwise cost the whole test
+// binary. Starts on one machine take turns, each on ports of its own
+// (ports.go).
 func StartWith(ctx context.Context, o Options) (*Cluster, error) {
 	var failures []string
 	for attempt := 1; attempt <= startAttempts; attempt++ {
@@ -155,8 +155,19 @@ func startOnce(ctx context.Context, o Options, attempt int) (*Cluster, error) {
 	}
 	c := &Cluster{Name: fmt.Sprintf("svc-%d-%d", os.Getpid(), attempt), workdir: workdir, kwokctl: bins["kwokctl"],
 		Kubeconfig: filepath.Join(workdir, "kubeconfig")}
+	// The lock is held until kwokctl create returns: by then the picked
+	// ports are bound, and the next start's picks see them taken.
+	unlock, err := lockClusterStarts()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	ports, err := pickPorts()
+	if err != nil {
+		return nil, err
+	}
 	cfg := filepath.Join(workdir, "kwokctl.yaml")
-	if err := os.WriteFile(cfg, []byte(kwokctlConfig(bins["kubectl"], o.CertSANs)), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(kwokctlConfig(bins["kubectl"], o.CertSANs, ports)), 0o600); err != nil {
 		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, bins["kwokctl"], "--config", cfg, "--name", c.Name, "create", "cluster",
@@ -175,13 +186,17 @@ func startOnce(ctx context.Context, o Options, attempt int) (*Cluster, error) {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		logs := c.componentLogs()
+		logs := c.ComponentLogs()
 		c.Delete()
 		return nil, fmt.Errorf("kwokctl create cluster: %v\n%s\n%s", err, lastLines(out.String(), 6), logs)
 	}
 	if c.Config, err = clientcmd.BuildConfigFromFlags("", c.Kubeconfig); err != nil {
 		c.Delete()
 		return nil, err
+	}
+	if want := fmt.Sprintf("127.0.0.1:%d", ports.KubeApiserver); !strings.HasSuffix(c.Config.Host, want) {
+		c.Delete()
+		return nil, fmt.Errorf("kubetest: kwokctl put the kube-apiserver at %s, not the picked %s", c.Config.Host, want)
 	}
 	if c.Client, err = k8s.NewForConfig(c.Config); err != nil {
 		c.Delete()
@@ -197,9 +212,9 @@ func startOnce(ctx context.Context, o Options, attempt int) (*Cluster, error) {
 	return c, nil
 }
 
-// componentLogs is the end of each control-plane component's log
+// ComponentLogs is the end of each control-plane component's log
 // (kwokctl writes them under <workdir>/clusters/<name>/logs).
-func (c *Cluster) componentLogs() string {
+func (c *Cluster) ComponentLogs() string {
 	files, _ := filepath.Glob(filepath.Join(c.workdir, "clusters", c.Name, "logs", "*.log"))
 	var b strings.Builder
 	for _, f := range files {

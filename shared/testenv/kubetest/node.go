@@ -575,7 +575,12 @@ func podSummary(p *corev1.Pod) string {
 		return "<no pod>"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "phase=%s", p.Status.Phase)
+	fmt.Fprintf(&b, "phase=%s node=%q", p.Status.Phase, p.Spec.NodeName)
+	for _, c := range p.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			fmt.Fprintf(&b, " %s=%s(%s: %s)", c.Type, c.Status, c.Reason, c.Message)
+		}
+	}
 	for _, s := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
 		fmt.Fprintf(&b, " %s{ready=%v restarts=%d", s.Name, s.Ready, s.RestartCount)
 		if w := s.State.Waiting; w != nil {
