@@ -138,7 +138,6 @@ func serve(ctx context.Context, args []string, dev bool) error {
 	}
 	defer a.close()
 	gcDefaults(memlimit.FromCgroup, a.log)
-	heapHugePages(ctx, a.cfg.HeapHugePages, a.log)
 	// One owner per data dir, before anything in it is cleared (the
 	// hydrated copies below): a second replica on the same directory
 	// would destroy the first one's state.

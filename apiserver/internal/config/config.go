@@ -60,7 +60,6 @@ type Config struct {
 	PodagentBin       string
 	CallbackAllowed   string
 	PprofAddr         string
-	HeapHugePages     bool
 	HydrateDiskBudget int64
 	// Runtime drivers and the agent-proxy.
 	RuntimeStartTimeout time.Duration
@@ -141,7 +140,6 @@ var options = slices.Concat([]settings.Option[Config]{
 	{Flag: "public-url", Env: "SVC_PUBLIC_URL", Usage: "externally reachable base URL (presigned fs URLs); default http://<http-addr>", Set: settings.String(func(c *Config) *string { return &c.PublicURL })},
 	{Flag: "advertise-url", Env: "SVC_ADVERTISE_URL", Usage: "this replica's base URL as the other replicas reach it (they relay a paired machine's requests to the replica holding its tunnel); default http://<listen addr>, a non-loopback address of this host when listening on all interfaces", Set: settings.String(func(c *Config) *string { return &c.AdvertiseURL })},
 	{Flag: "podagent-bin", Env: "SVC_PODAGENT_BIN", Def: "podagent", Usage: "podagent binary for the local runtime driver", Set: settings.String(func(c *Config) *string { return &c.PodagentBin })},
-	{Flag: "heap-huge-pages", Env: "SVC_HEAP_HUGE_PAGES", Def: "true", Usage: "advise the Go heap's memory MADV_HUGEPAGE where the kernel's transparent huge pages are in madvise mode (fewer page faults on the request path)", Set: settings.Bool(func(c *Config) *bool { return &c.HeapHugePages })},
 	{Flag: "pprof-addr", Env: "SVC_PPROF_ADDR", Usage: "serve net/http/pprof on this address (off when empty; keep it on loopback)", Set: settings.String(func(c *Config) *string { return &c.PprofAddr })},
 	{Flag: "hydrate-disk-budget", Env: "SVC_HYDRATE_DISK_BUDGET", Def: "10737418240", Usage: "bytes of hydrated repository copies kept under <data-dir>/hydrated before least-recently-used ones are evicted (0: no bound)", Set: settings.Int(func(c *Config) *int64 { return &c.HydrateDiskBudget })},
 	{Flag: "callback-allowed-nets", Env: "SVC_CALLBACK_ALLOWED_NETS", Usage: "CIDRs callbacks may reach despite the SSRF guard", Set: settings.String(func(c *Config) *string { return &c.CallbackAllowed })},
