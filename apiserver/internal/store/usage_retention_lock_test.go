@@ -21,13 +21,16 @@ import (
 // a usage batch write, the console's totals — in a loop on workers of
 // their own workspace (so they never wait on each other's rows), worker w
 // at the time at plus w days (plus a millisecond a request: each worker
-// writes its own day's partition, so they never wait on each other's
-// extension of a table either), through
-// a store whose connections have lock_timeout = 1ms: a request that waits
-// on a lock for longer fails with lock_not_available (55P03) instead of
-// waiting, and is counted. Nothing else in the test takes a lock a
-// request could wait on, so a count above zero is a wait on the
-// statement under test.
+// writes its own day's partition), through a store whose connections have
+// lock_timeout = 1ms: a request that waits on a lock for longer fails with
+// lock_not_available (55P03) instead of waiting, and is counted with the
+// step it was in. The test runs one worker: two share the tables every
+// request upserts (rate counters, usage windows, daily totals), and on a
+// loaded CI machine two saw a lock wait with nothing else running (after
+// the control below had ended) — one worker's extension of such a table,
+// held past 1 ms while its process waited for a CPU, is the likely one.
+// With one, nothing else in the test takes a lock a request could wait
+// on, so a count above zero is a wait on the statement under test.
 type requestLoad struct {
 	done                 atomic.Int64 // requests ended
 	lockWaits, otherErrs atomic.Int64
@@ -77,22 +80,24 @@ func startRequests(t *testing.T, url string, workers int, at time.Time) *request
 				err := func() error {
 					if _, err := rs.Admit(ctx, now.Truncate(time.Minute).UnixMilli(),
 						[]store.RateIncrement{{Bucket: "key:" + ws.ID, N: 1}}, ws.ID, true); err != nil {
-						return err
+						return fmt.Errorf("admit: %w", err)
 					}
 					if err := rs.RecordUsageBatch(ctx, []store.UsageRecord{rec}, [][]store.WindowSpec{win}, now); err != nil {
-						return err
+						return fmt.Errorf("usage write: %w", err)
 					}
 					if _, err := rs.SumUsage(ctx, ws.ID); err != nil {
-						return err
+						return fmt.Errorf("usage totals: %w", err)
 					}
-					_, err := rs.UsageByDay(ctx, ws.ID, now.AddDate(0, 0, -30))
-					return err
+					if _, err := rs.UsageByDay(ctx, ws.ID, now.AddDate(0, 0, -30)); err != nil {
+						return fmt.Errorf("usage by day: %w", err)
+					}
+					return nil
 				}()
 				var pgErr *pgconn.PgError
 				switch {
 				case errors.As(err, &pgErr) && pgErr.Code == "55P03":
 					l.lockWaits.Add(1)
-					l.lastWait.Store(pgErr.Message)
+					l.lastWait.Store(err.Error())
 				case err != nil:
 					l.otherErrs.Add(1)
 					l.firstErr.CompareAndSwap(nil, err.Error())
@@ -192,7 +197,7 @@ FROM generate_series(1, 20000) g`, old.ID, first, expired); err != nil {
 		t.Fatal(err)
 	}
 
-	load := startRequests(t, url, 2, present.Add(time.Hour))
+	load := startRequests(t, url, 1, present.Add(time.Hour))
 	waitFor(t, "the first requests", func() bool { return load.done.Load() >= 20 })
 	if n, e := load.lockWaits.Load(), load.otherErrs.Load(); n != 0 || e != 0 {
 		t.Fatalf("before anything ran: %d lock waits, %d errors (%v)", n, e, load.firstErr.Load())
@@ -218,16 +223,17 @@ FROM generate_series(1, 20000) g`, old.ID, first, expired); err != nil {
 	waitFor(t, "requests after the control", func() bool { return load.done.Load() >= done+20 })
 	load.lockWaits.Store(0)
 	done = load.done.Load()
+	waits := sampleWaits(ctx, s.DB())
 	waitFor(t, "more requests after the control", func() bool { return load.done.Load() >= done+20 })
-	if n := load.lockWaits.Load(); n != 0 {
-		t.Fatalf("%d lock waits after the control ended (%v)", n, load.lastWait.Load())
+	if n, seen := load.lockWaits.Load(), waits(); n != 0 {
+		t.Fatalf("%d lock waits after the control ended (%v); waits seen:\n%s", n, load.lastWait.Load(), strings.Join(seen, "\n"))
 	}
 
 	// Retention of 10 days at the present drops the thirty expired days
 	// (and the legacy partition, older still).
 	// What the requests wait on, sampled while the drop runs (for the
 	// failure message only: the count above is the assertion).
-	waits := sampleWaits(ctx, s.DB())
+	waits = sampleWaits(ctx, s.DB())
 	began := time.Now()
 	res, err := s.MaintainUsagePartitions(ctx, present, 10*24*time.Hour)
 	blockedBy := waits()
@@ -246,8 +252,8 @@ FROM generate_series(1, 20000) g`, old.ID, first, expired); err != nil {
 		t.Fatalf("no request ended during the %v the drop took: the test did not overlap them", ended.Sub(began))
 	}
 	if n, e := load.lockWaits.Load(), load.otherErrs.Load(); n != 0 || e != 0 {
-		t.Fatalf("during the retention drop (%v, %d partitions): %d requests waited on a lock, %d failed otherwise (%v); "+
-			"waits seen:\n%s", ended.Sub(began), len(res.Dropped), n, e, load.firstErr.Load(), strings.Join(blockedBy, "\n"))
+		t.Fatalf("during the retention drop (%v, %d partitions): %d requests waited on a lock (%v), %d failed otherwise (%v); "+
+			"waits seen:\n%s", ended.Sub(began), len(res.Dropped), n, load.lastWait.Load(), e, load.firstErr.Load(), strings.Join(blockedBy, "\n"))
 	}
 	var left int
 	if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM usage_records WHERE workspace_id = $1`, old.ID).Scan(&left); err != nil || left != 0 {
@@ -277,8 +283,8 @@ FROM generate_series(1, 20000) g`, old.ID, first, expired); err != nil {
 		t.Fatalf("no request ended during the %v the creation took: the test did not overlap them", ended.Sub(began))
 	}
 	if n, e := load.lockWaits.Load(), load.otherErrs.Load(); n != 0 || e != 0 {
-		t.Fatalf("during the creation of %d partitions (%v): %d requests waited on a lock, %d failed otherwise (%v); "+
-			"waits seen:\n%s", len(res.Created), ended.Sub(began), n, e, load.firstErr.Load(), strings.Join(blockedBy, "\n"))
+		t.Fatalf("during the creation of %d partitions (%v): %d requests waited on a lock (%v), %d failed otherwise (%v); "+
+			"waits seen:\n%s", len(res.Created), ended.Sub(began), n, load.lastWait.Load(), e, load.firstErr.Load(), strings.Join(blockedBy, "\n"))
 	}
 	t.Logf("created %d partitions in %v; %d requests ended meanwhile, none waited on a lock",
 		len(res.Created), ended.Sub(began), duringCreate)
