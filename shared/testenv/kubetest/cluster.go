@@ -72,9 +72,10 @@ func Tool(name string) (string, error) {
 	return p, nil
 }
 
-// kwokctlConfig: everything on 127.0.0.1, on the harness's ports (ports.go); kubeVersion tells kwokctl which
-// flags the binaries it starts understand; kubectl is ours (kwokctl would
-// download its own for its health checks).
+// kwokctlConfig: everything on 127.0.0.1, on the harness's ports
+// (ports.go); kubeVersion tells kwokctl which flags the binaries it starts
+// understand; kubectl is ours (kwokctl would download its own for its
+// health checks).
 func kwokctlConfig(kubectl string, sans []string, ports clusterPorts) string {
 	s := "kind: KwokctlConfiguration\napiVersion: config.kwok.x-k8s.io/v1alpha1\noptions:\n" +
 		"  bindAddress: 127.0.0.1\n  kubeVersion: " + K8sVersion + "\n  kwokVersion: " + KwokVersion + "\n" +
@@ -149,12 +150,6 @@ func startOnce(ctx context.Context, o Options, attempt int) (*Cluster, error) {
 		}
 		bins[n] = p
 	}
-	workdir, err := os.MkdirTemp("", "svc-kube-")
-	if err != nil {
-		return nil, err
-	}
-	c := &Cluster{Name: fmt.Sprintf("svc-%d-%d", os.Getpid(), attempt), workdir: workdir, kwokctl: bins["kwokctl"],
-		Kubeconfig: filepath.Join(workdir, "kubeconfig")}
 	// The lock is held until kwokctl create returns: by then the picked
 	// ports are bound, and the next start's picks see them taken.
 	unlock, err := lockClusterStarts()
@@ -166,6 +161,12 @@ func startOnce(ctx context.Context, o Options, attempt int) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	workdir, err := os.MkdirTemp("", "svc-kube-")
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{Name: fmt.Sprintf("svc-%d-%d", os.Getpid(), attempt), workdir: workdir, kwokctl: bins["kwokctl"],
+		Kubeconfig: filepath.Join(workdir, "kubeconfig")}
 	cfg := filepath.Join(workdir, "kwokctl.yaml")
 	if err := os.WriteFile(cfg, []byte(kwokctlConfig(bins["kubectl"], o.CertSANs, ports)), 0o600); err != nil {
 		return nil, err
