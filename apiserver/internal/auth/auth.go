@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/apiserver/internal/apikey"
+	"github.com/svc-dev/svc/apiserver/internal/later"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/shared/runtimetoken"
 	"github.com/svc-dev/svc/shared/wait"
@@ -106,7 +107,7 @@ func (a *Authenticator) APIKey(ctx context.Context, token string) (Principal, er
 	if !secretMatches(secret, row.KeyHash) || row.Revoked {
 		return Principal{}, wire.InvalidAPIKey()
 	}
-	a.touch(id)
+	a.touch(ctx, id)
 	return Principal{KeyID: row.KeyID, UserID: row.UserID, WorkspaceID: row.WorkspaceID,
 		KeyBudget: row.Budgeted, Billing: row.Billing}, nil
 }
@@ -147,7 +148,7 @@ func (a *Authenticator) lookup(ctx context.Context, id string) (store.KeyAuth, e
 	a.mu.Unlock()
 	if ok && age < CacheTTL {
 		if refresh {
-			a.touches.Go(func() { a.refresh(id, now) })
+			later.Go(ctx, &a.touches, func() { a.refresh(id, now) })
 		}
 		return c.row, nil
 	}
@@ -195,8 +196,9 @@ func (a *Authenticator) cachePut(id string, row store.KeyAuth, now time.Time) {
 	a.cache[id] = cached{row: row, at: now}
 }
 
-// touch records last use at most once a minute per key, off the request path.
-func (a *Authenticator) touch(id string) {
+// touch records last use at most once a minute per key, off the request path
+// (after the answer has begun: package later).
+func (a *Authenticator) touch(ctx context.Context, id string) {
 	now := a.now()
 	a.mu.Lock()
 	last := a.touched[id]
@@ -208,7 +210,7 @@ func (a *Authenticator) touch(id string) {
 	if !stale {
 		return
 	}
-	a.touches.Go(func() {
+	later.Go(ctx, &a.touches, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := a.store.TouchAPIKey(ctx, id, now); err != nil {
