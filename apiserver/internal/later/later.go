@@ -1,11 +1,9 @@
 // Package later holds the background work a request finds due but its
-// answer does not need — a key's row or a workspace's usage windows read
-// again ahead of their cache's expiry, a key's last-use write — until that
-// answer has begun, so that it does not share the CPU with the request that
-// found it on the way to its first byte (spec 4.1, the public API;
-// docs/performance.md, "Background work after the answer"). Only work
-// nothing waits for is held: a block of rate-limit permits leased ahead is
-// not, since a request that finds no permit waits for that lease.
+// answer does not need — a cache entry read again ahead of its expiry, a
+// block of rate-limit permits leased ahead, a key's last-use write — until
+// that answer has begun, so that it does not share the CPU with the
+// request that found it on the way to its first byte (spec 4.1, the public
+// API; docs/performance.md, "Background work after the answer").
 //
 // The public API's first middleware gives each request a Queue (With) and
 // runs it when the handler returns (or once a stream's first events are

@@ -195,9 +195,7 @@ func (m *Meter) Admit(ctx context.Context, p auth.Principal, plan catalog.Plan) 
 		incr = append(incr, store.RateIncrement{Bucket: b.name, N: leaseSize(b.limit)})
 	}
 	if len(ahead) > 0 {
-		// Not held until the answer (package later): a request that finds
-		// no permit waits for this round trip.
-		m.background.Go(func() { m.leaseAhead(win, ahead) })
+		later.Go(ctx, &m.background, func() { m.leaseAhead(win, ahead) })
 	}
 	wantWindows := !p.UsageBasedPricing && len(plan.Windows) > 0
 	windows, cached := m.windows.get(p.WorkspaceID, now)
