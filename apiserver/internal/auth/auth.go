@@ -17,7 +17,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/apiserver/internal/apikey"
-	"github.com/svc-dev/svc/apiserver/internal/later"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/shared/runtimetoken"
 	"github.com/svc-dev/svc/shared/wait"
@@ -107,7 +106,7 @@ func (a *Authenticator) APIKey(ctx context.Context, token string) (Principal, er
 	if !secretMatches(secret, row.KeyHash) || row.Revoked {
 		return Principal{}, wire.InvalidAPIKey()
 	}
-	a.touch(ctx, id)
+	a.touch(id)
 	return Principal{KeyID: row.KeyID, UserID: row.UserID, WorkspaceID: row.WorkspaceID,
 		KeyBudget: row.Budgeted, Billing: row.Billing}, nil
 }
@@ -148,7 +147,7 @@ func (a *Authenticator) lookup(ctx context.Context, id string) (store.KeyAuth, e
 	a.mu.Unlock()
 	if ok && age < CacheTTL {
 		if refresh {
-			later.Go(ctx, &a.touches, func() { a.refresh(id, now) })
+			a.touches.Go(func() { a.refresh(id, now) })
 		}
 		return c.row, nil
 	}
@@ -196,9 +195,8 @@ func (a *Authenticator) cachePut(id string, row store.KeyAuth, now time.Time) {
 	a.cache[id] = cached{row: row, at: now}
 }
 
-// touch records last use at most once a minute per key, off the request path
-// (after the answer has begun: package later).
-func (a *Authenticator) touch(ctx context.Context, id string) {
+// touch records last use at most once a minute per key, off the request path.
+func (a *Authenticator) touch(id string) {
 	now := a.now()
 	a.mu.Lock()
 	last := a.touched[id]
@@ -210,7 +208,7 @@ func (a *Authenticator) touch(ctx context.Context, id string) {
 	if !stale {
 		return
 	}
-	later.Go(ctx, &a.touches, func() {
+	a.touches.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := a.store.TouchAPIKey(ctx, id, now); err != nil {

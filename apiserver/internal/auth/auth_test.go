@@ -10,7 +10,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/svc-dev/svc/apiserver/internal/apikey"
-	"github.com/svc-dev/svc/apiserver/internal/later"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
 	"github.com/svc-dev/svc/shared/runtimetoken"
@@ -181,55 +180,6 @@ func TestLastUseRecorded(t *testing.T) {
 	}
 	if k.LastUsedAt == nil || !k.LastUsedAt.Equal(f.now) {
 		t.Fatalf("last used %v, want %v", k.LastUsedAt, f.now)
-	}
-}
-
-// On a request's context (package later) the last-use write and the
-// read ahead of expiry wait until the request's answer has begun: nothing
-// is written or read before its queue runs, and Close then waits for both.
-func TestBackgroundWorkAfterTheAnswer(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	ctx, held := later.With(context.Background())
-	if _, err := f.a.APIKey(ctx, f.key); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.a.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if k, err := f.st.GetAPIKey(context.Background(), f.keyID); err != nil || k.LastUsedAt != nil {
-		t.Fatalf("before the answer: last used %v (%v), want none yet", k.LastUsedAt, err)
-	}
-	held.Run()
-	if err := f.a.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if k, err := f.st.GetAPIKey(context.Background(), f.keyID); err != nil || k.LastUsedAt == nil || !k.LastUsedAt.Equal(f.now) {
-		t.Fatalf("after the answer: last used %v (%v), want %v", k.LastUsedAt, err, f.now)
-	}
-
-	// The read ahead: a revocation is seen only once the next request's
-	// queue has run.
-	if _, err := f.st.RevokeAPIKey(context.Background(), f.keyID); err != nil {
-		t.Fatal(err)
-	}
-	f.now = f.now.Add(refreshAhead)
-	ctx, held = later.With(context.Background())
-	if _, err := f.a.APIKey(ctx, f.key); err != nil {
-		t.Fatalf("at refreshAhead the cached row is served: %v", err)
-	}
-	if err := f.a.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.a.APIKey(context.Background(), f.key); err != nil {
-		t.Fatalf("the read ahead is held until the answer, the cached row still served: %v", err)
-	}
-	held.Run()
-	if err := f.a.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.a.APIKey(context.Background(), f.key); codeOf(err) != "invalid_api_key" {
-		t.Fatalf("after the read ahead: %v, want invalid_api_key", err)
 	}
 }
 

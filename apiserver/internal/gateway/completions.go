@@ -20,7 +20,6 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/auth"
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
 	"github.com/svc-dev/svc/apiserver/internal/httpmw"
-	"github.com/svc-dev/svc/apiserver/internal/later"
 	"github.com/svc-dev/svc/apiserver/internal/metering"
 	"github.com/svc-dev/svc/apiserver/internal/upstream"
 	"github.com/svc-dev/svc/shared/wire"
@@ -310,7 +309,6 @@ func (a *API) plain(c echo.Context, resp *http.Response, x *exchange) error {
 	c.Response().WriteHeader(http.StatusOK)
 	_, _ = c.Response().Write(out)
 	c.Response().Flush() // the client has its answer before metering runs
-	later.Run(c.Request().Context())
 	a.meter(x, u, false)
 	return nil
 }

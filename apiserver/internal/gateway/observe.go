@@ -10,8 +10,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/svc-dev/svc/apiserver/internal/later"
 )
 
 // Overhead headers on every answer of the public API: the
@@ -81,20 +79,15 @@ func (t *timing) writeHeaders(h http.Header) {
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // Observe is the first middleware of the public API's routes (before
-// authentication): it times the phases for the overhead headers, holds the
-// background work the request finds due until the handler returns (package
-// later: a taken-over stream's handler returns once its first events are
-// written) and, when tracing is on, opens the server span (continuing an
-// incoming traceparent) and the auth span.
+// authentication): it times the phases for the overhead headers and, when
+// tracing is on, opens the server span (continuing an incoming traceparent)
+// and the auth span.
 func (a *API) Observe(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		t := &timing{start: time.Now()}
 		c.Set(timingKey, t)
 		res := c.Response()
 		res.Before(func() { t.writeHeaders(res.Header()) })
-		ctx, held := later.With(c.Request().Context())
-		defer held.Run()
-		c.SetRequest(c.Request().WithContext(ctx))
 		if !a.Tracer.On() {
 			return next(c)
 		}

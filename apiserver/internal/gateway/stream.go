@@ -13,7 +13,6 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
-	"github.com/svc-dev/svc/apiserver/internal/later"
 	"github.com/svc-dev/svc/apiserver/internal/metering"
 )
 
@@ -216,7 +215,6 @@ func (a *API) streamWith(c echo.Context, body io.Reader, enc streamEncoder, done
 	r := newRelay(responseEvents{w: w, noFlush: true}, body, enc, done)
 	r.buffered()
 	w.Flush()
-	later.Run(c.Request().Context()) // the answer has begun
 	r.s.w = responseEvents{w: w}
 	return r.run()
 }

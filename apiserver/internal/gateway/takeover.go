@@ -11,8 +11,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/svc-dev/svc/apiserver/internal/later"
 )
 
 // StreamWriteTimeout bounds one write of a taken-over stream: a client that
@@ -89,7 +87,6 @@ func (a *API) detach(c echo.Context, x *exchange, resp *http.Response, cancel co
 	conn, brw, err := http.NewResponseController(res).Hijack()
 	if err != nil {
 		// Still net/http's: the rest through the handler's response.
-		later.Run(req.Context()) // the answer has begun
 		a.Streams.remove(held)
 		defer cancel()
 		defer resp.Body.Close()

@@ -14,7 +14,6 @@ import (
 
 	"github.com/svc-dev/svc/apiserver/internal/auth"
 	"github.com/svc-dev/svc/apiserver/internal/catalog"
-	"github.com/svc-dev/svc/apiserver/internal/later"
 	"github.com/svc-dev/svc/apiserver/internal/store"
 	"github.com/svc-dev/svc/shared/wire"
 )
@@ -195,14 +194,14 @@ func (m *Meter) Admit(ctx context.Context, p auth.Principal, plan catalog.Plan) 
 		incr = append(incr, store.RateIncrement{Bucket: b.name, N: leaseSize(b.limit)})
 	}
 	if len(ahead) > 0 {
-		later.Go(ctx, &m.background, func() { m.leaseAhead(win, ahead) })
+		m.background.Go(func() { m.leaseAhead(win, ahead) })
 	}
 	wantWindows := !p.UsageBasedPricing && len(plan.Windows) > 0
 	windows, cached := m.windows.get(p.WorkspaceID, now)
 	readWindows := wantWindows && !cached
 	gen := m.windows.generation()
 	if wantWindows && cached && m.windows.refreshDue(p.WorkspaceID, now) {
-		later.Go(ctx, &m.background, func() { m.refreshWindows(p.WorkspaceID) })
+		m.background.Go(func() { m.refreshWindows(p.WorkspaceID) })
 	}
 
 	var counts map[string]int64
