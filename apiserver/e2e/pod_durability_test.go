@@ -27,17 +27,25 @@ func startPod(t *testing.T, apiURL, project, token string, s3 testenv.S3Env) *po
 	t.Helper()
 	bin, err := podagentBinary()
 	must(t, err)
-	port, err := testenv.FreePort()
-	must(t, err)
-	p := &pod{URL: fmt.Sprintf("http://127.0.0.1:%d", port), token: token, workspace: filepath.Join(t.TempDir(), "ws")}
-	cmd := exec.Command(bin, "serve")
-	cmd.Env = append(os.Environ(), "SVC_PROJECT_ID="+project, "SVC_RUNTIME_TOKEN="+token, "SVC_API_URL="+apiURL,
-		"SVC_CLOUD_SYNC_MODE=git_only", "SVC_STORAGE=s3", "SVC_S3_ENDPOINT="+s3.Endpoint, "SVC_S3_BUCKET="+s3.Bucket,
-		"SVC_S3_ACCESS_KEY="+s3.AccessKey, "SVC_S3_SECRET_KEY="+s3.SecretKey, "SVC_WORKSPACE_DIR="+p.workspace,
-		"SVC_DATA_DIR="+t.TempDir(), fmt.Sprintf("SVC_HTTP_ADDR=127.0.0.1:%d", port), "SVC_LOG_LEVEL=warn")
-	logs := startProcess(t, "podagent", cmd)
-	waitReady(t, "podagent", p.URL+"/readyz", 30*time.Second, logs)
-	return p
+	// A port FreePort found free can be taken before the agent binds it
+	// (another process's outgoing connection): start again on another one.
+	for attempt := 1; ; attempt++ {
+		port, err := testenv.FreePort()
+		must(t, err)
+		p := &pod{URL: fmt.Sprintf("http://127.0.0.1:%d", port), token: token, workspace: filepath.Join(t.TempDir(), "ws")}
+		cmd := exec.Command(bin, "serve")
+		cmd.Env = append(os.Environ(), "SVC_PROJECT_ID="+project, "SVC_RUNTIME_TOKEN="+token, "SVC_API_URL="+apiURL,
+			"SVC_CLOUD_SYNC_MODE=git_only", "SVC_STORAGE=s3", "SVC_S3_ENDPOINT="+s3.Endpoint, "SVC_S3_BUCKET="+s3.Bucket,
+			"SVC_S3_ACCESS_KEY="+s3.AccessKey, "SVC_S3_SECRET_KEY="+s3.SecretKey, "SVC_WORKSPACE_DIR="+p.workspace,
+			"SVC_DATA_DIR="+t.TempDir(), fmt.Sprintf("SVC_HTTP_ADDR=127.0.0.1:%d", port), "SVC_LOG_LEVEL=warn")
+		logs := startProcess(t, "podagent", cmd)
+		if waitReadyOrPortTaken(t, "podagent", p.URL+"/readyz", 30*time.Second, logs) {
+			return p
+		}
+		if attempt == 3 {
+			t.Fatalf("podagent: three picked ports were taken before it bound them\n%s", logs.String())
+		}
+	}
 }
 
 func (p *pod) flush(t *testing.T) wire.GitFlushResponse {
