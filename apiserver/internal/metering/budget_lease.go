@@ -66,6 +66,10 @@ type budgetLeases struct {
 	leasing map[string]bool
 	ended   *sync.Cond
 	timer   *time.Timer
+	// returning is held by each return of blocks (the idle timer's and
+	// ReturnLeases) until its writes are done, so that ReturnLeases ends
+	// only after an idle return that took blocks before it.
+	returning sync.Mutex
 }
 
 // leasedAdmission is how a request was admitted from a block: the
@@ -300,6 +304,8 @@ func (m *Meter) ReturnLeases(ctx context.Context) error {
 
 func (m *Meter) returnLeases(ctx context.Context, now time.Time, all bool) (more bool) {
 	l := &m.budgetLeases
+	l.returning.Lock()
+	defer l.returning.Unlock()
 	type ret struct {
 		key      string
 		n        int64
