@@ -27,13 +27,18 @@ type PGCounters struct {
 	SeqScans, SeqRows, IdxScans                          int64
 	// Backends is the database's connections at the reading (not a delta).
 	Backends int64
+	// IdxRows: rows the service's own tables gave index scans
+	// (pg_stat_user_tables.idx_tup_fetch). Unlike Fetched it leaves out the
+	// system catalogs, which a backend newly opened during the work reads
+	// to fill its caches.
+	IdxRows int64
 }
 
 // Minus is c's counters less o's; Backends stays c's.
 func (c PGCounters) Minus(o PGCounters) PGCounters {
 	return PGCounters{c.Xacts - o.Xacts, c.Returned - o.Returned, c.Fetched - o.Fetched, c.Inserted - o.Inserted,
 		c.Updated - o.Updated, c.Deleted - o.Deleted, c.SeqScans - o.SeqScans, c.SeqRows - o.SeqRows,
-		c.IdxScans - o.IdxScans, c.Backends}
+		c.IdxScans - o.IdxScans, c.Backends, c.IdxRows - o.IdxRows}
 }
 
 // ReadPG flushes the (single) connection's pending counters, then reads
@@ -48,9 +53,10 @@ func ReadPG(ctx context.Context, db *sql.DB) (PGCounters, error) {
 	tup_updated, tup_deleted, numbackends,
 	(SELECT coalesce(sum(seq_scan), 0) FROM pg_stat_user_tables),
 	(SELECT coalesce(sum(seq_tup_read), 0) FROM pg_stat_user_tables),
-	(SELECT coalesce(sum(idx_scan), 0) FROM pg_stat_user_tables)
+	(SELECT coalesce(sum(idx_scan), 0) FROM pg_stat_user_tables),
+	(SELECT coalesce(sum(idx_tup_fetch), 0) FROM pg_stat_user_tables)
 FROM pg_stat_database WHERE datname = current_database()`).Scan(&c.Xacts, &c.Returned, &c.Fetched, &c.Inserted,
-		&c.Updated, &c.Deleted, &c.Backends, &c.SeqScans, &c.SeqRows, &c.IdxScans)
+		&c.Updated, &c.Deleted, &c.Backends, &c.SeqScans, &c.SeqRows, &c.IdxScans, &c.IdxRows)
 	return c, err
 }
 
@@ -84,7 +90,7 @@ func (m *PGMeter) Between(before, after PGReading) PGCounters {
 	k := after.reads - before.reads
 	o := m.overhead
 	d = d.Minus(PGCounters{k * o.Xacts, k * o.Returned, k * o.Fetched, k * o.Inserted, k * o.Updated, k * o.Deleted,
-		k * o.SeqScans, k * o.SeqRows, k * o.IdxScans, 0})
+		k * o.SeqScans, k * o.SeqRows, k * o.IdxScans, 0, k * o.IdxRows})
 	// The lower of the two quiet windows' rates: a one-off in either (an
 	// autovacuum worker's transactions) is no idle rate.
 	secs := after.at.Sub(before.at).Seconds()
@@ -223,4 +229,5 @@ func (c PGCounters) Report(b *testing.B, n int, suffix string) {
 	b.ReportMetric(per(c.SeqScans), "pg-seq-scans"+suffix)
 	b.ReportMetric(per(c.SeqRows), "pg-seq-rows"+suffix)
 	b.ReportMetric(per(c.IdxScans), "pg-idx-scans"+suffix)
+	b.ReportMetric(per(c.IdxRows), "pg-idx-rows"+suffix)
 }
