@@ -92,26 +92,38 @@ func appendIncludeUsage(obj, orig []byte) (out []byte, ok bool) {
 // has no such field or its key is not written plainly (left to sjson).
 func deleteTopField(dst, obj []byte, key string) (out []byte, ok bool) {
 	js := unsafe.String(unsafe.SliceData(obj), len(obj))
-	r := gjson.Get(js, key)
-	end := r.Index + len(r.Raw)
-	if !r.Exists() || r.Index <= 0 || end > len(obj) || js[r.Index:end] != r.Raw {
+	from, to, ok := topFieldSpan(js, key, gjson.Get(js, key))
+	if !ok {
 		return dst, false
+	}
+	return append(append(dst, obj[:from]...), obj[to:]...), true
+}
+
+// topFieldSpan is the span [from, to) of js that sjson.DeleteBytes(js, key)
+// removes, given the field's value r as gjson.Get(js, key) finds it: the
+// key, its value and the comma before them (for the first field, the comma
+// after them). ok is false when r is not there or the key is not written
+// plainly.
+func topFieldSpan(js, key string, r gjson.Result) (from, to int, ok bool) {
+	end := r.Index + len(r.Raw)
+	if !r.Exists() || r.Index <= 0 || end > len(js) || js[r.Index:end] != r.Raw {
+		return 0, 0, false
 	}
 	i := skipSpaceBack(js, r.Index-1)
 	if i < 0 || js[i] != ':' {
-		return dst, false
+		return 0, 0, false
 	}
 	i = skipSpaceBack(js, i-1) // the key's closing quote
 	k := i - len(key) - 1      // its opening quote
 	if k < 1 || js[i] != '"' || js[k] != '"' || js[k+1:i] != key {
-		return dst, false
+		return 0, 0, false
 	}
 	if i = skipSpaceBack(js, k-1); i < 0 {
-		return dst, false
+		return 0, 0, false
 	}
 	switch js[i] {
 	case ',':
-		return append(append(dst, obj[:i]...), obj[end:]...), true
+		return i, end, true
 	case '{':
 		j := end
 		for j < len(js) && js[j] <= ' ' {
@@ -120,9 +132,9 @@ func deleteTopField(dst, obj []byte, key string) (out []byte, ok bool) {
 		if j < len(js) && js[j] == ',' {
 			end = j + 1
 		}
-		return append(append(dst, obj[:i+1]...), obj[end:]...), true
+		return i + 1, end, true
 	}
-	return dst, false
+	return 0, 0, false
 }
 
 // skipSpaceBack is the index of the last byte of js at or before i that
@@ -132,15 +144,4 @@ func skipSpaceBack(js string, i int) int {
 		i--
 	}
 	return i
-}
-
-// withoutTopField is obj without its top-level field key, written into
-// buf when it can be (deleteTopField), else by sjson; buf is returned for
-// the caller's pool.
-func withoutTopField(buf, obj []byte, key string) (out, bufOut []byte) {
-	if b, ok := deleteTopField(buf[:0], obj, key); ok {
-		return b, b
-	}
-	out, _ = sjson.DeleteBytes(obj, key)
-	return out, buf
 }

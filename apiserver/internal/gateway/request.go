@@ -31,6 +31,32 @@ type chatRequest struct {
 	// sends it (model edited) to a Responses-native provider.
 	clientBody  []byte
 	passthrough bool
+	// top is what editTop needs of the body's top level, read in the
+	// pass that validated it (the body is not written after).
+	top topFields
+}
+
+// topFields are what the upstream body's edits need of the client body's
+// top level: the model's value (its first occurrence, as gjson.Get finds
+// it) and whether the body sets the fields the edits add.
+type topFields struct {
+	read                  bool // filled in by the pass that checked the body
+	model                 gjson.Result
+	hasEffort, hasOptions bool
+}
+
+// see records one top-level field.
+func (t *topFields) see(key string, val gjson.Result) {
+	switch key {
+	case "model":
+		if !t.model.Exists() {
+			t.model = val
+		}
+	case "reasoning_effort":
+		t.hasEffort = true
+	case "stream_options":
+		t.hasOptions = true
+	}
 }
 
 // parseChatRequest reads and validates the body (spec 2.2): one JSON object,
@@ -176,10 +202,12 @@ func duplicateKey(obj gjson.Result, see func(key string, val gjson.Result)) (str
 // routing reads, each at its first occurrence (as gjson.Get finds it).
 type chatFields struct {
 	model, messages, stream, streamOptions gjson.Result
+	top                                    topFields
 }
 
 // see records one top-level field (readJSONFields' callback).
 func (f *chatFields) see(key string, val gjson.Result) {
+	f.top.see(key, val)
 	var at *gjson.Result
 	switch key {
 	case "model":
@@ -215,6 +243,8 @@ func (f *chatFields) parse(req *chatRequest) (*chatRequest, error) {
 		return nil, wire.Coded("invalid_model", "'model' is required and must be a non-empty string.")
 	}
 	req.Model = f.model.Str
+	req.top = f.top
+	req.top.read = true
 	msgs := f.messages
 	if !msgs.IsArray() {
 		return nil, wire.Coded("invalid_messages", "'messages' is required and must be a non-empty array of message objects.")
@@ -291,8 +321,9 @@ func (r *chatRequest) upstreamBody(m catalog.Model, model string) ([]byte, error
 	return out, nil
 }
 
-// editTop is upstreamBody's edits in one pass over the body's top level and
-// one allocation, for the common body: the model replaced where it stands
+// editTop is upstreamBody's edits in one allocation, from the body's top
+// level as the pass that checked it read it (else in one pass of its own),
+// for the common body: the model replaced where it stands
 // and the fields upstreamBody adds appended at the end of the object, as
 // sjson writes them. ok is false when the body needs sjson (no plain model
 // field, a stream with its own stream_options, an object that does not end
@@ -301,21 +332,14 @@ func (r *chatRequest) upstreamBody(m catalog.Model, model string) ([]byte, error
 func (r *chatRequest) editTop(model, effort string) (out []byte, ok bool) {
 	body := r.body
 	js := unsafe.String(unsafe.SliceData(body), len(body))
-	var mod gjson.Result
-	hasEffort, hasOptions := false, false
-	gjson.Parse(js).ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "model":
-			if !mod.Exists() {
-				mod = v
-			}
-		case "reasoning_effort":
-			hasEffort = true
-		case "stream_options":
-			hasOptions = true
-		}
-		return true
-	})
+	top := r.top
+	if !top.read {
+		gjson.Parse(js).ForEach(func(k, v gjson.Result) bool {
+			top.see(k.Str, v)
+			return true
+		})
+	}
+	mod, hasEffort, hasOptions := top.model, top.hasEffort, top.hasOptions
 	at, end := mod.Index, mod.Index+len(mod.Raw)
 	if !mod.Exists() || at <= 0 || end > len(js) || js[at:end] != mod.Raw || !plainJSONString(model) {
 		return nil, false

@@ -388,37 +388,66 @@ func (c *chatStream) chunk(s *sink, payload []byte) *metering.Usage {
 		s.emit("", payload)
 		return nil
 	}
-	out := payload
 	u := usageOf(f.usage)
 	if u != nil && !c.wantsUsage {
 		if ch := f.choices; !ch.Exists() || ch.Type == gjson.Null || (ch.IsArray() && len(ch.Array()) == 0) {
 			return u // the usage-only chunk the client did not ask for
 		}
 	}
-	m := f.model
+	// Both edits from the positions the one pass found: the usage field
+	// cut (when the client did not ask for usage) and the model's value
+	// replaced, written in one pooled buffer, as sjson.DeleteBytes and
+	// sjson.SetRawBytes would write them; anything else goes to sjson.
+	cutFrom, cutTo := 0, 0
 	if !c.wantsUsage && f.usage.Exists() {
-		buf := outBufs.Get().(*[]byte)
-		defer putOut(buf)
-		out, *buf = withoutTopField(*buf, out, "usage")
-		js = unsafe.String(unsafe.SliceData(out), len(out))
-		m = gjson.Get(js, "model") // moved by the edit
-	}
-	if m.Exists() {
-		if m.Index > 0 && m.Index+len(m.Raw) <= len(out) && string(out[m.Index:m.Index+len(m.Raw)]) == m.Raw {
-			// The model's value replaced in a pooled buffer, as
-			// sjson.SetRawBytes would write it, without its allocations.
-			buf := outBufs.Get().(*[]byte)
-			b := append((*buf)[:0], out[:m.Index]...)
-			b = append(b, c.modelJSON...)
-			*buf = append(b, out[m.Index+len(m.Raw):]...)
-			s.emit("", *buf)
-			putOut(buf)
+		var ok bool
+		if cutFrom, cutTo, ok = topFieldSpan(js, "usage", f.usage); !ok {
+			c.chunkSjson(s, payload)
 			return u
 		}
+	}
+	m := f.model
+	if !m.Exists() && cutTo == 0 {
+		s.emit("", payload)
+		return u
+	}
+	at, end := m.Index, m.Index+len(m.Raw)
+	if m.Exists() && (at <= 0 || end > len(js) || js[at:end] != m.Raw || (at < cutTo && end > cutFrom)) {
+		c.chunkSjson(s, payload)
+		return u
+	}
+	buf := outBufs.Get().(*[]byte)
+	b := (*buf)[:0]
+	switch {
+	case !m.Exists():
+		b = append(append(b, payload[:cutFrom]...), payload[cutTo:]...)
+	case cutTo == 0:
+		b = append(append(append(b, payload[:at]...), c.modelJSON...), payload[end:]...)
+	case end <= cutFrom:
+		b = append(append(b, payload[:at]...), c.modelJSON...)
+		b = append(append(b, payload[end:cutFrom]...), payload[cutTo:]...)
+	default: // the model after the usage
+		b = append(append(b, payload[:cutFrom]...), payload[cutTo:at]...)
+		b = append(append(b, c.modelJSON...), payload[end:]...)
+	}
+	*buf = b
+	s.emit("", b)
+	putOut(buf)
+	return u
+}
+
+// chunkSjson is chunk's edits by sjson, for a chunk whose usage or model
+// field the one pass's positions do not cover (a key written with
+// escapes, say).
+func (c *chatStream) chunkSjson(s *sink, payload []byte) {
+	out := payload
+	if !c.wantsUsage && gjson.GetBytes(out, "usage").Exists() {
+		out, _ = sjson.DeleteBytes(out, "usage")
+	}
+	if gjson.GetBytes(out, "model").Exists() {
 		out, _ = sjson.SetRawBytes(out, "model", c.modelJSON)
 	}
 	s.emit("", out)
-	return u
 }
 
 // chunkFields are the top-level fields of a chunk that chatStream reads.

@@ -197,6 +197,17 @@ func TestChatChunkModelRewrite(t *testing.T) {
 		`{"id":"c","model":null,"choices":[{"delta":{"content":"x"}}]}`,
 		`{"id":"c","choices":[{"delta":{"content":"no model"}}]}`,
 		`{"id":"c","model":"up","choices":[{"delta":{"content":"x"}}],"usage":{"prompt_tokens":1}}`,
+		`{"id":"c","model":"up","choices":[{"delta":{"content":"x"}}],"usage":null}`,
+		`{"usage":null,"id":"c","choices":[{"delta":{"content":"x"}}],"model":"up"}`,
+		`{"id":"c","usage":null,"model":"up","choices":[{"delta":{"content":"x"}}]}`,
+		`{ "usage" : null , "model" : "up" , "choices":[]}`,
+		`{"model":"up","usage":null}`,
+		`{"usage":null,"model":"up"}`,
+		`{"usage":null,"choices":[{"delta":{}}]}`,
+		`{"id":"c","us\u0061ge":null,"model":"up","choices":[{}]}`,
+		`{"id":"c","usage":null,"m\u006fdel":"up","choices":[{}]}`,
+		`{"model":"a","usage":null,"model":"b","choices":[{}]}`,
+		`{"choices":[{"usage":1,"model":"inner"}],"usage":null,"model":"up"}`,
 	} {
 		for _, wantsUsage := range []bool{false, true} {
 			enc := newChatStream("svc-2-0", wantsUsage)

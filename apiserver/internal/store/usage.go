@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -47,7 +49,7 @@ type WindowSpec struct {
 
 // windowUpsert adds credits to a window, restarting it at the given start
 // when its reset time has passed (one statement, both dialects).
-const windowUpsert = `INSERT INTO usage_windows (workspace_id, window_name, started_at, resets_at, credits_micro)
+var windowUpsert = positional(`INSERT INTO usage_windows (workspace_id, window_name, started_at, resets_at, credits_micro)
 VALUES (?, ?, ?, ?, ?)
 ON CONFLICT (workspace_id, window_name) DO UPDATE SET
   credits_micro = CASE WHEN usage_windows.resets_at <= excluded.started_at
@@ -55,7 +57,7 @@ ON CONFLICT (workspace_id, window_name) DO UPDATE SET
   resets_at     = CASE WHEN usage_windows.resets_at <= excluded.started_at
                        THEN excluded.resets_at ELSE usage_windows.resets_at END,
   started_at    = CASE WHEN usage_windows.resets_at <= excluded.started_at
-                       THEN excluded.started_at ELSE usage_windows.started_at END`
+                       THEN excluded.started_at ELSE usage_windows.started_at END`)
 
 // UsageWindows returns a workspace's window counters.
 func (s *Store) UsageWindows(ctx context.Context, workspaceID string) ([]UsageWindow, error) {
@@ -81,7 +83,7 @@ func (s *Store) RecordUsage(ctx context.Context, rec UsageRecord, windows []Wind
 			return err
 		}
 		for _, w := range windows {
-			err := tx.Exec(windowUpsert, rec.WorkspaceID, w.Name, nowMs, nowMs+w.Duration.Milliseconds(), rec.CreditsMicro).Error
+			err := windowUpsert.exec(tx, rec.WorkspaceID, w.Name, nowMs, nowMs+w.Duration.Milliseconds(), rec.CreditsMicro)
 			if err != nil {
 				return err
 			}
@@ -258,7 +260,7 @@ func insertUsage(tx *gorm.DB, recs []UsageRecord, windows [][]WindowSpec, nowMs 
 		return err
 	}
 	for _, k := range order {
-		if err := tx.Exec(windowUpsert, k.ws, k.name, nowMs, nowMs+k.dur.Milliseconds(), sums[k]).Error; err != nil {
+		if err := windowUpsert.exec(tx, k.ws, k.name, nowMs, nowMs+k.dur.Milliseconds(), sums[k]); err != nil {
 			return err
 		}
 	}
@@ -355,7 +357,7 @@ COALESCE(SUM(cached_tokens),0) AS cached_tokens, COALESCE(SUM(cache_write_tokens
 COALESCE(SUM(credits_micro),0) AS credits_micro`
 
 // dailyUpsert adds one group of records to its day's aggregate.
-const dailyUpsert = `INSERT INTO usage_daily (workspace_id, day, model, deployment, requests, prompt_tokens,
+var dailyUpsert = positional(`INSERT INTO usage_daily (workspace_id, day, model, deployment, requests, prompt_tokens,
   completion_tokens, reasoning_tokens, cached_tokens, cache_write_tokens, credits_micro)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (workspace_id, day, model, deployment) DO UPDATE SET
@@ -365,7 +367,7 @@ ON CONFLICT (workspace_id, day, model, deployment) DO UPDATE SET
   reasoning_tokens = usage_daily.reasoning_tokens + excluded.reasoning_tokens,
   cached_tokens = usage_daily.cached_tokens + excluded.cached_tokens,
   cache_write_tokens = usage_daily.cache_write_tokens + excluded.cache_write_tokens,
-  credits_micro = usage_daily.credits_micro + excluded.credits_micro`
+  credits_micro = usage_daily.credits_micro + excluded.credits_micro`)
 
 // addDaily adds recs to usage_daily (one upsert per workspace, UTC day,
 // model and deployment), in the records' transaction.
@@ -391,8 +393,8 @@ func addDaily(tx *gorm.DB, recs []UsageRecord) error {
 	}
 	for _, k := range order {
 		t := sums[k]
-		if err := tx.Exec(dailyUpsert, k.ws, k.day, k.model, k.dep, t.Requests, t.PromptTokens, t.CompletionTokens,
-			t.ReasoningTokens, t.CachedTokens, t.CacheWriteTokens, t.CreditsMicro).Error; err != nil {
+		if err := dailyUpsert.exec(tx, k.ws, k.day, k.model, k.dep, t.Requests, t.PromptTokens, t.CompletionTokens,
+			t.ReasoningTokens, t.CachedTokens, t.CacheWriteTokens, t.CreditsMicro); err != nil {
 			return err
 		}
 	}
@@ -455,4 +457,35 @@ COALESCE(SUM(completion_tokens),0) AS completion_tokens, COALESCE(SUM(credits_mi
 		Where("workspace_id = ? AND day >= ?", workspaceID, since.UTC().Format(time.DateOnly)).
 		Group("day, model").Order("day, model").Scan(&out).Error
 	return out, err
+}
+
+// positionalStmt is one of the usage writer's statements in each
+// database's placeholder syntax, built once: sent straight to the
+// transaction's connection (as insertRecords sends its own), not rebuilt
+// by the ORM byte by byte on every batch.
+type positionalStmt struct{ postgres, sqlite string }
+
+// positional numbers q's ? placeholders ($1, $2 …) for PostgreSQL; q has
+// no ? of its own in a literal.
+func positional(q string) positionalStmt {
+	var b strings.Builder
+	n := 0
+	for _, c := range q {
+		if c == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(c)
+	}
+	return positionalStmt{postgres: b.String(), sqlite: q}
+}
+
+func (q positionalStmt) exec(tx *gorm.DB, args ...any) error {
+	sql := q.sqlite
+	if tx.Dialector.Name() == "postgres" {
+		sql = q.postgres
+	}
+	_, err := tx.Statement.ConnPool.ExecContext(tx.Statement.Context, sql, args...)
+	return err
 }
