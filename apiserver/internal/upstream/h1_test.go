@@ -338,7 +338,7 @@ func TestTransportsRoute(t *testing.T) {
 	}))
 	t.Cleanup(tls.Close)
 	c := New(Options{})
-	tr := c.http.Transport.(transports)
+	tr := c.rt
 	tr.std.TLSClientConfig = tls.Client().Transport.(*http.Transport).TLSClientConfig
 	resp, err := post(context.Background(), t, tr, plain.URL+"/plain")
 	if err != nil {

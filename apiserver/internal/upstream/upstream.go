@@ -48,9 +48,14 @@ const (
 	DefaultIdleConnTimeout     = 90 * time.Second
 )
 
-// Client sends requests to providers.
+// Client sends requests to providers. It sends each request through the
+// transports as one exchange: no http.Client around them, so an upstream's
+// redirect is not followed (it is the upstream's answer, an error to the
+// caller) — a provider's API does not redirect, and following one would
+// send the prompt wherever the upstream points — and nothing is spent per
+// request on the client's redirect bookkeeping (a copy of the headers).
 type Client struct {
-	http *http.Client
+	rt   transports
 	dev  http.RoundTripper
 	prop propagation.TextMapPropagator
 }
@@ -87,7 +92,7 @@ func New(o Options) *Client {
 		ReadBufferSize:  upstreamReadBuffer,
 	}
 	tr := transports{h1: newH1Transport(dial, o), std: t}
-	return &Client{http: &http.Client{Transport: tr}, dev: DevTransport{}, prop: o.Propagator}
+	return &Client{rt: tr, dev: DevTransport{}, prop: o.Propagator}
 }
 
 // transports sends plain-http requests that no proxy handles through h1 (no
@@ -167,7 +172,7 @@ func (c *Client) send(ctx context.Context, p catalog.Provider, key string, body 
 	if p.Type == "dev" {
 		resp, err = c.dev.RoundTrip(req)
 	} else {
-		resp, err = c.http.Do(req)
+		resp, err = c.rt.RoundTrip(req)
 	}
 	if err != nil {
 		return nil, classify(err)
