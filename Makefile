@@ -65,7 +65,7 @@ test: build tools
 FUZZ_TIME    ?= 10s
 FUZZ_TARGETS := shared:./archive:FuzzExtract shared:./objstore/fs:FuzzPathStaysInRoot shared:./objstore/fs:FuzzHeader \
                 podagent:./internal/webhook:FuzzParseIncoming apiserver:./internal/checkpointreads:FuzzValidRev \
-                apiserver:./internal/gitserver:FuzzCredential apiserver:./internal/gateway:FuzzParseChatRequest \
+                apiserver:./internal/gitserver:FuzzCredential apiserver:./internal/gateway:FuzzParseChatRequest apiserver:./internal/gateway:FuzzChunkFields \
                 apiserver:./internal/pairing:FuzzParseToken apiserver:./internal/apikey:FuzzParse \
                 apiserver:./internal/agentproxy:FuzzAgentPath
 fuzz:

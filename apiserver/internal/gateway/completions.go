@@ -368,6 +368,56 @@ func usageOf(u gjson.Result) *metering.Usage {
 	if !u.IsObject() {
 		return nil
 	}
+	// Each count as u.Get finds it: a top-level count at its key's first
+	// occurrence; a detail in the first details object (of those with the
+	// details key, in order) that has it.
+	js := u.Raw
+	var us metering.Usage
+	var found [5]bool
+	set := func(i int, dst *int64, raw string) {
+		if !found[i] {
+			found[i] = true
+			*dst = intAt(raw)
+		}
+	}
+	plain := true // no key written with escapes
+	details := func(raw string, count func(key, raw string)) {
+		if plain && raw[0] == '{' {
+			plain = eachField(raw, func(key string, from, to int) bool {
+				count(key, raw[from:to])
+				return true
+			})
+		}
+	}
+	plain = eachField(js, func(key string, from, to int) bool {
+		raw := js[from:to]
+		switch key {
+		case "prompt_tokens":
+			set(0, &us.PromptTokens, raw)
+		case "completion_tokens":
+			set(1, &us.CompletionTokens, raw)
+		case "completion_tokens_details":
+			details(raw, func(key, raw string) {
+				if key == "reasoning_tokens" {
+					set(2, &us.ReasoningTokens, raw)
+				}
+			})
+		case "prompt_tokens_details":
+			details(raw, func(key, raw string) {
+				switch key {
+				case "cached_tokens":
+					set(3, &us.CachedTokens, raw)
+				case "cache_write_tokens":
+					set(4, &us.CacheWriteTokens, raw)
+				}
+			})
+		}
+		return plain
+	}) && plain
+	if plain {
+		return &us
+	}
+	// A key written with escapes: gjson unescapes keys.
 	return &metering.Usage{PromptTokens: u.Get("prompt_tokens").Int(), CompletionTokens: u.Get("completion_tokens").Int(),
 		ReasoningTokens:  u.Get("completion_tokens_details.reasoning_tokens").Int(),
 		CachedTokens:     u.Get("prompt_tokens_details.cached_tokens").Int(),

@@ -455,29 +455,41 @@ type chunkFields struct{ err, usage, choices, model gjson.Result }
 
 // chunkFieldsOf reads chunkFields in one pass over js's top-level object,
 // each field's first occurrence, as gjson.Get(js, name) finds it; all are
-// absent when js is not an object.
+// absent when js is not an object. js must be valid JSON.
 func chunkFieldsOf(js string) chunkFields {
 	var f chunkFields
-	gjson.Parse(js).ForEach(func(k, v gjson.Result) bool {
-		var dst *gjson.Result
-		switch k.Str {
-		case "error":
-			dst = &f.err
-		case "usage":
-			dst = &f.usage
-		case "choices":
-			dst = &f.choices
-		case "model":
-			dst = &f.model
-		default:
-			return true
+	if eachField(js, func(key string, from, to int) bool {
+		if dst := f.field(key); dst != nil && !dst.Exists() {
+			*dst = valueAt(js, from, to)
 		}
-		if !dst.Exists() {
+		return true
+	}) {
+		return f
+	}
+	// Not an object, or a key written with escapes: gjson unescapes keys.
+	f = chunkFields{}
+	gjson.Parse(js).ForEach(func(k, v gjson.Result) bool {
+		if dst := f.field(k.Str); dst != nil && !dst.Exists() {
 			*dst = v
 		}
 		return true
 	})
 	return f
+}
+
+// field is where the top-level field key goes (nil: not read).
+func (f *chunkFields) field(key string) *gjson.Result {
+	switch key {
+	case "error":
+		return &f.err
+	case "usage":
+		return &f.usage
+	case "choices":
+		return &f.choices
+	case "model":
+		return &f.model
+	}
+	return nil
 }
 
 func (c *chatStream) done(s *sink) { s.emit("", doneMarker) }
