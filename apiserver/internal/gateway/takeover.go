@@ -15,7 +15,8 @@ import (
 
 // StreamWriteTimeout bounds one write of a taken-over stream: a client that
 // stops reading for that long (its socket buffers full) is treated as gone,
-// so it cannot pin the stream's goroutine.
+// so it cannot pin the stream's goroutine. Each write has at least this long
+// and at most half as long again (connEvents.write).
 const StreamWriteTimeout = 30 * time.Second
 
 // A streamed answer to an HTTP/1.1 client is relayed on a connection taken
@@ -171,9 +172,10 @@ func eventBuffered(body io.Reader) bool {
 // chunk, each write bounded by StreamWriteTimeout. After a failed write the
 // connection is closed and every later write fails.
 type connEvents struct {
-	conn    net.Conn
-	timeout time.Duration // 0: StreamWriteTimeout
-	err     error
+	conn     net.Conn
+	timeout  time.Duration // 0: StreamWriteTimeout
+	err      error
+	deadline time.Time // the connection's write deadline
 }
 
 func (w *connEvents) event(name string, payload []byte) error {
@@ -219,7 +221,16 @@ func (w *connEvents) write(b []byte) {
 	if timeout <= 0 {
 		timeout = StreamWriteTimeout
 	}
-	if w.err = w.conn.SetWriteDeadline(time.Now().Add(timeout)); w.err == nil {
+	// The deadline moves only once it is nearer than timeout, to 1.5 x
+	// timeout from now: every write still has at least timeout, and the
+	// events of a stream do not each re-arm the connection's timer (a
+	// timer moved is a lock of the runtime's timer heap, and a thread woken
+	// to watch it when it became the next to fire).
+	if now := time.Now(); w.deadline.Sub(now) < timeout {
+		w.deadline = now.Add(timeout + timeout/2)
+		w.err = w.conn.SetWriteDeadline(w.deadline)
+	}
+	if w.err == nil {
 		_, w.err = w.conn.Write(b)
 	}
 	if w.err != nil {

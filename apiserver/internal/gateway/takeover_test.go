@@ -245,3 +245,46 @@ func (b *allBuffered) Read(p []byte) (int, error) {
 }
 
 func (b *allBuffered) Buffered() []byte { return []byte(b.s[b.off:]) }
+
+// deadlineConn counts the write deadlines set on a connection.
+type deadlineConn struct {
+	net.Conn
+	set []time.Time
+}
+
+func (c *deadlineConn) SetWriteDeadline(t time.Time) error {
+	c.set = append(c.set, t)
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// TestConnEventsDeadlineMovesRarely: a stream's events share one write
+// deadline while it is at least the timeout away; one nearer than that is
+// moved before the next write, so every write has the timeout.
+func TestConnEventsDeadlineMovesRarely(t *testing.T) {
+	t.Parallel()
+	server, client := net.Pipe()
+	defer client.Close()
+	go func() { _, _ = io.Copy(io.Discard, client) }()
+	c := &deadlineConn{Conn: server}
+	w := &connEvents{conn: c, timeout: time.Minute}
+	for range 20 {
+		before := time.Now()
+		if err := w.event("", []byte(`{"choices":[]}`)); err != nil {
+			t.Fatal(err)
+		}
+		if left := w.deadline.Sub(before); left < time.Minute {
+			t.Fatalf("a write had %v, want at least the timeout", left)
+		}
+	}
+	if len(c.set) != 1 {
+		t.Fatalf("%d write deadlines set for 20 events, want 1", len(c.set))
+	}
+	w.deadline = time.Now().Add(30 * time.Second) // nearer than the timeout
+	if err := w.event("", []byte(`{"choices":[]}`)); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.set) != 2 || time.Until(c.set[1]) < time.Minute {
+		t.Fatalf("deadlines %v, want a second one at least the timeout away", c.set)
+	}
+	server.Close()
+}
