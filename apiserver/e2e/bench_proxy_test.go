@@ -62,6 +62,9 @@ func runBareProxy() int {
 	if os.Getenv("SVC_BENCH_BARE_PROXY_TIMING") == "1" {
 		handler = timedProxy(rp)
 	}
+	if os.Getenv("SVC_BENCH_BARE_PROXY_HEADERS") == "governed" {
+		governedHeaders(rp)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/__stats", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("gc") == "1" {
@@ -108,6 +111,48 @@ func timedProxy(rp *httputil.ReverseProxy) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), key{}, &stamps{start: time.Now()})))
 	})
+}
+
+// governedHeaders makes rp's answers carry a header block of the gateway's
+// shape and size (SVC_BENCH_BARE_PROXY_HEADERS=governed, for a diagnostic
+// run): the rate-limit headers of both conventions, a request id, the
+// overhead headers (unless timedProxy sets them) and a stream's buffering
+// headers, with values as long as the gateway's, so the cost of writing
+// and reading that block can be told from the rest of the gateway's path.
+func governedHeaders(rp *httputil.ReverseProxy) {
+	block := [][2]string{
+		{"Ratelimit", `"requests";r=999999936;t=47`},
+		{"Ratelimit-Policy", `"requests";q=1000000000;w=60`},
+		{"X-Ratelimit-Limit-Requests", "1000000000"},
+		{"X-Ratelimit-Limit-Tokens", "333333333333333"},
+		{"X-Ratelimit-Remaining-Requests", "999999936"},
+		{"X-Ratelimit-Remaining-Tokens", "333333333332041"},
+		{"X-Ratelimit-Reset-Requests", "46s"},
+		{"X-Ratelimit-Reset-Tokens", "5h0m0s"},
+		{"X-Request-Id", "9ba03dd21bde3b109027bd2540824106"},
+		{"Cache-Control", "no-cache"},
+		{"X-Accel-Buffering", "no"},
+		{gateway.HeaderOverhead, "0.042"},
+		{gateway.HeaderServerTiming, "auth;dur=0.013, admit;dur=0.006, upstream;dur=0.200"},
+	}
+	vals := make([][]string, len(block)) // built once: an answer only adds map entries
+	for i, kv := range block {
+		vals[i] = []string{kv[1]}
+	}
+	next := rp.ModifyResponse
+	rp.ModifyResponse = func(resp *http.Response) error {
+		if next != nil {
+			if err := next(resp); err != nil {
+				return err
+			}
+		}
+		for i, kv := range block {
+			if _, set := resp.Header[kv[0]]; !set {
+				resp.Header[kv[0]] = vals[i]
+			}
+		}
+		return nil
+	}
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)

@@ -48,7 +48,9 @@ import (
 // SVC_BENCH_CPU_CLIENTS (default 16), SVC_BENCH_CPUPROFILE and
 // SVC_BENCH_STREAMS_CPUPROFILE: files for the gateway's CPU profile over the
 // sweep and over the streams part's first 30 s, SVC_BENCH_BARE_PROXY_TIMING=1:
-// the bare proxy sends the gateway's timing headers (runBareProxy).
+// the bare proxy sends the gateway's timing headers (runBareProxy),
+// SVC_BENCH_BARE_PROXY_HEADERS=governed: a header block of the gateway's
+// shape and size (governedHeaders).
 func BenchmarkGovernedBoard(b *testing.B) {
 	began := time.Now()
 	parts, err := parseParts(os.Getenv("SVC_BENCH_PARTS"))
