@@ -83,13 +83,17 @@ func TestChunkFieldsOf(t *testing.T) {
 }
 
 // FuzzChunkFields checks chunkFieldsOf and usageOf against gjson.Get on any
-// valid JSON (the relay reads only chunks gjson validated).
+// valid JSON (the relay reads only chunks gjson validated), and that other
+// text does not make them panic.
 func FuzzChunkFields(f *testing.F) {
 	for _, js := range fieldCases {
 		f.Add(js)
 	}
 	f.Fuzz(func(t *testing.T, js string) {
 		if !gjson.Valid(js) {
+			// Never given such text, but it must not panic either.
+			_ = chunkFieldsOf(js)
+			_ = usageOf(gjson.Result{Type: gjson.JSON, Raw: js})
 			return
 		}
 		checkFields(t, js)

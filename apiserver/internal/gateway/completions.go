@@ -382,7 +382,7 @@ func usageOf(u gjson.Result) *metering.Usage {
 	}
 	plain := true // no key written with escapes
 	details := func(raw string, count func(key, raw string)) {
-		if plain && raw[0] == '{' {
+		if plain && len(raw) > 0 && raw[0] == '{' {
 			plain = eachField(raw, func(key string, from, to int) bool {
 				count(key, raw[from:to])
 				return true
