@@ -16,7 +16,7 @@ func TestRecycledConn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := newRecyclingListener(ln)
+	l := newRecyclingListener(ln, 0)
 	t.Cleanup(func() { l.Close() })
 	client, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {

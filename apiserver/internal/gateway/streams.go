@@ -15,6 +15,11 @@ const StreamsCutGrace = 5 * time.Second
 // net/http, which http.Server.Shutdown neither sees nor waits for. The zero
 // value is ready to use.
 type Streams struct {
+	// IdleTimeout bounds how long a connection given back after its stream
+	// waits for the client's next request (Listen): the server's
+	// http.Server IdleTimeout (0: no bound). Set it before Listen.
+	IdleTimeout time.Duration
+
 	mu    sync.Mutex
 	open  map[*held]struct{}
 	empty chan struct{} // closed when open empties (made by a waiter)

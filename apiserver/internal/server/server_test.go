@@ -44,6 +44,13 @@ func newGateway(t *testing.T, tracer func(*tracetest.SpanRecorder) *tracing.Trac
 
 func newGatewayTB(t testing.TB, tracer func(*tracetest.SpanRecorder) *tracing.Tracer) *harness {
 	t.Helper()
+	return newGatewayWith(t, tracer, nil)
+}
+
+// newGatewayWith is newGateway with the server's Deps changed by mod (nil:
+// unchanged) before it is built.
+func newGatewayWith(t testing.TB, tracer func(*tracetest.SpanRecorder) *tracing.Tracer, mod func(*server.Deps)) *harness {
+	t.Helper()
 	g := &harness{up: fakeupstream.New(t), spans: tracetest.NewSpanRecorder()}
 	models := filepath.Join(t.TempDir(), "models.yaml")
 	if err := os.WriteFile(models, []byte(fmt.Sprintf(`providers:
@@ -66,8 +73,12 @@ models:
 	}
 	db := storetest.Postgres(t)
 	tr := tracer(g.spans)
-	srv := servertest.New(t, server.Deps{Store: db, Catalog: cat, Tracer: tr,
-		Upstream: upstream.New(upstream.Options{Propagator: tr.Propagator()}), RuntimeSecret: []byte("s")})
+	d := server.Deps{Store: db, Catalog: cat, Tracer: tr,
+		Upstream: upstream.New(upstream.Options{Propagator: tr.Propagator()}), RuntimeSecret: []byte("s")}
+	if mod != nil {
+		mod(&d)
+	}
+	srv := servertest.New(t, d)
 	g.url, g.key, g.streams = srv.URL, servertest.NewAccount(t, db).Key, srv.Streams
 	return g
 }

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"github.com/svc-dev/svc/apiserver/internal/server"
 	"github.com/svc-dev/svc/apiserver/internal/server/servertest"
 	"github.com/svc-dev/svc/apiserver/internal/store/storetest"
+	"github.com/svc-dev/svc/shared/testenv/fakeupstream"
 )
 
 // A kept-alive connection with no next request is closed by the server
@@ -51,5 +53,51 @@ func TestIdleKeepAliveConnectionClosed(t *testing.T) {
 	}
 	if waited < idle/2 { // the client starts its clock after the server started the idle one
 		t.Fatalf("closed after %v, before the idle timeout %v", waited, idle)
+	}
+}
+
+// A connection that carried a stream (taken over from net/http, then given
+// back) idles as any kept-alive connection: a next request sent after the
+// read-header timeout but within the idle timeout is answered on it, and
+// the server closes it after the idle timeout, not before.
+func TestStreamedConnectionIdlesAsKeptAlive(t *testing.T) {
+	t.Parallel()
+	const header, idle = 200 * time.Millisecond, 2 * time.Second
+	g := newGatewayWith(t, noTracer, func(d *server.Deps) { d.Timeouts = server.Timeouts{ReadHeader: header, Idle: idle} })
+	g.up.Script(func(fakeupstream.Request) fakeupstream.Reply {
+		return fakeupstream.Reply{Text: "one two", PromptTokens: 5, CompletionTokens: 2}
+	})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(g.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	stream := func(what string) {
+		t.Helper()
+		body := `{"model":"svc-2-0","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+		if _, err := fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"+
+			"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", g.key, len(body), body); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != http.StatusOK || resp.Close || !strings.HasSuffix(string(b), "data: [DONE]\n\n") {
+			t.Fatalf("%s: status %d, close %v, body %q: %v", what, resp.StatusCode, resp.Close, b, err)
+		}
+	}
+	stream("the first stream")
+	// Idle for longer than a request's headers may take: the idle period
+	// is what is tested, not a synchronisation.
+	time.Sleep(3 * header)
+	stream(fmt.Sprintf("the next stream, %v after the first on its connection", 3*header))
+	idleFrom := time.Now()
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second)) // a safety bound: the server's close ends the read
+	n, err := br.Read(make([]byte, 1))
+	if waited := time.Since(idleFrom); n != 0 || err != io.EOF || waited < idle/2 {
+		t.Fatalf("read %d bytes, %v after %v; want EOF from the server's close after the idle timeout %v", n, err, waited, idle)
 	}
 }
