@@ -6,17 +6,17 @@ import (
 	"testing"
 )
 
-// A connection given back is accepted as a recycledConn: it reads what the
-// client sent (its first Read grows the stack first), keeps the methods
-// net/http looks for on a TCP connection, and unwraps to the TCP
-// connection a next takeover gives back again.
+// A new connection and one given back are both accepted as a serverConn:
+// it reads what the client sent (a recycled one's first Read grows the
+// stack first), keeps the methods net/http looks for on a TCP connection,
+// and unwraps to the TCP connection a next takeover gives back again.
 func TestRecycledConn(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := newRecyclingListener(ln, 0)
+	l := newRecyclingListener(ln, 0, 0)
 	t.Cleanup(func() { l.Close() })
 	client, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
@@ -27,19 +27,20 @@ func TestRecycledConn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := first.(*net.TCPConn); !ok {
-		t.Fatalf("a new connection is accepted as %T, want *net.TCPConn", first)
+	fresh, ok := first.(*serverConn)
+	if !ok || fresh.recycled {
+		t.Fatalf("a new connection is accepted as %T (recycled %v), want a new *serverConn", first, ok && fresh.recycled)
 	}
-	if !l.giveBack(first) {
+	if !l.giveBack(tcpConn(first)) {
 		t.Fatal("giveBack refused an open listener's connection")
 	}
 	again, err := l.Accept()
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc, ok := again.(*recycledConn)
+	rc, ok := again.(*serverConn)
 	if !ok {
-		t.Fatalf("a connection given back is accepted as %T, want *recycledConn", again)
+		t.Fatalf("a connection given back is accepted as %T, want *serverConn", again)
 	}
 	if _, ok := again.(io.ReaderFrom); !ok {
 		t.Error("the recycled connection lost ReadFrom")
@@ -47,7 +48,7 @@ func TestRecycledConn(t *testing.T) {
 	if _, ok := again.(interface{ CloseWrite() error }); !ok {
 		t.Error("the recycled connection lost CloseWrite")
 	}
-	if tcpConn(again) != first || tcpConn(first) != first {
+	if tcpConn(again) != fresh.TCPConn || tcpConn(fresh.TCPConn) != fresh.TCPConn {
 		t.Errorf("tcpConn(%T) is not the connection given back", again)
 	}
 	if tcpConn(&net.UnixConn{}) != nil {

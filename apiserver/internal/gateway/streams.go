@@ -19,6 +19,10 @@ type Streams struct {
 	// waits for the client's next request (Listen): the server's
 	// http.Server IdleTimeout (0: no bound). Set it before Listen.
 	IdleTimeout time.Duration
+	// HeaderTimeout is the server's ReadHeaderTimeout: how far ahead a
+	// connection's read deadline is armed (serverConn; 0: exactly). Set it
+	// before Listen.
+	HeaderTimeout time.Duration
 
 	mu    sync.Mutex
 	open  map[*held]struct{}

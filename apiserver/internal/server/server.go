@@ -206,7 +206,7 @@ func New(d Deps) *Server {
 	a := auth.New(d.Store, d.RuntimeSecret, d.Log.Named("auth"))
 	a.StaleFor = d.OutageServeFor
 	s := &Server{Echo: e, Auth: a, Registry: reg, deps: d, Outbox: outbox.New(d.Store, d.Log.Named("outbox")),
-		Streams: &gateway.Streams{IdleTimeout: d.Timeouts.Idle}}
+		Streams: &gateway.Streams{IdleTimeout: d.Timeouts.Idle, HeaderTimeout: d.Timeouts.ReadHeader}}
 	s.Outbox.AnswerDeadline = d.AnswerDeadline
 	s.Webhooks = webhooklog.New(d.Store, d.Log.Named("webhooklog"), reg)
 	s.Webhooks.FailingAfter = d.WebhookFailingAfter

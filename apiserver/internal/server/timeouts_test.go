@@ -101,3 +101,41 @@ func TestStreamedConnectionIdlesAsKeptAlive(t *testing.T) {
 		t.Fatalf("read %d bytes, %v after %v; want EOF from the server's close after the idle timeout %v", n, err, waited, idle)
 	}
 }
+
+// A client that starts a request's headers and never finishes them is cut
+// after the read-header timeout, not the idle timeout: on a new connection
+// and on a kept-alive one alike.
+func TestSlowHeadersCut(t *testing.T) {
+	t.Parallel()
+	const header, idle = 300 * time.Millisecond, 20 * time.Second
+	srv := servertest.New(t, server.Deps{Store: storetest.SQLite(t), Timeouts: server.Timeouts{ReadHeader: header, Idle: idle}})
+	for _, keptAlive := range []bool{false, true} {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		br := bufio.NewReader(conn)
+		if keptAlive {
+			if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.Copy(io.Discard, resp.Body); err != nil || resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d: %v", resp.StatusCode, err)
+			}
+		}
+		from := time.Now()
+		if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\n"); err != nil { // no blank line
+			t.Fatal(err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second)) // a safety bound: the server's close ends the read
+		n, err := br.Read(make([]byte, 1))
+		if waited := time.Since(from); n != 0 || err != io.EOF || waited < header/2 || waited >= idle/2 {
+			t.Fatalf("kept alive %v: read %d bytes, %v after %v; want EOF after the read-header timeout %v", keptAlive, n, err, waited, header)
+		}
+	}
+}
