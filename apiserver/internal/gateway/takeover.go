@@ -85,6 +85,13 @@ func (a *API) detach(c echo.Context, x *exchange, resp *http.Response, cancel co
 	r := newRelay(responseEvents{w: res, noFlush: true}, resp.Body, x.codec.stream(x), func() { x.observe(a) })
 	r.buffered()
 	res.Flush()
+	// The first events are on the wire. What follows — the take-over, which
+	// stops net/http's background read of the connection (a wake-up of its
+	// goroutine and a wait for it), and the relay's start — would keep this
+	// CPU from the reader those events just woke, when that reader shares
+	// the machine's CPUs (a sidecar or ingress proxy on the same node, a
+	// load generator): the thread gives the CPU up once first.
+	yieldCPU()
 	conn, brw, err := http.NewResponseController(res).Hijack()
 	if err != nil {
 		// Still net/http's: the rest through the handler's response.
